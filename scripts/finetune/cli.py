@@ -1,0 +1,75 @@
+"""`finetune <group> <verb> ...` — one subcommand group per pipeline stage.
+
+Exit codes (DESIGN.md contract 1): 0 ok, 1 a check failed, 2 bad input (one line, nothing written).
+
+Groups are imported lazily: `finetune lint` must not pay for importing torch/TRL. Each group module
+exposes ``add_arguments(parser)`` (which may add its own verbs as sub-parsers) and ``run(args) -> int``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from finetune import __version__
+from finetune.errors import CheckFailed, UserError
+
+# group -> (module, one-line help). Order is the pipeline order.
+GROUPS: dict[str, tuple[str, str]] = {
+    "route": ("finetune.route", "Phase 0: decide the fine-tuning method for a task"),
+    "rewards": ("finetune.rewards.cli", "render rewards.py from the run spec"),
+    "inspect": ("finetune.inspect.cli", "Phase 1: sample, score, review, record verdicts, gate"),
+    "config": ("finetune.render", "Phase 2: render the validated GRPO config and launch files"),
+    "memory": ("finetune.memory", "estimate GPU memory for a run spec or a model"),
+    "diagnose": ("finetune.diagnose", "Phase 4: read training logs, detect symptoms, pick a variant"),
+    "lint": ("finetune.lint", "lint skills, commands, agents and references"),
+    "demo": ("finetune.demo", "run every phase on the embedded toy task on CPU"),
+    "docs": ("finetune.docs", "regenerate (or --check) the generated reference docs"),
+}
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # argparse's usage errors are bad input too: exit 2, one line
+        raise UserError(message, where=self.prog, fix=f"see `{self.prog} --help`")
+
+
+def build_parser(group: str | None = None) -> argparse.ArgumentParser:
+    parser = _Parser(prog="finetune", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"llm-finetuning {__version__}")
+    sub = parser.add_subparsers(dest="group", metavar="<group>", parser_class=_Parser)
+    for name, (module, help_) in GROUPS.items():
+        p = sub.add_parser(name, help=help_, description=help_)
+        if name == group:
+            importlib.import_module(module).add_arguments(p)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    group = next((a for a in argv if not a.startswith("-")), None)
+    try:
+        if group not in GROUPS:
+            if group is not None:
+                raise UserError(f"unknown command group '{group}'", where="finetune",
+                                fix="one of: " + ", ".join(GROUPS))
+            parser = build_parser()
+            parser.parse_args(argv)
+            parser.print_help()
+            return 0
+        args = build_parser(group).parse_args(argv)
+        return int(importlib.import_module(GROUPS[group][0]).run(args) or 0)
+    except UserError as exc:
+        print(f"error: {exc.line()}", file=sys.stderr)
+        return 2
+    except CheckFailed as exc:
+        if str(exc):
+            print(f"FAILED: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,43 @@
+"""The run directory: the only interface between pipeline stages.
+
+Every stage reads the files named here and writes its own, atomically (temp file + rename), so a
+crashed or refused stage never leaves a half-written file and the gate can bind files by hash.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from finetune.errors import UserError
+
+SPEC = "spec.yaml"
+REWARDS = "rewards.py"
+SAMPLES = "samples.jsonl"
+BASE_SAMPLES = "base_samples.jsonl"
+SCORED = "scored.jsonl"
+SCORE_REPORT = "score_report.json"
+REVIEW_MD = "review.md"
+REVIEW_HTML = "review.html"
+VERDICTS = "verdicts.jsonl"
+GATE = "gate.json"
+CONFIG_DIR = "config"
+MEMORY = "memory.md"
+TRAIN_DIR = "train"
+DIAGNOSIS_DIR = "diagnosis"
+DIAGNOSIS = "diagnosis/diagnosis.json"
+
+
+def resolve(spec_or_dir: str | Path, out: str | Path | None = None) -> tuple[Path | None, Path]:
+    """Return (spec path or None, run directory) for a stage command's positional argument.
+
+    Given a spec file, the run directory is the spec's folder unless ``out`` names another.
+    Given a directory, it is the run directory and its spec is ``<dir>/spec.yaml`` if present.
+    """
+    p = Path(spec_or_dir)
+    if p.is_dir():
+        spec = p / SPEC
+        run = Path(out) if out else p
+        return (spec if spec.is_file() else None), run
+    if p.is_file():
+        return p, Path(out) if out else p.parent
+    raise UserError(f"no such file or directory: {p}", fix="pass a run spec (spec.yaml) or a run directory")

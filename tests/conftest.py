@@ -1,0 +1,67 @@
+"""Shared fixtures. One tiny model per test session: importing torch/TRL and building models is
+the expensive part of this suite, so everything that needs a real model shares these."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("WANDB_DISABLED", "true")
+
+
+@pytest.fixture(scope="session")
+def repo_root() -> Path:
+    return ROOT
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory) -> Path:
+    """A randomly initialised 2-layer Qwen3 + WordLevel tokenizer saved on disk (pass it by path)."""
+    from finetune.tinymodel import build_tiny_model
+
+    return build_tiny_model(tmp_path_factory.mktemp("tiny-model") / "model")
+
+
+@pytest.fixture(scope="session")
+def tiny_moe_model_dir(tmp_path_factory) -> Path:
+    from finetune.tinymodel import build_tiny_model
+
+    return build_tiny_model(tmp_path_factory.mktemp("tiny-moe") / "model", moe=True)
+
+
+class CliResult:
+    def __init__(self, code: int, out: str, err: str):
+        self.code, self.out, self.err = code, out, err
+
+    def __repr__(self) -> str:
+        return f"CliResult(code={self.code}, out={self.out[-2000:]!r}, err={self.err[-2000:]!r})"
+
+
+@pytest.fixture
+def cli(capsys):
+    """Run `finetune ...` in-process (no new interpreter, no re-import of torch/TRL)."""
+    from finetune.cli import main
+
+    def run(*args: str) -> CliResult:
+        capsys.readouterr()
+        code = main([str(a) for a in args])
+        captured = capsys.readouterr()
+        return CliResult(code, captured.out, captured.err)
+
+    return run
+
+
+def pytest_collection_modifyitems(config, items):
+    # Browser tests need Debian's chromium; skip them loudly (not silently pass) when it is missing.
+    chromium = Path("/usr/bin/chromium")
+    for item in items:
+        if "browser" in item.keywords and not chromium.exists():
+            item.add_marker(pytest.mark.skip(reason="needs /usr/bin/chromium (apt-get install chromium)"))
