@@ -91,7 +91,7 @@ class BaseSuccessSpec(_Strict):
 class InspectionSpec(_Strict):
     prompts: int = Field(16, ge=1, description="Prompts sampled for Phase 1.")
     per_prompt: int = Field(4, ge=1, description="Completions per prompt.")
-    min_read: int = Field(50, ge=1, le=100, description="Samples a reader must judge (50-100).")
+    min_read: int = Field(50, ge=50, le=100, description="Samples a reader must judge (the seed: 50-100).")
     probe_prompts: int = Field(4, ge=1)
     base_success: BaseSuccessSpec = BaseSuccessSpec()
 

@@ -1,0 +1,192 @@
+"""`finetune inspect <verb>`: Phase 1 — sample, score, review, verdict, confirm, ack, gate.
+
+Every verb works on a run directory (or a spec whose folder is the run directory); every file is
+written atomically; bad input is one line and exit 2; a gate FAIL is exit 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from finetune import rundir
+from finetune.errors import CheckFailed, UserError
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="verb", metavar="<verb>", parser_class=type(parser))
+    sub.required = True
+
+    p = sub.add_parser("sample", help="generate completions (and base-success samples), or import them")
+    p.add_argument("spec", help="run spec (spec.yaml) or run directory")
+    p.add_argument("-o", "--out", help="run directory (default: the spec's folder)")
+    p.add_argument("--import", dest="import_file", metavar="FILE", help="import completions from a JSONL")
+    p.add_argument("--import-base", metavar="FILE", help="import base-success completions from a JSONL")
+    p.add_argument("--no-base", action="store_true", help="skip the base-success sampling")
+    p.add_argument("--device", default=None, help="torch device (default: cuda if available, else cpu)")
+    p.add_argument("--backend", choices=["auto", "transformers", "vllm"], default="auto")
+
+    p = sub.add_parser("score", help="run rewards.py on every sample; flags, probes, base success")
+    p.add_argument("run", help="run directory (or its spec.yaml)")
+
+    p = sub.add_parser("review", help="write the reading sheet (md, html) or review in the terminal")
+    p.add_argument("run")
+    p.add_argument("--format", choices=["md", "html", "terminal"], default="md")
+    p.add_argument("-n", type=int, default=None, help="samples to select (default: max(min_read, 60), ≤ 100)")
+
+    p = sub.add_parser("verdict", help="record verdicts (one, or a JSONL file) — never edit JSON by hand")
+    p.add_argument("run")
+    p.add_argument("--id", help="sample id")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--accept", dest="accept", action="store_true", default=None)
+    g.add_argument("--reject", dest="accept", action="store_false")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--correct", dest="correct", action="store_true", default=None)
+    g.add_argument("--incorrect", dest="correct", action="store_false")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--well-formed", dest="well_formed", action="store_true", default=None)
+    g.add_argument("--malformed", dest="well_formed", action="store_false")
+    p.add_argument("--note", default="")
+    p.add_argument("--reader", choices=["agent", "human"])
+    p.add_argument("--file", help="JSONL of verdicts (e.g. exported by review.html)")
+
+    p = sub.add_parser("confirm", help="the user confirms the agent's reading (needed for an agent-only reading)")
+    p.add_argument("run")
+    p.add_argument("--user", required=True, help="name of the person confirming")
+    p.add_argument("--statement", help="what the user checked")
+
+    p = sub.add_parser("ack", help="acknowledge a red flag with a written reason (probes cannot be waived)")
+    p.add_argument("run")
+    p.add_argument("flag", help="flag id from the score report, e.g. constant_reward:correctness")
+    p.add_argument("--reason", required=True)
+    p.add_argument("--by", help="who acknowledges it")
+
+    p = sub.add_parser("gate", help="PASS/FAIL: write gate.json (exit 0 PASS, 1 FAIL)")
+    p.add_argument("run")
+
+
+def _run_dir_and_spec(arg: str, out: str | None = None):
+    from finetune.spec import load_spec
+
+    spec_path, run_dir = rundir.resolve(arg, out)
+    if spec_path is None:
+        raise UserError(f"no {rundir.SPEC} in {arg}", where=arg, fix="pass the run directory that holds spec.yaml")
+    return load_spec(spec_path), run_dir
+
+
+def _console():
+    from rich.console import Console
+
+    return Console(stderr=False, highlight=False)
+
+
+def run(args: argparse.Namespace) -> int:
+    return {"sample": _sample, "score": _score, "review": _review, "verdict": _verdict, "confirm": _confirm,
+            "ack": _ack, "gate": _gate}[args.verb](args)
+
+
+def _sample(args) -> int:
+    from finetune.inspect import sample
+
+    spec, run_dir = _run_dir_and_spec(args.spec, args.out)
+    console = _console()
+    info = sample.run_sample(spec, run_dir, import_file=args.import_file, import_base=args.import_base,
+                             base=not args.no_base, device=args.device, backend=args.backend, console=console)
+    console.print(f"wrote {info['samples']} samples to {run_dir / rundir.SAMPLES}"
+                  + (f" and {info['base_samples']} base-success samples to {run_dir / rundir.BASE_SAMPLES}"
+                     if info.get("base_samples") else ""))
+    return 0
+
+
+def _score(args) -> int:
+    from finetune.inspect import score
+
+    spec, run_dir = _run_dir_and_spec(args.run)
+    console = _console()
+    report = score.score_run(run_dir, spec, console)
+    score.print_report(report, console)
+    console.print(f"wrote {run_dir / rundir.SCORED} and {run_dir / rundir.SCORE_REPORT}")
+    return 0
+
+
+def _review(args) -> int:
+    from finetune.inspect import review
+
+    spec, run_dir = _run_dir_and_spec(args.run)
+    console = _console()
+    if args.format == "terminal":
+        review.terminal_review(run_dir, spec, console, n=args.n)
+        return 0
+    path = review.write_review(run_dir, spec, args.format, n=args.n)
+    console.print(f"wrote {path}")
+    return 0
+
+
+def _verdict(args) -> int:
+    from finetune.inspect import verdicts as V
+
+    spec, run_dir = _run_dir_and_spec(args.run)
+    if args.file:
+        if args.id or args.accept is not None:
+            raise UserError("give either --file or --id with --accept/--reject, not both", where="verdict",
+                            fix="record a file of verdicts, or one verdict")
+        new = V.parse_verdicts(Path(args.file))
+        if args.reader:
+            new = [v.model_copy(update={"reader": args.reader}) for v in new]
+        source = args.file
+    else:
+        if not args.id or args.accept is None or not args.reader:
+            raise UserError("one verdict needs --id, --accept or --reject, and --reader", where="verdict",
+                            fix="e.g. finetune inspect verdict RUN --id p0001-s00 --reject --incorrect "
+                                "--note 'wrong sum' --reader agent")
+        new = [V.Verdict(id=args.id, accept=args.accept, correct=args.correct, well_formed=args.well_formed,
+                         note=args.note, reader=args.reader)]
+        source = "--id"
+    path = V.record_verdicts(run_dir, new, source)
+    total = len(V.load_verdicts(run_dir))
+    print(f"recorded {len(new)} verdict(s) in {path} ({total} in all)")
+    return 0
+
+
+def _confirm(args) -> int:
+    from finetune.inspect import verdicts as V
+
+    spec, run_dir = _run_dir_and_spec(args.run)
+    path = V.confirm(run_dir, args.user, args.statement)
+    print(f"recorded {args.user}'s confirmation in {path}")
+    return 0
+
+
+def _ack(args) -> int:
+    from finetune.inspect import score
+    from finetune.inspect import verdicts as V
+
+    spec, run_dir = _run_dir_and_spec(args.run)
+    report = score.load_report(run_dir)
+    path = V.acknowledge(run_dir, args.flag, args.reason, args.by, [f["id"] for f in report["flags"]],
+                         [p["id"] for p in report["probes"]])
+    print(f"acknowledged {args.flag} in {path}")
+    return 0
+
+
+def _gate(args) -> int:
+    from finetune.inspect import gate
+
+    spec, run_dir = _run_dir_and_spec(args.run)
+    record = gate.run_gate(run_dir, spec)
+    c = record["counts"]
+    print(f"read {c['read']}/{c['min_read']} required, {c['disagreements']} disagreement(s), "
+          f"{sum(f['status'] == 'open' for f in record['flags'])} open flag(s), "
+          f"{sum(bool(p['passing']) for p in record['probes'])} passing probe(s)")
+    for d in record["disagreements"][:20]:
+        label = "false positive (reward-hacking risk)" if d["kind"] == "false_positive" else \
+            "false negative (lost signal)"
+        print(f"  {d['id']}: {label} on {d['field']} — rewards {', '.join(d['rewards'])} {d['scores']}"
+              + (f" — note: {d['note']}" if d["note"] else ""))
+    if record["status"] != "PASS":
+        for r in record["reasons"]:
+            print(f"  - {r}", file=sys.stderr)
+        raise CheckFailed(f"gate FAIL: {run_dir / rundir.GATE}")
+    print(f"gate PASS: {run_dir / rundir.GATE}")
+    return 0

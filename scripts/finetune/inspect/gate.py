@@ -1,0 +1,169 @@
+"""The gate: PASS only when the reward and a careful reading agree (DESIGN.md contracts 3-5).
+
+PASS needs: at least ``inspection.min_read`` scored samples read; zero disagreements between reward
+and reading; every red flag fixed or acknowledged with a written reason; no hack probe passing; and
+a person's reading (a ``human`` reader, or the user's recorded confirmation of an agent-only reading).
+The record (gate.json) binds :func:`finetune.hashing.bound_hashes`; :func:`verify_gate` re-hashes, so
+any later change to rewards.py, its helpers, the scored samples, the verdicts or the spec's reward
+section voids the PASS.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from finetune import __version__, atomic, rundir
+from finetune.errors import UserError
+from finetune.hashing import bound_hashes, sha256_file
+from finetune.inspect import verdicts as V
+
+# Files the gate judged but that contract 5 does not bind; recorded and re-checked by verify_gate too,
+# so editing the samples or the report behind the gate's back is caught.
+EXTRA_INPUTS = (rundir.SAMPLES, rundir.BASE_SAMPLES, rundir.SCORE_REPORT, V.CONFIRMATION, V.ACKS)
+
+
+@dataclass
+class GateCheck:
+    """Whether a PASS gate record still holds for the files in the run directory."""
+
+    ok: bool
+    reason: str
+    record: dict[str, Any] | None = field(default=None)
+
+
+def _input_hashes(run_dir: Path) -> dict[str, str]:
+    return {n: sha256_file(run_dir / n) for n in EXTRA_INPUTS if (run_dir / n).is_file()}
+
+
+def _versions() -> dict[str, str]:
+    out = {"llm-finetuning": __version__}
+    for pkg in ("trl", "transformers", "torch"):
+        try:
+            out[pkg] = metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            out[pkg] = "not installed"
+    return out
+
+
+def evaluate(run_dir: str | Path, spec) -> dict[str, Any]:
+    """Judge the run directory; return the gate record (status PASS or FAIL with reasons)."""
+    from finetune.inspect.score import load_scored, load_report, report_is_current
+
+    run_dir = Path(run_dir)
+    report = load_report(run_dir)
+    rows = load_scored(run_dir)
+    metas = report["rewards"]
+    reasons: list[str] = []
+
+    stale = report_is_current(run_dir, spec, report)
+    if stale:
+        reasons.append(f"the score report is stale ({stale}); re-run `finetune inspect score`")
+
+    verdicts = V.load_verdicts(run_dir)
+    by_id = {r["id"]: r for r in rows}
+    unknown = sorted(set(verdicts) - set(by_id))
+    if unknown:
+        reasons.append(f"{len(unknown)} verdict(s) name samples that are not scored: {', '.join(unknown[:5])}")
+    read = [v for k, v in verdicts.items() if k in by_id]
+    min_read = spec.inspection.min_read
+    if len(rows) < min_read:
+        reasons.append(f"only {len(rows)} samples scored but {min_read} must be read; sample more "
+                       "(inspection.prompts × inspection.per_prompt)")
+    if len(read) < min_read:
+        reasons.append(f"{len(read)} of the required {min_read} samples read")
+
+    disagreements: list[dict[str, Any]] = []
+    for v in read:
+        disagreements.extend(V.compare(by_id[v.id], v, metas))
+    if disagreements:
+        fp = sum(d["kind"] == "false_positive" for d in disagreements)
+        fn = len(disagreements) - fp
+        reasons.append(f"{len(disagreements)} disagreement(s) between reward and reading: {fp} false positive "
+                       f"(reward-hacking risk), {fn} false negative (lost signal); fix the reward first")
+
+    acks = V.load_acks(run_dir)
+    flags = []
+    for f in report.get("flags", []):
+        ack = acks.get(f["id"])
+        flags.append({**f, "status": "acknowledged" if ack else "open", **({"ack": ack} if ack else {})})
+    open_flags = [f["id"] for f in flags if f["status"] == "open"]
+    if open_flags:
+        reasons.append(f"{len(open_flags)} red flag(s) neither fixed nor acknowledged: {', '.join(open_flags)}")
+
+    probes = [{k: p.get(k) for k in ("id", "probe", "row", "target", "passing", "passed_by", "scores")}
+              for p in report.get("probes", [])]
+    passing = [p["id"] for p in probes if p["passing"]]
+    if passing:
+        reasons.append(f"{len(passing)} hack probe(s) pass a reward (cannot be waived): {', '.join(passing[:8])}")
+
+    humans = sum(v.reader == "human" for v in read)
+    agents = len(read) - humans
+    confirmation = V.load_json(run_dir / V.CONFIRMATION)
+    confirmed = False
+    if agents:
+        verdicts_path = run_dir / rundir.VERDICTS
+        if not confirmation:
+            reasons.append(f"{agents} verdict(s) were read by an agent and the user has not confirmed the "
+                           "reading: run `finetune inspect confirm RUN --user NAME` after the user checks it")
+        elif confirmation.get("verdicts_sha256") != sha256_file(verdicts_path):
+            reasons.append("the user's confirmation predates the current verdicts; confirm again")
+        else:
+            confirmed = True
+
+    status = "FAIL" if reasons else "PASS"
+    return {
+        "status": status,
+        "reasons": reasons,
+        "hashes": bound_hashes(run_dir, spec.reward_section()),
+        "inputs": _input_hashes(run_dir),
+        "counts": {"scored": len(rows), "read": len(read), "min_read": min_read,
+                   "agreed": len(read) - len({d["id"] for d in disagreements}),
+                   "disagreements": len(disagreements), "human": humans, "agent": agents},
+        "disagreements": disagreements,
+        "flags": flags,
+        "probes": probes,
+        "base_success": report.get("base_success"),
+        "readers": sorted({v.reader for v in read}),
+        "confirmation": confirmation if agents else None,
+        "confirmed": confirmed,
+        "versions": _versions(),
+        "time": V.now(),
+    }
+
+
+def write_gate_record(run_dir: str | Path, record: dict[str, Any]) -> Path:
+    """Write gate.json atomically (a FAIL replaces an earlier PASS: the latest judgement holds)."""
+    return atomic.write_json(Path(run_dir) / rundir.GATE, record)
+
+
+def verify_gate(run_dir: str | Path, spec) -> GateCheck:
+    """Does a PASS gate record still hold? Re-hashes everything the record binds."""
+    run_dir = Path(run_dir)
+    path = run_dir / rundir.GATE
+    if not path.is_file():
+        return GateCheck(False, f"no gate record ({path}); run `finetune inspect gate {run_dir}`")
+    try:
+        record = V.load_json(path)
+    except UserError as exc:
+        return GateCheck(False, f"unreadable gate record: {exc.line()}")
+    if not isinstance(record, dict) or record.get("status") != "PASS":
+        status = record.get("status") if isinstance(record, dict) else None
+        return GateCheck(False, f"the gate record says {status or 'nothing valid'}, not PASS", record)
+    bound = record.get("hashes") or {}
+    now_hashes = bound_hashes(run_dir, spec.reward_section())
+    changed = sorted(k for k in set(bound) | set(now_hashes) if bound.get(k) != now_hashes.get(k))
+    inputs = record.get("inputs") or {}
+    changed += sorted(k for k in inputs if not (run_dir / k).is_file() or sha256_file(run_dir / k) != inputs[k])
+    if changed:
+        return GateCheck(False, "changed since the gate PASSed: " + ", ".join(changed)
+                         + "; re-run `finetune inspect score` and `finetune inspect gate`", record)
+    return GateCheck(True, "gate PASS holds: rewards, scored samples, verdicts and reward spec unchanged", record)
+
+
+def run_gate(run_dir: str | Path, spec) -> dict[str, Any]:
+    record = evaluate(run_dir, spec)
+    write_gate_record(run_dir, record)
+    return record

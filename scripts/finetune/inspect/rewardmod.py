@@ -1,0 +1,181 @@
+"""Load a run's rendered rewards.py by file path and call its functions exactly as TRL does.
+
+TRL 1.16 calls ``f(prompts=..., completions=..., completion_ids=..., **columns, trainer_state=...,
+log_extra=..., log_metric=...)`` with every dataset column as a keyword list; conversational
+completions arrive as ``[{"role": "assistant", "content": ...}]``. Scoring the same way means the
+gate judges the very calls training will make.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import itertools
+import math
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from finetune import rundir
+from finetune.errors import UserError
+
+ROLES = ("format", "correctness", "shaping")
+_counter = itertools.count()
+
+
+@dataclass
+class RewardInfo:
+    """One reward as rewards.py declares it (REWARD_META) plus its callable and weight."""
+
+    name: str
+    type: str
+    role: str
+    threshold: float
+    min: float | None
+    max: float | None
+    weight: float
+    func: Callable[..., Any] = field(repr=False)
+
+    def passes(self, value: float | None) -> bool:
+        """A score passes when it is a finite number at or above the reward's threshold."""
+        return value is not None and math.isfinite(value) and value >= self.threshold - 1e-9
+
+    def meta(self) -> dict[str, Any]:
+        return {"name": self.name, "type": self.type, "role": self.role, "threshold": self.threshold,
+                "min": self.min, "max": self.max, "weight": self.weight}
+
+
+@dataclass
+class RewardModule:
+    path: Path
+    module: Any
+    rewards: list[RewardInfo]
+
+    def disable_caches(self) -> None:
+        fn = getattr(self.module, "disable_caches", None)
+        if callable(fn):
+            fn()
+
+    def by_role(self, *roles: str) -> list[RewardInfo]:
+        return [r for r in self.rewards if r.role in roles]
+
+
+def load_rewards(run_dir: str | Path, spec_reward_names: list[str] | None = None) -> RewardModule:
+    """Import ``run_dir/rewards.py`` under a unique module name; check it exposes the interface."""
+    run_dir = Path(run_dir).resolve()
+    path = run_dir / rundir.REWARDS
+    if not path.is_file():
+        raise UserError(f"no {rundir.REWARDS} in {run_dir}", where=str(run_dir),
+                        fix="run `finetune rewards render SPEC` first")
+    # Helpers rendered beside rewards.py (rewards_*.py) are imported by plain name; drop any copy a
+    # previous run directory left in sys.modules so this run gets its own.
+    for helper in run_dir.glob("rewards_*.py"):
+        sys.modules.pop(helper.stem, None)
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()[:12]
+    name = f"_finetune_run_rewards_{digest}_{next(_counter)}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, str(run_dir))
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:  # any import-time failure of user code is bad input, not a crash
+        raise UserError(f"cannot import: {type(exc).__name__}: {exc}", where=str(path),
+                        fix="fix the reward module (or re-render it with `finetune rewards render`)") from None
+    finally:
+        sys.path.remove(str(run_dir))
+    for attr in ("REWARD_FUNCS", "REWARD_WEIGHTS", "REWARD_META"):
+        if not hasattr(module, attr):
+            raise UserError(f"{rundir.REWARDS} does not define {attr}", where=str(path),
+                            fix="re-render it with `finetune rewards render SPEC`")
+    funcs, weights, metas = list(module.REWARD_FUNCS), list(module.REWARD_WEIGHTS), list(module.REWARD_META)
+    if not (len(funcs) == len(weights) == len(metas)) or not funcs:
+        raise UserError("REWARD_FUNCS, REWARD_WEIGHTS and REWARD_META differ in length (or are empty)",
+                        where=str(path), fix="re-render it with `finetune rewards render SPEC`")
+    rewards: list[RewardInfo] = []
+    for i, (func, weight, meta) in enumerate(zip(funcs, weights, metas)):
+        where = f"{path}: REWARD_META[{i}]"
+        if not callable(func) or not isinstance(meta, dict):
+            raise UserError("entry is not a callable with a meta dict", where=where, fix="re-render rewards.py")
+        missing = [k for k in ("name", "type", "role", "threshold") if k not in meta]
+        if missing:
+            raise UserError(f"missing {', '.join(missing)}", where=where, fix="re-render rewards.py")
+        if meta["role"] not in ROLES:
+            raise UserError(f"role '{meta['role']}' is not one of {', '.join(ROLES)}", where=where,
+                            fix="set role to format, correctness or shaping in the spec")
+        rewards.append(RewardInfo(name=str(meta["name"]), type=str(meta["type"]), role=str(meta["role"]),
+                                  threshold=float(meta["threshold"]),
+                                  min=None if meta.get("min") is None else float(meta["min"]),
+                                  max=None if meta.get("max") is None else float(meta["max"]),
+                                  weight=float(weight), func=func))
+    names = [r.name for r in rewards]
+    if spec_reward_names is not None and names != list(spec_reward_names):
+        raise UserError(f"rewards.py defines {names} but the spec names {list(spec_reward_names)}",
+                        where=str(path), fix="re-render rewards.py from the current spec")
+    return RewardModule(path=path, module=module, rewards=rewards)
+
+
+def as_completion(text: str, conversational: bool) -> Any:
+    return [{"role": "assistant", "content": text}] if conversational else text
+
+
+def _normalise(value: Any) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return float(value)
+    try:
+        return float(value)  # int, float, numpy / torch scalars
+    except (TypeError, ValueError):
+        raise TypeError(f"returned {type(value).__name__} {value!r:.60}, not a number or None") from None
+
+
+def _call(func: Callable[..., Any], items: list[dict[str, Any]]) -> list[float | None]:
+    columns: dict[str, list[Any]] = {}
+    keys = sorted({k for it in items for k in it.get("columns", {})} - {"prompts", "completions"})
+    for k in keys:
+        columns[k] = [it.get("columns", {}).get(k) for it in items]
+    extra: dict[str, list[Any]] = {}
+    metrics: dict[str, float] = {}
+    out = func(
+        prompts=[it["prompt"] for it in items],
+        completions=[as_completion(it["completion"], bool(it.get("conversational"))) for it in items],
+        completion_ids=None,
+        **columns,
+        trainer_state=None,
+        log_extra=lambda column, values: extra.setdefault(column, list(values)),
+        log_metric=lambda name, value: metrics.__setitem__(name, value),
+    )
+    if out is None or not hasattr(out, "__len__") or isinstance(out, (str, bytes, dict)):
+        raise TypeError(f"returned {type(out).__name__}, not a list with one value per completion")
+    out = list(out)
+    if len(out) != len(items):
+        raise TypeError(f"returned {len(out)} values for {len(items)} completions")
+    return [_normalise(v) for v in out]
+
+
+def score_items(reward: RewardInfo, items: list[dict[str, Any]], batch_size: int = 32
+                ) -> tuple[list[float | None], list[str | None]]:
+    """Score ``items`` (dicts with prompt, completion, conversational, columns) with one reward.
+
+    Returns (values, errors): a batch that raises is re-scored one item at a time so an exception
+    is attributed to the completions that cause it (TRL would crash the whole training step).
+    """
+    values: list[float | None] = []
+    errors: list[str | None] = []
+    for start in range(0, len(items), batch_size):
+        batch = items[start:start + batch_size]
+        try:
+            values.extend(_call(reward.func, batch))
+            errors.extend([None] * len(batch))
+            continue
+        except Exception:
+            pass
+        for it in batch:
+            try:
+                values.extend(_call(reward.func, [it]))
+                errors.append(None)
+            except Exception as exc:
+                values.append(None)
+                errors.append(f"{type(exc).__name__}: {exc}"[:300])
+    return values, errors

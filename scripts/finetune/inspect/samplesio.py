@@ -1,0 +1,75 @@
+"""The sample row format shared by ``inspect sample`` (generated or imported) and ``inspect score``.
+
+A row: ``id`` (stable), ``row`` (dataset row or prompt key), ``prompt`` (a string or a list of chat
+messages, exactly as TRL will pass it to the reward), ``completion`` (text), ``conversational``
+(completions are passed as ``[{"role": "assistant", "content": ...}]``), ``columns`` (the other
+dataset columns, passed to rewards as keyword lists), and optionally ``completion_tokens``,
+``truncated``, ``source``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+from finetune.errors import UserError
+from finetune.inspect.verdicts import read_jsonl
+
+FIX = ('one JSON object per line: {"prompt": str or [{"role","content"}...], "completion": str, '
+       '"id"?: str, "columns"?: {...} or extra top-level columns}')
+RESERVED = {"id", "row", "prompt", "completion", "conversational", "columns", "completion_tokens",
+            "truncated", "source", "group"}
+
+
+def _messages_ok(prompt: Any) -> bool:
+    return isinstance(prompt, list) and bool(prompt) and all(
+        isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str) for m in prompt)
+
+
+def normalise_row(obj: Any, where: str, index: int) -> dict[str, Any]:
+    """Validate one imported/stored row; unknown top-level keys become reward columns."""
+    if not isinstance(obj, dict):
+        raise UserError(f"expected a JSON object, got {type(obj).__name__}", where=where, fix=FIX)
+    prompt = obj.get("prompt")
+    if not (isinstance(prompt, str) or _messages_ok(prompt)):
+        raise UserError("'prompt' must be a string or a list of {role, content} messages", where=where, fix=FIX)
+    completion = obj.get("completion")
+    if isinstance(completion, list) and _messages_ok(completion) and len(completion) == 1:
+        completion = completion[0]["content"]  # TRL's conversational completion form
+    if not isinstance(completion, str):
+        raise UserError("'completion' must be a string", where=where, fix=FIX)
+    columns = obj.get("columns", {})
+    if not isinstance(columns, dict):
+        raise UserError("'columns' must be an object", where=where, fix=FIX)
+    columns = {**{k: v for k, v in obj.items() if k not in RESERVED}, **columns}
+    row = obj.get("row", obj.get("group"))
+    sid = obj.get("id")
+    if sid is not None and (not isinstance(sid, str) or not sid.strip()):
+        raise UserError("'id' must be a non-empty string", where=where, fix=FIX)
+    conv = obj.get("conversational", isinstance(prompt, list))
+    if not isinstance(conv, bool):
+        raise UserError("'conversational' must be true or false", where=where, fix=FIX)
+    if row is None:  # group by prompt so pass@k is per prompt even when the file does not say
+        row = "q" + hashlib.sha256(json.dumps(prompt, sort_keys=True).encode()).hexdigest()[:10]
+    return {"id": sid, "row": row,
+            "prompt": prompt, "completion": completion, "conversational": conv, "columns": columns,
+            **{k: obj[k] for k in ("completion_tokens", "truncated", "source") if k in obj}}
+
+
+def load_samples(path: Path) -> list[dict[str, Any]]:
+    """Rows of a samples file, validated; duplicate ids are an error naming both lines."""
+    rows, seen, per_group = [], {}, {}
+    for n, obj in read_jsonl(path):
+        row = normalise_row(obj, f"{path}:{n}", len(rows))
+        k = per_group[row["row"]] = per_group.get(row["row"], -1) + 1
+        row["id"] = row["id"] or f"{row['row']}-s{k:02d}"  # stable: same file, same ids
+        if row["id"] in seen:
+            raise UserError(f"duplicate id '{row['id']}' (first on line {seen[row['id']]})", where=f"{path}:{n}",
+                            fix="give every sample a unique id")
+        seen[row["id"]] = n
+        rows.append(row)
+    if not rows:
+        raise UserError("no samples", where=str(path), fix="sample again or import a non-empty JSONL")
+    return rows

@@ -1,0 +1,234 @@
+"""``finetune inspect score RUN``: run rewards.py on every sample, then flags, probes, base success.
+
+Writes scored.jsonl (one row per sample with each reward's score, error, pass) and
+score_report.json (per-reward statistics, the base-success report, red flags, hack probes, and the
+hashes of what was scored so the gate can tell a stale report).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from math import comb
+from pathlib import Path
+from typing import Any
+
+from finetune import atomic, rundir
+from finetune.errors import UserError
+from finetune.hashing import reward_files, reward_section_digest, sha256_file
+from finetune.inspect import flags as flags_mod
+from finetune.inspect import probes as probes_mod
+from finetune.inspect.rewardmod import RewardModule, load_rewards, score_items
+from finetune.inspect.samplesio import load_samples
+from finetune.inspect.verdicts import load_json, read_jsonl
+
+NEVER = 0.0  # mean base success at/below which RL has nothing to sharpen
+SATURATED_SHARE = 0.9  # share of prompts solved k/k at/above which there is nothing left to learn
+
+
+def scored_inputs(run_dir: Path, spec) -> dict[str, str]:
+    """Hashes of what a score report was computed from (rewards, spec rewards, samples)."""
+    out = {p.name: sha256_file(p) for p in reward_files(run_dir)}
+    out["spec:rewards"] = reward_section_digest(spec.reward_section())
+    for name in (rundir.SAMPLES, rundir.BASE_SAMPLES):
+        if (run_dir / name).is_file():
+            out[name] = sha256_file(run_dir / name)
+    return out
+
+
+def report_is_current(run_dir: Path, spec, report: dict[str, Any]) -> str:
+    """'' when the report matches the files now; otherwise what changed."""
+    now = scored_inputs(run_dir, spec)
+    then = report.get("inputs", {})
+    changed = sorted(k for k in set(now) | set(then) if now.get(k) != then.get(k))
+    if (run_dir / rundir.SCORED).is_file() and sha256_file(run_dir / rundir.SCORED) != report.get("scored_sha256"):
+        changed.append(rundir.SCORED)
+    return ", ".join(f"{c} changed" for c in changed)
+
+
+def load_report(run_dir: Path) -> dict[str, Any]:
+    report = load_json(Path(run_dir) / rundir.SCORE_REPORT)
+    if not isinstance(report, dict) or "rewards" not in report:
+        raise UserError(f"no valid {rundir.SCORE_REPORT} in {run_dir}", fix="run `finetune inspect score RUN` first")
+    return report
+
+
+def load_scored(run_dir: Path) -> list[dict[str, Any]]:
+    path = Path(run_dir) / rundir.SCORED
+    if not path.is_file():
+        raise UserError(f"no {rundir.SCORED} in {run_dir}", fix="run `finetune inspect score RUN` first")
+    return [obj for _, obj in read_jsonl(path)]
+
+
+def _score_all(rm: RewardModule, samples: list[dict[str, Any]], progress=None
+               ) -> tuple[dict[str, list[float | None]], dict[str, list[str | None]]]:
+    values, errors = {}, {}
+    for r in rm.rewards:
+        values[r.name], errors[r.name] = score_items(r, samples)
+        if progress:
+            progress()
+    return values, errors
+
+
+def _row_verdicts(rm: RewardModule, scores: dict[str, float | None], errs: dict[str, str]) -> dict[str, Any]:
+    passes = {r.name: r.passes(scores[r.name]) for r in rm.rewards}
+    # None (not applicable) is skipped; an exception counts as a fail, as TRL would give no credit.
+    gated = [r for r in rm.by_role("format", "correctness") if scores[r.name] is not None or r.name in errs]
+    correctness = [r for r in rm.by_role("correctness") if scores[r.name] is not None or r.name in errs]
+    all_pass = bool(gated) and all(passes[r.name] for r in gated)
+    success = (bool(correctness) and all(passes[r.name] for r in correctness)) if rm.by_role("correctness") else all_pass
+    total = sum(r.weight * v for r in rm.rewards if (v := scores[r.name]) is not None and math.isfinite(v))
+    return {"passes": passes, "all_pass": all_pass, "success": success, "total": total}
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k (Chen et al. 2021) from c successes in n samples."""
+    if n - c < k:
+        return 1.0
+    return 1.0 - comb(n - c, k) / comb(n, k)
+
+
+def base_success(successes_by_prompt: dict[Any, list[bool]], num_generations: int, source: str,
+                 temperature: float | None) -> dict[str, Any]:
+    """Mean success, pass@k per prompt, shares 0/k and k/k, predicted frac_reward_zero_std, verdict."""
+    per_prompt = []
+    for row, succ in successes_by_prompt.items():
+        n, c = len(succ), sum(succ)
+        per_prompt.append({"row": row, "n": n, "successes": c, "pass@1": c / n, f"pass@{n}": pass_at_k(n, c, n)})
+    total = sum(p["n"] for p in per_prompt)
+    mean = sum(p["successes"] for p in per_prompt) / total if total else 0.0
+    zero = sum(p["successes"] == 0 for p in per_prompt) / len(per_prompt)
+    full = sum(p["successes"] == p["n"] for p in per_prompt) / len(per_prompt)
+    g = num_generations
+    # a GRPO group of g completions has zero reward std when all succeed or all fail (binary success)
+    predicted = sum(p["pass@1"] ** g + (1 - p["pass@1"]) ** g for p in per_prompt) / len(per_prompt)
+    if mean <= NEVER:
+        verdict, message = "never_succeeds", (
+            f"the model never succeeded in {total} samples over {len(per_prompt)} prompts"
+            f"{f' at temperature {temperature:g}' if temperature else ''}: the gap is format or task "
+            "understanding, not policy optimisation — go back to SFT (lora-qlora-recipes) and return "
+            "when base success is non-zero")
+    elif full >= SATURATED_SHARE:
+        verdict, message = "saturated", (
+            f"{full:.0%} of prompts are solved in every sample: GRPO groups would have zero advantage "
+            "(nothing left to learn) — use harder prompts")
+    else:
+        verdict, message = "learnable", (
+            f"the model succeeds sometimes (mean {mean:.0%}): the regime where GRPO sharpens what already works")
+    return {"source": source, "temperature": temperature, "prompts": len(per_prompt), "samples": total,
+            "mean_success": mean, "share_zero": zero, "share_all": full, "num_generations": g,
+            "predicted_frac_reward_zero_std": predicted, "verdict": verdict, "message": message,
+            "per_prompt": per_prompt}
+
+
+def _stats(r, values: list[float | None], errors: list[str | None], rows) -> dict[str, Any]:
+    finite = [v for v in values if v is not None and math.isfinite(v)]
+    return {**r.meta(), "n": len(values), "mean": statistics.fmean(finite) if finite else None,
+            "std": statistics.pstdev(finite) if len(finite) > 1 else (0.0 if finite else None),
+            "min_seen": min(finite) if finite else None, "max_seen": max(finite) if finite else None,
+            "none": sum(v is None and e is None for v, e in zip(values, errors)),
+            "exceptions": sum(e is not None for e in errors),
+            "non_finite": sum(v is not None and not math.isfinite(v) for v in values),
+            "pass_rate": sum(row["passes"][r.name] for row in rows) / len(rows) if rows else None}
+
+
+def score_run(run_dir: str | Path, spec, console=None) -> dict[str, Any]:
+    """Score samples (and base samples), detect flags, run probes; write scored.jsonl + report."""
+    run_dir = Path(run_dir)
+    samples_path = run_dir / rundir.SAMPLES
+    if not samples_path.is_file():
+        raise UserError(f"no {rundir.SAMPLES} in {run_dir}", fix="run `finetune inspect sample SPEC` (or --import FILE)")
+    rm = load_rewards(run_dir, [r.name for r in spec.rewards])
+    samples = load_samples(samples_path)
+    base_path = run_dir / rundir.BASE_SAMPLES
+    base_samples = load_samples(base_path) if base_path.is_file() else []
+    inputs = scored_inputs(run_dir, spec)
+
+    from rich.progress import Progress
+
+    with Progress(console=console, transient=True, disable=console is None) as bar:
+        task = bar.add_task("scoring", total=len(rm.rewards) * (3 if base_samples else 2) + 1)
+        step = lambda: bar.advance(task)  # noqa: E731
+        values, errors = _score_all(rm, samples, step)
+        rm.disable_caches()  # the determinism re-score must not be answered from a judge cache
+        rescored, _ = _score_all(rm, samples, step)
+        base_scores = _score_all(rm, base_samples, step) if base_samples else None
+        probe_result = probes_mod.run_probes(rm, spec, samples)
+        step()
+
+    rows = []
+    for i, s in enumerate(samples):
+        scores = {r.name: values[r.name][i] for r in rm.rewards}
+        errs = {r.name: e for r in rm.rewards if (e := errors[r.name][i])}
+        rows.append({**s, "rewards": scores, "errors": errs, **_row_verdicts(rm, scores, errs)})
+
+    g = spec.training.num_generations
+    groups: dict[Any, list[bool]] = {}
+    if base_scores:
+        bv, be = base_scores
+        for i, s in enumerate(base_samples):
+            scores = {r.name: bv[r.name][i] for r in rm.rewards}
+            errs = {r.name: e for r in rm.rewards if (e := be[r.name][i])}
+            groups.setdefault(s["row"], []).append(_row_verdicts(rm, scores, errs)["success"])
+        base = base_success(groups, g, rundir.BASE_SAMPLES, spec.inspection.base_success.temperature)
+    else:
+        for row in rows:
+            groups.setdefault(row["row"], []).append(row["success"])
+        base = base_success(groups, g, rundir.SAMPLES + " (no base samples: training temperature)",
+                            spec.generation.temperature)
+    totals: dict[Any, list[float]] = {}
+    for row in rows:
+        totals.setdefault(row["row"], []).append(row["total"])
+    multi = [t for t in totals.values() if len(t) > 1]
+    base["observed_zero_std_groups"] = (sum(max(t) - min(t) <= 1e-12 for t in multi) / len(multi)) if multi else None
+
+    flag_list = flags_mod.detect(rm, spec, rows, rescored, probe_result, base)
+    for row in rows:
+        row["flags"] = [f["id"] for f in flag_list if row["id"] in f["sample_ids"]]
+
+    scored_path = atomic.write_jsonl(run_dir / rundir.SCORED, rows)
+    report = {
+        "inputs": inputs,
+        "scored_sha256": sha256_file(scored_path),
+        "samples": len(rows),
+        "rewards": [_stats(r, values[r.name], errors[r.name], rows) for r in rm.rewards],
+        "base_success": base,
+        "flags": flag_list,
+        "probes": probe_result["probes"],
+        "controls": probe_result["controls"],
+        "layout_accepted_by_format_rewards": probe_result["layout_accepted"],
+    }
+    atomic.write_json(run_dir / rundir.SCORE_REPORT, report)
+    return report
+
+
+def print_report(report: dict[str, Any], console) -> None:
+    """Per-reward table, base success, flags and passing probes."""
+    from rich.table import Table
+
+    t = Table(title=f"rewards on {report['samples']} samples")
+    for col in ("reward", "role", "mean", "std", "pass", "None", "exceptions"):
+        t.add_column(col)
+    fmt = lambda v: "-" if v is None else f"{v:.3g}"  # noqa: E731
+    for r in report["rewards"]:
+        t.add_row(r["name"], r["role"], fmt(r["mean"]), fmt(r["std"]), fmt(r["pass_rate"]), str(r["none"]),
+                  str(r["exceptions"]))
+    console.print(t)
+    b = report["base_success"]
+    console.print(f"base success ({b['source']}): mean {b['mean_success']:.1%}, prompts 0/k {b['share_zero']:.0%}, "
+                  f"k/k {b['share_all']:.0%}, predicted frac_reward_zero_std {b['predicted_frac_reward_zero_std']:.2f} "
+                  f"(num_generations={b['num_generations']}) → {b['verdict']}: {b['message']}")
+    for f in report["flags"]:
+        console.print(f"[red]FLAG[/red] {f['id']}: {f['message']}")
+    by_probe: dict[str, list[dict[str, Any]]] = {}
+    for p in report["probes"]:
+        by_probe.setdefault(p["probe"], []).append(p)
+    for name, group in by_probe.items():
+        passing = [p for p in group if p["passing"]]
+        if passing:
+            ex = passing[0]
+            console.print(f"[red]PROBE PASSES[/red] {name} on {len(passing)}/{len(group)} prompts — {ex['shows']}; "
+                          f"passed by {', '.join(sorted({n for p in passing for n in p['passed_by']}))}; "
+                          f"e.g. {ex['id']}: {ex['completion'][:120]!r}")
+    n_pass = sum(p["passing"] for p in report["probes"])
+    console.print(f"{len(report['flags'])} red flag(s), {n_pass} of {len(report['probes'])} hack probe(s) passing")

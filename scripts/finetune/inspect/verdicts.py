@@ -1,0 +1,196 @@
+"""Reader verdicts, the user's confirmation of an agent-only reading, and flag acknowledgements.
+
+A verdict says what the reader saw in one scored sample: ``accept`` (the output fully does what the
+task asks), optionally ``correct`` / ``well_formed``, a note, and who read it (``human`` or
+``agent``). Verdicts map to rewards role-wise (contract 3): ``well_formed`` ↔ format rewards,
+``correct`` ↔ correctness rewards, ``accept`` ↔ every format and correctness reward passes.
+Everything here is written through commands (``finetune inspect verdict|confirm|ack``) so nobody
+edits JSON by hand.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Literal, Optional
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from finetune import atomic, rundir
+from finetune.errors import UserError
+from finetune.hashing import sha256_file
+
+CONFIRMATION = "confirmation.json"
+ACKS = "acks.json"
+MIN_ACK_REASON_CHARS = 20  # a reason is a sentence, not "ok"
+
+
+def now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+class Verdict(BaseModel):
+    """One reader's judgement of one scored sample."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = Field(min_length=1)
+    accept: bool
+    correct: Optional[bool] = None
+    well_formed: Optional[bool] = None
+    note: str = ""
+    reader: Literal["human", "agent"]
+    time: Optional[str] = None
+
+
+def read_jsonl(path: Path) -> list[tuple[int, Any]]:
+    """(line number, parsed JSON) for each non-blank line; a bad line → UserError file:line."""
+    out = []
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UserError(f"file not found: {path}", fix="check the path") from None
+    except UnicodeDecodeError:
+        raise UserError("not UTF-8 text", where=str(path), fix="save the file as UTF-8") from None
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            out.append((n, json.loads(line)))
+        except json.JSONDecodeError as exc:
+            raise UserError(f"invalid JSON: {exc.msg}", where=f"{path}:{n}",
+                            fix="write one JSON object per line") from None
+    return out
+
+
+def parse_verdicts(path: Path) -> list[Verdict]:
+    verdicts = []
+    for n, obj in read_jsonl(path):
+        try:
+            verdicts.append(Verdict.model_validate(obj))
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            field = ".".join(str(x) for x in err["loc"]) or "(line)"
+            raise UserError(f"{field}: {err['msg']}", where=f"{path}:{n}",
+                            fix="each line needs id, accept (true/false), reader (human|agent); "
+                                "optional correct, well_formed, note") from None
+    return verdicts
+
+
+def load_verdicts(run_dir: str | Path) -> dict[str, Verdict]:
+    """The run's verdicts by sample id (a later line for the same id replaces an earlier one)."""
+    path = Path(run_dir) / rundir.VERDICTS
+    if not path.is_file():
+        return {}
+    return {v.id: v for v in parse_verdicts(path)}
+
+
+def scored_ids(run_dir: str | Path) -> list[str]:
+    path = Path(run_dir) / rundir.SCORED
+    if not path.is_file():
+        raise UserError(f"no {rundir.SCORED} in {run_dir}", fix="run `finetune inspect score RUN` first")
+    return [obj["id"] for _, obj in read_jsonl(path)]
+
+
+def record_verdicts(run_dir: str | Path, new: list[Verdict], source: str = "verdict") -> Path:
+    """Merge ``new`` into verdicts.jsonl (by id, new wins) after checking every id was scored."""
+    run_dir = Path(run_dir)
+    known = set(scored_ids(run_dir))
+    for v in new:
+        if v.id not in known:
+            raise UserError(f"sample id '{v.id}' is not in {rundir.SCORED}", where=source,
+                            fix="use ids from review.md / review.html (re-run score if samples changed)")
+    merged = load_verdicts(run_dir)
+    stamp = now()
+    for v in new:
+        merged[v.id] = v if v.time else v.model_copy(update={"time": stamp})
+    return atomic.write_jsonl(run_dir / rundir.VERDICTS,
+                              [v.model_dump(mode="json", exclude_none=True) for v in merged.values()])
+
+
+def compare(row: dict[str, Any], verdict: Verdict, metas: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Role-wise disagreements between a scored sample and its verdict (contract 3).
+
+    false_positive: a reward passes what the reader rejects (reward-hacking risk);
+    false_negative: a reward fails what the reader accepts (lost learning signal).
+    """
+    out: list[dict[str, Any]] = []
+    rewards, passes = row.get("rewards", {}), row.get("passes", {})
+
+    def add(kind: str, field: str, names: list[str]) -> None:
+        out.append({"id": row["id"], "field": field, "kind": kind, "rewards": names,
+                    "scores": {n: rewards.get(n) for n in names},
+                    "thresholds": {m["name"]: m["threshold"] for m in metas if m["name"] in names},
+                    "note": verdict.note, "reader": verdict.reader})
+
+    gated = [m["name"] for m in metas if m["role"] in ("format", "correctness")]
+    if verdict.accept and not row.get("all_pass"):
+        add("false_negative", "accept", [n for n in gated if not passes.get(n)])
+    elif not verdict.accept and row.get("all_pass"):
+        add("false_positive", "accept", [n for n in gated if passes.get(n)])
+    for field, role in (("correct", "correctness"), ("well_formed", "format")):
+        said = getattr(verdict, field)
+        if said is None:
+            continue
+        for m in metas:
+            if m["role"] != role or (rewards.get(m["name"]) is None and not row.get("errors", {}).get(m["name"])):
+                continue
+            passed = bool(passes.get(m["name"]))
+            if passed and not said:
+                add("false_positive", field, [m["name"]])
+            elif said and not passed:
+                add("false_negative", field, [m["name"]])
+    return out
+
+
+def confirm(run_dir: str | Path, user: str, statement: str | None) -> Path:
+    """Record the user's confirmation of the agent's reading, bound to the current verdicts file."""
+    run_dir = Path(run_dir)
+    if not user.strip():
+        raise UserError("empty --user", where="--user", fix="give the name of the person confirming")
+    verdicts = load_verdicts(run_dir)
+    if not verdicts:
+        raise UserError(f"no verdicts in {run_dir}", fix="record verdicts with `finetune inspect verdict` first")
+    agent = sum(1 for v in verdicts.values() if v.reader == "agent")
+    record = {
+        "user": user.strip(),
+        "statement": statement or (f"I reviewed the agent's reading of {agent} samples and confirm it."),
+        "time": now(),
+        "verdicts_sha256": sha256_file(run_dir / rundir.VERDICTS),
+        "agent_verdicts": agent,
+        "verdicts": len(verdicts),
+    }
+    return atomic.write_json(run_dir / CONFIRMATION, record)
+
+
+def load_json(path: Path) -> Any:
+    if not path.is_file():
+        return None
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise UserError(f"invalid JSON: {exc.msg}", where=f"{path}:{exc.lineno}",
+                        fix="re-create it with the finetune command that writes it") from None
+
+
+def load_acks(run_dir: str | Path) -> dict[str, dict[str, Any]]:
+    return load_json(Path(run_dir) / ACKS) or {}
+
+
+def acknowledge(run_dir: str | Path, flag_id: str, reason: str, by: str | None,
+                known_flags: list[str], probe_ids: list[str]) -> Path:
+    """Acknowledge a red flag with a written reason. Passing probes cannot be waived (contract 4)."""
+    run_dir = Path(run_dir)
+    if flag_id in probe_ids or flag_id.startswith("probe:"):
+        raise UserError(f"'{flag_id}' is a hack probe; a passing probe cannot be waived", where=flag_id,
+                        fix="fix the reward so the probe fails, then re-run `finetune inspect score`")
+    if flag_id not in known_flags:
+        raise UserError(f"no red flag '{flag_id}' in the score report", where=flag_id,
+                        fix="one of: " + (", ".join(known_flags) or "(none: nothing to acknowledge)"))
+    if len(reason.strip()) < MIN_ACK_REASON_CHARS:
+        raise UserError(f"reason too short ({len(reason.strip())} characters)", where="--reason",
+                        fix=f"write why this flag is acceptable (at least {MIN_ACK_REASON_CHARS} characters)")
+    acks = load_acks(run_dir)
+    acks[flag_id] = {"reason": reason.strip(), "by": by or "unknown", "time": now()}
+    return atomic.write_json(run_dir / ACKS, acks)

@@ -1,0 +1,45 @@
+"""A correct composite reward in the rendered-rewards.py shape: format + exact match on <answer>."""
+import re
+
+_ANSWER = re.compile(r"<answer>(.*?)</answer>", re.S)
+
+
+def _text(completion):
+    return completion[0]["content"] if isinstance(completion, list) else completion
+
+
+def _extract(text):
+    found = _ANSWER.findall(text)
+    return found[-1].strip() if found else None
+
+
+def _norm(value):
+    value = " ".join(str(value).split())
+    try:
+        return repr(float(value))
+    except ValueError:
+        return value
+
+
+def format_ok(prompts, completions, **kwargs):
+    return [1.0 if re.fullmatch(r"(?s).*<answer>[^<>]+</answer>\s*", _text(c)) else 0.0 for c in completions]
+
+
+def correctness(prompts, completions, answer, **kwargs):
+    out = []
+    for c, gold in zip(completions, answer):
+        got = _extract(_text(c))
+        out.append(1.0 if got is not None and _norm(got) == _norm(gold) else 0.0)
+    return out
+
+
+def disable_caches():
+    pass
+
+
+REWARD_FUNCS = [format_ok, correctness]
+REWARD_WEIGHTS = [0.2, 1.0]
+REWARD_META = [
+    {"name": "format_ok", "type": "format", "role": "format", "threshold": 1.0, "min": 0.0, "max": 1.0},
+    {"name": "correctness", "type": "exact_match", "role": "correctness", "threshold": 1.0, "min": 0.0, "max": 1.0},
+]
