@@ -1,0 +1,1374 @@
+"""Local sandbox for untrusted code (unit-test rewards): isolated, tamper-proof verdicts, parallel.
+
+This file is standalone and stdlib-only on purpose: ``finetune rewards render`` copies it verbatim
+beside ``rewards.py`` as ``rewards_sandbox.py`` (DESIGN.md contract 2), and the plugin imports it as
+``finetune.sandbox.runner``. It is also its own child-side program (``python -I <this file> --zygote``).
+
+Public API
+==========
+
+``SandboxPool(workers=None, timeout_s=5.0, memory_mb=512, min_isolation="namespaces", ...)``
+    A context manager. ``pool.run_batch(jobs) -> list[Result]`` (input order) runs every job of a GRPO
+    step at once, ``pool.run(job) -> Result`` one. ``pool.isolation`` says what the host granted.
+    Construction refuses (``SandboxUnavailable``) when the host grants less than ``min_isolation``.
+``detect_isolation() -> Isolation``
+    What this host grants, probed in a throw-away child process; nothing untrusted runs.
+
+Jobs (the candidate is the model's code; tests come from the dataset and stay trusted):
+
+* ``StdioJob(code, tests=[StdioTest(stdin, expected_stdout), ...], compare="lines")`` — the code runs
+  as ``__main__`` once per test with that stdin; the trusted side compares stdout (``exact``,
+  ``lines``: trailing whitespace per line and trailing blank lines ignored, ``tokens``:
+  whitespace-separated tokens). A non-zero exit is a runtime error.
+* ``CallJob(code, function, tests=[CallTest(args, expected, kwargs={}), ...], compare="python")`` —
+  the child receives only the arguments, never the expected values; each return value leaves the
+  sandbox as plain data (None/bool/int/float/complex/str/bytes/list/tuple/dict/set/frozenset;
+  subclasses are converted to their base type, so an object whose ``__eq__`` always says True
+  arrives as plain data or not at all) and the trusted side compares (``python``: ``==``;
+  ``json``: tuples compare equal to lists).
+* ``AssertJob(code, tests=[...] | "test source", setup="", entry_point=None)`` — MBPP
+  (``test_list`` + ``test_setup_code``) or HumanEval (``test`` source + ``entry_point``, which calls
+  ``check(entry_point)``). Each ``assert <expr> == <literal>`` / ``assert <literal> == <expr>`` /
+  ``assert <expr>`` / ``assert not <expr>`` / ``assert math.isclose(<expr>, <literal>, ...)`` (also
+  inside HumanEval's ``check(candidate)``) is *split*: only ``<expr>`` is evaluated in the sandbox and
+  the trusted side does the comparison, exactly as for ``CallJob``. Any other test runs in-process
+  with the candidate; its pass is accepted only with a per-run secret token written after the test
+  completed, the exit code is ignored, and ``SystemExit`` / ``os._exit`` before the end is a failure.
+  Limit (documented, inherent to running tests in the candidate's process): code that inspects the
+  harness' frames or uses ctypes can forge an in-process pass; splittable tests are immune.
+
+``Result``: ``passed`` (every test passed), ``score`` (fraction of tests passed), ``status``
+(``passed``, ``failed``, ``timeout``, ``crashed`` (runtime error / signal / memory), ``output_limit``,
+``exited_early``, ``error`` (the sandbox itself failed; not the candidate's fault)), ``detail``
+(one line), ``wall_s``, ``tests_passed``, ``tests_total``, ``test_statuses``.
+
+Isolation levels (ordered; ``Isolation.level`` is the best the host grants)
+=========================================================================
+
+``process``      fresh process per execution (fork of a pristine zygote that has run no candidate code),
+                 own temp working dir (deleted), scrubbed environment, rlimits (CPU seconds, address
+                 space, file size, processes, open files, no core), wall-clock timeout that kills the
+                 process group, capped stdout/stderr. Root ignores RLIMIT_NPROC and a ``setsid``
+                 daemon escapes the group kill, so this level alone is weak.
+``unprivileged`` + the candidate runs as its own non-root uid (one per pool slot, ``no_new_privs``),
+                 so RLIMIT_NPROC holds, it cannot signal or read the trusted side, and after every
+                 execution everything running under that uid is killed (``kill(-1)`` as that uid),
+                 setsid daemons included. Needs root (or CAP_SETUID).
+``namespaces``   + fresh PID, network, mount, IPC and UTS namespaces per execution: the candidate is
+                 PID 1 of its namespace, so every descendant dies with it; no network (no interface
+                 is up); the file system is read-only except tmpfs mounts (its work dir sized
+                 ``disk_mb``, /tmp, /var/tmp, /dev/shm) that vanish with it; ``hide_paths`` (the
+                 trusted side's working dir and HOME, /root, /home by default) are covered by empty
+                 tmpfs. Needs root with CAP_SYS_ADMIN (docker: ``--cap-add SYS_ADMIN`` or
+                 ``--privileged``).
+"""
+
+from __future__ import annotations
+
+import ast
+import atexit
+import json
+import math
+import os
+import queue
+import secrets
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import weakref
+from dataclasses import dataclass, field
+from typing import Any, Optional, Sequence, Union
+
+__all__ = [
+    "ISOLATION_LEVELS", "Isolation", "SandboxError", "SandboxUnavailable", "detect_isolation",
+    "StdioTest", "StdioJob", "CallTest", "CallJob", "AssertJob", "Result", "SandboxPool",
+]
+
+ISOLATION_LEVELS = ("process", "unprivileged", "namespaces")
+
+# Uids for candidates: far above any real account, one block per trusted process (pid) so two pools on
+# one host (e.g. one per training rank) never share a uid, one uid per pool slot.
+_UID_BASE = 2_000_000_000
+_UID_BLOCK = 256
+
+_CLONE_NEWNS, _CLONE_NEWUTS, _CLONE_NEWIPC = 0x00020000, 0x04000000, 0x08000000
+_CLONE_NEWPID, _CLONE_NEWNET = 0x20000000, 0x40000000
+_MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 1, 2, 4, 8
+_MS_REMOUNT, _MS_BIND, _MS_REC, _MS_PRIVATE = 32, 4096, 16384, 1 << 18
+_PR_SET_NO_NEW_PRIVS = 38
+
+_SAFE_PATH = "/usr/local/bin:/usr/bin:/bin"
+_STDERR_KEEP = 2000
+_SETUP_FAILED_EXIT = 71
+
+# Stdlib modules solutions commonly use, imported once in the zygote so a fork needs no import time.
+DEFAULT_PREIMPORT = (
+    "math", "re", "collections", "itertools", "functools", "heapq", "bisect", "string", "random",
+    "fractions", "decimal", "typing", "operator", "copy", "statistics", "datetime", "array", "io",
+    "traceback", "cmath", "dataclasses", "enum", "textwrap", "unicodedata", "hashlib", "struct",
+)
+
+
+class SandboxError(RuntimeError):
+    """The sandbox itself failed (not the candidate)."""
+
+
+class SandboxUnavailable(SandboxError):
+    """The host grants less isolation than the configured minimum; nothing was run."""
+
+
+# --------------------------------------------------------------------------------------------------
+# Isolation probing (runs in a child: unshare() changes the caller)
+# --------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Isolation:
+    """What the host grants. ``level`` is the best of ISOLATION_LEVELS available; ``notes`` say why."""
+
+    level: str
+    root: bool
+    setuid: bool
+    namespaces: bool
+    readonly_root: bool
+    notes: tuple[str, ...] = ()
+
+    def at_least(self, minimum: str) -> bool:
+        """True when this isolation is at or above ``minimum``."""
+        return ISOLATION_LEVELS.index(self.level) >= ISOLATION_LEVELS.index(minimum)
+
+    def describe(self) -> str:
+        """One line for logs and reports."""
+        extra = f" ({'; '.join(self.notes)})" if self.notes else ""
+        return f"sandbox isolation: {self.level}{extra}"
+
+
+def _libc():
+    import ctypes
+
+    return ctypes, ctypes.CDLL(None, use_errno=True)
+
+
+def _check(ctypes, rc: int, what: str) -> None:
+    if rc != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{what}: {os.strerror(err)}")
+
+
+def _unshare(flags: int) -> None:
+    ctypes, libc = _libc()
+    _check(ctypes, libc.unshare(flags), "unshare")
+
+
+def _mount(source: Optional[str], target: str, fstype: Optional[str], flags: int,
+           data: Optional[str] = None) -> None:
+    ctypes, libc = _libc()
+    enc = (lambda s: None if s is None else s.encode())
+    _check(ctypes, libc.mount(enc(source), enc(target), enc(fstype), ctypes.c_ulong(flags), enc(data)),
+           f"mount {target}")
+
+
+def _prctl(option: int, arg: int) -> None:
+    ctypes, libc = _libc()
+    _check(ctypes, libc.prctl(option, ctypes.c_ulong(arg), ctypes.c_ulong(0), ctypes.c_ulong(0),
+                              ctypes.c_ulong(0)), "prctl")
+
+
+def _drop_privileges(uid: int) -> None:
+    _prctl(_PR_SET_NO_NEW_PRIVS, 1)
+    os.setgroups([])
+    os.setgid(uid)
+    os.setuid(uid)
+    if os.getuid() != uid or os.geteuid() != uid:
+        raise OSError("setuid did not take effect")
+
+
+def _fork_probe(fn) -> Optional[str]:
+    """Run ``fn`` in a forked child; None on success, else the child's error text."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        try:
+            fn()
+            os._exit(0)
+        except BaseException as exc:  # noqa: BLE001 - report any failure to the parent
+            os.write(w, f"{type(exc).__name__}: {exc}".encode()[:500])
+            os._exit(1)
+    os.close(w)
+    msg = b""
+    while True:
+        chunk = os.read(r, 4096)
+        if not chunk:
+            break
+        msg += chunk
+    os.close(r)
+    _, status = os.waitpid(pid, 0)
+    if os.waitstatus_to_exitcode(status) == 0:
+        return None
+    return msg.decode(errors="replace") or f"exit status {status}"
+
+
+def _probe(uid: int) -> Isolation:
+    """Probe in children what this host grants (called in the zygote and by detect_isolation)."""
+    notes = []
+    root = os.geteuid() == 0
+    setuid_err = _fork_probe(lambda: _drop_privileges(uid)) if root else "not running as root"
+    if setuid_err:
+        notes.append(f"cannot switch to an unprivileged uid: {setuid_err}")
+
+    readonly = {"ok": False}
+
+    def ns_probe() -> None:
+        _unshare(_CLONE_NEWPID | _CLONE_NEWNET | _CLONE_NEWIPC | _CLONE_NEWUTS)
+        pid = os.fork()
+        if pid == 0:
+            try:
+                _enter_mount_namespace([], 1, uid, probe=True)
+                os._exit(0)
+            except BaseException:  # noqa: BLE001
+                os._exit(3)
+        _, status = os.waitpid(pid, 0)
+        if os.waitstatus_to_exitcode(status) != 0:
+            raise OSError("mount namespace setup failed in the new PID namespace")
+
+    ns_err = _fork_probe(ns_probe) if root else "not running as root"
+    if ns_err:
+        notes.append(f"no PID/network/mount namespaces: {ns_err}")
+    else:
+        readonly["ok"] = _fork_probe(lambda: (_unshare(_CLONE_NEWNS), _remount_readonly(strict=True))) is None
+        if not readonly["ok"]:
+            notes.append("cannot remount / read-only; file permissions still apply")
+    if setuid_err:
+        level = "process"
+    elif ns_err:
+        level = "unprivileged"
+    else:
+        level = "namespaces"
+    return Isolation(level=level, root=root, setuid=setuid_err is None, namespaces=ns_err is None,
+                     readonly_root=readonly["ok"], notes=tuple(notes))
+
+
+def detect_isolation(python: Optional[str] = None) -> Isolation:
+    """Report what isolation this host grants, probed in a throw-away child interpreter."""
+    out = subprocess.run([python or sys.executable, "-I", "-S", os.path.abspath(__file__), "--probe"],
+                         capture_output=True, text=True, timeout=60, env=_zygote_env())
+    if out.returncode != 0:
+        raise SandboxError(f"isolation probe failed: {out.stderr.strip()[-500:]}")
+    data = json.loads(out.stdout)
+    data["notes"] = tuple(data["notes"])
+    return Isolation(**data)
+
+
+# --------------------------------------------------------------------------------------------------
+# Child side: mount namespace, limits, harness
+# --------------------------------------------------------------------------------------------------
+
+def _mount_points() -> dict[str, str]:
+    """Mount point -> per-mount options, from /proc/self/mountinfo."""
+    points = {}
+    with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as fh:
+        for line in fh:
+            parts = line.split()
+            if len(parts) > 5:
+                points[parts[4].encode().decode("unicode_escape")] = parts[5]
+    return points
+
+
+def _remount_readonly(strict: bool = False) -> None:
+    """Make every mount of this (private) mount namespace read-only, keeping nosuid/nodev/noexec."""
+    keep = {"nosuid": _MS_NOSUID, "nodev": _MS_NODEV, "noexec": _MS_NOEXEC}
+    for point, options in sorted(_mount_points().items(), key=lambda kv: len(kv[0])):
+        flags = _MS_REMOUNT | _MS_BIND | _MS_RDONLY
+        for opt in options.split(","):
+            flags |= keep.get(opt, 0)
+        try:
+            _mount(None, point, None, flags)
+        except OSError:
+            if strict and point == "/":
+                raise
+
+
+_NS_WORKDIR = "/tmp/work"
+
+
+def _enter_mount_namespace(hide_paths: Sequence[str], disk_mb: int, uid: int, probe: bool = False) -> str:
+    """In the PID-namespace init, before dropping root: a private, read-only view of the file system
+    with fresh tmpfs scratch dirs; returns the work dir (``/tmp/work`` on the new /tmp tmpfs)."""
+    _unshare(_CLONE_NEWNS)
+    _mount(None, "/", None, _MS_REC | _MS_PRIVATE)
+    _mount("proc", "/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
+    if probe:
+        return ""
+    _remount_readonly()
+    for scratch, size in (("/tmp", disk_mb), ("/var/tmp", min(disk_mb, 8)), ("/dev/shm", min(disk_mb, 8)),
+                          ("/run/lock", 1)):
+        if os.path.isdir(scratch):
+            _mount("sandbox", scratch, "tmpfs", _MS_NOSUID | _MS_NODEV,
+                   f"size={size}m,mode=1777,nr_inodes=4096")
+    for hidden in hide_paths:
+        if os.path.isdir(hidden):
+            _mount("sandbox", hidden, "tmpfs", _MS_NOSUID | _MS_NODEV | _MS_RDONLY, "size=4k,mode=0755")
+    os.mkdir(_NS_WORKDIR, 0o700)
+    os.chown(_NS_WORKDIR, uid, uid)
+    return _NS_WORKDIR
+
+
+def _set_limits(req: dict, processes_ok: bool) -> None:
+    import resource
+
+    cpu = int(math.ceil(req["timeout_s"])) + 1
+    mem = req["memory_mb"] * 1024 * 1024
+    disk = req["disk_mb"] * 1024 * 1024
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+    resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (disk, disk))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (req["max_open_files"], req["max_open_files"]))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    if processes_ok:
+        resource.setrlimit(resource.RLIMIT_NPROC, (req["max_processes"], req["max_processes"]))
+
+
+def _make_encoder():
+    """A closure that turns a return value into plain JSON-able data, built before candidate code runs."""
+    _type, _isinstance, _repr, _len = type, isinstance, repr, len
+    _int, _float, _str, _bytes, _complex = int, float, str, bytes, complex
+    _list, _tuple, _dict, _set, _frozenset, _bool = list, tuple, dict, set, frozenset, bool
+    int_conv, float_conv, str_conv = int.__int__, float.__float__, str.__str__
+    list_iter, tuple_iter, dict_items = list.__iter__, tuple.__iter__, dict.items
+    set_iter, fset_iter = set.__iter__, frozenset.__iter__
+
+    def enc(x, depth=0):
+        if depth > 100:
+            raise ValueError("return value nested more than 100 levels")
+        t = _type(x)
+        if x is None or t is _bool:
+            return x
+        if _isinstance(x, _int):
+            return int_conv(x)
+        if _isinstance(x, _float):
+            return {"f": _repr(float_conv(x))}
+        if _isinstance(x, _str):
+            return str_conv(x)
+        if t is _bytes:
+            return {"b": x.hex()}
+        if t is _complex:
+            return {"c": [_repr(x.real), _repr(x.imag)]}
+        if _isinstance(x, _list):
+            return [enc(v, depth + 1) for v in list_iter(x)]
+        if _isinstance(x, _tuple):
+            return {"t": [enc(v, depth + 1) for v in tuple_iter(x)]}
+        if _isinstance(x, _dict):
+            return {"d": [[enc(k, depth + 1), enc(v, depth + 1)] for k, v in dict_items(x)]}
+        if _isinstance(x, _frozenset):
+            return {"fs": [enc(v, depth + 1) for v in fset_iter(x)]}
+        if _isinstance(x, _set):
+            return {"s": [enc(v, depth + 1) for v in set_iter(x)]}
+        raise TypeError(f"a value of type {t.__name__} cannot leave the sandbox (plain data only)")
+
+    return enc
+
+
+def _candidate_main(req: dict, res_fd: int) -> int:
+    """Runs in the candidate process after isolation is in place. Returns the exit code."""
+    import random
+
+    random.seed()  # the zygote's random state must not be shared between executions
+    write, dumps, exc_line = os.write, json.dumps, _exception_line
+    if req["mode"] == "script":
+        ns = {"__name__": "__main__", "__builtins__": __builtins__}
+        try:
+            exec(compile(req["code"], "<solution>", "exec"), ns)
+        except SystemExit as exc:
+            sys.stdout.flush()
+            code = exc.code
+            return code if isinstance(code, int) else (0 if code is None else 1)
+        except BaseException:  # noqa: BLE001 - report like the interpreter would
+            import traceback
+
+            traceback.print_exc()
+            return 1
+        sys.stdout.flush()
+        return 0
+
+    # "steps": load the candidate module, then evaluate each step; one JSON record per step on res_fd.
+    token, steps, encode = req["token"], req["steps"], _make_encoder()
+    decode = _decode_value
+
+    def emit(record: dict) -> None:
+        data = dumps(record).encode() + b"\n"
+        while data:
+            data = data[write(res_fd, data):]
+
+    ns = {"__name__": "solution", "__builtins__": __builtins__}
+    try:
+        exec(compile(req["code"], "<solution>", "exec"), ns)
+    except BaseException as exc:  # noqa: BLE001 - SystemExit here means the tests never ran
+        emit({"load": False, "e": exc_line(exc)})
+        return 0
+    emit({"load": True})
+    for index, step in enumerate(steps):
+        kind = step["k"]
+        try:
+            if kind == "exec":
+                exec(compile(step["src"], "<test setup>", "exec"), ns)
+                continue
+            if kind == "assert":
+                exec(compile(step["src"], "<test>", "exec"), ns)
+                emit({"i": index, "ok": True, "tk": token})
+                continue
+            if kind == "eval":
+                value = eval(compile(step["src"], "<test>", "eval"), ns)
+            else:  # "call"
+                fn = ns[step["fn"]]
+                value = fn(*decode(step["args"]), **decode(step["kwargs"]))
+            emit({"i": index, "ok": True, "v": encode(value)})
+        except BaseException as exc:  # noqa: BLE001 - a failing test, whatever it raised
+            if kind != "exec":
+                emit({"i": index, "ok": False, "e": exc_line(exc)})
+    emit({"done": token})
+    return 0
+
+
+def _exception_line(exc: BaseException) -> str:
+    try:
+        return f"{type(exc).__name__}: {exc}"[:300]
+    except BaseException:  # noqa: BLE001 - a hostile __str__
+        return type(exc).__name__
+
+
+def _child_after_fork(req: dict, cfg: dict, workdir: str, fds: dict) -> None:
+    """The candidate process: isolate, then run. Never returns."""
+    try:
+        os.setsid()
+        level = cfg["level"]
+        if level == "namespaces":
+            workdir = _enter_mount_namespace(cfg["hide_paths"], req["disk_mb"], cfg["uid"])
+        _set_limits(req, processes_ok=level != "process")
+        os.dup2(fds["stdin"], 0)
+        os.dup2(fds["stdout"], 1)
+        os.dup2(fds["stderr"], 2)
+        os.dup2(fds["result"], 3)
+        setup_fd = fds["setup"]
+        if level != "process":
+            _drop_privileges(cfg["uid"])
+        else:
+            _prctl(_PR_SET_NO_NEW_PRIVS, 1)
+        os.chdir(workdir)
+        os.environ.clear()
+        os.environ.update({"PATH": _SAFE_PATH, "HOME": workdir, "TMPDIR": workdir, "LANG": "C.UTF-8",
+                           "PYTHONIOENCODING": "utf-8"})
+        import io
+
+        sys.stdin = io.TextIOWrapper(io.BufferedReader(io.FileIO(0, "r", closefd=False)), encoding="utf-8")
+        sys.stdout = io.TextIOWrapper(io.BufferedWriter(io.FileIO(1, "w", closefd=False)), encoding="utf-8")
+        sys.stderr = io.TextIOWrapper(io.BufferedWriter(io.FileIO(2, "w", closefd=False)), encoding="utf-8",
+                                      line_buffering=True)
+        sys.set_int_max_str_digits(0) if hasattr(sys, "set_int_max_str_digits") else None
+        os.closerange(4, setup_fd)
+        os.closerange(setup_fd + 1, 1 << 16)
+        os.close(setup_fd)  # from here on nothing the candidate does can claim a sandbox failure
+    except BaseException as exc:  # noqa: BLE001 - never run the candidate half-isolated
+        try:
+            os.write(fds["setup"], _exception_line(exc).encode())
+        finally:
+            os._exit(_SETUP_FAILED_EXIT)
+    code = 1
+    try:
+        code = _candidate_main(req, 3)
+    except BaseException:  # noqa: BLE001
+        code = 1
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except BaseException:  # noqa: BLE001
+        pass
+    os._exit(code if 0 <= code < 256 else 1)
+
+
+def _kill_uid(uid: int) -> None:
+    """Kill every process running as ``uid`` (setsid daemons included): kill(-1) from that uid."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setgroups([])
+            os.setgid(uid)
+            os.setuid(uid)
+            for _ in range(3):
+                try:
+                    os.kill(-1, signal.SIGKILL)
+                except ProcessLookupError:
+                    break
+        finally:
+            os._exit(0)
+    os.waitpid(pid, 0)
+
+
+def _execute(req: dict, cfg: dict, base_dir: str, seq: int) -> dict:
+    """In the guard process (a fork of the zygote, still trusted): run one execution, return the report."""
+    started = time.monotonic()
+    level, uid = cfg["level"], cfg["uid"]
+    workdir = os.path.join(base_dir, f"run{seq}")  # in the namespaces level: a tmpfs inside the sandbox
+    if level != "namespaces":
+        os.mkdir(workdir, 0o700)
+        if level == "unprivileged":
+            os.chown(workdir, uid, uid)
+    stdin_fd = os.memfd_create("stdin")
+    data = req.get("stdin", "").encode()
+    while data:
+        data = data[os.write(stdin_fd, data):]
+    os.lseek(stdin_fd, 0, os.SEEK_SET)
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    res_r, res_w = os.pipe()
+    setup_r, setup_w = os.pipe()
+    if level == "namespaces":
+        _unshare(_CLONE_NEWPID | _CLONE_NEWNET | _CLONE_NEWIPC | _CLONE_NEWUTS)
+    pid = os.fork()
+    if pid == 0:
+        for fd in (out_r, err_r, res_r, setup_r):
+            os.close(fd)
+        _child_after_fork(req, cfg, workdir, {"stdin": stdin_fd, "stdout": out_w, "stderr": err_w,
+                                              "result": res_w, "setup": setup_w})
+    for fd in (stdin_fd, out_w, err_w, res_w, setup_w):
+        os.close(fd)
+    deadline = started + req["timeout_s"]
+    caps = {out_r: req["max_output_bytes"], err_r: req["max_output_bytes"],
+            res_r: max(req["max_output_bytes"], 1 << 20) * 4, setup_r: 4096}
+    names = {out_r: "stdout", err_r: "stderr", res_r: "result", setup_r: "setup"}
+    bufs = {fd: bytearray() for fd in caps}
+    open_fds = set(caps)
+    try:
+        pidfd = os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        pidfd = None
+    timed_out, overflow, exited, status = False, None, False, 0
+
+    def reap(block: bool) -> bool:
+        nonlocal exited, status
+        if exited:
+            return True
+        got, st = os.waitpid(pid, 0 if block else os.WNOHANG)
+        if got == pid:
+            exited, status = True, st
+        return exited
+
+    def kill_all() -> None:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        if level != "namespaces":
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            if level == "unprivileged":
+                _kill_uid(uid)
+
+    drain_deadline = None
+    while open_fds:
+        now = time.monotonic()
+        limit = drain_deadline if drain_deadline is not None else deadline
+        if now >= limit:
+            if drain_deadline is None:
+                timed_out = True
+                kill_all()
+            break
+        watch = list(open_fds) + ([pidfd] if pidfd is not None and not exited else [])
+        ready, _, _ = select.select(watch, [], [], min(limit - now, 0.05 if pidfd is None else limit - now))
+        for fd in ready:
+            if fd == pidfd:
+                continue
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                open_fds.discard(fd)
+                continue
+            bufs[fd] += chunk
+            if len(bufs[fd]) > caps[fd]:
+                overflow = names[fd]
+                del bufs[fd][caps[fd]:]
+                kill_all()
+                open_fds.clear()
+                break
+        if overflow:
+            break
+        if not exited and reap(block=False):
+            # The candidate is gone: take its leftovers down now (they may hold the pipes open), then
+            # read what is still buffered.
+            kill_all()
+            drain_deadline = min(deadline, time.monotonic() + 0.5)
+    if not exited:
+        kill_all()
+        reap(block=True)
+    if level == "unprivileged":
+        _kill_uid(uid)
+    for fd in list(caps) + ([pidfd] if pidfd is not None else []):
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+    shutil.rmtree(workdir, ignore_errors=True)
+    report = {
+        "exit_code": os.WEXITSTATUS(status) if os.WIFEXITED(status) else None,
+        "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
+        "timed_out": timed_out, "overflow": overflow,
+        "stdout": bufs[out_r].decode("utf-8", errors="replace"),
+        "stderr": bufs[err_r][-_STDERR_KEEP:].decode("utf-8", errors="replace"),
+        "result": bufs[res_r].decode("utf-8", errors="replace"),
+        "wall_s": time.monotonic() - started,
+        "error": None,
+    }
+    setup_error = bufs[setup_r].decode("utf-8", errors="replace")
+    if setup_error:
+        report["error"] = f"sandbox setup failed: {setup_error}"
+    if report["signal"] == signal.SIGXCPU:
+        report["timed_out"] = True
+    return report
+
+
+def _zygote_main(cfg: dict) -> None:
+    """Serve execution requests (one JSON line in, one JSON line out) until stdin closes.
+
+    The zygote never runs candidate code: each request is served by a forked guard that forks the
+    candidate, so every execution starts from this pristine, pre-imported state."""
+    for name in cfg.get("preimport", ()):
+        try:
+            __import__(name)
+        except ImportError:
+            pass
+    base_dir = tempfile.mkdtemp(prefix="sandbox-", dir=cfg.get("tmp_root"))
+    os.chmod(base_dir, 0o711)
+    isolation = _probe(cfg["uid"])
+    level = cfg.get("level") or isolation.level
+    if not isolation.at_least(level):
+        level = isolation.level
+    cfg["level"] = level
+    out = sys.stdout.buffer
+
+    def send(obj: dict) -> None:
+        out.write(json.dumps(obj).encode() + b"\n")
+        out.flush()
+
+    send({"ready": True, "isolation": {**isolation.__dict__, "notes": list(isolation.notes)},
+          "level": level})
+    seq = 0
+    try:
+        for line in sys.stdin.buffer:
+            seq += 1
+            req = json.loads(line)
+            r, w = os.pipe()
+            guard = os.fork()
+            if guard == 0:
+                os.close(r)
+                try:
+                    report = _execute(req, cfg, base_dir, seq)
+                except BaseException as exc:  # noqa: BLE001 - the guard must always answer
+                    report = {"error": f"sandbox guard failed: {_exception_line(exc)}"}
+                data = json.dumps(report).encode()
+                while data:
+                    data = data[os.write(w, data):]
+                os._exit(0)
+            os.close(w)
+            chunks = []
+            while True:
+                chunk = os.read(r, 1 << 16)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+            os.close(r)
+            os.waitpid(guard, 0)
+            payload = b"".join(chunks)
+            if not payload:
+                payload = json.dumps({"error": "sandbox guard died without a report"}).encode()
+            out.write(payload + b"\n")
+            out.flush()
+    finally:
+        if level == "unprivileged":
+            _kill_uid(cfg["uid"])
+        shutil.rmtree(base_dir, ignore_errors=True)
+
+
+# --------------------------------------------------------------------------------------------------
+# Trusted side: jobs, verdicts, pool
+# --------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class StdioTest:
+    """One stdin → expected stdout case."""
+
+    stdin: str
+    expected_stdout: str
+
+
+@dataclass(frozen=True)
+class StdioJob:
+    """Run ``code`` as a program once per test; compare stdout on the trusted side."""
+
+    code: str
+    tests: Sequence[Union[StdioTest, tuple]]
+    compare: str = "lines"
+    timeout_s: Optional[float] = None
+
+
+@dataclass(frozen=True)
+class CallTest:
+    """Call the function with ``args`` (and ``kwargs``); ``expected`` is the return value."""
+
+    args: Sequence[Any]
+    expected: Any
+    kwargs: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class CallJob:
+    """Call ``function`` defined by ``code`` once per test; the trusted side compares return values."""
+
+    code: str
+    function: str
+    tests: Sequence[Union[CallTest, tuple]]
+    compare: str = "python"
+    timeout_s: Optional[float] = None
+
+
+@dataclass(frozen=True)
+class AssertJob:
+    """MBPP / HumanEval-style assert tests (see the module docstring for how they are judged)."""
+
+    code: str
+    tests: Union[str, Sequence[str]]
+    setup: str = ""
+    entry_point: Optional[str] = None
+    timeout_s: Optional[float] = None
+
+
+Job = Union[StdioJob, CallJob, AssertJob]
+
+
+@dataclass(frozen=True)
+class Result:
+    """The trusted verdict for one job."""
+
+    passed: bool
+    score: float
+    status: str
+    detail: str
+    wall_s: float
+    tests_passed: int
+    tests_total: int
+    test_statuses: tuple[str, ...] = ()
+
+
+def _decode_value(node: Any, depth: int = 0) -> Any:
+    """Plain data from the sandbox's tagged JSON (also used child-side for call arguments)."""
+    if depth > 120:
+        raise ValueError("value nested too deeply")
+    if node is None or isinstance(node, (bool, int, str)):
+        return node
+    if isinstance(node, float):
+        return node
+    if isinstance(node, list):
+        return [_decode_value(v, depth + 1) for v in node]
+    if isinstance(node, dict) and len(node) == 1:
+        (tag, val), = node.items()
+        if tag == "f":
+            return float(val)
+        if tag == "t":
+            return tuple(_decode_value(v, depth + 1) for v in val)
+        if tag == "d":
+            return {_decode_value(k, depth + 1): _decode_value(v, depth + 1) for k, v in val}
+        if tag == "s":
+            return {_decode_value(v, depth + 1) for v in val}
+        if tag == "fs":
+            return frozenset(_decode_value(v, depth + 1) for v in val)
+        if tag == "b":
+            return bytes.fromhex(val)
+        if tag == "c":
+            return complex(float(val[0]), float(val[1]))
+    raise ValueError(f"not a sandbox value: {str(node)[:80]}")
+
+
+_PLAIN_ENCODER = None
+
+
+def _encode_plain(value: Any) -> Any:
+    """Tagged JSON for trusted values (call arguments) — same format the child emits."""
+    global _PLAIN_ENCODER
+    if _PLAIN_ENCODER is None:
+        _PLAIN_ENCODER = _make_encoder()
+    return _PLAIN_ENCODER(value)
+
+
+def _json_normal(value: Any) -> Any:
+    if isinstance(value, (list, tuple)):
+        return [_json_normal(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k) if not isinstance(k, str) else k: _json_normal(v) for k, v in value.items()}
+    return value
+
+
+def _stdout_matches(got: str, expected: str, mode: str) -> bool:
+    if mode == "exact":
+        return got == expected
+    if mode == "tokens":
+        return got.split() == expected.split()
+
+    def lines(text: str) -> list[str]:
+        out = [ln.rstrip() for ln in text.replace("\r\n", "\n").split("\n")]
+        while out and not out[-1]:
+            out.pop()
+        return out
+
+    return lines(got) == lines(expected)
+
+
+# A split assert: evaluate ``src`` in the sandbox, then ``check(value) -> bool`` on the trusted side.
+@dataclass(frozen=True)
+class _Check:
+    src: str
+    kind: str  # "eq" | "truthy" | "falsy" | "isclose"
+    expected: Any = None
+    rel_tol: float = 1e-9
+    abs_tol: float = 0.0
+
+    def judge(self, value: Any) -> bool:
+        if self.kind == "eq":
+            return bool(value == self.expected)
+        if self.kind == "truthy":
+            return bool(value)
+        if self.kind == "falsy":
+            return not value
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return False
+        return math.isclose(value, self.expected, rel_tol=self.rel_tol, abs_tol=self.abs_tol)
+
+
+def _literal(node: ast.AST) -> tuple[bool, Any]:
+    try:
+        return True, ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return False, None
+
+
+def _split_assert(stmt: ast.stmt) -> Optional[_Check]:
+    """Turn a simple assert into a trusted-side check; None when it must run in-process."""
+    if not isinstance(stmt, ast.Assert):
+        return None
+    test = stmt.test
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq):
+        left, right = test.left, test.comparators[0]
+        ok, value = _literal(right)
+        if ok and not _literal(left)[0]:
+            return _Check(ast.unparse(left), "eq", value)
+        ok, value = _literal(left)
+        if ok and not _literal(right)[0]:
+            return _Check(ast.unparse(right), "eq", value)
+        return None
+    if isinstance(test, ast.Call) and ast.unparse(test.func) in ("math.isclose", "isclose") \
+            and len(test.args) == 2:
+        ok, value = _literal(test.args[1])
+        if not ok or isinstance(value, bool) or not isinstance(value, (int, float)):
+            return None
+        tols = {}
+        for kw in test.keywords:
+            ok_kw, kw_value = _literal(kw.value)
+            if kw.arg not in ("rel_tol", "abs_tol") or not ok_kw:
+                return None
+            tols[kw.arg] = float(kw_value)
+        return _Check(ast.unparse(test.args[0]), "isclose", value, **tols)
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        return None if _literal(test.operand)[0] else _Check(ast.unparse(test.operand), "falsy")
+    if isinstance(test, (ast.Call, ast.Name, ast.Attribute, ast.Subscript)):
+        return _Check(ast.unparse(test), "truthy")
+    return None
+
+
+class _Rename(ast.NodeTransformer):
+    def __init__(self, old: str, new: str):
+        self.old, self.new = old, new
+
+    def visit_Name(self, node: ast.Name) -> ast.AST:
+        return ast.copy_location(ast.Name(self.new, node.ctx), node) if node.id == self.old else node
+
+
+def _assert_plan(job: AssertJob) -> tuple[list[dict], list[Optional[_Check]]]:
+    """Steps for the child and, per test step, the trusted check (None = in-process assert)."""
+    steps: list[dict] = []
+    checks: list[Optional[_Check]] = []
+
+    def add_test(stmt: ast.stmt, src: Optional[str] = None) -> None:
+        check = _split_assert(stmt)
+        if check is not None:
+            steps.append({"k": "eval", "src": check.src})
+        else:
+            steps.append({"k": "assert", "src": src if src is not None else ast.unparse(stmt)})
+        checks.append(check)
+
+    if job.setup.strip():
+        steps.append({"k": "exec", "src": job.setup})
+        checks.append(None)
+    if isinstance(job.tests, str):
+        module = ast.parse(job.tests)
+        check_fn = next((s for s in module.body if isinstance(s, ast.FunctionDef) and s.name == "check"), None)
+        inline = (job.entry_point and check_fn is not None and len(check_fn.args.args) == 1
+                  and all(isinstance(s, (ast.Assert, ast.Import, ast.ImportFrom, ast.Expr))
+                          for s in check_fn.body))
+        for stmt in module.body:
+            if isinstance(stmt, ast.Assert):
+                add_test(stmt)
+            elif stmt is check_fn and inline:
+                param = check_fn.args.args[0].arg
+                for inner in check_fn.body:
+                    if isinstance(inner, ast.Assert):
+                        add_test(_Rename(param, job.entry_point).visit(inner))
+                    elif not isinstance(inner, ast.Expr):  # imports; docstrings are dropped
+                        steps.append({"k": "exec", "src": ast.unparse(inner)})
+                        checks.append(None)
+            else:
+                steps.append({"k": "exec", "src": ast.unparse(stmt)})
+                checks.append(None)
+        if job.entry_point and check_fn is not None and not inline:
+            steps.append({"k": "assert", "src": f"check({job.entry_point})"})
+            checks.append(None)
+    else:
+        for test_src in job.tests:
+            body = ast.parse(test_src).body
+            if len(body) == 1:
+                add_test(body[0], test_src)
+            else:
+                steps.append({"k": "assert", "src": test_src})
+                checks.append(None)
+    return steps, checks
+
+
+def _records(text: str) -> list[dict]:
+    out = []
+    for line in text.splitlines():
+        try:
+            rec = json.loads(line)
+        except (ValueError, RecursionError):
+            continue
+        if isinstance(rec, dict):
+            out.append(rec)
+    return out
+
+
+def _failure_status(report: dict) -> Optional[str]:
+    if report.get("error"):
+        return "error"
+    if report.get("timed_out"):
+        return "timeout"
+    if report.get("overflow"):
+        return "output_limit"
+    return None
+
+
+def _failure_detail(report: dict, status: str) -> str:
+    if status == "error":
+        return str(report.get("error"))
+    if status == "timeout":
+        return f"time limit exceeded ({report.get('wall_s', 0):.2f}s wall)"
+    if status == "output_limit":
+        return f"{report.get('overflow')} exceeded the output cap"
+    tail = (report.get("stderr") or "").strip().splitlines()
+    if report.get("signal"):
+        return f"killed by signal {report['signal']}" + (f": {tail[-1]}" if tail else "")
+    return tail[-1][:300] if tail else f"exit code {report.get('exit_code')}"
+
+
+def _judge_stdio(report: dict, test: StdioTest, compare: str) -> tuple[str, str]:
+    status = _failure_status(report)
+    if status:
+        return status, _failure_detail(report, status)
+    if report.get("exit_code") != 0 or report.get("signal"):
+        return "crashed", _failure_detail(report, "crashed")
+    if _stdout_matches(report.get("stdout", ""), test.expected_stdout, compare):
+        return "passed", ""
+    return "failed", f"wrong output: got {report.get('stdout', '')[:80]!r}"
+
+
+def _judge_steps(report: dict, token: str, test_indices: list[int], judge) -> tuple[list[str], str]:
+    """Per-test statuses from the child's records. ``judge(index, record) -> (ok, why)``."""
+    records = _records(report.get("result", ""))
+    by_index: dict[int, dict] = {}
+    load = None
+    done = False
+    for rec in records:
+        if "load" in rec and load is None:
+            load = rec
+        elif rec.get("done") == token:
+            done = True
+        elif isinstance(rec.get("i"), int) and rec["i"] not in by_index:
+            by_index[rec["i"]] = rec
+    failure = _failure_status(report)
+    statuses, details = [], []
+    for index in test_indices:
+        rec = by_index.get(index)
+        if rec is None:
+            statuses.append(failure or ("exited_early" if not done else "failed"))
+            continue
+        ok, why = judge(index, rec)
+        statuses.append("passed" if ok else "failed")
+        if why:
+            details.append(why)
+    if failure:
+        return statuses, _failure_detail(report, failure)
+    if load is not None and not load.get("load"):
+        return statuses, f"solution failed to load: {load.get('e', '')}"
+    if load is None:
+        return statuses, "exited before the tests ran" + (
+            f" (exit code {report.get('exit_code')})" if report.get("exit_code") is not None
+            else f" (signal {report.get('signal')})")
+    if not done and any(s != "passed" for s in statuses):
+        details.insert(0, "exited before the tests finished")
+    return statuses, (details[0] if details else "")
+
+
+def _value_judge(checks: dict, token: str):
+    def judge(index: int, rec: dict) -> tuple[bool, str]:
+        check = checks[index]
+        if not rec.get("ok"):
+            return False, str(rec.get("e", "error"))[:200]
+        if check is None:  # in-process assert: only the secret token proves it completed
+            return (rec.get("tk") == token), ("" if rec.get("tk") == token else "forged test record")
+        try:
+            value = _decode_value(rec.get("v"))
+        except (ValueError, TypeError, RecursionError, OverflowError):
+            return False, "unreadable return value"
+        ok = check(value) if callable(check) else check.judge(value)
+        return ok, "" if ok else f"got {str(value)[:80]}"
+    return judge
+
+
+class _Zygote:
+    """One pool slot's pristine server process and its unprivileged uid."""
+
+    def __init__(self, pool: "SandboxPool", slot: int):
+        self.pool, self.slot = pool, slot
+        self.uid = pool._uid_base + slot
+        self.proc: Optional[subprocess.Popen] = None
+        self.hello: Optional[dict] = None
+
+    def start(self) -> None:
+        cfg = {"uid": self.uid, "level": self.pool._level_wanted, "hide_paths": self.pool._hide_paths,
+               "tmp_root": self.pool._tmp_root, "preimport": list(self.pool._preimport)}
+        self.proc = subprocess.Popen(
+            [self.pool._python, "-I", os.path.abspath(__file__), "--zygote", json.dumps(cfg)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+            env=_zygote_env(), start_new_session=True, close_fds=True, cwd="/")
+        self.buf = b""
+
+    def read_hello(self, timeout: float) -> dict:
+        line = self._read_line(time.monotonic() + timeout)
+        if line is None:
+            self.kill()
+            raise SandboxError("sandbox zygote did not start (is the Python interpreter usable?)")
+        self.hello = json.loads(line)
+        return self.hello
+
+    def _read_line(self, deadline: float) -> Optional[bytes]:
+        fd = self.proc.stdout.fileno()
+        while b"\n" not in self.buf:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return None
+            ready, _, _ = select.select([fd], [], [], remaining)
+            if not ready:
+                continue
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                return None
+            self.buf += chunk
+        line, _, self.buf = self.buf.partition(b"\n")
+        return line
+
+    def execute(self, req: dict) -> dict:
+        if self.proc is None or self.proc.poll() is not None:
+            self.start()
+            self.read_hello(60)
+        try:
+            self.proc.stdin.write(json.dumps(req).encode() + b"\n")
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError) as exc:
+            self.kill()
+            return {"error": f"sandbox zygote gone: {exc}"}
+        # The guard enforces the timeout; this backstop only fires if the guard itself hangs.
+        line = self._read_line(time.monotonic() + req["timeout_s"] + 30.0)
+        if line is None:
+            self.kill()
+            return {"error": "sandbox guard did not answer; zygote restarted"}
+        try:
+            return json.loads(line)
+        except ValueError:
+            self.kill()
+            return {"error": "sandbox guard answered garbage; zygote restarted"}
+
+    def kill(self) -> None:
+        if self.proc is None:
+            return
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        self.proc.wait()
+        if self.pool.isolation_level == "unprivileged":
+            _sweep_uid_subprocess(self.pool._python, self.uid)
+        self.proc = None
+
+    def close(self, timeout: float) -> None:
+        if self.proc is None:
+            return
+        try:
+            self.proc.stdin.close()
+        except OSError:
+            pass
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            return
+        self.proc.stdout.close()
+        self.proc = None
+
+
+def _sweep_uid_subprocess(python: str, uid: int) -> None:
+    if os.geteuid() != 0:
+        return
+    subprocess.run([python, "-I", "-S", os.path.abspath(__file__), "--kill-uid", str(uid)],
+                   env=_zygote_env(), timeout=30, check=False)
+
+
+def _zygote_env() -> dict:
+    return {"PATH": _SAFE_PATH, "LANG": "C.UTF-8"}
+
+
+def _default_hide_paths() -> list[str]:
+    needed = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix,
+                                            os.path.dirname(os.path.abspath(__file__)))}
+    needed |= {os.path.realpath(p) for p in sys.path if p}
+    candidates = [os.getcwd(), os.path.expanduser("~"), "/root", "/home"]
+    hide = []
+    for path in candidates:
+        real = os.path.realpath(path)
+        if real in ("/", "") or real in hide:
+            continue
+        if any(n == real or n.startswith(real.rstrip("/") + "/") for n in needed):
+            continue
+        hide.append(real)
+    return hide
+
+
+_SENTINEL = object()
+_LIVE_POOLS: "weakref.WeakSet[SandboxPool]" = weakref.WeakSet()
+
+
+@atexit.register
+def _close_live_pools() -> None:
+    for pool in list(_LIVE_POOLS):
+        pool.close()
+
+
+class SandboxPool:
+    """Up to ``workers`` concurrent isolated executions (default: CPU count); see the module docstring.
+
+    ``timeout_s`` is the wall-clock limit of one execution (one stdin test, or all calls / asserts of
+    one job); ``memory_mb`` its address-space limit. Results come back in input order; a runaway is
+    killed at its timeout and never stalls the others. ``close()`` (or leaving the ``with`` block)
+    stops every process and removes every temp dir."""
+
+    def __init__(self, workers: Optional[int] = None, timeout_s: float = 5.0, memory_mb: int = 512,
+                 min_isolation: str = "namespaces", *, isolation: Optional[str] = None,
+                 max_output_bytes: int = 1 << 20, disk_mb: int = 32, max_processes: int = 32,
+                 max_open_files: int = 64, hide_paths: Optional[Sequence[str]] = None,
+                 tmp_root: Optional[str] = None, python: Optional[str] = None,
+                 preimport: Sequence[str] = DEFAULT_PREIMPORT, queue_size: Optional[int] = None):
+        for name, level in (("min_isolation", min_isolation), ("isolation", isolation)):
+            if level is not None and level not in ISOLATION_LEVELS:
+                raise ValueError(f"{name} must be one of {ISOLATION_LEVELS}, not {level!r}")
+        if isolation is not None and ISOLATION_LEVELS.index(isolation) < ISOLATION_LEVELS.index(min_isolation):
+            raise ValueError(f"isolation={isolation!r} is below min_isolation={min_isolation!r}")
+        if timeout_s <= 0 or memory_mb <= 0:
+            raise ValueError("timeout_s and memory_mb must be positive")
+        self.workers = workers or os.cpu_count() or 1
+        if self.workers > _UID_BLOCK:
+            raise ValueError(f"at most {_UID_BLOCK} workers")
+        self.timeout_s, self.memory_mb, self.min_isolation = timeout_s, memory_mb, min_isolation
+        self._limits = {"memory_mb": memory_mb, "max_output_bytes": max_output_bytes, "disk_mb": disk_mb,
+                        "max_processes": max_processes, "max_open_files": max_open_files}
+        self._level_wanted = isolation
+        self._hide_paths = list(hide_paths) if hide_paths is not None else _default_hide_paths()
+        self._tmp_root, self._python = tmp_root, python or sys.executable
+        self._preimport = tuple(preimport)
+        self._uid_base = _UID_BASE + (os.getpid() % (1 << 22)) * _UID_BLOCK
+        self._queue: "queue.Queue" = queue.Queue(maxsize=queue_size or 2 * self.workers)
+        self._closed = False
+        self._lock = threading.Lock()
+        self._zygotes = [_Zygote(self, slot) for slot in range(self.workers)]
+        self.isolation_level = "process"
+        try:
+            for z in self._zygotes:
+                z.start()
+            hellos = [z.read_hello(60) for z in self._zygotes]
+        except BaseException:
+            self._stop_zygotes()
+            raise
+        iso = dict(hellos[0]["isolation"])
+        iso["notes"] = tuple(iso["notes"])
+        self.isolation = Isolation(**iso)
+        self.isolation_level = hellos[0]["level"]
+        if ISOLATION_LEVELS.index(self.isolation_level) < ISOLATION_LEVELS.index(min_isolation):
+            self._stop_zygotes()
+            raise SandboxUnavailable(
+                f"this host grants sandbox isolation '{self.isolation.level}', below the required "
+                f"'{min_isolation}' ({'; '.join(self.isolation.notes) or 'no detail'}); refusing to run "
+                f"untrusted code. Fix: run as root where unshare() is permitted (docker: --cap-add "
+                f"SYS_ADMIN, or --privileged), or lower min_isolation (the unit_tests reward's "
+                f"min_isolation) if you accept the weaker isolation.")
+        _LIVE_POOLS.add(self)
+        self._threads = [threading.Thread(target=self._worker, args=(z,), daemon=True,
+                                          name=f"sandbox-{z.slot}") for z in self._zygotes]
+        for t in self._threads:
+            t.start()
+
+    # -- context manager ----------------------------------------------------------------------------
+    def __enter__(self) -> "SandboxPool":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+    # -- execution ----------------------------------------------------------------------------------
+    def _worker(self, zygote: _Zygote) -> None:
+        while True:
+            item = self._queue.get()
+            if item is _SENTINEL:
+                return
+            req, box, index, done = item
+            try:
+                box[index] = zygote.execute(req)
+            except BaseException as exc:  # noqa: BLE001 - one bad execution never kills the worker
+                box[index] = {"error": f"sandbox worker failed: {_exception_line(exc)}"}
+            finally:
+                done.release()
+
+    def _base_request(self, timeout_s: Optional[float]) -> dict:
+        return {**self._limits, "timeout_s": float(timeout_s or self.timeout_s)}
+
+    def run(self, job: Job) -> Result:
+        """Run one job; see :meth:`run_batch`."""
+        return self.run_batch([job])[0]
+
+    def run_batch(self, jobs: Sequence[Job]) -> list[Result]:
+        """Run every job (in parallel, up to ``workers`` at once); results in input order."""
+        if self._closed:
+            raise SandboxError("the sandbox pool is closed")
+        plans = [self._plan(job) for job in jobs]
+        requests = [req for plan in plans for req in plan[0]]
+        reports: list[Optional[dict]] = [None] * len(requests)
+        done = threading.Semaphore(0)
+        for index, req in enumerate(requests):
+            self._queue.put((req, reports, index, done))
+        for _ in requests:
+            done.acquire()
+        results, offset = [], 0
+        for reqs, finish in plans:
+            results.append(finish(reports[offset:offset + len(reqs)]))
+            offset += len(reqs)
+        return results
+
+    def _plan(self, job: Job):
+        """The requests for one job and a function turning their reports into its Result."""
+        if isinstance(job, StdioJob):
+            tests = [t if isinstance(t, StdioTest) else StdioTest(*t) for t in job.tests]
+            if job.compare not in ("exact", "lines", "tokens"):
+                raise ValueError(f"StdioJob.compare must be exact, lines or tokens, not {job.compare!r}")
+            reqs = [{**self._base_request(job.timeout_s), "mode": "script", "code": job.code,
+                     "stdin": t.stdin} for t in tests]
+
+            def finish(reports: list[dict]) -> Result:
+                verdicts = [_judge_stdio(r, t, job.compare) for r, t in zip(reports, tests)]
+                statuses = [s for s, _ in verdicts]
+                detail = next((d for s, d in verdicts if s != "passed"), "")
+                return _result(statuses, detail, sum(r.get("wall_s", 0.0) for r in reports))
+            return reqs, finish
+
+        token = secrets.token_hex(16)
+        if isinstance(job, CallJob):
+            if job.compare not in ("python", "json"):
+                raise ValueError(f"CallJob.compare must be python or json, not {job.compare!r}")
+            tests = [t if isinstance(t, CallTest) else CallTest(*t) for t in job.tests]
+            steps = [{"k": "call", "fn": job.function, "args": _encode_plain(list(t.args)),
+                      "kwargs": _encode_plain(dict(t.kwargs))} for t in tests]
+            norm = _json_normal if job.compare == "json" else (lambda v: v)
+            checks = {i: (lambda value, t=t: bool(norm(value) == norm(t.expected))) for i, t in enumerate(tests)}
+            test_indices = list(range(len(tests)))
+        elif isinstance(job, AssertJob):
+            steps, plan_checks = _assert_plan(job)
+            test_indices = [i for i, s in enumerate(steps) if s["k"] != "exec"]
+            checks = {i: plan_checks[i] for i in test_indices}
+        else:
+            raise TypeError(f"not a sandbox job: {type(job).__name__}")
+        req = {**self._base_request(job.timeout_s), "mode": "steps", "code": job.code, "steps": steps,
+               "token": token}
+
+        def finish_steps(reports: list[dict]) -> Result:
+            report = reports[0]
+            statuses, detail = _judge_steps(report, token, test_indices, _value_judge(checks, token))
+            return _result(statuses, detail, report.get("wall_s", 0.0), report)
+        return [req], finish_steps
+
+    # -- shutdown -----------------------------------------------------------------------------------
+    def _stop_zygotes(self) -> None:
+        for z in self._zygotes:
+            z.close(timeout=10)
+
+    def close(self) -> None:
+        """Stop every worker and zygote; remove every temp dir. Idempotent."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        for _ in getattr(self, "_threads", ()):
+            self._queue.put(_SENTINEL)
+        for t in getattr(self, "_threads", ()):
+            t.join()
+        self._stop_zygotes()
+
+
+def _result(statuses: list[str], detail: str, wall_s: float, report: Optional[dict] = None) -> Result:
+    total = len(statuses)
+    passed_n = sum(s == "passed" for s in statuses)
+    if total == 0:
+        status = _failure_status(report or {}) or "failed"
+        return Result(False, 0.0, status, detail or "no tests", wall_s, 0, 0, ())
+    if passed_n == total:
+        status = "passed"
+    else:
+        order = ("error", "timeout", "output_limit", "crashed", "exited_early", "failed")
+        status = min((s for s in statuses if s != "passed"), key=order.index)
+    return Result(passed_n == total, passed_n / total, status, detail.replace("\n", " "), wall_s,
+                  passed_n, total, tuple(statuses))
+
+
+def _main(argv: list[str]) -> int:
+    if argv[:1] == ["--zygote"]:
+        _zygote_main(json.loads(argv[1]))
+        return 0
+    if argv[:1] == ["--probe"]:
+        iso = _probe(_UID_BASE + (os.getpid() % (1 << 22)) * _UID_BLOCK)
+        print(json.dumps({**iso.__dict__, "notes": list(iso.notes)}))
+        return 0
+    if argv[:1] == ["--kill-uid"]:
+        _kill_uid(int(argv[1]))
+        return 0
+    print(detect_isolation().describe())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main(sys.argv[1:]))

@@ -1,0 +1,70 @@
+"""Correct and wrong solutions for each of the three test formats, judged on the trusted side."""
+
+from __future__ import annotations
+
+from finetune.sandbox.runner import AssertJob, CallJob, CallTest, StdioJob, StdioTest
+
+ADD = "def add(a, b):\n    return a + b\n"
+
+
+def test_stdio_correct_and_wrong(pool):
+    code = "a, b = map(int, input().split())\nprint(a + b)\n"
+    good, wrong, crash = pool.run_batch([
+        StdioJob(code, [StdioTest("1 2\n", "3\n"), StdioTest("5 7", "12")]),
+        StdioJob("print(4)", [StdioTest("1 2\n", "3\n")]),
+        StdioJob("raise ValueError('boom')", [StdioTest("", "")]),
+    ])
+    assert (good.passed, good.score, good.status, good.tests_total) == (True, 1.0, "passed", 2)
+    assert (wrong.passed, wrong.status) == (False, "failed")
+    assert crash.status == "crashed" and "ValueError: boom" in crash.detail
+
+
+def test_stdio_compare_modes(pool):
+    results = pool.run_batch([
+        StdioJob("print('1  2 ')", [("", "1 2\n")], compare="tokens"),
+        StdioJob("print('1  2 ')", [("", "1  2\n")], compare="lines"),
+        StdioJob("print('1  2 ')", [("", "1  2\n")], compare="exact"),
+    ])
+    assert [r.passed for r in results] == [True, True, False]
+
+
+def test_function_call_partial_credit(pool):
+    result = pool.run(CallJob(ADD + "def sub(a, b):\n    return a - b\n", "add",
+                              [CallTest([1, 2], 3), CallTest([[1], [2]], [1, 2]), CallTest([1, 1], 3)]))
+    assert (result.passed, result.tests_passed, result.tests_total) == (False, 2, 3)
+    assert result.test_statuses == ("passed", "passed", "failed")
+
+
+def test_function_call_json_compare_accepts_tuple_for_list(pool):
+    code = "def pair(x):\n    return (x, x)\n"
+    strict, loose = pool.run_batch([CallJob(code, "pair", [([1], [1, 1])]),
+                                    CallJob(code, "pair", [([1], [1, 1])], compare="json")])
+    assert (strict.passed, loose.passed) == (False, True)
+
+
+def test_mbpp_asserts(pool):
+    ok, wrong = pool.run_batch([
+        AssertJob(ADD, ["assert add(1, 2) == 3", "assert add('a', 'b') == 'ab'", "assert add(0.1, 0.2) != 1"],
+                  setup="import math"),
+        AssertJob("def add(a, b):\n    return a * b\n", ["assert add(2, 2) == 4", "assert add(1, 2) == 3"]),
+    ])
+    assert ok.passed and ok.tests_total == 3
+    assert (wrong.passed, wrong.score) == (False, 0.5)
+
+
+def test_humaneval_check_function(pool):
+    test = ("METADATA = {}\n\ndef check(candidate):\n    assert candidate([1.0, 2.0], 0.5) == False\n"
+            "    assert candidate([1.0, 1.2], 0.5)\n    assert abs(candidate([1.0], 0.1) - 0) < 1\n")
+    code = ("def close(xs, t):\n    return any(abs(a - b) < t for i, a in enumerate(xs)"
+            " for b in xs[i + 1:])\n")
+    good, bad = pool.run_batch([AssertJob(code, test, entry_point="close"),
+                                AssertJob("def close(xs, t):\n    return True\n", test, entry_point="close")])
+    assert good.passed and good.tests_total == 3
+    assert not bad.passed and bad.test_statuses[0] == "failed"
+
+
+def test_isclose_assert_is_split(pool):
+    code = "def area(r):\n    return 3.14159 * r * r\n"
+    result = pool.run(AssertJob(code, ["assert math.isclose(area(2), 12.566, rel_tol=0.001)"],
+                                setup="import math"))
+    assert result.passed
