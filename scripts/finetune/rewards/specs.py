@@ -1,37 +1,76 @@
-"""Run-spec schema of the ``rewards:`` section (one model per reward type).
+"""Run-spec schema of the ``rewards:`` section (one model per reward type, discriminated by ``type``).
 
 Each reward has a role (DESIGN.md contract 3): ``format``, ``correctness`` or ``shaping``, and a pass
 threshold (default: the reward's maximum). The gate maps reader verdicts to rewards by role.
+
+The composite ordering (correct-and-formatted > formatted-but-wrong > malformed) is guaranteed by
+construction, and these models reject the settings that would break it:
+
+* format rewards are binary (a structure parses or it does not);
+* in a spec with format rewards, correctness rewards score 0 on a malformed completion;
+* partial credit (unit-test fractions, JSON-schema properties) is capped at :data:`PARTIAL_CEILING`
+  of a full pass, so a pass threshold must lie above that ceiling;
+* shaping (length) penalties are scaled by the renderer below the smallest gap between the levels
+  (:func:`ordering_margin`).
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Optional, Union
+import math
+from typing import Annotated, Any, ClassVar, Literal, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 Role = Literal["format", "correctness", "shaping"]
 Extract = Literal["answer_tag", "boxed", "hash_answer", "last_number", "none"]
 
+# Partial credit never reaches this fraction of a full pass, so a partly-right answer can never
+# outrank a fully right one in the composite, whatever the weights.
+PARTIAL_CEILING = 0.5
+
 
 class _RewardBase(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
     name: str = Field(description="Python identifier; TRL logs the reward as rewards/<name>/mean.")
-    weight: float = Field(1.0, description="Weight in GRPOConfig.reward_weights.")
+    weight: float = Field(1.0, gt=0, description="Weight in GRPOConfig.reward_weights (> 0: a zero or "
+                          "negative weight would break the composite ordering).")
     role: Optional[Role] = Field(None, description="format | correctness | shaping (default by type).")
     threshold: Optional[float] = Field(None, description="Score at/above which the reward 'passes' "
                                        "(default: the reward's maximum).")
 
+    # Class-level facts about each type (not spec fields).
+    default_role: ClassVar[Role] = "correctness"
+    allowed_roles: ClassVar[tuple[Role, ...]] = ("correctness",)
+    max_score: ClassVar[float] = 1.0
+    min_score: ClassVar[float] = 0.0
+    packages: ClassVar[tuple[str, ...]] = ()  # pip requirements of the rendered code
+    helpers: ClassVar[tuple[str, ...]] = ()  # rewards_<what>.py modules rendered beside rewards.py
+
     @field_validator("name")
     @classmethod
     def _identifier(cls, v: str) -> str:
-        if not v.isidentifier() or v.startswith("_"):
+        import builtins
+        import keyword
+
+        if not v.isidentifier() or v.startswith("_") or keyword.iskeyword(v):
             raise ValueError(f"'{v}' is not a Python identifier (letters, digits, _; no leading _)")
+        if v in _RESERVED_NAMES or (v in dir(builtins) and v != "format"):
+            raise ValueError(f"'{v}' is reserved in rewards.py; choose another name")
         return v
 
-    default_role: Role = "correctness"
-    max_score: float = 1.0
+    @model_validator(mode="after")
+    def _role_and_threshold(self):
+        if self.role is not None and self.role not in self.allowed_roles:
+            raise ValueError(f"role '{self.role}' is not allowed for type '{self.type}' "  # type: ignore[attr-defined]
+                             f"(allowed: {', '.join(self.allowed_roles)})")
+        if self.threshold is not None and self.effective_role != "shaping":
+            if not (0 < self.threshold <= self.max_score):
+                raise ValueError(f"threshold {self.threshold} must be in (0, {self.max_score}]")
+            if self.has_partial_credit and self.threshold <= PARTIAL_CEILING:
+                raise ValueError(f"threshold {self.threshold} must be above {PARTIAL_CEILING}: partial "
+                                 f"credit is capped at {PARTIAL_CEILING} so it never outranks a full pass")
+        return self
 
     @property
     def effective_role(self) -> Role:
@@ -41,71 +80,178 @@ class _RewardBase(BaseModel):
     def pass_threshold(self) -> float:
         return self.max_score if self.threshold is None else self.threshold
 
+    @property
+    def has_partial_credit(self) -> bool:
+        return False
+
+    def pass_gap(self) -> float:
+        """Smallest difference between a passing and a failing score of this reward."""
+        return self.max_score - self.min_score
+
+    def lowest_pass(self) -> float:
+        return self.max_score
+
 
 class FormatReward(_RewardBase):
+    """The required structure parses: tags, a final \\boxed{}, `#### N`, or a JSON object (binary)."""
+
     type: Literal["format"]
     pattern: Literal["answer_tag", "think_answer", "boxed", "hash_answer", "json_object"] = "answer_tag"
     prefilled_think: bool = Field(False, description="The chat template already opened <think> "
-                                  "(trl#6966), so the completion starts inside it.")
-    default_role: Role = "format"
+                                  "(trl#6966), so the completion starts inside it. Also assumed when a "
+                                  "plain-text prompt ends with <think>.")
+    default_role: ClassVar[Role] = "format"
+    allowed_roles: ClassVar[tuple[Role, ...]] = ("format",)
 
 
 class ExactMatchReward(_RewardBase):
+    """The last extracted answer equals the gold answer after normalisation (binary)."""
+
     type: Literal["exact_match"]
     answer_column: str = "answer"
     extract: Extract = "answer_tag"
-    normalize: list[Literal["strip", "whitespace", "case", "numeric"]] = ["strip", "whitespace", "numeric"]
+    normalize: list[Literal["strip", "whitespace", "case", "numeric", "punct"]] = ["strip", "whitespace", "numeric"]
 
 
 class MathReward(_RewardBase):
+    """math-verify equivalence with the gold answer, in worker processes with per-item deadlines."""
+
     type: Literal["math"]
     answer_column: str = "answer"
     extract: Literal["boxed", "answer_tag", "any"] = "any"
-    timeout_s: float = Field(2.0, gt=0)
-    workers: int = Field(2, ge=1)
+    timeout_s: float = Field(2.0, gt=0, le=600, description="Deadline per completion (parse + verify).")
+    workers: int = Field(2, ge=1, le=64, description="Worker processes running math-verify.")
+    packages: ClassVar[tuple[str, ...]] = ("math-verify==0.9.0", "latex2sympy2_extended==1.11.0")
+    helpers: ClassVar[tuple[str, ...]] = ("mathpool",)
 
 
 class JsonSchemaReward(_RewardBase):
+    """The completion's JSON validates against a schema (jsonschema); optional partial credit."""
+
     type: Literal["json_schema"]
-    schema_: Optional[dict[str, Any]] = Field(None, alias="schema")
-    schema_column: Optional[str] = None
+    schema_: Optional[dict[str, Any]] = Field(None, alias="schema", description="JSON Schema for every row.")
+    schema_column: Optional[str] = Field(None, description="Column holding a per-row schema instead.")
+    extract: Literal["auto", "answer_tag", "none"] = Field("auto", description="auto: a ```json fenced "
+                                                            "block if present, else the whole completion.")
     partial_credit: bool = False
     max_bytes: int = Field(100_000, gt=0)
-    max_depth: int = Field(64, gt=0)
+    max_depth: int = Field(64, gt=0, le=1000)
+    allowed_roles: ClassVar[tuple[Role, ...]] = ("correctness", "format")
+    packages: ClassVar[tuple[str, ...]] = ("jsonschema==4.26.0",)
+
+    @field_validator("schema_")
+    @classmethod
+    def _valid_schema(cls, v: Optional[dict[str, Any]]) -> Optional[dict[str, Any]]:
+        if v is not None:
+            import jsonschema
+
+            try:
+                jsonschema.validators.validator_for(v).check_schema(v)
+            except jsonschema.SchemaError as exc:
+                raise ValueError(f"not a valid JSON Schema: {exc.message}") from None
+        return v
+
+    @model_validator(mode="after")
+    def _one_schema_source(self):
+        if (self.schema_ is None) == (self.schema_column is None):
+            raise ValueError("give exactly one of 'schema' (inline) or 'schema_column'")
+        if self.effective_role == "format" and self.partial_credit:
+            raise ValueError("a format reward is binary: drop partial_credit or use role: correctness")
+        return self
+
+    @property
+    def has_partial_credit(self) -> bool:
+        return self.partial_credit
+
+    def pass_gap(self) -> float:
+        return self.max_score * (1 - PARTIAL_CEILING) if self.partial_credit else self.max_score
 
 
 class UnitTestReward(_RewardBase):
+    """The completion's code passes the row's tests in the sandbox (fraction passed, or all-or-nothing)."""
+
     type: Literal["unit_tests"]
     tests_column: str = "tests"
     test_format: Literal["stdin_stdout", "function_call", "assert"] = "assert"
+    entry_point_column: Optional[str] = Field(None, description="Column naming the function to call "
+                                              "(test_format: function_call).")
+    extract: Literal["fenced", "answer_tag", "none"] = Field("fenced", description="fenced: the last "
+                                                              "```python block (else the whole text).")
     all_or_nothing: bool = False
-    timeout_s: float = Field(5.0, gt=0)
+    timeout_s: float = Field(5.0, gt=0, le=600)
     memory_mb: int = Field(512, gt=0)
     workers: Optional[int] = Field(None, ge=1)
     min_isolation: Literal["namespaces", "unprivileged", "process"] = "namespaces"
+    helpers: ClassVar[tuple[str, ...]] = ("sandbox",)
+
+    @property
+    def has_partial_credit(self) -> bool:
+        return not self.all_or_nothing
+
+    def pass_gap(self) -> float:
+        return self.max_score * (1 - PARTIAL_CEILING) if not self.all_or_nothing else self.max_score
 
 
 class JudgeReward(_RewardBase):
+    """Rubric-as-reward: an OpenAI-compatible chat endpoint scores the completion 0..max_points."""
+
     type: Literal["judge"]
-    endpoint: str = "http://localhost:8000/v1"
+    endpoint: str = Field("http://localhost:8000/v1", description="Base URL of an OpenAI-compatible "
+                          "server (e.g. `vllm serve`); /chat/completions is appended.")
     model: str
-    rubric: str
-    max_points: int = Field(10, ge=1)
-    timeout_s: float = Field(30.0, gt=0)
-    retries: int = Field(2, ge=0)
-    concurrency: int = Field(8, ge=1)
+    rubric: str = Field(min_length=1)
+    max_points: int = Field(10, ge=1, le=100)
+    timeout_s: float = Field(30.0, gt=0, le=600)
+    retries: int = Field(2, ge=0, le=10)
+    concurrency: int = Field(8, ge=1, le=256)
     cache: bool = True
+    api_key_env: Optional[str] = Field(None, description="Environment variable holding the API key.")
+    max_tokens: int = Field(16, ge=1, description="The judge must answer `SCORE: <n>`; nothing longer.")
+
+    @field_validator("endpoint")
+    @classmethod
+    def _http(cls, v: str) -> str:
+        if not v.startswith(("http://", "https://")):
+            raise ValueError("endpoint must start with http:// or https://")
+        return v.rstrip("/")
+
+    def lowest_pass(self) -> float:
+        return math.ceil(round(self.pass_threshold * self.max_points, 9)) / self.max_points
+
+    def pass_gap(self) -> float:
+        # Scores are multiples of 1/max_points: the best failing score is one point below the lowest pass.
+        return 1.0 / self.max_points
 
 
 class LengthPenaltyReward(_RewardBase):
+    """Length shaping (≤ 0): DAPO soft overlong punishment, or a penalty beyond a budget.
+
+    Its floor is scaled by the renderer so the penalty can never reorder the composite ordering.
+    """
+
     type: Literal["length_penalty"]
     mode: Literal["soft_overlong", "budget"] = "soft_overlong"
-    wraps: Optional[str] = Field(None, description="Name of the reward this penalty is applied to.")
-    max_completion_length: Optional[int] = Field(None, gt=0)
-    overlong_buffer: int = Field(64, gt=0)
-    budget: Optional[int] = Field(None, gt=0)
-    default_role: Role = "shaping"
-    max_score: float = 0.0
+    wraps: Optional[str] = Field(None, description="Only penalise completions on which this reward "
+                                 "passes (e.g. long correct answers); default: every completion.")
+    max_completion_length: Optional[int] = Field(None, gt=0, description="Default: generation."
+                                                 "max_completion_length of the run spec.")
+    overlong_buffer: int = Field(64, gt=0, description="Tokens over which the penalty ramps to its floor.")
+    budget: Optional[int] = Field(None, gt=0, description="mode budget: tokens allowed before the ramp.")
+    max_penalty: float = Field(1.0, gt=0, description="Requested floor magnitude (DAPO: 1.0); the renderer "
+                               "lowers it when needed to keep the composite ordering.")
+    default_role: ClassVar[Role] = "shaping"
+    allowed_roles: ClassVar[tuple[Role, ...]] = ("shaping",)
+    max_score: ClassVar[float] = 0.0
+    min_score: ClassVar[float] = -1.0
+
+    @model_validator(mode="after")
+    def _budget(self):
+        if self.mode == "budget" and self.budget is None:
+            raise ValueError("mode 'budget' needs 'budget' (tokens allowed before the penalty starts)")
+        if self.mode == "soft_overlong" and self.max_completion_length is not None \
+                and self.overlong_buffer > self.max_completion_length:
+            raise ValueError("overlong_buffer must not exceed max_completion_length")
+        return self
 
 
 RewardSpec = Annotated[
@@ -113,3 +259,50 @@ RewardSpec = Annotated[
           LengthPenaltyReward],
     Field(discriminator="type"),
 ]
+
+REWARD_TYPES: dict[str, type[_RewardBase]] = {
+    "format": FormatReward, "exact_match": ExactMatchReward, "math": MathReward,
+    "json_schema": JsonSchemaReward, "unit_tests": UnitTestReward, "judge": JudgeReward,
+    "length_penalty": LengthPenaltyReward,
+}
+
+# Module-level names of a rendered rewards.py that a reward function must not shadow (builtins too,
+# except `format`, which the templates never call so that a format reward may be named `format`).
+_RESERVED_NAMES = {"REWARD_FUNCS", "REWARD_WEIGHTS", "REWARD_META", "PARTIAL_CEILING", "disable_caches",
+                   "annotations", "concurrent", "dataclasses", "decimal", "hashlib", "json", "jsonschema", "math",
+                   "os", "re", "sys", "time", "urllib", "warnings", "rewards_mathpool", "rewards_sandbox"}
+
+
+def ordering_margin(rewards: list[Any]) -> Optional[float]:
+    """Smallest weighted gap between composite levels (correct+formatted / formatted-wrong / malformed).
+
+    Format rewards are binary and correctness rewards are gated on format, so a malformed completion
+    loses at least the lightest format weight; a wrong answer loses, over the correctness rewards, at
+    least Σ weight × (lowest passing score − best failing score). Shaping penalties together must stay
+    strictly below this margin. None when there is nothing to order.
+    """
+    formats = [r for r in rewards if r.effective_role == "format"]
+    correct = [r for r in rewards if r.effective_role == "correctness"]
+    gaps = []
+    if formats:
+        gaps.append(min(r.weight * r.pass_gap() for r in formats))
+    if correct:
+        gaps.append(sum(r.weight * r.pass_gap() for r in correct))
+    return min(gaps) if gaps else None
+
+
+def penalty_floors(rewards: list[Any]) -> dict[str, float]:
+    """Per length-penalty reward: the (negative) floor the rendered function uses.
+
+    Each shaping reward gets at most half the ordering margin, shared equally, so the weighted sum of
+    all penalties stays strictly below the margin.
+    """
+    shaping = [r for r in rewards if r.effective_role == "shaping"]
+    margin = ordering_margin(rewards)
+    floors = {}
+    for r in shaping:
+        floor = r.max_penalty
+        if margin is not None:
+            floor = min(floor, 0.5 * margin / (len(shaping) * r.weight))
+        floors[r.name] = -floor
+    return floors
