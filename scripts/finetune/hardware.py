@@ -1,0 +1,153 @@
+"""Accelerator profiles and the resolved hardware a run trains on.
+
+Memory figures are what the device reports to CUDA (``torch.cuda.mem_get_info`` / nvidia-smi total),
+in GiB, not the marketing "GB" on the box; bandwidths are the vendor's peak HBM/DRAM figures in GB/s
+(10^9 bytes per second). :func:`resolve_hardware` turns the spec's ``hardware:`` section into a
+:class:`Hardware` with the per-GPU memory, the GPU count and which GPUs train vs serve vLLM.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, replace
+from typing import Any, Mapping
+
+from finetune.errors import UserError
+
+
+@dataclass(frozen=True)
+class GpuProfile:
+    """One accelerator model.
+
+    ``memory_gib`` is the memory one device offers to CUDA (per GPU). ``unified`` marks a device that
+    shares its memory with the CPU and the operating system (DGX Spark): everything else the machine
+    runs competes for the same pool, and an out-of-memory there can freeze the whole machine.
+    """
+
+    name: str
+    label: str
+    memory_gib: float
+    bandwidth_gbs: float
+    bf16: bool
+    bf16_tflops: float  # dense bf16 tensor throughput, vendor figure (0 for the CPU profile)
+    unified: bool = False
+    is_cpu: bool = False
+    note: str = ""
+
+
+# nvidia-smi totals: H100 SXM 81559 MiB, A100-80GB 81920 MiB, A100-40GB 40960 MiB, RTX 4090 24564 MiB,
+# L40S 46068 MiB, H200 143771 MiB; DGX Spark (GB10) exposes ~119.7 GiB of its 128 GB to the GPU.
+PROFILES: dict[str, GpuProfile] = {
+    p.name: p
+    for p in (
+        GpuProfile("h100-80gb", "NVIDIA H100 80GB (SXM)", 79.6, 3350, True, 989),
+        GpuProfile("a100-80gb", "NVIDIA A100 80GB (SXM)", 80.0, 2039, True, 312),
+        GpuProfile("a100-40gb", "NVIDIA A100 40GB", 40.0, 1555, True, 312),
+        GpuProfile("rtx-4090-24gb", "NVIDIA GeForce RTX 4090 24GB", 24.0, 1008, True, 165),
+        GpuProfile("l40s-48gb", "NVIDIA L40S 48GB", 45.0, 864, True, 362),
+        GpuProfile("h200-141gb", "NVIDIA H200 141GB", 140.4, 4800, True, 989),
+        GpuProfile("dgx-spark", "NVIDIA DGX Spark (GB10, 128 GB unified)", 119.7, 273, True, 62, unified=True,
+                   note="unified LPDDR5x shared with the CPU and OS; decode is bandwidth-bound at 273 GB/s; "
+                        "a GPU out-of-memory can freeze the whole machine"),
+        GpuProfile("cpu", "CPU only (host RAM)", 0.0, 0.0, False, 0.0, is_cpu=True,
+                   note="memory is the host RAM detected at run time; training in fp32, no vLLM"),
+    )
+}
+
+
+def host_ram_gib() -> float:
+    """Physical RAM of this machine in GiB (the CPU profile's memory)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    except (ValueError, OSError, AttributeError):  # not POSIX: assume a modest workstation
+        return 16.0
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """The machine(s) a run uses: ``gpus`` per node × ``nodes``, each with ``memory_gib``.
+
+    ``vllm_gpus`` is the number of GPUs given to a `trl vllm-serve` process in server mode (they hold
+    the generation engine and do not train); ``None`` means not decided yet (colocate, or left to
+    :func:`finetune.memory.recommend`).
+    """
+
+    profile: GpuProfile
+    gpus: int = 1
+    nodes: int = 1
+    memory_gib: float = 0.0
+    vllm_gpus: int | None = None
+
+    @property
+    def name(self) -> str:
+        return self.profile.name
+
+    @property
+    def total_gpus(self) -> int:
+        return self.gpus * self.nodes
+
+    @property
+    def training_gpus(self) -> int:
+        """GPUs that run a training process (= accelerate's num_processes)."""
+        if self.profile.is_cpu:
+            return max(1, self.total_gpus)
+        return max(0, self.total_gpus - (self.vllm_gpus or 0))
+
+    @property
+    def bandwidth_gbs(self) -> float:
+        return self.profile.bandwidth_gbs
+
+    def with_vllm_gpus(self, n: int | None) -> "Hardware":
+        return replace(self, vllm_gpus=n)
+
+    def with_gpus(self, gpus: int) -> "Hardware":
+        return replace(self, gpus=gpus)
+
+    def describe(self) -> str:
+        count = f"{self.gpus}×" if self.gpus != 1 else ""
+        nodes = f" × {self.nodes} nodes" if self.nodes > 1 else ""
+        unit = "RAM" if self.profile.is_cpu else "per GPU"
+        return f"{count}{self.profile.name}{nodes} ({self.memory_gib:.1f} GiB {unit})"
+
+
+def get_profile(name: str, where: str = "hardware.profile") -> GpuProfile:
+    """The profile called ``name``; an unknown name is a UserError listing the known ones."""
+    key = str(name).strip().lower()
+    if key not in PROFILES:
+        raise UserError(f"unknown hardware profile '{name}'", where=where,
+                        fix="use one of: " + ", ".join(PROFILES) + " (or set gpu_memory_gib to override memory)")
+    return PROFILES[key]
+
+
+def resolve_hardware(spec: Any = None) -> Hardware:
+    """Resolve the spec's ``hardware:`` section (a HardwareSpec, a mapping, a profile name or None).
+
+    ``gpu_memory_gib`` overrides the profile's per-GPU memory (e.g. a card shared with other jobs).
+    """
+    if spec is None:
+        spec = {}
+    if isinstance(spec, str):
+        spec = {"profile": spec}
+    if not isinstance(spec, Mapping):
+        spec = spec.model_dump() if hasattr(spec, "model_dump") else vars(spec)
+    profile = get_profile(spec.get("profile") or "h100-80gb")
+    gpus = int(spec.get("gpus", 1) if spec.get("gpus") is not None else 1)
+    nodes = int(spec.get("nodes") or 1)
+    if gpus < 0 or nodes < 1:
+        raise UserError(f"gpus={gpus}, nodes={nodes}", where="hardware", fix="gpus ≥ 0 and nodes ≥ 1")
+    if gpus == 0 and not profile.is_cpu:
+        raise UserError("gpus: 0 with a GPU profile", where="hardware.gpus", fix="use profile: cpu, or gpus ≥ 1")
+    memory = spec.get("gpu_memory_gib")
+    if memory is None:
+        memory = host_ram_gib() if profile.is_cpu else profile.memory_gib
+    vllm_gpus = spec.get("vllm_gpus")
+    if vllm_gpus is not None:
+        vllm_gpus = int(vllm_gpus)
+        if profile.is_cpu and vllm_gpus:
+            raise UserError("vllm_gpus with the cpu profile", where="hardware.vllm_gpus",
+                            fix="vLLM needs a GPU; remove vllm_gpus")
+        if vllm_gpus >= gpus * nodes and vllm_gpus:
+            raise UserError(f"vllm_gpus={vllm_gpus} leaves no GPU to train on ({gpus * nodes} in all)",
+                            where="hardware.vllm_gpus", fix="give vLLM fewer GPUs than the run has")
+    return Hardware(profile=profile, gpus=max(gpus, 1) if not profile.is_cpu else max(gpus, 1),
+                    nodes=nodes, memory_gib=float(memory), vllm_gpus=vllm_gpus)
