@@ -1,0 +1,164 @@
+"""`finetune docs [--check]` — regenerate (or check) every generated part of the plugin's Markdown.
+
+One source of truth: a number or block of code that a Markdown file states is produced by a function in
+the package. :data:`REGISTRY` lists each target (a whole file, or a region between
+``<!-- generated:NAME:start -->`` and ``<!-- generated:NAME:end -->``) and its producer
+(``"module:function"``, returning text). ``finetune docs`` writes the targets atomically;
+``finetune docs --check`` writes nothing, prints each target that drifted and exits 1, so CI fails when a
+code change is not reflected in the docs. A producer that cannot be imported is a failure, never a skip.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterable
+
+from finetune import atomic
+from finetune.errors import CheckFailed, UserError
+
+
+@dataclass(frozen=True)
+class Target:
+    """A generated part of a file: the whole file (``region`` None) or one marked region."""
+
+    path: str  # relative to the plugin root
+    producer: str  # "package.module:function"
+    region: str | None = None
+
+    def describe(self) -> str:
+        return f"{self.path} (region '{self.region}')" if self.region else self.path
+
+
+REGISTRY: tuple[Target, ...] = (
+    Target("references/reward-functions.md", "finetune.rewards.render:reference_doc"),
+    Target("references/grpo-memory.md", "finetune.memory:reference_doc"),
+    Target("references/run-spec.md", "finetune.spec:reference_doc"),
+    Target("skills/grpo-rlvr-training/SKILL.md", "finetune.render:skill_recipe_block", region="grpo-recipe"),
+    Target("skills/finetuning-method-selection/SKILL.md", "finetune.route:skill_table", region="routes"),
+    Target("README.md", "finetune.docs:cli_table", region="cli"),
+)
+
+
+def cli_table() -> str:
+    """The README's command table, from the CLI's own group list (finetune.cli.GROUPS)."""
+    from finetune.cli import GROUPS
+
+    rows = ["| command | what it does |", "|---|---|"]
+    rows += [f"| `finetune {name}` | {help_} |" for name, (_, help_) in GROUPS.items()]
+    return "\n".join(rows) + "\n"
+
+
+class ProducerUnavailable(Exception):
+    """The producer's module or function does not exist (yet)."""
+
+
+def load_producer(spec: str) -> Callable[[], str]:
+    module_name, _, func_name = spec.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ProducerUnavailable(f"module {module_name} is not importable ({exc})") from None
+    func = getattr(module, func_name, None)
+    if not callable(func):
+        raise ProducerUnavailable(f"{module_name} has no function {func_name}()")
+    return func
+
+
+def _markers(region: str) -> tuple[str, str]:
+    return f"<!-- generated:{region}:start -->", f"<!-- generated:{region}:end -->"
+
+
+def splice(text: str, region: str, content: str, where: str) -> str:
+    """``text`` with the region's content replaced; the markers stay on their own lines."""
+    start, end = _markers(region)
+    pattern = re.compile(re.escape(start) + r"\n?(.*?)" + re.escape(end), re.DOTALL)
+    matches = list(pattern.finditer(text))
+    if len(matches) != 1:
+        found = "no" if not matches else f"{len(matches)}"
+        raise UserError(f"{found} '{start}' ... '{end}' region(s); exactly one is needed", where=where,
+                        fix="restore the two marker lines around the generated region")
+    body = content.strip("\n") + "\n"
+    m = matches[0]
+    return text[:m.start()] + start + "\n" + body + end + text[m.end():]
+
+
+def expected_text(current: str | None, target: Target, produce: Callable[[], str], where: str) -> str:
+    """What the target file should contain once this target is regenerated (``current``: its text now)."""
+    content = produce()
+    if not isinstance(content, str):
+        raise TypeError(f"{target.producer} returned {type(content).__name__}, not text")
+    if target.region is None:
+        return content if content.endswith("\n") else content + "\n"
+    if current is None:
+        raise UserError(f"{target.path} does not exist, so its region '{target.region}' cannot be generated",
+                        where=where, fix="restore the file with its marker lines")
+    return splice(current, target.region, content, where)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What happened to one target: ok, written, drifted (with --check) or unavailable (producer missing)."""
+
+    target: Target
+    status: str  # "ok" | "written" | "drifted" | "unavailable"
+    detail: str = ""
+
+
+def sync(root: Path, check: bool, registry: Iterable[Target] = REGISTRY) -> list[Outcome]:
+    """Regenerate (or, with ``check``, compare) every target. Targets of one file are applied in order."""
+    outcomes: list[Outcome] = []
+    pending: dict[Path, str] = {}  # file → its new text so far (several regions may share one file)
+    originals: dict[Path, str | None] = {}
+    for target in registry:
+        path = root / target.path
+        if path not in originals:
+            originals[path] = path.read_text(encoding="utf-8") if path.is_file() else None
+        try:
+            produce = load_producer(target.producer)
+        except ProducerUnavailable as exc:
+            outcomes.append(Outcome(target, "unavailable", str(exc)))
+            continue
+        before = pending.get(path, originals[path])
+        new = expected_text(before, target, produce, str(path))
+        pending[path] = new
+        same = before == new
+        outcomes.append(Outcome(target, "ok" if same else ("drifted" if check else "written")))
+    if not check:
+        for path, text in pending.items():
+            if originals[path] != text:
+                atomic.write_text(path, text)
+    return outcomes
+
+
+def default_root() -> Path:
+    """The plugin root this package lives in (a source checkout), else the current folder."""
+    here = Path(__file__).resolve().parents[2]
+    return here if (here / ".claude-plugin").is_dir() else Path.cwd()
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--check", action="store_true", help="write nothing; exit 1 if any target drifted")
+    parser.add_argument("--root", metavar="DIR", help="plugin root (default: the checkout this package is in)")
+
+
+def run(args, registry: Iterable[Target] | None = None) -> int:
+    root = Path(args.root) if args.root else default_root()
+    if not root.is_dir():
+        raise UserError(f"not a directory: {root}", where="--root", fix="pass the plugin folder")
+    outcomes = sync(root, args.check, REGISTRY if registry is None else registry)
+    for o in outcomes:
+        if o.status == "unavailable":
+            print(f"{o.target.describe()}: cannot generate: producer {o.target.producer} unavailable: {o.detail}")
+        elif o.status == "drifted":
+            print(f"{o.target.describe()}: drifted from {o.target.producer}(); run `finetune docs`")
+        elif o.status == "written":
+            print(f"{o.target.describe()}: regenerated")
+    bad = [o for o in outcomes if o.status in {"unavailable", "drifted"}]
+    if bad:
+        kinds = sorted({o.status for o in bad})
+        raise CheckFailed(f"{len(bad)} generated target(s) {' / '.join(kinds)}")
+    print(f"docs: {len(outcomes)} generated target(s) up to date")
+    return 0

@@ -1,0 +1,453 @@
+"""`finetune lint [PATH]` — CI lint of the plugin's Markdown: skills, commands, agents, references.
+
+Checks (each finding is printed as ``path:line: message``; exit 1 when there is any, 0 when clean):
+
+* Agent Skills rules for every ``skills/<name>/SKILL.md``: frontmatter is a YAML mapping with only the
+  allowed keys; ``name`` equals the folder, ``[a-z0-9-]``, at most 64 characters, no leading, trailing or
+  double '-'; ``description`` 1-1024 characters, no '<' or '>', written in the third person, saying what
+  the skill does AND when to use it; body at most 500 lines.
+* Command and agent frontmatter parses (agents need ``name`` and ``description``).
+* Every relative Markdown link and every ``${CLAUDE_PLUGIN_ROOT}/...`` path resolves to a file.
+* Every ```python block compiles.
+* Every keyword passed to GRPOConfig / SFTConfig / DPOConfig / LoraConfig / GRPOTrainer / SFTTrainer /
+  DPOTrainer in any code block exists in the installed TRL / peft, so a TRL rename breaks CI rather than
+  a user's run. TRL is imported only when some block calls one of them (importing it costs seconds).
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Callable, Iterable, Iterator
+
+import yaml
+
+from finetune.errors import CheckFailed, UserError
+
+ALLOWED_SKILL_KEYS = frozenset({"name", "description", "license", "allowed-tools", "metadata", "compatibility"})
+SKILL_NAME_RE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
+MAX_NAME = 64
+MAX_DESCRIPTION = 1024
+MAX_COMPATIBILITY = 500
+MAX_BODY_LINES = 500
+# "what" is the text before the trigger clause; "when" is the trigger clause itself.
+WHEN_RE = re.compile(r"\bwhen(?:ever)?\b", re.IGNORECASE)
+FIRST_OR_SECOND_PERSON_RE = re.compile(r"^\s*(?:I|I'm|I'll|we|you|your|my)\b", re.IGNORECASE)
+# Folders that are never plugin content.
+SKIP_DIRS = frozenset({".git", ".venv", "venv", "node_modules", "__pycache__", ".pytest_cache", ".hypothesis",
+                       "build", "dist", "runs", ".ruff_cache"})
+PLUGIN_ROOT_RE = re.compile(r"\$\{CLAUDE_PLUGIN_ROOT\}(/[A-Za-z0-9_.\-/]*)")
+# [text](target) — not images' alt text parsing subtleties; targets with spaces are not used in this repo.
+LINK_RE = re.compile(r"(?<!\\)\[(?:[^\]\[]|\[[^\]]*\])*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
+FENCE_RE = re.compile(r"^(\s*)(`{3,}|~{3,})\s*([\w+.-]*)")
+PYTHON_LANGS = frozenset({"python", "py", "python3"})
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One lint finding: a file, a 1-based line and what is wrong there."""
+
+    path: Path
+    line: int
+    message: str
+
+    def render(self, root: Path) -> str:
+        try:
+            shown = self.path.resolve().relative_to(root.resolve())
+        except ValueError:
+            shown = self.path
+        return f"{shown}:{self.line}: {self.message}"
+
+
+@dataclass(frozen=True)
+class CodeBlock:
+    """A fenced code block: its info-string language, text and the file line of its first text line."""
+
+    lang: str
+    text: str
+    first_line: int
+
+
+# ---------------------------------------------------------------- Markdown parsing helpers
+
+
+def split_frontmatter(text: str) -> tuple[str | None, str, int]:
+    """Return (frontmatter YAML or None, body, 1-based file line where the body starts)."""
+    lines = text.splitlines(keepends=True)
+    if not lines or lines[0].rstrip("\r\n") != "---":
+        return None, text, 1
+    for i in range(1, len(lines)):
+        if lines[i].rstrip("\r\n") == "---":
+            return "".join(lines[1:i]), "".join(lines[i + 1:]), i + 2
+    return None, text, 1
+
+
+def code_blocks(text: str, first_line: int = 1) -> Iterator[CodeBlock]:
+    """Yield the fenced code blocks of a Markdown text (``first_line`` = file line of ``text[0]``)."""
+    lines = text.splitlines()
+    i = 0
+    while i < len(lines):
+        m = FENCE_RE.match(lines[i])
+        if not m:
+            i += 1
+            continue
+        fence, lang = m.group(2), m.group(3).lower()
+        start = i + 1
+        j = start
+        while j < len(lines) and not lines[j].strip().startswith(fence[0] * len(fence)):
+            j += 1
+        indent = len(m.group(1))
+        body = [ln[indent:] if ln[:indent].strip() == "" else ln for ln in lines[start:j]]
+        yield CodeBlock(lang, "\n".join(body) + "\n", first_line + start)
+        i = j + 1
+
+
+def _outside_code(text: str) -> Iterator[tuple[int, str]]:
+    """(0-based line index, line) of lines outside fenced code blocks."""
+    fence: str | None = None
+    for idx, line in enumerate(text.splitlines()):
+        m = FENCE_RE.match(line)
+        if fence is None and m:
+            fence = m.group(2)[0] * len(m.group(2))
+            continue
+        if fence is not None:
+            if line.strip().startswith(fence):
+                fence = None
+            continue
+        yield idx, line
+
+
+def _strip_inline_code(line: str) -> str:
+    return re.sub(r"`[^`]*`", "", line)
+
+
+# ---------------------------------------------------------------- installed TRL / peft signatures
+
+
+@dataclass(frozen=True)
+class KnownCallable:
+    """A library class whose keyword arguments the lint checks, with where its field names come from."""
+
+    library: str
+    version: str
+    fields: frozenset[str]
+    accepts_var_kwargs: bool = False
+
+
+def _dataclass_fields(cls: type) -> frozenset[str]:
+    import dataclasses
+
+    return frozenset(f.name for f in dataclasses.fields(cls) if f.init)
+
+
+def _signature_params(obj: Callable) -> tuple[frozenset[str], bool]:
+    import inspect
+
+    params = inspect.signature(obj).parameters.values()
+    names = frozenset(p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY))
+    return names, any(p.kind is p.VAR_KEYWORD for p in params)
+
+
+CHECKED_CALLABLES = ("GRPOConfig", "SFTConfig", "DPOConfig", "LoraConfig", "GRPOTrainer", "SFTTrainer", "DPOTrainer")
+
+
+@lru_cache(maxsize=None)
+def known_callable(name: str) -> KnownCallable:
+    """Fields of one checked class in the INSTALLED library (imported lazily: TRL pulls in torch)."""
+    if name == "LoraConfig":
+        import peft
+        from peft import LoraConfig
+
+        return KnownCallable("peft", peft.__version__, _dataclass_fields(LoraConfig))
+    import trl
+
+    if name.endswith("Config"):
+        return KnownCallable("TRL", trl.__version__, _dataclass_fields(getattr(trl, name)))
+    params, var_kw = _signature_params(getattr(trl, name).__init__)
+    return KnownCallable("TRL", trl.__version__, params - {"self"}, var_kw)
+
+
+def _called_name(func: ast.expr) -> str | None:
+    if isinstance(func, ast.Name):
+        return func.id
+    if isinstance(func, ast.Attribute):
+        return func.attr
+    return None
+
+
+def kwarg_findings(tree: ast.AST, path: Path, first_line: int,
+                   lookup: Callable[[str], KnownCallable] = known_callable) -> list[Finding]:
+    """Keywords passed to a checked TRL/peft class that the installed version does not have."""
+    out: list[Finding] = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        name = _called_name(node.func)
+        if name not in CHECKED_CALLABLES:
+            continue
+        keywords = [kw for kw in node.keywords if kw.arg is not None]
+        if not keywords:
+            continue
+        known = lookup(name)
+        if known.accepts_var_kwargs:
+            continue
+        for kw in keywords:
+            if kw.arg in known.fields:
+                continue
+            close = difflib.get_close_matches(kw.arg, sorted(known.fields), n=1, cutoff=0.6)
+            hint = f"; did you mean '{close[0]}'?" if close else ""
+            out.append(Finding(path, first_line + kw.lineno - 1,
+                               f"{name} has no field '{kw.arg}' in {known.library} {known.version}{hint}"))
+    return out
+
+
+# ---------------------------------------------------------------- the checks
+
+
+def _load_frontmatter(path: Path, text: str, findings: list[Finding], kind: str) -> tuple[dict | None, str, int]:
+    raw, body, body_line = split_frontmatter(text)
+    if raw is None:
+        findings.append(Finding(path, 1, f"{kind} has no YAML frontmatter (a '---' block at the top)"))
+        return None, body, body_line
+    try:
+        data = yaml.safe_load(raw)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = 2 + mark.line if mark else 1
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        findings.append(Finding(path, line, f"{kind} frontmatter is not valid YAML: {problem}"))
+        return None, body, body_line
+    if not isinstance(data, dict):
+        findings.append(Finding(path, 1, f"{kind} frontmatter must be a YAML mapping"))
+        return None, body, body_line
+    return data, body, body_line
+
+
+def _key_line(text: str, key: str) -> int:
+    for i, line in enumerate(text.splitlines()[:200], start=1):
+        if line.startswith(f"{key}:"):
+            return i
+    return 1
+
+
+def check_skill(path: Path, text: str) -> list[Finding]:
+    """Agent Skills rules for one SKILL.md (its folder name is the skill's name)."""
+    findings: list[Finding] = []
+    data, body, _ = _load_frontmatter(path, text, findings, "SKILL.md")
+    if data is None:
+        return findings
+    folder = path.parent.name
+    for key in data:
+        if key not in ALLOWED_SKILL_KEYS:
+            findings.append(Finding(path, _key_line(text, str(key)), f"frontmatter key '{key}' is not allowed "
+                                    f"(allowed: {', '.join(sorted(ALLOWED_SKILL_KEYS))})"))
+    name = data.get("name")
+    line = _key_line(text, "name")
+    if not isinstance(name, str) or not name:
+        findings.append(Finding(path, line, "frontmatter needs a 'name'"))
+    else:
+        if name != folder:
+            findings.append(Finding(path, line, f"name '{name}' must equal the skill's folder name '{folder}'"))
+        if len(name) > MAX_NAME:
+            findings.append(Finding(path, line, f"name is {len(name)} characters; at most {MAX_NAME}"))
+        if not SKILL_NAME_RE.match(name):
+            findings.append(Finding(path, line, f"name '{name}' must be lowercase letters, digits and single "
+                                    "'-' (no leading, trailing or double '-')"))
+        if "anthropic" in name or "claude" in name:
+            findings.append(Finding(path, line, f"name '{name}' must not contain 'anthropic' or 'claude'"))
+    desc = data.get("description")
+    line = _key_line(text, "description")
+    if not isinstance(desc, str) or not desc.strip():
+        findings.append(Finding(path, line, "frontmatter needs a non-empty 'description'"))
+    else:
+        if len(desc) > MAX_DESCRIPTION:
+            findings.append(Finding(path, line, f"description is {len(desc)} characters; at most {MAX_DESCRIPTION}"))
+        if "<" in desc or ">" in desc:
+            findings.append(Finding(path, line, "description must not contain '<' or '>'"))
+        when = WHEN_RE.search(desc)
+        if not when:
+            findings.append(Finding(path, line, "description must say WHEN to use the skill "
+                                    "(e.g. 'Use when ...')"))
+        elif len(desc[:when.start()].split()) < 3:
+            findings.append(Finding(path, line, "description must say WHAT the skill does before saying when "
+                                    "to use it"))
+        if FIRST_OR_SECOND_PERSON_RE.match(desc):
+            findings.append(Finding(path, line, "description must be written in the third person "
+                                    "(e.g. 'Builds ...', not 'I build' / 'You can')"))
+    compat = data.get("compatibility")
+    if compat is not None and (not isinstance(compat, str) or len(compat) > MAX_COMPATIBILITY):
+        findings.append(Finding(path, _key_line(text, "compatibility"),
+                                f"compatibility must be a string of at most {MAX_COMPATIBILITY} characters"))
+    meta = data.get("metadata")
+    if meta is not None and not (isinstance(meta, dict) and all(isinstance(k, str) and isinstance(v, str)
+                                                                 for k, v in meta.items())):
+        findings.append(Finding(path, _key_line(text, "metadata"), "metadata must map strings to strings"))
+    n_body = len(body.splitlines())
+    if n_body > MAX_BODY_LINES:
+        findings.append(Finding(path, 1, f"body is {n_body} lines; at most {MAX_BODY_LINES} "
+                                "(move detail into references/)"))
+    return findings
+
+
+def check_command(path: Path, text: str) -> list[Finding]:
+    """A slash command's frontmatter must parse; allowed-tools must be a string or a list of strings."""
+    findings: list[Finding] = []
+    data, _, _ = _load_frontmatter(path, text, findings, "command")
+    if data is None:
+        return findings
+    if not isinstance(data.get("description"), str) or not data["description"].strip():
+        findings.append(Finding(path, _key_line(text, "description"), "command needs a 'description'"))
+    tools = data.get("allowed-tools")
+    if tools is not None and not (isinstance(tools, str) or
+                                  (isinstance(tools, list) and all(isinstance(t, str) for t in tools))):
+        findings.append(Finding(path, _key_line(text, "allowed-tools"),
+                                "allowed-tools must be a string or a list of strings"))
+    return findings
+
+
+def check_agent(path: Path, text: str) -> list[Finding]:
+    """A subagent's frontmatter must parse and carry a name (= file stem) and a description."""
+    findings: list[Finding] = []
+    data, _, _ = _load_frontmatter(path, text, findings, "agent")
+    if data is None:
+        return findings
+    name = data.get("name")
+    if not isinstance(name, str) or not name:
+        findings.append(Finding(path, 1, "agent needs a 'name'"))
+    elif name != path.stem:
+        findings.append(Finding(path, _key_line(text, "name"), f"agent name '{name}' should equal the file name "
+                                f"'{path.stem}'"))
+    if not isinstance(data.get("description"), str) or not data["description"].strip():
+        findings.append(Finding(path, _key_line(text, "description"), "agent needs a 'description'"))
+    return findings
+
+
+def check_links(path: Path, text: str, root: Path) -> list[Finding]:
+    """Relative links and ${CLAUDE_PLUGIN_ROOT}/ paths must name files that exist."""
+    findings: list[Finding] = []
+    for idx, line in _outside_code(text):
+        for m in LINK_RE.finditer(_strip_inline_code(line)):
+            target = m.group(1)
+            if re.match(r"^[a-z][a-z0-9+.-]*:", target, re.IGNORECASE) or target.startswith("#"):
+                continue  # URL, mailto:, in-page anchor
+            if "${" in target:
+                continue  # ${CLAUDE_PLUGIN_ROOT} paths are checked below
+            file_part = target.split("#", 1)[0].split("?", 1)[0]
+            if not file_part:
+                continue
+            resolved = (root / file_part.lstrip("/")) if file_part.startswith("/") else (path.parent / file_part)
+            if not resolved.exists():
+                findings.append(Finding(path, idx + 1, f"broken link: '{target}' does not exist"))
+    # ${CLAUDE_PLUGIN_ROOT} paths are checked everywhere, code blocks and frontmatter included: they are what
+    # the agent runs.
+    for idx, line in enumerate(text.splitlines()):
+        for m in PLUGIN_ROOT_RE.finditer(line):
+            rel = m.group(1).rstrip(".").strip("/")
+            if not rel:
+                continue
+            if not (root / rel).exists():
+                findings.append(Finding(path, idx + 1, f"${{CLAUDE_PLUGIN_ROOT}}/{rel} does not exist in the plugin"))
+    return findings
+
+
+def check_code_blocks(path: Path, text: str,
+                      lookup: Callable[[str], KnownCallable] = known_callable) -> list[Finding]:
+    """Python blocks must compile; TRL/peft keywords in any parsable block must exist."""
+    findings: list[Finding] = []
+    for block in code_blocks(text):
+        is_python = block.lang in PYTHON_LANGS
+        try:
+            tree = ast.parse(block.text, filename=str(path))
+        except SyntaxError as exc:
+            if is_python:
+                line = block.first_line + (exc.lineno or 1) - 1
+                findings.append(Finding(path, line, f"python block does not compile: {exc.msg}"))
+            continue  # a non-Python block (shell, YAML) that happens not to parse is fine
+        if is_python or any(f"{n}(" in block.text for n in CHECKED_CALLABLES):
+            findings.extend(kwarg_findings(tree, path, block.first_line, lookup))
+    return findings
+
+
+def markdown_files(root: Path) -> list[Path]:
+    """Every Markdown file of the plugin under ``root`` (build outputs and environments excluded)."""
+    if root.is_file():
+        return [root]
+    out = []
+    for p in sorted(root.rglob("*.md")):
+        rel_parts = p.relative_to(root).parts
+        if any(part in SKIP_DIRS or (part.startswith(".") and part != ".claude-plugin") for part in rel_parts[:-1]):
+            continue
+        out.append(p)
+    return out
+
+
+def find_plugin_root(start: Path) -> Path:
+    """The folder holding .claude-plugin/ at or above ``start`` (``start`` itself if there is none)."""
+    start = start.resolve()
+    for cand in [start if start.is_dir() else start.parent, *start.parents]:
+        if (cand / ".claude-plugin").is_dir():
+            return cand
+    return start if start.is_dir() else start.parent
+
+
+def lint_file(path: Path, root: Path, lookup: Callable[[str], KnownCallable] = known_callable) -> list[Finding]:
+    """All checks that apply to one Markdown file, by where it sits in the plugin."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        return [Finding(path, 1, f"not UTF-8 text ({exc.reason})")]
+    rel = path.resolve().relative_to(root.resolve()).parts if path.resolve().is_relative_to(root.resolve()) else ()
+    findings: list[Finding] = []
+    if path.name == "SKILL.md" and len(rel) >= 2 and rel[-3:-2] == ("skills",):
+        findings += check_skill(path, text)
+    elif len(rel) == 2 and rel[0] == "commands":
+        findings += check_command(path, text)
+    elif len(rel) == 2 and rel[0] == "agents":
+        findings += check_agent(path, text)
+    findings += check_links(path, text, root)
+    findings += check_code_blocks(path, text, lookup)
+    return findings
+
+
+def lint(target: Path, lookup: Callable[[str], KnownCallable] = known_callable) -> list[Finding]:
+    """Lint every Markdown file under ``target`` (a plugin root, a folder in it, or one file)."""
+    if not target.exists():
+        raise UserError(f"no such file or directory: {target}", fix="pass the plugin folder (default '.')")
+    root = find_plugin_root(target)
+    findings: list[Finding] = []
+    for path in markdown_files(target):
+        findings += lint_file(path, root, lookup)
+    skills_dir = root / "skills"
+    if target.resolve() == root and skills_dir.is_dir():
+        for d in sorted(p for p in skills_dir.iterdir() if p.is_dir()):
+            if not (d / "SKILL.md").is_file():
+                findings.append(Finding(d, 1, "skill folder has no SKILL.md"))
+    return sorted(set(findings), key=lambda f: (str(f.path), f.line, f.message))
+
+
+def render_findings(findings: Iterable[Finding], root: Path) -> list[str]:
+    return [f.render(root) for f in findings]
+
+
+# ---------------------------------------------------------------- CLI
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("path", nargs="?", default=".", help="plugin folder, a folder in it, or one Markdown file")
+
+
+def run(args) -> int:
+    target = Path(args.path)
+    findings = lint(target)
+    root = find_plugin_root(target) if target.exists() else target
+    for line in render_findings(findings, root):
+        print(line)
+    if findings:
+        raise CheckFailed(f"{len(findings)} lint finding(s)")
+    n = len(markdown_files(target))
+    print(f"lint: {n} Markdown file(s) clean")
+    return 0

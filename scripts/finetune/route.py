@@ -1,0 +1,318 @@
+"""`finetune route` — Phase 0: decide which fine-tuning method a task needs.
+
+The decision is a small deterministic function of five answers (:class:`Answers`) over an ordered list of
+rules (:data:`RULES`); the first rule that matches decides. The finetuning-method-selection skill shows
+the same rules as a table generated from :data:`RULES` (`finetune docs`), so text and code cannot drift.
+
+Answers come from flags or a YAML/JSON file (``--answers``); flags override the file. With ``-o DIR``
+the decision is written to ``DIR/route.json`` atomically.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Literal, Optional
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from finetune import __version__, atomic
+from finetune.errors import UserError
+
+ROUTE_FILE = "route.json"
+
+GRPO = "grpo-rlvr-training"
+SFT = "lora-qlora-recipes"
+DPO = "preference-optimization"
+EVAL = "eval-harness-first"
+ROUTES = (GRPO, SFT, DPO, EVAL)
+
+# Kinds of signal that an algorithm can check. A rubric or an LLM judge is NOT one of them: scoring with it
+# is an eval-harness / judge-calibration problem first (the seed's "When RL fits").
+SIGNAL_KINDS = ("unit_tests", "parser", "json_schema", "tool_call", "math_answer", "exact_match", "other_code_check")
+BaseSuccess = Literal["never", "sometimes", "always", "unknown"]
+
+
+class Answers(BaseModel):
+    """The questions that decide the route. Only ``verifiable`` has no default."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    verifiable: bool = Field(description="Can an algorithm check pass/fail for an output (tests, parser, schema, "
+                             "tool-call pattern, math answer key)?")
+    signal_kind: Optional[Literal[SIGNAL_KINDS]] = Field(  # type: ignore[valid-type]
+        None, description="What checks it, when verifiable.")
+    demonstrations: bool = Field(False, description="Are there good example outputs (prompt → ideal completion)?")
+    preference_pairs: bool = Field(False, description="Are there pairs of outputs with the preferred one marked?")
+    human_judged: bool = Field(False, description="Is quality judged by people or a subjective rubric?")
+    base_success: BaseSuccess = Field("unknown", description="Does the current model ever pass the check when "
+                                      "sampled many times at low temperature?")
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One row of the decision table: when it applies, where it routes, why, and what must exist first."""
+
+    id: str
+    condition: str
+    route: str
+    why: str
+    needs: tuple[str, ...]
+    applies: Callable[[Answers], bool]
+    example: dict[str, Any]
+    provisional: bool = False
+
+
+RULES: tuple[Rule, ...] = (
+    Rule(
+        id="rlvr-never-succeeds",
+        condition="verifiable signal, but the model never succeeds",
+        route=SFT,
+        why="RL re-weights samples that already work; with zero base success every group scores the same and "
+            "there is nothing to sharpen. The gap is format or task understanding: teach it with SFT, then come "
+            "back to GRPO once base success is non-zero.",
+        needs=("demonstrations of the target behaviour (if there are none, sample a stronger model and keep only "
+               "the outputs the verifier passes)",
+               "the verifier, kept to measure base success again after SFT"),
+        applies=lambda a: a.verifiable and a.base_success == "never",
+        example={"verifiable": True, "signal_kind": "unit_tests", "demonstrations": True, "base_success": "never"},
+    ),
+    Rule(
+        id="rlvr-always-succeeds",
+        condition="verifiable signal, and the model already always succeeds",
+        route=EVAL,
+        why="When every sample in a group passes, every advantage is zero and GRPO learns nothing; the task set "
+            "or the check is too easy to measure improvement.",
+        needs=("harder or held-out prompts on which the model sometimes fails",
+               "a check that separates good from merely acceptable outputs"),
+        applies=lambda a: a.verifiable and a.base_success == "always",
+        example={"verifiable": True, "signal_kind": "exact_match", "base_success": "always"},
+    ),
+    Rule(
+        id="rlvr",
+        condition="verifiable signal, and the model sometimes succeeds",
+        route=GRPO,
+        why="Success is algorithmically checkable and the model sometimes succeeds but unreliably: exactly where "
+            "GRPO with verifiable rewards fits (reasoning → GRPO).",
+        needs=("a verifier that becomes the correctness reward, plus a format reward (composite reward)",
+               "a prompt-only dataset, with a gold answer or test column for the verifier",
+               "a policy checkpoint (usually the SFT model) that sometimes succeeds",
+               "50-100 sampled outputs read by a person before training (the Inspection Rule gate)"),
+        applies=lambda a: a.verifiable and a.base_success == "sometimes",
+        example={"verifiable": True, "signal_kind": "math_answer", "base_success": "sometimes"},
+    ),
+    Rule(
+        id="rlvr-unmeasured",
+        condition="verifiable signal, base success not measured yet",
+        route=GRPO,
+        why="Success is algorithmically checkable, so GRPO is the candidate - provisionally: RL only sharpens an "
+            "ability the model already has, so base success must be measured before any training.",
+        needs=("base success measured first (`finetune inspect score` reports it); if it is zero, go to "
+               "lora-qlora-recipes instead",
+               "a verifier that becomes the correctness reward, plus a format reward (composite reward)",
+               "a prompt-only dataset, with a gold answer or test column for the verifier",
+               "50-100 sampled outputs read by a person before training (the Inspection Rule gate)"),
+        applies=lambda a: a.verifiable and a.base_success == "unknown",
+        example={"verifiable": True, "signal_kind": "parser"},
+        provisional=True,
+    ),
+    Rule(
+        id="preference",
+        condition="no verifiable signal; preference pairs exist",
+        route=DPO,
+        why="The signal is a preference between two acceptable outputs - taste, not correctness: taste → DPO.",
+        needs=("preference pairs (prompt, chosen, rejected), checked for label noise on a sample",
+               "an SFT checkpoint as the starting policy and reference",
+               "an eval (win rate against the starting model) to tell whether it helped"),
+        applies=lambda a: not a.verifiable and a.preference_pairs,
+        example={"verifiable": False, "preference_pairs": True, "human_judged": True},
+    ),
+    Rule(
+        id="demonstrations-judged",
+        condition="no verifiable signal, no preference pairs; demonstrations exist; quality is human-judged",
+        route=SFT,
+        why="Example outputs are the signal: supervised fine-tuning (LoRA / QLoRA) imitates them directly. "
+            "Because quality is judged by people, whether it helped can only be measured with a calibrated judge.",
+        needs=("demonstrations in the model's chat format, deduplicated, with a held-out split",
+               "an eval harness with a judge calibrated against human labels (eval-harness-first), built before "
+               "training so the base model can be scored too"),
+        applies=lambda a: not a.verifiable and not a.preference_pairs and a.demonstrations and a.human_judged,
+        example={"verifiable": False, "demonstrations": True, "human_judged": True},
+    ),
+    Rule(
+        id="demonstrations",
+        condition="no verifiable signal, no preference pairs; demonstrations exist",
+        route=SFT,
+        why="Example outputs are the signal: supervised fine-tuning (LoRA / QLoRA) imitates them directly.",
+        needs=("demonstrations in the model's chat format, deduplicated, with a held-out split",
+               "an automatic metric on the held-out split (loss alone does not say the behaviour improved)"),
+        applies=lambda a: not a.verifiable and not a.preference_pairs and a.demonstrations,
+        example={"verifiable": False, "demonstrations": True},
+    ),
+    Rule(
+        id="judged-only",
+        condition="no verifiable signal, no pairs, no demonstrations",
+        route=EVAL,
+        why="Nothing yet says what a good output is in a form a trainer can use. Scoring needs human judgement "
+            "or a rubric, which is an eval-harness and judge-calibration problem first - not a reason to jump "
+            "to RL.",
+        needs=("a fixed eval set with human labels on a sample",
+               "a judge (rubric or model) calibrated against those labels",
+               "then: preference pairs or demonstrations collected with the harness, and route again"),
+        applies=lambda a: not a.verifiable and not a.preference_pairs and not a.demonstrations,
+        example={"verifiable": False, "human_judged": True},
+    ),
+)
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The route for a set of answers, with the rule that decided it."""
+
+    rule: Rule
+    answers: Answers
+
+    @property
+    def route(self) -> str:
+        return self.rule.route
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "route": self.rule.route,
+            "skill": f"skills/{self.rule.route}/SKILL.md",
+            "rule": self.rule.id,
+            "provisional": self.rule.provisional,
+            "why": self.rule.why,
+            "needs": list(self.rule.needs),
+            "answers": self.answers.model_dump(mode="json"),
+            "plugin_version": __version__,
+        }
+
+
+def decide(answers: Answers) -> Decision:
+    """The first rule of :data:`RULES` that applies. The rules cover every combination of answers."""
+    for rule in RULES:
+        if rule.applies(answers):
+            return Decision(rule, answers)
+    raise AssertionError(f"no routing rule applies to {answers!r}")  # the rules are exhaustive (tested)
+
+
+def skill_table() -> str:
+    """The decision table shown in skills/finetuning-method-selection/SKILL.md (generated; `finetune docs`)."""
+    lines = [
+        "Rules are tried in order; the first that matches decides. Generated from `finetune.route.RULES` - the "
+        "same rules `finetune route` runs.",
+        "",
+        "| # | answers | route | why | needs before it can start |",
+        "|---|---|---|---|---|",
+    ]
+    for i, rule in enumerate(RULES, start=1):
+        route = f"[{rule.route}](../{rule.route}/SKILL.md)" + (" (provisional)" if rule.provisional else "")
+        needs = "; ".join(rule.needs)
+        lines.append(f"| {i} | {rule.condition} | {route} | {rule.why} | {needs} |")
+    return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------- CLI
+
+_FLAG_FIELDS = ("verifiable", "signal_kind", "demonstrations", "preference_pairs", "human_judged", "base_success")
+
+
+def _yes_no(value: str) -> bool:
+    v = value.strip().lower()
+    if v in {"yes", "y", "true", "1"}:
+        return True
+    if v in {"no", "n", "false", "0"}:
+        return False
+    raise UserError(f"expected yes or no, got '{value}'", fix="answer yes or no")
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--answers", metavar="FILE", help="YAML or JSON file with the answers (flags override it)")
+    parser.add_argument("--verifiable", metavar="yes|no",
+                        help="can an algorithm check pass/fail (tests, parser, schema, tool call, math key)?")
+    parser.add_argument("--signal-kind", choices=SIGNAL_KINDS, help="what checks it")
+    parser.add_argument("--demonstrations", metavar="yes|no", help="are there example outputs to imitate?")
+    parser.add_argument("--preference-pairs", metavar="yes|no", help="are there chosen/rejected output pairs?")
+    parser.add_argument("--human-judged", metavar="yes|no", help="is quality judged by people or a rubric?")
+    parser.add_argument("--base-success", choices=("never", "sometimes", "always", "unknown"),
+                        help="does the current model ever pass the check (many samples, low temperature)?")
+    parser.add_argument("-o", "--out", metavar="DIR", help="run directory to write route.json into")
+    parser.add_argument("--json", action="store_true", help="print the decision as JSON")
+
+
+def _load_answers_file(path: Path) -> tuple[dict[str, Any], dict[tuple, int]]:
+    if path.suffix.lower() == ".json":
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise UserError(f"file not found: {path}", fix="check the path") from None
+        except json.JSONDecodeError as exc:
+            raise UserError(f"invalid JSON: {exc.msg}", where=f"{path}:{exc.lineno}", fix="fix the JSON") from None
+        lines: dict[tuple, int] = {}
+    else:
+        from finetune.yamlio import load_with_lines
+
+        data, lines = load_with_lines(path)
+    if not isinstance(data, dict):
+        raise UserError("the answers file must be a mapping of question → answer", where=str(path),
+                        fix=f"use the keys: {', '.join(_FLAG_FIELDS)}")
+    return data, lines
+
+
+def answers_from_args(args) -> Answers:
+    """Merge the answers file (if any) with the flags; validate; bad input → UserError naming the field."""
+    data: dict[str, Any] = {}
+    lines: dict[tuple, int] = {}
+    source = "flags"
+    if args.answers:
+        data, lines = _load_answers_file(Path(args.answers))
+        source = str(args.answers)
+    for field in _FLAG_FIELDS:
+        value = getattr(args, field, None)
+        if value is None:
+            continue
+        data[field] = _yes_no(value) if field in {"verifiable", "demonstrations", "preference_pairs",
+                                                  "human_judged"} else value
+    try:
+        return Answers.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        field = ".".join(str(x) for x in err["loc"]) or "(top level)"
+        line = lines.get(tuple(err["loc"][:1])) if err["loc"] else None
+        where = f"{source}:{line}" if line else source
+        if err["type"] == "missing":
+            fix = f"answer it (--{field.replace('_', '-')} yes|no, or '{field}:' in the answers file)"
+        elif err["type"] == "extra_forbidden":
+            fix = f"known questions: {', '.join(_FLAG_FIELDS)}"
+        else:
+            fix = "correct the value"
+        raise UserError(f"{field}: {err['msg']}", where=where, fix=fix) from None
+
+
+def render_text(decision: Decision) -> str:
+    rule = decision.rule
+    lines = [f"route: {rule.route}" + ("  (provisional)" if rule.provisional else ""),
+             f"skill: skills/{rule.route}/SKILL.md",
+             f"why:   {rule.why}",
+             "needs before it can start:"]
+    lines += [f"  {i}. {need}" for i, need in enumerate(rule.needs, start=1)]
+    return "\n".join(lines)
+
+
+def run(args) -> int:
+    answers = answers_from_args(args)
+    decision = decide(answers)
+    out_dir = Path(args.out) if args.out else None
+    if out_dir is not None and out_dir.exists() and not out_dir.is_dir():
+        raise UserError(f"not a directory: {out_dir}", where="-o", fix="name a run directory")
+    if out_dir is not None:
+        atomic.write_json(out_dir / ROUTE_FILE, decision.to_json())
+    if args.json:
+        print(json.dumps(decision.to_json(), indent=2, ensure_ascii=False))
+    else:
+        print(render_text(decision))
+        if out_dir is not None:
+            print(f"wrote {out_dir / ROUTE_FILE}")
+    return 0
