@@ -1,0 +1,275 @@
+"""``finetune inspect sample SPEC``: completions to inspect, generated the way training will see them.
+
+Prompts are fed exactly as the rendered train.py feeds TRL: a conversational prompt (or a plain
+string turned into messages because the spec sets ``dataset.system_prompt``) goes through the
+model's chat template; a plain string is used as is (TRL applies no template to it). Generation
+uses the spec's ``generation`` settings (temperature, top_p, top_k, min_p, repetition penalty,
+max_completion_length) and ``training.seed``. The base-success check samples separately at
+``inspection.base_success.temperature`` with many samples per prompt (the seed: "never succeeds,
+even sampled many times at low temperature" → back to SFT).
+
+Backends: transformers ``generate`` (CPU or GPU); vLLM only when it is installed and a GPU is present.
+Or ``--import FILE``: completions produced elsewhere, validated line by line.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import random
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from finetune import atomic, rundir
+from finetune.errors import UserError
+from finetune.hashing import sha256_file
+from finetune.inspect.samplesio import load_samples
+
+SAMPLE_INFO = "sample_info.json"
+PROMPT_BATCH = 8  # prompts per generate() call (each with k return sequences)
+
+
+def load_rows(spec) -> list[dict[str, Any]]:
+    """The training dataset's rows (jsonl, parquet, or a datasets.save_to_disk folder)."""
+    d = spec.dataset
+    path = spec.resolve_path(d.path)
+    if not path.exists():
+        raise UserError(f"dataset not found: {path}", where="dataset.path", fix="point it at the training data")
+    fmt = d.format if d.format != "auto" else (
+        "hf_disk" if path.is_dir() else "parquet" if path.suffix == ".parquet" else "jsonl")
+    if fmt == "jsonl":
+        from finetune.inspect.verdicts import read_jsonl
+
+        rows = []
+        for n, obj in read_jsonl(path):
+            if not isinstance(obj, dict):
+                raise UserError("expected a JSON object", where=f"{path}:{n}", fix="one JSON object per line")
+            rows.append(obj)
+    elif fmt == "parquet":
+        import pyarrow.parquet as pq
+
+        rows = pq.read_table(path).to_pylist()
+    else:
+        from datasets import DatasetDict, load_from_disk
+
+        ds = load_from_disk(str(path))
+        if isinstance(ds, DatasetDict):
+            if d.split not in ds:
+                raise UserError(f"split '{d.split}' not in {sorted(ds)}", where="dataset.split", fix="name a split")
+            ds = ds[d.split]
+        rows = ds.to_list()
+    if not rows:
+        raise UserError("the dataset is empty", where="dataset.path", fix="point it at the training data")
+    if d.prompt_column not in rows[0]:
+        raise UserError(f"column '{d.prompt_column}' not in the dataset (columns: {sorted(rows[0])})",
+                        where="dataset.prompt_column", fix="name the prompt column")
+    return rows
+
+
+def training_prompt(spec, value: Any) -> tuple[Any, bool]:
+    """(prompt as TRL receives it, conversational?) — mirrors the rendered train.py."""
+    system = spec.dataset.system_prompt
+    if isinstance(value, str):
+        if system:
+            return [{"role": "system", "content": system}, {"role": "user", "content": value}], True
+        return value, False
+    if isinstance(value, list):
+        msgs = list(value)
+        if system:
+            msgs = [{"role": "system", "content": system}] + msgs
+        return msgs, True
+    raise UserError(f"prompt is a {type(value).__name__}, not a string or a list of messages",
+                    where="dataset.prompt_column", fix="store prompts as text or chat messages")
+
+
+def _pick(n_rows: int, n: int, seed: int) -> list[int]:
+    return sorted(random.Random(seed).sample(range(n_rows), min(n, n_rows)))
+
+
+def _requests(spec, rows, indices: list[int], k: int, prefix: str) -> list[dict[str, Any]]:
+    out = []
+    for i in indices:
+        prompt, conversational = training_prompt(spec, rows[i][spec.dataset.prompt_column])
+        columns = {c: v for c, v in rows[i].items() if c != spec.dataset.prompt_column}
+        out.append({"row": i, "prompt": prompt, "conversational": conversational, "columns": columns,
+                    "ids": [f"{prefix}{i:05d}-s{j:02d}" for j in range(k)]})
+    return out
+
+
+def _chosen_backend(backend: str, device: str | None) -> str:
+    has_vllm = importlib.util.find_spec("vllm") is not None
+    if backend == "transformers":
+        return backend
+    import torch
+
+    gpu = torch.cuda.is_available() and (device is None or device.startswith("cuda"))
+    if backend == "vllm":
+        if not (has_vllm and gpu):
+            raise UserError("vLLM needs the vllm package and a GPU", where="--backend",
+                            fix="install the [vllm] extra on a GPU machine, or use --backend transformers")
+        return "vllm"
+    return "vllm" if has_vllm and gpu else "transformers"
+
+
+class _TransformersSampler:
+    def __init__(self, model_path: str, device: str | None, max_prompt_length: int):
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        self.torch = torch
+        self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        try:
+            self.tok = AutoTokenizer.from_pretrained(model_path)
+            dtype = torch.bfloat16 if self.device.startswith("cuda") else torch.float32
+            self.model = AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype).to(self.device).eval()
+        except (OSError, ValueError) as exc:
+            raise UserError(f"cannot load the model: {str(exc).splitlines()[0]}", where="model",
+                            fix="point `model` at a local folder with config.json, weights and a tokenizer") from None
+        self.tok.padding_side = "left"
+        self.tok.truncation_side = "left"
+        if self.tok.pad_token is None:
+            self.tok.pad_token = self.tok.eos_token
+        self.max_prompt_length = max_prompt_length
+
+    def text(self, req: dict[str, Any]) -> str:
+        if req["conversational"]:
+            if not getattr(self.tok, "chat_template", None):
+                raise UserError("conversational prompts but the tokenizer has no chat template", where="model",
+                                fix="use a model with a chat template, or plain-string prompts")
+            return self.tok.apply_chat_template(req["prompt"], tokenize=False, add_generation_prompt=True)
+        return req["prompt"]
+
+    def generate(self, reqs: list[dict[str, Any]], k: int, g, temperature: float) -> list[list[dict[str, Any]]]:
+        from transformers import GenerationConfig
+
+        enc = self.tok([self.text(r) for r in reqs], return_tensors="pt", padding=True, truncation=True,
+                       max_length=self.max_prompt_length, add_special_tokens=False).to(self.device)
+        config = GenerationConfig(
+            do_sample=True, temperature=temperature, top_p=g.top_p, top_k=g.top_k, min_p=g.min_p,
+            repetition_penalty=g.repetition_penalty, max_new_tokens=g.max_completion_length,
+            num_return_sequences=k, pad_token_id=self.tok.pad_token_id, eos_token_id=self.tok.eos_token_id)
+        with self.torch.no_grad():
+            out = self.model.generate(**enc, generation_config=config)
+        new = out[:, enc["input_ids"].shape[1]:].tolist()
+        eos = {self.tok.eos_token_id} if isinstance(self.tok.eos_token_id, int) else set(self.tok.eos_token_id or [])
+        results = []
+        for r in range(len(reqs)):
+            group = []
+            for j in range(k):
+                ids = new[r * k + j]
+                end = next((n for n, t in enumerate(ids) if t in eos), None)
+                kept = ids if end is None else ids[:end]
+                kept = [t for t in kept if t != self.tok.pad_token_id]
+                group.append({"completion": self.tok.decode(kept, skip_special_tokens=True),
+                              "completion_tokens": len(kept), "truncated": end is None})
+            results.append(group)
+        return results
+
+
+class _VllmSampler:
+    """vLLM offline generation (only chosen when vllm is importable and a GPU is present)."""
+
+    def __init__(self, model_path: str, seed: int, max_prompt_length: int, max_completion_length: int):
+        from vllm import LLM
+
+        self.llm = LLM(model=model_path, seed=seed, max_model_len=max_prompt_length + max_completion_length)
+        self.tok = self.llm.get_tokenizer()
+        self.seed = seed
+
+    def generate(self, reqs: list[dict[str, Any]], k: int, g, temperature: float) -> list[list[dict[str, Any]]]:
+        from vllm import SamplingParams
+
+        params = SamplingParams(n=k, temperature=temperature, top_p=g.top_p, top_k=g.top_k if g.top_k > 0 else -1,
+                                min_p=g.min_p or 0.0, repetition_penalty=g.repetition_penalty,
+                                max_tokens=g.max_completion_length, seed=self.seed)
+        texts = [self.tok.apply_chat_template(r["prompt"], tokenize=False, add_generation_prompt=True)
+                 if r["conversational"] else r["prompt"] for r in reqs]
+        outs = self.llm.generate(texts, params, use_tqdm=False)
+        return [[{"completion": o.text, "completion_tokens": len(o.token_ids), "truncated": o.finish_reason == "length"}
+                 for o in out.outputs] for out in outs]
+
+
+def _generate(sampler, reqs, k, g, temperature, progress, task) -> list[dict[str, Any]]:
+    rows = []
+    for start in range(0, len(reqs), PROMPT_BATCH):
+        batch = reqs[start:start + PROMPT_BATCH]
+        for req, group in zip(batch, sampler.generate(batch, k, g, temperature)):
+            for sid, gen in zip(req["ids"], group):
+                rows.append({"id": sid, "row": req["row"], "prompt": req["prompt"], "completion": gen["completion"],
+                             "conversational": req["conversational"], "columns": req["columns"],
+                             "completion_tokens": gen["completion_tokens"], "truncated": gen["truncated"],
+                             "source": "model"})
+        progress.advance(task, len(batch))
+    return rows
+
+
+def _import(path: str, run_dir: Path, target: str) -> dict[str, Any]:
+    src = Path(path)
+    rows = load_samples(src)  # validates every line; a bad line → UserError file:line, nothing written
+    for r in rows:
+        r.setdefault("source", "import")
+    atomic.write_jsonl(run_dir / target, rows)
+    return {"file": str(src.resolve()), "sha256": sha256_file(src), "rows": len(rows)}
+
+
+def run_sample(spec, run_dir: str | Path, *, import_file: str | None = None, import_base: str | None = None,
+               base: bool = True, device: str | None = None, backend: str = "auto", console=None) -> dict[str, Any]:
+    """Write samples.jsonl (+ base_samples.jsonl) and sample_info.json; return the info record."""
+    run_dir = Path(run_dir)
+    insp, g, seed = spec.inspection, spec.generation, spec.training.seed
+    info: dict[str, Any] = {"time": datetime.now(timezone.utc).isoformat(timespec="seconds"), "seed": seed}
+    if import_file or import_base:
+        if import_file:
+            info["imported"] = _import(import_file, run_dir, rundir.SAMPLES)
+            info["samples"] = info["imported"]["rows"]
+        if import_base:
+            info["imported_base"] = _import(import_base, run_dir, rundir.BASE_SAMPLES)
+            info["base_samples"] = info["imported_base"]["rows"]
+        atomic.write_json(run_dir / SAMPLE_INFO, info)
+        return info
+
+    rows = load_rows(spec)
+    model_path = spec.resolve_path(spec.model)
+    if not model_path.exists():
+        raise UserError(f"model not found: {model_path}", where="model",
+                        fix="sampling needs the model locally: a folder with config.json, weights and tokenizer "
+                            "(or import completions with --import FILE)")
+    reqs = _requests(spec, rows, _pick(len(rows), insp.prompts, seed), insp.per_prompt, "p")
+    b = insp.base_success
+    base_reqs = _requests(spec, rows, _pick(len(rows), b.prompts, seed + 1), b.samples_per_prompt, "b") if base else []
+
+    chosen = _chosen_backend(backend, device)
+    import torch
+    from rich.progress import Progress
+
+    torch.manual_seed(seed)
+    random.seed(seed)
+    if chosen == "vllm":
+        sampler = _VllmSampler(str(model_path), seed, g.max_prompt_length, g.max_completion_length)
+    else:
+        sampler = _TransformersSampler(str(model_path), device, g.max_prompt_length)
+    with Progress(console=console, transient=True, disable=console is None) as bar:
+        task = bar.add_task(f"sampling ({chosen})", total=len(reqs) + len(base_reqs))
+        samples = _generate(sampler, reqs, insp.per_prompt, g, g.temperature, bar, task)
+        torch.manual_seed(seed + 1)
+        base_rows = _generate(sampler, base_reqs, b.samples_per_prompt, g, b.temperature, bar, task) if base else []
+
+    atomic.write_jsonl(run_dir / rundir.SAMPLES, samples)
+    if base_rows:
+        atomic.write_jsonl(run_dir / rundir.BASE_SAMPLES, base_rows)
+    elif (run_dir / rundir.BASE_SAMPLES).is_file():
+        # base samples of an earlier sampling no longer match these samples; score falls back to samples.jsonl
+        (run_dir / rundir.BASE_SAMPLES).unlink()
+    info.update({
+        "model": str(model_path), "backend": chosen,
+        "device": getattr(sampler, "device", "cuda"),
+        "generation": g.model_dump(), "base_success": b.model_dump() if base else None,
+        "prompts": [r["row"] for r in reqs], "base_prompts": [r["row"] for r in base_reqs],
+        "samples": len(samples), "base_samples": len(base_rows),
+        "truncated": sum(bool(s["truncated"]) for s in samples),
+        "versions": {p: metadata.version(p) for p in ("torch", "transformers")},
+    })
+    atomic.write_json(run_dir / SAMPLE_INFO, info)
+    return info
+
