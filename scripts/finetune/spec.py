@@ -28,9 +28,10 @@ class _Strict(BaseModel):
 
 class DatasetSpec(_Strict):
     path: str = Field(description="jsonl / parquet file, or a folder saved with datasets.save_to_disk.")
-    format: Literal["auto", "jsonl", "parquet", "hf_disk"] = "auto"
-    split: str = "train"
-    prompt_column: str = "prompt"
+    format: Literal["auto", "jsonl", "parquet", "hf_disk"] = Field(
+        "auto", description="auto: from the path (folder → hf_disk, .parquet → parquet, else jsonl).")
+    split: str = Field("train", description="Split to train on (hf_disk datasets with several splits).")
+    prompt_column: str = Field("prompt", description="Column holding the prompt (plain text or chat messages).")
     answer_column: Optional[str] = Field("answer", description="Gold answer column, if any.")
     tests_column: Optional[str] = Field(None, description="Unit-test column for code tasks.")
     system_prompt: Optional[str] = Field(None, description="Prepended as a system message when the "
@@ -40,60 +41,73 @@ class DatasetSpec(_Strict):
 class HardwareSpec(_Strict):
     profile: str = Field("h100-80gb", description="Named profile (see finetune.hardware.PROFILES).")
     gpus: int = Field(1, ge=0, description="GPUs per node.")
-    nodes: int = Field(1, ge=1)
+    nodes: int = Field(1, ge=1, description="Machines. With nodes > 1 the first node serves generation "
+                       "(`trl vllm-serve`) and the others train.")
     gpu_memory_gib: Optional[float] = Field(None, gt=0, description="Override the profile's per-GPU memory.")
     vllm_gpus: Optional[int] = Field(None, ge=0, description="GPUs per run given to `trl vllm-serve` in "
                                      "server mode (default: chosen by the renderer when gpus > 1).")
 
 
 class LoraSpec(_Strict):
-    r: int = Field(16, ge=1)
-    alpha: int = Field(32, ge=1)
-    dropout: float = Field(0.05, ge=0, lt=1)
-    target_modules: list[str] | str = "all-linear"
+    r: int = Field(16, ge=1, description="LoRA rank.")
+    alpha: int = Field(32, ge=1, description="LoRA alpha (scaling = alpha / r).")
+    dropout: float = Field(0.05, ge=0, lt=1, description="LoRA dropout.")
+    target_modules: list[str] | str = Field("all-linear", description="Modules to adapt ('all-linear' = every "
+                                            "linear layer but the output head).")
 
 
 class GenerationSpec(_Strict):
     """Sampling settings: used by GRPO rollouts AND by Phase 1 sampling, so the gate sees what training sees."""
 
-    max_prompt_length: int = Field(512, gt=0)
-    max_completion_length: int = Field(1024, gt=0)
-    temperature: float = Field(1.0, gt=0)
-    top_p: float = Field(1.0, gt=0, le=1)
+    max_prompt_length: int = Field(512, gt=0, description="Longest prompt in tokens (checked against the "
+                                   "dataset); vllm_max_model_length = this + max_completion_length.")
+    max_completion_length: int = Field(1024, gt=0, description="Completion cap in tokens; checked against the "
+                                       "dataset's answer lengths (trl#5697: a 256 cap truncated 97-99%).")
+    temperature: float = Field(1.0, gt=0, description="Sampling temperature.")
+    top_p: float = Field(1.0, gt=0, le=1, description="Nucleus sampling (1.0 = off).")
     top_k: int = Field(0, ge=0, description="0 = disabled.")
-    min_p: Optional[float] = Field(None, ge=0, le=1)
-    repetition_penalty: float = Field(1.0, gt=0)
+    min_p: Optional[float] = Field(None, ge=0, le=1, description="Minimum token probability relative to the "
+                                   "top token (null = off).")
+    repetition_penalty: float = Field(1.0, gt=0, description="1.0 = off.")
 
 
 class TrainingSpec(_Strict):
-    learning_rate: float = Field(BASE_LEARNING_RATE, gt=0)
-    beta: float = Field(BASE_BETA, ge=0)
-    num_generations: int = Field(8, ge=2)
-    per_device_train_batch_size: Optional[int] = Field(None, ge=1)
-    gradient_accumulation_steps: Optional[int] = Field(None, ge=1)
-    num_iterations: int = Field(1, ge=1)
-    steps_per_generation: Optional[int] = Field(None, ge=1)
-    max_steps: int = Field(-1)
-    num_train_epochs: float = Field(1.0, gt=0)
-    logging_steps: int = Field(10, ge=1)
-    save_steps: int = Field(200, ge=1)
-    seed: int = BASE_SEED
-    gradient_checkpointing: Optional[bool] = None
-    optimizer: Optional[Literal["adamw_torch", "adamw_8bit", "paged_adamw_8bit"]] = None
+    learning_rate: float = Field(BASE_LEARNING_RATE, gt=0, description="The seed's settled GRPO rate; "
+                                 "changing it needs a PASS gate and a healthy diagnosis (contract 7).")
+    beta: float = Field(BASE_BETA, ge=0, description="KL coefficient vs the reference policy (grpo); same "
+                        "rule as learning_rate. Variants set their own.")
+    num_generations: int = Field(8, ge=2, description="Completions per prompt; 8 is a floor (fewer starves "
+                                 "the group-relative baseline).")
+    per_device_train_batch_size: Optional[int] = Field(None, ge=1, description="null: from "
+                                                       "finetune.memory.recommend() for the model's scale class.")
+    gradient_accumulation_steps: Optional[int] = Field(None, ge=1, description="null: from "
+                                                       "finetune.memory.recommend().")
+    num_iterations: int = Field(1, ge=1, description="Policy updates per generation batch (> 1 is off-policy).")
+    steps_per_generation: Optional[int] = Field(None, ge=1, description="null: gradient_accumulation_steps "
+                                                "(on-policy); GSPO renders 2 × that (off-policy).")
+    max_steps: int = Field(-1, description="Stop after N optimiser steps (-1: run num_train_epochs).")
+    num_train_epochs: float = Field(1.0, gt=0, description="Passes over the prompts.")
+    logging_steps: int = Field(10, ge=1, description="Log every N steps (diagnose reads these).")
+    save_steps: int = Field(200, ge=1, description="Checkpoint every N steps.")
+    seed: int = Field(BASE_SEED, description="The seed's reference seed.")
+    gradient_checkpointing: Optional[bool] = Field(None, description="null: from finetune.memory.recommend().")
+    optimizer: Optional[Literal["adamw_torch", "adamw_8bit", "paged_adamw_8bit"]] = Field(
+        None, description="null: from finetune.memory.recommend().")
 
 
 class BaseSuccessSpec(_Strict):
-    prompts: int = Field(16, ge=1)
-    samples_per_prompt: int = Field(16, ge=1)
-    temperature: float = Field(0.3, gt=0)
+    prompts: int = Field(16, ge=1, description="Prompts sampled to measure base success.")
+    samples_per_prompt: int = Field(16, ge=1, description="Samples per prompt.")
+    temperature: float = Field(0.3, gt=0, description="Low temperature: does the model ever succeed?")
 
 
 class InspectionSpec(_Strict):
     prompts: int = Field(16, ge=1, description="Prompts sampled for Phase 1.")
     per_prompt: int = Field(4, ge=1, description="Completions per prompt.")
     min_read: int = Field(50, ge=50, le=100, description="Samples a reader must judge (the seed: 50-100).")
-    probe_prompts: int = Field(4, ge=1)
-    base_success: BaseSuccessSpec = BaseSuccessSpec()
+    probe_prompts: int = Field(4, ge=1, description="Prompts used for the reward probes.")
+    base_success: BaseSuccessSpec = Field(BaseSuccessSpec(), description="Base-success measurement "
+                                          "(RL needs non-zero base success).")
 
 
 class RunSpec(_Strict):
@@ -101,15 +115,18 @@ class RunSpec(_Strict):
     model: str = Field(description="Hub id or local path of the policy (e.g. the SFT checkpoint).")
     model_config_path: Optional[str] = Field(None, alias="model_config", description="config.json (or a "
                                              "bundled model name) for memory estimates when `model` is a hub id.")
-    dataset: DatasetSpec
-    rewards: list[RewardSpec] = Field(min_length=1)
-    method: Optional[Literal["full", "lora", "qlora"]] = None
-    lora: LoraSpec = LoraSpec()
-    hardware: HardwareSpec = HardwareSpec()
-    variant: Literal["grpo", "dapo", "dr_grpo", "gspo"] = "grpo"
-    generation: GenerationSpec = GenerationSpec()
-    training: TrainingSpec = TrainingSpec()
-    inspection: InspectionSpec = InspectionSpec()
+    dataset: DatasetSpec = Field(description="The prompts (and answer / test columns the rewards read).")
+    rewards: list[RewardSpec] = Field(min_length=1, description="Reward functions, composite: a format "
+                                      "reward plus a correctness reward (references/reward-functions.md).")
+    method: Optional[Literal["full", "lora", "qlora"]] = Field(None, description="null: from "
+                                                               "finetune.memory.recommend() for the target.")
+    lora: LoraSpec = Field(LoraSpec(), description="Adapter settings when method is lora / qlora.")
+    hardware: HardwareSpec = Field(HardwareSpec(), description="The TARGET hardware (validated on any box).")
+    variant: Literal["grpo", "dapo", "dr_grpo", "gspo"] = Field("grpo", description="grpo, or a variant "
+                                                                "licensed by a diagnosis (contract 6); MoE → gspo.")
+    generation: GenerationSpec = Field(GenerationSpec(), description="Sampling, shared by Phase 1 and training.")
+    training: TrainingSpec = Field(TrainingSpec(), description="Optimiser and batch settings.")
+    inspection: InspectionSpec = Field(InspectionSpec(), description="Phase 1 sampling and reading.")
     overrides: dict[str, Any] = Field(default_factory=dict, description="Extra GRPOConfig kwargs, "
                                       "validated against the installed TRL.")
 
@@ -193,3 +210,100 @@ def load_spec(path: str | Path) -> RunSpec:
     path = Path(path)
     data, lines = load_with_lines(path)
     return parse_spec(data, path, lines)
+
+
+# ----------------------------------------------------------------------------------------------
+# references/run-spec.md, generated from the field descriptions above (`finetune docs`)
+
+def _type_name(annotation: Any) -> str:
+    import typing
+
+    origin = typing.get_origin(annotation)
+    args = typing.get_args(annotation)
+    if origin is Literal:
+        return " \\| ".join(repr(a).replace("'", "") for a in args)
+    if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
+        parts = [a for a in args if a is not type(None)]
+        if parts and all(isinstance(a, type) and issubclass(a, BaseModel) for a in parts) and len(parts) > 1:
+            return "reward (by `type`, below)"
+        inner = " \\| ".join(_type_name(a) for a in parts)
+        return f"{inner} \\| null" if len(parts) < len(args) else inner
+    if origin in (list, tuple):
+        return f"list of {_type_name(args[0])}" if args else "list"
+    if origin is dict:
+        return "mapping"
+    if origin is typing.Annotated:
+        return _type_name(args[0])
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return "section"
+    return getattr(annotation, "__name__", str(annotation))
+
+
+def _default_text(f) -> str:
+    if f.is_required():
+        return "**required**"
+    value = f.default if f.default_factory is None else f.default_factory()
+    if isinstance(value, BaseModel):
+        return "(section)"
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if value == {}:
+        return "{}"
+    return f"`{value}`"
+
+
+def _field_rows(model: type[BaseModel], prefix: str, rows: list[str], nested: list[tuple[str, type]]) -> None:
+    for name, f in model.model_fields.items():
+        if name in ("default_role", "max_score"):
+            continue
+        key = f.alias or name
+        path = f"{prefix}{key}"
+        ann = f.annotation
+        sub = ann if isinstance(ann, type) and issubclass(ann, BaseModel) else None
+        if sub is not None:
+            nested.append((path, sub))
+        desc = (f.description or "").replace("|", "\\|").replace("\n", " ")
+        rows.append(f"| `{path}` | {_type_name(ann)} | {_default_text(f)} | {desc} |")
+
+
+def reference_doc() -> str:
+    """references/run-spec.md: every run-spec field with its type, default and description."""
+    import typing
+
+    from finetune.rewards import specs as reward_specs
+
+    out = ["# Run spec reference (`spec.yaml`)", "",
+           "<!-- generated by finetune.spec.reference_doc(); run `finetune docs` — do not edit -->", "",
+           "One YAML file per run; every stage reads it (`finetune rewards render`, `finetune inspect ...`,",
+           "`finetune config render`, `finetune memory`). Unknown fields are errors, reported as one line with",
+           "the file, line and field path. A documented example ships as `examples/spec.yaml`.",
+           "Fields left `null` are filled by the stage that owns them: per-scale values (method, batch,",
+           "accumulation, gradient checkpointing, optimizer) come from `finetune.memory.recommend()`",
+           f"(contract 8). Base recipe: learning_rate {BASE_LEARNING_RATE:g}, beta {BASE_BETA:g}, seed {BASE_SEED}, "
+           f"num_generations ≥ {MIN_NUM_GENERATIONS}.", ""]
+    rows: list[str] = []
+    nested: list[tuple[str, type]] = []
+    _field_rows(RunSpec, "", rows, nested)
+    out += ["## Top level", "", "| field | type | default | description |", "|---|---|---|---|", *rows, ""]
+    while nested:
+        path, model = nested.pop(0)
+        rows = []
+        more: list[tuple[str, type]] = []
+        _field_rows(model, f"{path}.", rows, more)
+        nested = more + nested
+        out += [f"## `{path}`", "", "| field | type | default | description |", "|---|---|---|---|", *rows, ""]
+    out += ["## `rewards[]` (one entry per reward, chosen by `type`)", "",
+            "Full reward implementations and their behaviour: `references/reward-functions.md`.", ""]
+    union = typing.get_args(typing.get_args(reward_specs.RewardSpec)[0])
+    for model in union:
+        tag = typing.get_args(model.model_fields["type"].annotation)[0]
+        rows = []
+        _field_rows(model, "rewards[].", rows, [])
+        rows = [r for r in rows if not r.startswith("| `rewards[].type` |")]
+        role_field = model.model_fields.get("default_role")
+        role = role_field.default if role_field is not None else getattr(model, "default_role", "correctness")
+        out += [f"### `type: {tag}` (default role: {role})", "", "| field | type | default | description |",
+                "|---|---|---|---|", *rows, ""]
+    return "\n".join(out).rstrip() + "\n"

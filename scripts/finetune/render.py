@@ -1,0 +1,885 @@
+"""`finetune config render SPEC` — Phase 2: the validated GRPO config, train.py and launch files.
+
+Everything is checked here, on a CPU box, for the TARGET hardware before a single file is written:
+TRL's batch rules for the real number of training processes (server mode takes GPUs away from
+training), the num_generations floor, contracts 6/7/9 (variants, lr/beta, explicit algorithm fields),
+override names against the installed TRL, completion length against the dataset, the vLLM context,
+VLM / MoE models, and the gate record of Phase 1. Then ``config/`` is written atomically from the
+Jinja templates beside this module.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import json
+import math
+import re
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+from finetune import __version__, rundir
+from finetune.errors import CheckFailed, UserError
+from finetune.variants import ALGORITHM_FIELDS, VARIANT_SYMPTOM, Pinned, algorithm_kwargs
+
+TEMPLATES = Path(__file__).parent / "templates"
+TRL_VERSION_PIN = "1.16.0"
+EXAMPLE_SPEC = Path(__file__).resolve().parents[2] / "examples" / "spec.yaml"
+VLLM_SERVER_PORT = 8000
+VLM_REFUSAL = (
+    "vision-language RL is reference-only in this plugin (the seed's 'VLM RL: reference only'): the tooling "
+    "is split across ms-swift and EasyR1-derived forks with no one-line TRL command, and text-only GRPO on a "
+    "VLM tends to reward-hack by optimising the text reasoning while ignoring the image"
+)
+# GRPOConfig fields the renderer owns; an override may not set them (they have their own spec field,
+# or are pinned per variant under contract 9).
+_SPEC_OWNED = {
+    "learning_rate": "training.learning_rate", "per_device_train_batch_size": "training.per_device_train_batch_size",
+    "gradient_accumulation_steps": "training.gradient_accumulation_steps", "seed": "training.seed",
+    "max_steps": "training.max_steps", "num_train_epochs": "training.num_train_epochs",
+    "logging_steps": "training.logging_steps", "save_steps": "training.save_steps",
+    "optim": "training.optimizer", "output_dir": "(the run directory's train/)",
+    "use_vllm": "hardware", "vllm_mode": "hardware.gpus / hardware.vllm_gpus", "generation_batch_size":
+    "training.steps_per_generation", "use_cpu": "hardware.profile", "bf16": "hardware.profile",
+}
+
+
+# ----------------------------------------------------------------------------------------------
+# the plan: every value with the reason it has, computed before anything is written
+
+@dataclass
+class Setting:
+    """One rendered keyword value and why it has that value."""
+
+    value: Any
+    reason: str
+    source: str = "renderer"  # variant | memory | spec | override | renderer
+
+
+@dataclass
+class Topology:
+    """Where generation and training run on the target hardware."""
+
+    profile: str
+    nodes: int
+    gpus_per_node: int
+    use_vllm: bool
+    vllm_mode: Optional[str]  # colocate | server | None (cpu)
+    vllm_gpus: int  # GPUs given to `trl vllm-serve` (server mode)
+    training_nodes: int
+    processes_per_node: int
+    reason: str
+
+    @property
+    def training_processes(self) -> int:
+        return self.training_nodes * self.processes_per_node
+
+    @property
+    def cpu(self) -> bool:
+        return self.gpus_per_node == 0
+
+
+@dataclass
+class DatasetStats:
+    """Token lengths measured on the dataset (or estimated when the tokenizer is not local)."""
+
+    rows: int
+    tokenized: bool
+    prompt_max: int
+    prompt_p95: int
+    answer_max: Optional[int]
+    answer_p95: Optional[int]
+    answer_column: Optional[str]
+    columns: list[str]
+
+
+@dataclass
+class RenderPlan:
+    spec: Any
+    run_dir: Path
+    preview: bool
+    no_gate: bool
+    model_info: Any
+    hardware: Any
+    topology: Topology
+    recommendation: Any
+    estimate: Any
+    zero_stage: int  # DeepSpeed ZeRO stage for several training processes (0: one process)
+    algorithm: dict[str, Pinned]
+    kwargs: dict[str, Setting]  # every GRPOConfig kwarg, in rendering order
+    sections: list[tuple[str, list[str]]]
+    model_ref: str
+    dataset: dict[str, Any]
+    peft: Optional[dict[str, Any]]
+    quantization: bool
+    stats: DatasetStats
+    gate: Optional[dict[str, Any]]
+    diagnosis: Optional[dict[str, Any]]
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def generation_batch_size(self) -> int:
+        return (self.kwargs["per_device_train_batch_size"].value * self.topology.training_processes
+                * self.kwargs["steps_per_generation"].value)
+
+
+# ----------------------------------------------------------------------------------------------
+# the other modules' interfaces (DESIGN.md)
+
+def _model_info(spec):
+    from finetune.models import load_model_info
+
+    base = spec.source.parent if spec.source else None
+    return load_model_info(spec.model, spec.model_config_path, base_dir=base)
+
+
+def _hardware(spec):
+    from finetune.hardware import resolve_hardware
+
+    return resolve_hardware(spec.hardware)
+
+
+def _recommend(model_info, hardware, spec):
+    from finetune.memory import recommend
+
+    g = spec.generation
+    return recommend(model_info, hardware, method=spec.method, max_prompt_length=g.max_prompt_length,
+                     max_completion_length=g.max_completion_length, num_generations=spec.training.num_generations,
+                     beta=spec.training.beta, lora_r=spec.lora.r)
+
+
+def _estimate(model_info, hardware, spec, rec, kw: dict[str, "Setting"], topo: "Topology", zero_stage: int):
+    """The memory estimate for exactly the values rendered (spec overrides included)."""
+    from finetune.memory import estimate
+
+    g = spec.generation
+    value = lambda k, default=None: kw[k].value if k in kw else default  # noqa: E731
+    server = topo.vllm_mode == "server"
+    return estimate(model_info, hardware, kw["_method"].value,
+                    num_generations=value("num_generations"),
+                    per_device_train_batch_size=value("per_device_train_batch_size"),
+                    gradient_accumulation_steps=value("gradient_accumulation_steps"),
+                    steps_per_generation=value("steps_per_generation"),
+                    max_prompt_length=g.max_prompt_length, max_completion_length=g.max_completion_length,
+                    beta=value("beta"), use_vllm=topo.use_vllm, vllm_mode=topo.vllm_mode or "colocate",
+                    vllm_gpu_memory_utilization=None if server else value("vllm_gpu_memory_utilization"),
+                    vllm_enable_sleep_mode=bool(value("vllm_enable_sleep_mode", False)),
+                    vllm_tensor_parallel_size=topo.vllm_gpus if server else 1,
+                    vllm_gpus=topo.vllm_gpus if server else None,
+                    gradient_checkpointing=value("gradient_checkpointing"), optimizer=value("optim"),
+                    zero_stage=zero_stage, lora_r=spec.lora.r, lora_target_modules=spec.lora.target_modules,
+                    model_dtype=value("model_init_kwargs")["dtype"] if not topo.cpu else None, suggest=True)
+
+
+def _verify_gate(run_dir: Path, spec) -> tuple[bool, str, Optional[dict[str, Any]]]:
+    """(holds, reason, record). A PASS record holds only while every bound hash still matches."""
+    from finetune import hashing
+
+    path = run_dir / rundir.GATE
+    if not path.is_file():
+        return False, f"no gate record at {path}: run Phase 1 (`finetune inspect gate {run_dir}`) first", None
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        return False, f"unreadable gate record {path}: {exc}", None
+    if record.get("status") != "PASS":
+        return False, f"the gate record {path} says {record.get('status')!r}, not PASS: fix the rewards first", record
+    current = hashing.bound_hashes(run_dir, spec.reward_section())
+    recorded = record.get("hashes") or {}
+    changed = sorted(k for k in set(current) | set(recorded) if current.get(k) != recorded.get(k))
+    if changed:
+        return False, (f"the gate PASS in {path} no longer holds: {', '.join(changed)} changed since it was "
+                       "recorded; re-run Phase 1 for these rewards"), record
+    return True, "PASS record holds for these exact rewards", record
+
+
+# ----------------------------------------------------------------------------------------------
+# validation steps
+
+def _attr(obj, *names, default=None):
+    for n in names:
+        if isinstance(obj, dict) and n in obj:
+            return obj[n]
+        if hasattr(obj, n):
+            return getattr(obj, n)
+    return default
+
+
+def _check_model(spec, info) -> None:
+    if _attr(info, "is_vlm", default=False):
+        raise UserError(f"model '{spec.model}' is a vision-language model: {VLM_REFUSAL}", where="model",
+                        fix="use a text-only policy model; see skills/grpo-rlvr-training (VLM RL: reference only)")
+    if _attr(info, "is_moe", default=False) and spec.variant != "gspo":
+        raise UserError(f"model '{spec.model}' is a mixture-of-experts model and variant is '{spec.variant}': "
+                        "token-level importance ratios are unstable under expert routing, so MoE requires GSPO "
+                        "from the start", where="variant", fix="set `variant: gspo`")
+
+
+def _load_diagnosis(run_dir: Path) -> Optional[dict[str, Any]]:
+    path = run_dir / rundir.DIAGNOSIS
+    if not path.is_file():
+        return None
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise UserError(f"unreadable diagnosis: {exc}", where=str(path), fix="re-run `finetune diagnose`") from None
+
+
+def _check_variant(spec, info, diagnosis: Optional[dict[str, Any]], run_dir: Path) -> Optional[str]:
+    """Contract 6. Returns the licence (why this variant) or raises CheckFailed."""
+    if spec.variant == "grpo":
+        return None
+    if spec.variant == "gspo" and _attr(info, "is_moe", default=False):
+        return "the model is mixture-of-experts: GSPO from the start (contract 6)"
+    symptom = VARIANT_SYMPTOM[spec.variant]
+    names = [s.get("name") for s in (diagnosis or {}).get("symptoms", []) if isinstance(s, dict)]
+    if symptom in names:
+        return f"{run_dir / rundir.DIAGNOSIS} names the symptom '{symptom}'"
+    seen = f"it names {names}" if diagnosis else "there is none"
+    raise CheckFailed(f"variant '{spec.variant}' is used only against the symptom '{symptom}', shown by a "
+                      f"diagnosis of a base GRPO run ({run_dir / rundir.DIAGNOSIS}; {seen}) — never pre-emptively. "
+                      "Train the base recipe (variant: grpo), run `finetune diagnose`, then switch")
+
+
+def _check_lr_beta(spec, diagnosis, gate_ok: bool, preview: bool) -> list[str]:
+    """Contract 7: lr 5e-7 / beta 0.01 move only after a PASS gate and a healthy base-run diagnosis."""
+    from finetune.spec import BASE_BETA, BASE_LEARNING_RATE
+
+    changed = []
+    if not math.isclose(spec.training.learning_rate, BASE_LEARNING_RATE, rel_tol=1e-9):
+        changed.append(f"training.learning_rate={spec.training.learning_rate:g} (base {BASE_LEARNING_RATE:g})")
+    if spec.variant == "grpo" and not math.isclose(spec.training.beta, BASE_BETA, rel_tol=1e-9):
+        changed.append(f"training.beta={spec.training.beta:g} (base {BASE_BETA:g})")
+    if not changed:
+        return []
+    healthy = bool(diagnosis) and diagnosis.get("verdict") == "healthy"
+    if gate_ok and healthy:
+        return [f"{'; '.join(changed)}: allowed by a PASS gate and a healthy diagnosis of the base run"]
+    why = ("no PASS gate record for these rewards" if not gate_ok else
+           f"the diagnosis verdict is {diagnosis.get('verdict')!r}" if diagnosis else "no diagnosis of a base run")
+    msg = (f"{'; '.join(changed)} moves away from the base recipe, which needs a PASS gate and a 'healthy' "
+           f"diagnosis of a base run (contract 7); {why}")
+    if preview:
+        return [f"PREVIEW ONLY — a full render will refuse: {msg}"]
+    raise CheckFailed(msg + ". Keep lr 5e-7 / beta 0.01 until the base run is stable and the reward inspected")
+
+
+def _target_hardware(spec, info):
+    """The spec's hardware, with the generation GPUs fixed where the layout demands it (several nodes)."""
+    h = spec.hardware
+    hw = _hardware(spec)
+    if h.nodes > 1 and not hw.profile.is_cpu:
+        # the first node serves generation, the others train: accelerate needs the same number of
+        # processes on every training node, so the generation node is a whole node
+        if h.vllm_gpus is not None and h.vllm_gpus != h.gpus:
+            raise UserError(f"with {h.nodes} nodes the first node is the generation node: vllm_gpus must be "
+                            f"{h.gpus} (a whole node)", where="hardware.vllm_gpus", fix=f"set vllm_gpus: {h.gpus} or remove it")
+        _check_tp(h.gpus, _attr(info, "heads", default=None))
+        hw = hw.with_vllm_gpus(h.gpus)
+    elif h.vllm_gpus:
+        _check_tp(h.vllm_gpus, _attr(info, "heads", default=None))
+    return hw
+
+
+def _topology(spec, hw, rec) -> Topology:
+    h = spec.hardware
+    profile = hw.profile.name
+    if hw.profile.is_cpu:
+        if h.nodes > 1:
+            raise UserError("a CPU target runs on one node", where="hardware.nodes", fix="set nodes: 1")
+        return Topology(profile, 1, 0, False, None, 0, 1, 1, "CPU target: no vLLM, one process")
+    reasons = _attr(rec, "reasons", default={}) or {}
+    why = reasons.get("use_vllm", "")
+    if rec.vllm_mode == "colocate":
+        if h.nodes > 1:
+            raise UserError("several nodes need a generation node, and the model does not fit one",
+                            where="hardware.nodes", fix="see `finetune memory` for the fit")
+        if h.gpus == 1:
+            return Topology(profile, 1, 1, True, "colocate", 0, 1, 1,
+                            "one GPU: vLLM colocated with training (the seed's single-GPU default)")
+        return Topology(profile, 1, h.gpus, True, "colocate", 0, 1, h.gpus,
+                        f"{h.gpus} GPUs, vLLM colocated in each training process ({why})")
+    vllm_gpus = int(rec.vllm_gpus)
+    if h.nodes == 1:
+        return Topology(profile, 1, h.gpus, True, "server", vllm_gpus, 1, h.gpus - vllm_gpus,
+                        f"{h.gpus} GPUs: `trl vllm-serve` on {vllm_gpus}, training on {h.gpus - vllm_gpus} "
+                        "(server mode: generation and training do not contend for one device)")
+    return Topology(profile, h.nodes, h.gpus, True, "server", vllm_gpus, h.nodes - 1, h.gpus,
+                    f"{h.nodes} nodes × {h.gpus} GPUs: node 0 serves generation (`trl vllm-serve`, tensor "
+                    f"parallel {vllm_gpus}), nodes 1..{h.nodes - 1} train ({(h.nodes - 1) * h.gpus} processes)")
+
+
+def _check_tp(vllm_gpus: int, heads: Optional[int]) -> None:
+    # vllm-serve refuses data parallelism for dense models, so several generation GPUs means tensor
+    # parallelism, which must split the attention heads evenly.
+    if heads and heads % vllm_gpus:
+        ok = [d for d in range(1, vllm_gpus + 1) if heads % d == 0]
+        raise UserError(f"vllm_gpus {vllm_gpus} cannot tensor-parallelise {heads} attention heads",
+                        where="hardware.vllm_gpus", fix=f"use one of {ok}")
+
+
+def nearest_valid_batches(pdbs: int, ga: int, spg: int, processes: int, num_generations: int,
+                          spg_is_ga: bool) -> list[str]:
+    """Settings closest to the given ones that satisfy TRL's rule for ``processes`` training processes."""
+
+    def ok(p: int, s: int, g: int) -> bool:
+        return (p * processes * s) % g == 0
+
+    out: list[str] = []
+    for p in sorted(range(1, 4 * pdbs + 9), key=lambda p: (abs(p - pdbs), -p)):
+        if ok(p, spg, num_generations):
+            out.append(f"training.per_device_train_batch_size: {p}")
+            break
+    for g2 in sorted(range(1, 4 * ga + 9), key=lambda x: (abs(x - ga), -x)):
+        if spg_is_ga and ok(pdbs, g2, num_generations):
+            out.append(f"training.gradient_accumulation_steps: {g2}")
+            break
+        if not spg_is_ga and ok(pdbs, g2, num_generations):
+            out.append(f"training.steps_per_generation: {g2}")
+            break
+    total = pdbs * processes * spg
+    for n in range(num_generations + 1, min(total, 64) + 1):
+        if total % n == 0:
+            out.append(f"training.num_generations: {n}")
+            break
+    return out
+
+
+def _check_batch(plan_kwargs: dict[str, Setting], topo: Topology, spec) -> None:
+    pdbs = plan_kwargs["per_device_train_batch_size"].value
+    ga = plan_kwargs["gradient_accumulation_steps"].value
+    spg = plan_kwargs["steps_per_generation"].value
+    g = plan_kwargs["num_generations"].value
+    n = topo.training_processes
+    if (pdbs * n * spg) % g:
+        fixes = nearest_valid_batches(pdbs, ga, spg, n, g, spg_is_ga=spg == ga)
+        where = "training.per_device_train_batch_size"
+        raise UserError(
+            f"generation batch ({pdbs} per device × {n} training processes × {spg} steps per generation = "
+            f"{pdbs * n * spg}) must be divisible by num_generations ({g}) — TRL checks this on the target "
+            f"with {n} training processes ({topo.reason})", where=where,
+            fix="nearest valid settings: " + "; or ".join(fixes))
+
+
+def _check_overrides(spec) -> dict[str, Setting]:
+    import dataclasses
+
+    from trl import GRPOConfig
+
+    try:
+        import trl
+        version = trl.__version__
+    except Exception:  # pragma: no cover
+        version = TRL_VERSION_PIN
+    fields = {f.name for f in dataclasses.fields(GRPOConfig)}
+    out: dict[str, Setting] = {}
+    for key, value in spec.overrides.items():
+        where = f"overrides.{key}"
+        if key not in fields:
+            close = difflib.get_close_matches(key, sorted(fields), n=1, cutoff=0.5)
+            raise UserError(f"'{key}' is not a GRPOConfig field in TRL {version}", where=where,
+                            fix=f"did you mean '{close[0]}'?" if close else "see TRL's GRPOConfig reference")
+        if key in ALGORITHM_FIELDS:
+            raise UserError(f"'{key}' is algorithm-defining and pinned per variant (contract 9)", where=where,
+                            fix="set `variant` (after a diagnosis) or the matching generation/training field")
+        if key in _SPEC_OWNED or key == "beta":
+            raise UserError(f"'{key}' has its own place in the spec", where=where,
+                            fix=f"set {_SPEC_OWNED.get(key, 'training.beta')} instead")
+        out[key] = Setting(value, "set in the spec's overrides", "override")
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# dataset
+
+def _load_rows(spec) -> tuple[list[dict[str, Any]], str]:
+    d = spec.dataset
+    path = spec.resolve_path(d.path)
+    fmt = d.format
+    if fmt == "auto":
+        fmt = ("hf_disk" if path.is_dir() else "parquet" if path.suffix == ".parquet" else "jsonl")
+    if not path.exists():
+        raise UserError(f"dataset not found: {path}", where="dataset.path", fix="point it at the training data")
+    if fmt == "jsonl":
+        rows = []
+        with open(path, encoding="utf-8") as fh:
+            for i, line in enumerate(fh, 1):
+                if line.strip():
+                    try:
+                        rows.append(json.loads(line))
+                    except json.JSONDecodeError as exc:
+                        raise UserError(f"invalid JSON line: {exc.msg}", where=f"{path}:{i}",
+                                        fix="one JSON object per line") from None
+        return rows, fmt
+    if fmt == "parquet":
+        import pyarrow.parquet as pq
+
+        return pq.read_table(path).to_pylist(), fmt
+    from datasets import DatasetDict, load_from_disk
+
+    ds = load_from_disk(str(path))
+    if isinstance(ds, DatasetDict):
+        if d.split not in ds:
+            raise UserError(f"split '{d.split}' not in {sorted(ds)}", where="dataset.split", fix="name a split")
+        ds = ds[d.split]
+    return ds.to_list(), fmt
+
+
+def _percentile(values: list[int], q: float) -> int:
+    s = sorted(values)
+    return s[min(len(s) - 1, int(math.ceil(q * len(s))) - 1)] if s else 0
+
+
+def _dataset_stats(spec) -> tuple[DatasetStats, str]:
+    rows, fmt = _load_rows(spec)
+    if not rows:
+        raise UserError("the dataset is empty", where="dataset.path", fix="point it at the training data")
+    d = spec.dataset
+    columns = sorted(rows[0])
+    for col, where in ((d.prompt_column, "dataset.prompt_column"),) + tuple(
+            (c, f"rewards.{r.name}") for r in spec.rewards for c in
+            [getattr(r, "answer_column", None), getattr(r, "tests_column", None), getattr(r, "schema_column", None)]
+            if c):
+        if col not in rows[0]:
+            raise UserError(f"column '{col}' not in the dataset (columns: {columns})", where=where,
+                            fix="name an existing column")
+    tokenizer = None
+    model_path = spec.resolve_path(spec.model)
+    if model_path.is_dir() and any((model_path / f).is_file() for f in ("tokenizer.json", "tokenizer_config.json")):
+        from transformers import AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(str(model_path))
+
+    def n_tokens(text: str) -> int:
+        # without a local tokenizer: ~4 characters per token for English/code (a rough, stated estimate)
+        return len(tokenizer(text, add_special_tokens=False)["input_ids"]) if tokenizer else max(1, len(text) // 4)
+
+    def prompt_text(p: Any) -> str:
+        if isinstance(p, list):  # conversational
+            if tokenizer is not None and getattr(tokenizer, "chat_template", None):
+                return tokenizer.apply_chat_template(p, tokenize=False, add_generation_prompt=True)
+            return "\n".join(str(m.get("content", "")) for m in p if isinstance(m, dict))
+        return str(p)
+
+    prompt_lens = [n_tokens(prompt_text(r.get(d.prompt_column, ""))) for r in rows]
+    answer_col = d.answer_column if d.answer_column and d.answer_column in rows[0] else None
+    answer_lens = [n_tokens(str(r.get(answer_col, ""))) for r in rows] if answer_col else []
+    return DatasetStats(len(rows), tokenizer is not None, max(prompt_lens), _percentile(prompt_lens, 0.95),
+                        max(answer_lens) if answer_lens else None,
+                        _percentile(answer_lens, 0.95) if answer_lens else None, answer_col, columns), fmt
+
+
+def _check_lengths(spec, stats: DatasetStats, info, overrides: dict[str, Setting]) -> tuple[int, list[str]]:
+    g = spec.generation
+    warnings: list[str] = []
+    unit = "tokens" if stats.tokenized else "tokens (estimated at 4 characters per token: tokenizer not local)"
+    if stats.prompt_max > g.max_prompt_length:
+        raise UserError(f"the longest prompt is {stats.prompt_max} {unit}, over max_prompt_length "
+                        f"{g.max_prompt_length}: vLLM would reject it", where="generation.max_prompt_length",
+                        fix=f"set it to at least {stats.prompt_max} or drop the longest prompts")
+    if stats.answer_p95 is not None:
+        if g.max_completion_length < stats.answer_p95:
+            raise UserError(
+                f"max_completion_length {g.max_completion_length} is below the 95th percentile of the dataset's "
+                f"'{stats.answer_column}' answers ({stats.answer_p95} {unit}): most reasoning would be truncated "
+                "and score zero (trl#5697: a 256-token cap truncated 97–99% of completions)",
+                where="generation.max_completion_length", fix=f"set it to at least {stats.answer_max}")
+        if g.max_completion_length < stats.answer_max:
+            warnings.append(f"the longest '{stats.answer_column}' answer is {stats.answer_max} {unit}, over "
+                            f"max_completion_length {g.max_completion_length}: its completions will be truncated")
+    if g.max_completion_length <= 256:
+        warnings.append(f"max_completion_length {g.max_completion_length} ≤ 256: watch completions/clipped_ratio "
+                        "in the first steps (trl#5697: a 256 cap truncated 97–99% of completions, all-zero reward)")
+    need = g.max_prompt_length + g.max_completion_length
+    vllm_len = overrides.get("vllm_max_model_length")
+    if vllm_len is not None and vllm_len.value is not None and vllm_len.value < need:
+        raise UserError(f"vllm_max_model_length {vllm_len.value} < max_prompt_length + max_completion_length ({need})",
+                        where="overrides.vllm_max_model_length", fix=f"set it to at least {need} or remove it")
+    max_pos = _attr(info, "max_position_embeddings", default=None)
+    if max_pos and need > max_pos:
+        raise UserError(f"prompt + completion ({need} tokens) exceeds the model's context ({max_pos})",
+                        where="generation.max_completion_length", fix=f"keep max_prompt_length + max_completion_length ≤ {max_pos}")
+    return need if vllm_len is None or vllm_len.value is None else vllm_len.value, warnings
+
+
+# ----------------------------------------------------------------------------------------------
+# building the plan
+
+def _pick(spec_value, rec, name: str, what: str) -> Setting:
+    if spec_value is not None:
+        return Setting(spec_value, f"set in the run spec ({what})", "spec")
+    value = _attr(rec, name)
+    reasons = _attr(rec, "reasons", default={}) or {}
+    reason = reasons.get(name) if isinstance(reasons, dict) else None
+    return Setting(value, f"memory.recommend(): {reason or 'per-scale default'}", "memory")
+
+
+def _relative(path: Path, run_dir: Path) -> str:
+    """A path as written into the rendered files: relative to the run directory when inside it."""
+    try:
+        return str(path.resolve().relative_to(run_dir.resolve()))
+    except ValueError:
+        return str(path.resolve())
+
+
+def build_plan(spec, run_dir: Path, *, preview: bool = False, no_gate: bool = False) -> RenderPlan:
+    """Validate ``spec`` for its target hardware and compute every rendered value. Writes nothing."""
+    from finetune.spec import BASE_BETA, MIN_NUM_GENERATIONS
+
+    run_dir = Path(run_dir)
+    t = spec.training
+    if t.num_generations < MIN_NUM_GENERATIONS:
+        raise UserError(f"num_generations {t.num_generations} is below the floor of {MIN_NUM_GENERATIONS}: GRPO's "
+                        "advantage is relative to the group mean, and fewer samples per prompt give a noisy "
+                        "baseline that starves the update", where="training.num_generations",
+                        fix=f"use at least {MIN_NUM_GENERATIONS}")
+    info = _model_info(spec)
+    _check_model(spec, info)
+    hw = _target_hardware(spec, info)
+    overrides = _check_overrides(spec)
+    diagnosis = _load_diagnosis(run_dir)
+    licence = _check_variant(spec, info, diagnosis, run_dir) if not preview else None
+    if preview and spec.variant != "grpo":
+        try:
+            licence = _check_variant(spec, info, diagnosis, run_dir)
+        except CheckFailed as exc:
+            licence = f"PREVIEW ONLY — a full render will refuse: {exc}"
+
+    gate_ok, gate_reason, gate_record = _verify_gate(run_dir, spec)
+    warnings: list[str] = []
+    if not preview and not no_gate and not gate_ok:
+        raise CheckFailed(f"Phase 2 refused: {gate_reason}")
+    warnings += _check_lr_beta(spec, diagnosis, gate_ok, preview)
+
+    rec = _recommend(info, hw, spec)
+    topo = _topology(spec, hw, rec)
+    zero_stage = 0 if topo.cpu or topo.training_processes == 1 else (rec.zero_stage if rec.zero_stage in (2, 3) else 3)
+    method = _pick(spec.method, rec, "method", "method")
+    pdbs = _pick(t.per_device_train_batch_size, rec, "per_device_train_batch_size", "training.per_device_train_batch_size")
+    ga = _pick(t.gradient_accumulation_steps, rec, "gradient_accumulation_steps", "training.gradient_accumulation_steps")
+    gc = _pick(t.gradient_checkpointing, rec, "gradient_checkpointing", "training.gradient_checkpointing")
+    optim = _pick(t.optimizer, rec, "optimizer", "training.optimizer")
+
+    stats, data_format = _dataset_stats(spec)
+    vllm_max_len, length_warnings = _check_lengths(spec, stats, info, overrides)
+    warnings += length_warnings
+
+    g = spec.generation
+    beta_reason = ("the seed's base recipe: KL coefficient 0.01 vs the reference policy (contract 7)"
+                   if math.isclose(t.beta, BASE_BETA) else "training.beta, allowed under contract 7")
+    algorithm = algorithm_kwargs(
+        spec.variant, beta=t.beta, beta_reason=beta_reason, num_generations=t.num_generations,
+        gradient_accumulation_steps=ga.value, num_iterations=t.num_iterations, temperature=g.temperature,
+        top_p=g.top_p, top_k=g.top_k, min_p=g.min_p, repetition_penalty=g.repetition_penalty,
+        reward_weights=[r.weight for r in spec.rewards], max_completion_length=g.max_completion_length,
+        gradient_checkpointing=bool(gc.value), gradient_checkpointing_reason=gc.reason,
+        steps_per_generation=t.steps_per_generation)
+    if spec.variant == "gspo" and algorithm["steps_per_generation"].value <= ga.value and algorithm["num_iterations"].value == 1:
+        raise UserError("GSPO on-policy changes nothing: the sequence ratio is exactly 1",
+                        where="training.steps_per_generation",
+                        fix=f"leave it unset (rendered as {2 * ga.value}) or set num_iterations > 1")
+
+    kw: dict[str, Setting] = {}
+    sections: list[tuple[str, list[str]]] = []
+
+    def section(title: str, items: dict[str, Setting]) -> None:
+        kw.update(items)
+        sections.append((title, list(items)))
+
+    variant_note = f"variant '{spec.variant}'" + (f" — {licence}" if licence else " (the base recipe)")
+    section(f"algorithm: {variant_note}; every field pinned (contract 9)",
+            {k: Setting(p.value, p.reason, "variant") for k, p in algorithm.items()})
+    section("optimisation", {
+        "learning_rate": Setting(t.learning_rate, "the seed's settled GRPO learning rate (contract 7)"
+                                 if math.isclose(t.learning_rate, 5e-7) else "training.learning_rate, allowed under contract 7", "spec"),
+        "lr_scheduler_type": Setting("constant_with_warmup", "flat after a short warm-up: RL rewards move slowly"),
+        "warmup_steps": Setting(10, "short warm-up before the flat learning rate"),
+        "weight_decay": Setting(0.0, "no decay: the update is already KL/clip-bounded"),
+        "max_grad_norm": Setting(1.0, "clip gradient spikes from rare high-advantage groups"),
+        "optim": Setting(optim.value, optim.reason, optim.source),
+        "seed": Setting(t.seed, "the seed's reference seed" if t.seed == 3407 else "training.seed", "spec"),
+        "disable_dropout": Setting(True, "dropout makes the policy's log-probs disagree with the sampler's"),
+    })
+    section("batch (validated for the target's training processes)", {
+        "per_device_train_batch_size": Setting(pdbs.value, pdbs.reason, pdbs.source),
+        "gradient_accumulation_steps": Setting(ga.value, ga.reason, ga.source),
+        "num_train_epochs": Setting(t.num_train_epochs, "training.num_train_epochs", "spec"),
+        "max_steps": Setting(t.max_steps, "training.max_steps (-1: run the epochs)", "spec"),
+        "gradient_checkpointing_kwargs": Setting({"use_reentrant": False}, "non-reentrant checkpointing works "
+                                                 "with ZeRO-3 and PEFT"),
+    })
+    cpu = topo.cpu
+    rr = _attr(rec, "reasons", default={}) or {}
+    dtype = "float32" if cpu else rec.model_dtype
+    bf16 = not cpu and bool(rec.bf16)
+    section("precision and model loading", {
+        "bf16": Setting(bf16, "bf16 mixed precision (the seed's recipe)" if bf16 else "no bf16 on this target"),
+        "use_cpu": Setting(cpu, "CPU target" if cpu else "GPU target"),
+        "model_init_kwargs": Setting({"dtype": dtype}, "memory.recommend(): " + rr.get("model_dtype", dtype)
+                                     if not cpu else "fp32 on CPU", "memory"),
+        "remove_unused_columns": Setting(False, "reward functions receive every dataset column (answers, tests)"),
+        "shuffle_dataset": Setting(True, "shuffle prompts each epoch"),
+    })
+    vllm: dict[str, Setting] = {"use_vllm": Setting(topo.use_vllm, topo.reason)}
+    if topo.use_vllm:
+        vllm["vllm_mode"] = Setting(topo.vllm_mode, topo.reason)
+        vllm["vllm_max_model_length"] = Setting(vllm_max_len, "max_prompt_length + max_completion_length "
+                                                f"({g.max_prompt_length} + {g.max_completion_length})")
+        if topo.vllm_mode == "colocate":
+            util = _attr(rec, "vllm_gpu_memory_utilization")
+            sleep = _attr(rec, "vllm_enable_sleep_mode")
+            reasons = _attr(rec, "reasons", default={}) or {}
+            vllm["vllm_gpu_memory_utilization"] = Setting(util, "memory.recommend(): " + str(
+                reasons.get("vllm_gpu_memory_utilization", "per-scale share")), "memory")
+            vllm["vllm_enable_sleep_mode"] = Setting(bool(sleep), "memory.recommend(): " + str(
+                reasons.get("vllm_enable_sleep_mode", "per-scale default")), "memory")
+            vllm["vllm_tensor_parallel_size"] = Setting(1, "one GPU per colocated engine")
+        else:
+            vllm["vllm_server_host"] = Setting("127.0.0.1" if topo.nodes == 1 else "VLLM_HOST",
+                                               "the vllm-serve process on this node" if topo.nodes == 1 else
+                                               "node 0's address, passed by launch.sh (--vllm-server-host)")
+            vllm["vllm_server_port"] = Setting(VLLM_SERVER_PORT, "launch.sh starts `trl vllm-serve` on this port")
+            vllm["vllm_server_timeout"] = Setting(600.0, "large models take minutes to load in vllm-serve")
+    section("generation (vLLM)" if topo.use_vllm else "generation (transformers; no vLLM on a CPU target)", vllm)
+    section("logging and checkpoints (diagnose reads trainer_state.json)", {
+        "output_dir": Setting("train", "the run directory's train/ (relative to the run directory)"),
+        "logging_steps": Setting(t.logging_steps, "training.logging_steps", "spec"),
+        "logging_first_step": Setting(True, "log step 1: a broken reward shows immediately"),
+        "save_strategy": Setting("steps", "checkpoints (with trainer_state.json) every save_steps"),
+        "save_steps": Setting(t.save_steps, "training.save_steps", "spec"),
+        "report_to": Setting("none", "trainer_state.json is the log diagnose reads; add trackers in overrides"),
+        "log_completions": Setting(True, "print sample completions: keep reading outputs during training"),
+        "num_completions_to_print": Setting(2, "a couple per logging step"),
+    })
+    if overrides:
+        for k in list(overrides):
+            for _, keys in sections:
+                if k in keys:
+                    keys.remove(k)
+        section("overrides (validated against the installed TRL)", overrides)
+    kw["_method"] = method  # not a GRPOConfig kwarg; carried for the estimator and templates
+
+    # TRL's batch rule for the target's real process count, then the installed GRPOConfig itself
+    _check_batch(kw, topo, spec)
+    _validate_with_trl(kw, topo)
+
+    est = _estimate(info, hw, spec, rec, kw, topo, zero_stage)
+    if est.verdict == "does not fit":
+        detail = "; ".join(list(est.problems) + [s.action for s in est.suggestions[:2]])
+        msg = (f"the memory estimate does not fit the target: peak {est.total_gib:.1f} GiB of "
+               f"{est.memory_gib:.1f} GiB per GPU" + (f" ({detail})" if detail else ""))
+        if not preview:
+            raise CheckFailed(msg + "; see `finetune memory` for the components")
+        warnings.append(msg)
+    elif est.verdict == "tight":
+        warnings.append(f"memory is tight: peak {est.total_gib:.1f} GiB of {est.memory_gib:.1f} GiB per GPU")
+
+    model_path = spec.resolve_path(spec.model)
+    model_ref = _relative(model_path, run_dir) if model_path.exists() else spec.model
+    dpath = spec.resolve_path(spec.dataset.path)
+    dataset = {"format": data_format, "path": _relative(dpath, run_dir), "split": spec.dataset.split,
+               "prompt_column": spec.dataset.prompt_column}
+    peft = None
+    if method.value in ("lora", "qlora"):
+        lo = spec.lora
+        peft = {"r": lo.r, "lora_alpha": lo.alpha, "lora_dropout": lo.dropout, "target_modules": lo.target_modules,
+                "task_type": "CAUSAL_LM"}
+    return RenderPlan(spec, run_dir, preview, no_gate, info, hw, topo, rec, est, zero_stage, algorithm, kw, sections,
+                      model_ref, dataset, peft, method.value == "qlora", stats, gate_record if gate_ok else None,
+                      diagnosis, warnings)
+
+
+def grpo_kwargs(plan: RenderPlan) -> dict[str, Any]:
+    """The GRPOConfig keyword arguments exactly as rendered (no CPU substitutions)."""
+    return {k: s.value for k, s in plan.kwargs.items() if not k.startswith("_")}
+
+
+def cpu_safe(kwargs: dict[str, Any], processes: int) -> dict[str, Any]:
+    """The substitutions that let a GPU-targeted config be built on this CPU box (for checking only).
+
+    The batch rule is re-stated for one process with the target's generation batch, so GRPOConfig
+    checks the same divisibility it will check on the target.
+    """
+    out = dict(kwargs, use_cpu=True, bf16=False, use_vllm=False)
+    out["model_init_kwargs"] = {"dtype": "float32"}
+    for k in ("vllm_server_host", "vllm_server_port", "vllm_server_timeout"):
+        out.pop(k, None)
+    spg = out.pop("steps_per_generation")
+    out["generation_batch_size"] = out["per_device_train_batch_size"] * processes * spg
+    return out
+
+
+def _validate_with_trl(kw: dict[str, Setting], topo: Topology) -> None:
+    import tempfile
+    import warnings as _w
+
+    from trl import GRPOConfig
+
+    args = cpu_safe({k: s.value for k, s in kw.items() if not k.startswith("_")}, topo.training_processes)
+    with tempfile.TemporaryDirectory() as tmp, _w.catch_warnings():
+        _w.simplefilter("ignore")
+        args["output_dir"] = tmp
+        try:
+            GRPOConfig(**args)
+        except (ValueError, TypeError) as exc:
+            raise UserError(f"TRL {TRL_VERSION_PIN} rejects the rendered config: {exc}", where="spec",
+                            fix="adjust the named setting") from None
+
+
+# ----------------------------------------------------------------------------------------------
+# rendering
+
+def _py(value: Any) -> str:
+    return repr(value)
+
+
+def _yaml_scalar(value: Any) -> str:
+    import yaml
+
+    text = yaml.safe_dump(value, default_flow_style=True, width=10_000).strip()
+    return text[:-4].rstrip() if text.endswith("\n...") or text.endswith(" ...") else text.removesuffix("...").strip()
+
+
+def _env():
+    import jinja2
+
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), undefined=jinja2.StrictUndefined,
+                             keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True)
+    env.filters["py"] = _py
+    env.filters["yml"] = _yaml_scalar
+    env.filters["sh"] = shlex.quote
+    env.filters["json"] = lambda v: json.dumps(v, indent=2)
+    return env
+
+
+def _context(plan: RenderPlan) -> dict[str, Any]:
+    from finetune import hashing
+
+    spec, topo = plan.spec, plan.topology
+    gate_hashes = dict((plan.gate or {}).get("hashes") or {})
+    reward_section = spec.reward_section()
+    rec_reasons = _attr(plan.recommendation, "reasons", default={}) or {}
+    return {
+        "plan": plan, "spec": spec, "topo": topo, "version": __version__, "trl_version": TRL_VERSION_PIN,
+        "kwargs": {k: s for k, s in plan.kwargs.items() if not k.startswith("_")},
+        "sections": plan.sections, "method": plan.kwargs["_method"], "rec_reasons": rec_reasons,
+        "reward_names": [r.name for r in spec.rewards], "reward_weights": [r.weight for r in spec.rewards],
+        "gate_required": not plan.no_gate, "gate_hashes": gate_hashes,
+        "reward_section_json": json.dumps(reward_section, sort_keys=True, separators=(",", ":"), ensure_ascii=False),
+        "reward_section_sha256": hashing.reward_section_digest(reward_section),
+        "generation_batch_size": plan.generation_batch_size,
+        "vllm_port": VLLM_SERVER_PORT,
+        "memory_table": _memory_table(plan.estimate),
+        "algorithm_fields": ALGORITHM_FIELDS, "zero_stage": plan.zero_stage,
+        "model_summary": plan.model_info.summary(), "vllm_tp": topo.vllm_gpus,
+        "zero_reason": (rec_reasons.get("zero_stage", "") if plan.recommendation.zero_stage == plan.zero_stage else
+                        f"ZeRO-{plan.zero_stage} over {topo.training_processes} training processes "
+                        "(memory.recommend() found unsharded DDP fits; sharding only adds headroom)"),
+    }
+
+
+def _memory_table(est: Any) -> str:
+    return est.to_markdown().strip()
+
+
+def render_files(plan: RenderPlan) -> dict[str, str]:
+    """Relative path (inside config/) → text, for every file of this render."""
+    env = _env()
+    ctx = _context(plan)
+    files = {"BRIEF.md": env.get_template("BRIEF.md.j2").render(**ctx)}
+    if plan.preview:
+        return files
+    files["grpo_config.yaml"] = env.get_template("grpo_config.yaml.j2").render(**ctx)
+    files["train.py"] = env.get_template("train.py.j2").render(**ctx)
+    files["launch.sh"] = env.get_template("launch.sh.j2").render(**ctx)
+    if not plan.topology.cpu and plan.topology.training_processes > 1:
+        files["accelerate.yaml"] = env.get_template("accelerate.yaml.j2").render(**ctx)
+        files[f"deepspeed_zero{plan.zero_stage}.json"] = env.get_template("deepspeed.json.j2").render(**ctx)
+    return files
+
+
+def write(plan: RenderPlan, files: dict[str, str]) -> Path:
+    from finetune.atomic import staged_dir
+
+    target = plan.run_dir / rundir.CONFIG_DIR
+    with staged_dir(target) as tmp:
+        for rel, text in files.items():
+            p = tmp / rel
+            p.parent.mkdir(parents=True, exist_ok=True)
+            p.write_text(text, encoding="utf-8")
+            if rel.endswith((".sh", ".py")):
+                p.chmod(0o755)
+    return target
+
+
+def render(spec_path: str | Path, out: str | Path | None = None, *, preview: bool = False,
+           no_gate: bool = False) -> tuple[RenderPlan, Path]:
+    """Validate and write DIR/config/. Raises UserError / CheckFailed before writing anything."""
+    from finetune.spec import load_spec
+
+    spec_file, run_dir = rundir.resolve(spec_path, out)
+    if spec_file is None:
+        raise UserError(f"no {rundir.SPEC} in {spec_path}", fix="pass the run spec")
+    spec = load_spec(spec_file)
+    plan = build_plan(spec, run_dir, preview=preview, no_gate=no_gate)
+    files = render_files(plan)
+    return plan, write(plan, files)
+
+
+# ----------------------------------------------------------------------------------------------
+# the skill's recipe block (generated; `finetune docs` fills the marked region of SKILL.md)
+
+RECIPE_START = "# --- recipe:start"
+RECIPE_END = "# --- recipe:end"
+
+
+def skill_recipe_block() -> str:
+    """The GRPO recipe as rendered in train.py for the shipped default spec (examples/spec.yaml)."""
+    import tempfile
+
+    from finetune.spec import load_spec
+
+    spec = load_spec(EXAMPLE_SPEC)
+    with tempfile.TemporaryDirectory() as tmp:
+        plan = build_plan(spec, Path(tmp), no_gate=True)
+        plan.no_gate = False  # the skill shows the gated script
+        train_py = render_files(plan)["train.py"]
+    m = re.search(re.escape(RECIPE_START) + r"[^\n]*\n(.*?)\n[ \t]*" + re.escape(RECIPE_END), train_py, re.S)
+    assert m, "train.py.j2 lost its recipe markers"
+    import textwrap
+
+    body = textwrap.dedent(m.group(1)).strip("\n")
+    return ("Rendered by `finetune config render` for examples/spec.yaml (generated — do not edit):\n\n"
+            f"```python\n{body}\n```\n")
+
+
+# ----------------------------------------------------------------------------------------------
+# CLI
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="verb", metavar="<verb>", required=True, parser_class=type(parser))
+    p = sub.add_parser("render", help="validate the run spec for its target hardware and write config/",
+                       description="Validate SPEC for its target hardware and write DIR/config/ atomically.")
+    p.add_argument("spec", help="run spec (spec.yaml) or a run directory")
+    p.add_argument("-o", "--out", help="run directory (default: the spec's folder)")
+    p.add_argument("--preview", action="store_true",
+                   help="render only BRIEF.md with the memory fit, marked PREVIEW (no gate needed, nothing launchable)")
+    p.add_argument("--no-gate", action="store_true",
+                   help="FOR TESTS ONLY: skip the Phase 1 gate record (marked loudly in BRIEF.md and train.py)")
+
+
+def run(args: argparse.Namespace) -> int:
+    import sys
+
+    if args.no_gate and not args.preview:
+        print("WARNING: --no-gate — rendering WITHOUT a Phase 1 gate record. For tests only: these rewards "
+              "were never inspected.", file=sys.stderr)
+    plan, target = render(args.spec, args.out, preview=args.preview, no_gate=args.no_gate)
+    names = sorted(p.name for p in target.iterdir() if p.is_file())
+    kind = "PREVIEW" if plan.preview else "rendered"
+    print(f"{kind}: {target} ({', '.join(names)})")
+    for w in plan.warnings:
+        print(f"warning: {w}")
+    return 0
