@@ -103,7 +103,7 @@ class Outcome:
     """What happened to one target: ok, written, drifted (with --check) or unavailable (producer missing)."""
 
     target: Target
-    status: str  # "ok" | "written" | "drifted" | "unavailable"
+    status: str  # "ok" | "written" | "drifted" | "unavailable" | "failed"
     detail: str = ""
 
 
@@ -122,7 +122,15 @@ def sync(root: Path, check: bool, registry: Iterable[Target] = REGISTRY) -> list
             outcomes.append(Outcome(target, "unavailable", str(exc)))
             continue
         before = pending.get(path, originals[path])
-        new = expected_text(before, target, produce, str(path))
+        try:
+            new = expected_text(before, target, produce, str(path))
+        except UserError:
+            raise
+        except Exception as exc:  # a producer bug: report it with the target, keep checking the others
+            module, _, func = target.producer.partition(":")
+            outcomes.append(Outcome(target, "failed", f"{type(exc).__name__}: {exc} (traceback: python -c "
+                                    f"'import {module}; {module}.{func}()')"))
+            continue
         pending[path] = new
         same = before == new
         outcomes.append(Outcome(target, "ok" if same else ("drifted" if check else "written")))
@@ -152,11 +160,13 @@ def run(args, registry: Iterable[Target] | None = None) -> int:
     for o in outcomes:
         if o.status == "unavailable":
             print(f"{o.target.describe()}: cannot generate: producer {o.target.producer} unavailable: {o.detail}")
+        elif o.status == "failed":
+            print(f"{o.target.describe()}: cannot generate: producer {o.target.producer} raised {o.detail}")
         elif o.status == "drifted":
             print(f"{o.target.describe()}: drifted from {o.target.producer}(); run `finetune docs`")
         elif o.status == "written":
             print(f"{o.target.describe()}: regenerated")
-    bad = [o for o in outcomes if o.status in {"unavailable", "drifted"}]
+    bad = [o for o in outcomes if o.status in {"unavailable", "failed", "drifted"}]
     if bad:
         kinds = sorted({o.status for o in bad})
         raise CheckFailed(f"{len(bad)} generated target(s) {' / '.join(kinds)}")
