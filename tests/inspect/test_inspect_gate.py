@@ -175,3 +175,17 @@ def test_reward_module_that_does_not_match_the_spec_is_bad_input(cli, make_run):
     r = cli("inspect", "score", run)
     assert r.code == 2 and "re-render rewards.py" in r.err
     assert not (run / "scored.jsonl").exists()
+
+
+def test_rendered_rewards_resist_every_probe(cli, make_run):
+    """The rewards `finetune rewards render` writes for this spec: no probe passes, no flag is raised."""
+    run = make_run("good")
+    (run / "rewards.py").unlink()
+    assert cli("rewards", "render", run / "spec.yaml").code == 0
+    r = cli("inspect", "score", run)
+    assert r.code == 0, r
+    report = json.loads((run / "score_report.json").read_text())
+    assert report["flags"] == [] and not [p["id"] for p in report["probes"] if p["passing"]]
+    write_jsonl(run / "mine.jsonl", verdicts_for(craft_samples(), reader="human", n=60))
+    assert cli("inspect", "verdict", run, "--file", run / "mine.jsonl").code == 0
+    assert cli("inspect", "gate", run).code == 0
