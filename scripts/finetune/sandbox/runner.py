@@ -296,7 +296,38 @@ def _remount_readonly(strict: bool = False) -> None:
 _NS_WORKDIR = "/tmp/work"
 
 
-def _enter_mount_namespace(hide_paths: Sequence[str], disk_mb: int, uid: int, probe: bool = False) -> str:
+def _plan_hidden(hide_paths: Sequence[str], needed: Sequence[str]) -> list[tuple[str, list[str]]]:
+    """Which directories to cover with an empty tmpfs, and which needed paths under each to bind back.
+
+    Covered: ``hide_paths``, plus the first ancestor of each needed path (the interpreter's sys.path)
+    that other users cannot traverse (e.g. pyenv under /root, mode 0700) — the candidate runs as
+    another uid, so the needed path is bound back inside a world-traversable tmpfs."""
+    import stat
+
+    def under(path: str, root: str) -> bool:
+        return path == root or path.startswith(root.rstrip("/") + "/")
+
+    needed = sorted({os.path.realpath(n) for n in needed if n and os.path.isdir(n)})
+    roots = {os.path.realpath(h) for h in hide_paths if h and os.path.isdir(h)} - {"/"}
+    for path in needed:
+        current = "/"
+        for part in path.strip("/").split("/"):
+            current = os.path.join(current, part)
+            if not os.stat(current).st_mode & stat.S_IXOTH:
+                roots.add(current)
+                break
+    roots = {r for r in roots if not any(r != o and under(r, o) for o in roots)}
+    plan = []
+    for root in sorted(roots):
+        inside = [n for n in needed if under(n, root)]
+        inside = [n for n in inside if not any(n != o and under(n, o) for o in inside)]
+        if root not in inside:
+            plan.append((root, inside))
+    return plan
+
+
+def _enter_mount_namespace(hidden: Sequence[tuple[str, Sequence[str]]], disk_mb: int, uid: int,
+                           probe: bool = False) -> str:
     """In the PID-namespace init, before dropping root: a private, read-only view of the file system
     with fresh tmpfs scratch dirs; returns the work dir (``/tmp/work`` on the new /tmp tmpfs)."""
     _unshare(_CLONE_NEWNS)
@@ -310,9 +341,17 @@ def _enter_mount_namespace(hide_paths: Sequence[str], disk_mb: int, uid: int, pr
         if os.path.isdir(scratch):
             _mount("sandbox", scratch, "tmpfs", _MS_NOSUID | _MS_NODEV,
                    f"size={size}m,mode=1777,nr_inodes=4096")
-    for hidden in hide_paths:
-        if os.path.isdir(hidden):
-            _mount("sandbox", hidden, "tmpfs", _MS_NOSUID | _MS_NODEV | _MS_RDONLY, "size=4k,mode=0755")
+    keep_fds = {n: os.open(n, os.O_PATH | os.O_DIRECTORY) for _, inside in hidden for n in inside}
+    flags = _MS_NOSUID | _MS_NODEV
+    for root, inside in hidden:
+        _mount("sandbox", root, "tmpfs", flags, "size=256k,mode=0755")
+        for path in inside:
+            os.makedirs(path, 0o755, exist_ok=True)
+            _mount(f"/proc/self/fd/{keep_fds[path]}", path, None, _MS_BIND | _MS_REC)
+            _mount(None, path, None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | flags)
+        _mount(None, root, None, _MS_REMOUNT | _MS_RDONLY | flags)
+    for fd in keep_fds.values():
+        os.close(fd)
     os.mkdir(_NS_WORKDIR, 0o700)
     os.chown(_NS_WORKDIR, uid, uid)
     return _NS_WORKDIR
@@ -396,35 +435,47 @@ def _candidate_main(req: dict, res_fd: int) -> int:
         return 0
 
     # "steps": load the candidate module, then evaluate each step; one JSON record per step on res_fd.
+    # Test code runs in its own namespace over pristine builtins, and before each in-process test the
+    # modules the zygote had imported are put back as they were, so monkeypatching builtins or stdlib
+    # modules cannot make a test pass.
     token, steps, encode = req["token"], req["steps"], _make_encoder()
-    decode = _decode_value
+    decode, restore = _decode_value, _make_restorer()
+    pristine = _PRISTINE
+    test_ns = {"__name__": "__test__", "__builtins__": dict(pristine["builtins"])}
 
     def emit(record: dict) -> None:
         data = dumps(record).encode() + b"\n"
         while data:
             data = data[write(res_fd, data):]
 
-    ns = {"__name__": "solution", "__builtins__": __builtins__}
+    cand_ns = {"__name__": "solution", "__builtins__": __builtins__}
     try:
-        exec(compile(req["code"], "<solution>", "exec"), ns)
+        exec(compile(req["code"], "<solution>", "exec"), cand_ns)
     except BaseException as exc:  # noqa: BLE001 - SystemExit here means the tests never ran
         emit({"load": False, "e": exc_line(exc)})
         return 0
     emit({"load": True})
+    modules = pristine["modules"]
+    for name, value in dict.items(cand_ns):
+        if name != "__builtins__":
+            # A name bound to a module the zygote knew is given the pristine module, not the candidate's.
+            test_ns[name] = modules[name][0] if name in modules else value
     for index, step in enumerate(steps):
         kind = step["k"]
         try:
             if kind == "exec":
-                exec(compile(step["src"], "<test setup>", "exec"), ns)
+                restore()
+                exec(compile(step["src"], "<test setup>", "exec"), test_ns)
                 continue
             if kind == "assert":
-                exec(compile(step["src"], "<test>", "exec"), ns)
+                restore()
+                exec(compile(step["src"], "<test>", "exec"), test_ns)
                 emit({"i": index, "ok": True, "tk": token})
                 continue
             if kind == "eval":
-                value = eval(compile(step["src"], "<test>", "eval"), ns)
+                value = eval(compile(step["src"], "<test>", "eval"), test_ns)
             else:  # "call"
-                fn = ns[step["fn"]]
+                fn = cand_ns[step["fn"]]
                 value = fn(*decode(step["args"]), **decode(step["kwargs"]))
             emit({"i": index, "ok": True, "v": encode(value)})
         except BaseException as exc:  # noqa: BLE001 - a failing test, whatever it raised
@@ -432,6 +483,36 @@ def _candidate_main(req: dict, res_fd: int) -> int:
                 emit({"i": index, "ok": False, "e": exc_line(exc)})
     emit({"done": token})
     return 0
+
+
+# Filled in the zygote before it forks anything: the modules and builtins as no candidate has seen them.
+_PRISTINE: dict = {"modules": {}, "builtins": {}}
+
+
+def _snapshot_pristine() -> None:
+    import builtins
+
+    _PRISTINE["builtins"] = dict(builtins.__dict__)
+    _PRISTINE["modules"] = {name: (mod, dict(mod.__dict__)) for name, mod in list(sys.modules.items())
+                            if name != "sys" and type(getattr(mod, "__dict__", None)) is dict}
+
+
+def _make_restorer():
+    """A closure putting every snapshotted module (and its attributes) back; identity checks only, so
+    hostile objects' __eq__ never runs."""
+    modules, sys_modules, missing = _PRISTINE["modules"], sys.modules, object()
+    dict_get, items = dict.get, dict.items
+
+    def restore() -> None:
+        for name, (mod, saved) in items(modules):
+            if dict_get(sys_modules, name) is not mod:
+                sys_modules[name] = mod
+            current = mod.__dict__
+            for key, value in items(saved):
+                if dict_get(current, key, missing) is not value:
+                    current[key] = value
+
+    return restore
 
 
 def _exception_line(exc: BaseException) -> str:
@@ -447,7 +528,7 @@ def _child_after_fork(req: dict, cfg: dict, workdir: str, fds: dict) -> None:
         os.setsid()
         level = cfg["level"]
         if level == "namespaces":
-            workdir = _enter_mount_namespace(cfg["hide_paths"], req["disk_mb"], cfg["uid"])
+            workdir = _enter_mount_namespace(cfg["hidden"], req["disk_mb"], cfg["uid"])
         _set_limits(req, processes_ok=level != "process")
         os.dup2(fds["stdin"], 0)
         os.dup2(fds["stdout"], 1)
@@ -641,6 +722,10 @@ def _zygote_main(cfg: dict) -> None:
             __import__(name)
         except ImportError:
             pass
+    import resource  # noqa: F401 - imported before the snapshot: the child needs it
+
+    cfg["hidden"] = _plan_hidden(cfg.get("hide_paths", ()), sys.path)
+    _snapshot_pristine()
     base_dir = tempfile.mkdtemp(prefix="sandbox-", dir=cfg.get("tmp_root"))
     os.chmod(base_dir, 0o711)
     isolation = _probe(cfg["uid"])
@@ -1147,19 +1232,9 @@ def _zygote_env() -> dict:
 
 
 def _default_hide_paths() -> list[str]:
-    needed = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix,
-                                            os.path.dirname(os.path.abspath(__file__)))}
-    needed |= {os.path.realpath(p) for p in sys.path if p}
-    candidates = [os.getcwd(), os.path.expanduser("~"), "/root", "/home"]
-    hide = []
-    for path in candidates:
-        real = os.path.realpath(path)
-        if real in ("/", "") or real in hide:
-            continue
-        if any(n == real or n.startswith(real.rstrip("/") + "/") for n in needed):
-            continue
-        hide.append(real)
-    return hide
+    """The trusted side's working dir (a run dir holds the dataset and its expected outputs), HOME,
+    /root and /home; the interpreter's own paths inside them are bound back (``_plan_hidden``)."""
+    return [os.getcwd(), os.path.expanduser("~"), "/root", "/home"]
 
 
 _SENTINEL = object()
@@ -1233,6 +1308,16 @@ class SandboxPool:
                                           name=f"sandbox-{z.slot}") for z in self._zygotes]
         for t in self._threads:
             t.start()
+
+    @property
+    def candidate_uids(self) -> range:
+        """The uids candidates run as (one per slot) at the ``unprivileged`` and ``namespaces`` levels."""
+        return range(self._uid_base, self._uid_base + self.workers)
+
+    @property
+    def zygote_pids(self) -> list[int]:
+        """Process ids of the live zygotes (for leak checks)."""
+        return [z.proc.pid for z in self._zygotes if z.proc is not None]
 
     # -- context manager ----------------------------------------------------------------------------
     def __enter__(self) -> "SandboxPool":
