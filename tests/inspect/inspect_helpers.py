@@ -101,3 +101,25 @@ class Judge(BaseHTTPRequestHandler):
 
     def log_message(self, *args):
         pass
+
+
+CODE_SPEC = """\
+name: toy-code
+model: ./model
+dataset: {path: data.jsonl, prompt_column: prompt, answer_column: null, tests_column: tests}
+rewards:
+  - {name: tests_pass, type: unit_tests, tests_column: tests, test_format: assert, min_isolation: process}
+inspection: {prompts: 4, per_prompt: 2, min_read: 50, probe_prompts: 2}
+"""
+
+
+def code_samples(n_prompts: int = 4) -> list[dict]:
+    """add(a, b) solutions, half of them off by one, with assert-style tests."""
+    rows = []
+    for i in range(n_prompts):
+        for k in range(2):
+            body = f"def add(a, b):\n    return a + b + {k}\n"
+            rows.append({"id": f"c{i:02d}-s{k:02d}", "row": i, "prompt": f"Write add(a, b) (task {i}).",
+                         "completion": f"```python\n{body}```",
+                         "tests": f"assert add(1, {i}) == {1 + i}\nassert add(2, 2) == 4"})
+    return rows

@@ -4,10 +4,11 @@ sample, and the gate FAILs — even when a reader's verdicts would otherwise agr
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 
-from inspect_helpers import craft_samples, verdicts_for, write_jsonl
+from inspect_helpers import CODE_SPEC, MODULES, code_samples, craft_samples, verdicts_for, write_jsonl
 
 # module, correctness type in the spec, probes that must pass (the bug), flags that must be raised
 CASES = [
@@ -80,3 +81,33 @@ def test_exceptions_and_out_of_range_are_flagged(cli, make_run, tmp_path):
     assert {"exceptions:correctness", "out_of_range:correctness"} <= ids
     exc = next(f for f in report["flags"] if f["id"] == "exceptions:correctness")
     assert "empty_answer@0" in exc["sample_ids"] and "ValueError: empty answer" in exc["message"]
+
+
+def _code_run(tmp_path, module=None):
+    run = tmp_path / "code"
+    run.mkdir()
+    (run / "spec.yaml").write_text(CODE_SPEC)
+    write_jsonl(run / "samples.jsonl", code_samples())
+    if module:
+        shutil.copy(MODULES / f"{module}.py", run / "rewards.py")
+    return run
+
+
+def test_code_reward_judged_by_exit_status_is_caught(cli, tmp_path):
+    run = _code_run(tmp_path, "code_exit_status")
+    assert cli("inspect", "score", run).code == 0
+    report = json.loads((run / "score_report.json").read_text())
+    passing = {p["probe"] for p in report["probes"] if p["passing"]}
+    assert {"exit_before_tests", "monkeypatch"} <= passing and "pass_marker" not in passing
+    assert cli("inspect", "gate", run).code == 1
+
+
+def test_rendered_unit_test_reward_resists_the_code_probes(cli, tmp_path):
+    run = _code_run(tmp_path)
+    assert cli("rewards", "render", run / "spec.yaml").code == 0
+    assert cli("inspect", "score", run).code == 0
+    report = json.loads((run / "score_report.json").read_text())
+    code_probes = [p for p in report["probes"] if p["probe"] in ("exit_before_tests", "pass_marker", "monkeypatch")]
+    assert len(code_probes) == 6 and not any(p["passing"] for p in code_probes)
+    rows = [json.loads(line) for line in (run / "scored.jsonl").read_text().splitlines()]
+    assert [r["rewards"]["tests_pass"] for r in rows] == [1.0, 0.0] * 4  # the honest solutions are told apart
