@@ -17,10 +17,10 @@ def make_run(tmp_path):
     """make_run(module, correctness_type='exact_match', samples=None) -> run dir with spec, rewards.py, samples."""
 
     def make(module: str, correctness: str = "exact_match", samples: list[dict] | None = None,
-             name: str = "run") -> Path:
+             name: str = "run", spec_text: str | None = None) -> Path:
         run = tmp_path / name
         run.mkdir()
-        (run / "spec.yaml").write_text(SPEC.format(correctness=CORRECTNESS[correctness]))
+        (run / "spec.yaml").write_text(spec_text or SPEC.format(correctness=CORRECTNESS[correctness]))
         shutil.copy(MODULES / f"{module}.py", run / "rewards.py")
         rows = craft_samples() if samples is None else samples
         write_jsonl(run / "samples.jsonl", [{k: v for k, v in r.items() if k != "kind"} for r in rows])

@@ -189,3 +189,21 @@ def test_rendered_rewards_resist_every_probe(cli, make_run):
     write_jsonl(run / "mine.jsonl", verdicts_for(craft_samples(), reader="human", n=60))
     assert cli("inspect", "verdict", run, "--file", run / "mine.jsonl").code == 0
     assert cli("inspect", "gate", run).code == 0
+
+
+def test_verdicts_bind_the_sample_they_judged(cli, make_run):
+    run = _pass_run(cli, make_run)
+    assert cli("inspect", "gate", run).code == 0
+    # new completions under the same ids (e.g. sampled again): the old reading no longer counts
+    samples = craft_samples()
+    for s in samples[:10]:
+        s["completion"] += " Done."
+    write_jsonl(run / "samples.jsonl", [{k: v for k, v in s.items() if k != "kind"} for s in samples])
+    assert cli("inspect", "score", run).code == 0
+    r = cli("inspect", "gate", run)
+    assert r.code == 1 and "46 of the required 50 samples read (10 verdict(s) judged samples that changed" in r.err
+    # a verdict file carrying the digest of an older completion is refused
+    old = json.loads((run / "verdicts.jsonl").read_text().splitlines()[0])
+    (run / "old.jsonl").write_text(json.dumps(old) + "\n")
+    r = cli("inspect", "verdict", run, "--file", run / "old.jsonl")
+    assert r.code == 2 and "different completion" in r.err

@@ -58,22 +58,22 @@ def evaluate(run_dir: str | Path, spec) -> dict[str, Any]:
     metas = report["rewards"]
     reasons: list[str] = []
 
-    stale = report_is_current(run_dir, spec, report)
-    if stale:
-        reasons.append(f"the score report is stale ({stale}); re-run `finetune inspect score`")
+    changed = report_is_current(run_dir, spec, report)
+    if changed:
+        reasons.append(f"the score report is stale ({changed}); re-run `finetune inspect score`")
 
     verdicts = V.load_verdicts(run_dir)
     by_id = {r["id"]: r for r in rows}
-    unknown = sorted(set(verdicts) - set(by_id))
-    if unknown:
-        reasons.append(f"{len(unknown)} verdict(s) name samples that are not scored: {', '.join(unknown[:5])}")
-    read = [v for k, v in verdicts.items() if k in by_id]
+    # A verdict counts only for the very sample it judged (same prompt, completion and gold).
+    read = [v for k, v in verdicts.items() if k in by_id and v.sample_sha256 == V.sample_digest(by_id[k])]
+    stale = sorted(set(verdicts) - {v.id for v in read})
     min_read = spec.inspection.min_read
     if len(rows) < min_read:
         reasons.append(f"only {len(rows)} samples scored but {min_read} must be read; sample more "
                        "(inspection.prompts × inspection.per_prompt)")
     if len(read) < min_read:
-        reasons.append(f"{len(read)} of the required {min_read} samples read")
+        reasons.append(f"{len(read)} of the required {min_read} samples read"
+                       + (f" ({len(stale)} verdict(s) judged samples that changed or are gone since)" if stale else ""))
 
     disagreements: list[dict[str, Any]] = []
     for v in read:
@@ -119,7 +119,7 @@ def evaluate(run_dir: str | Path, spec) -> dict[str, Any]:
         "reasons": reasons,
         "hashes": bound_hashes(run_dir, spec.reward_section()),
         "inputs": _input_hashes(run_dir),
-        "counts": {"scored": len(rows), "read": len(read), "min_read": min_read,
+        "counts": {"scored": len(rows), "read": len(read), "min_read": min_read, "stale_verdicts": len(stale),
                    "agreed": len(read) - len({d["id"] for d in disagreements}),
                    "disagreements": len(disagreements), "human": humans, "agent": agents},
         "disagreements": disagreements,

@@ -75,7 +75,7 @@ def review_items(run_dir: Path, spec, n: int | None = None) -> tuple[list[dict[s
     for r in picked:
         columns = r.get("columns") or {}
         items.append({
-            "id": r["id"], "prompt": prompt_text(r["prompt"]), "completion": r["completion"],
+            "id": r["id"], "sha": V.sample_digest(r), "prompt": prompt_text(r["prompt"]), "completion": r["completion"],
             "gold": None if gcol is None or columns.get(gcol) is None else str(columns[gcol]),
             "columns": {k: v for k, v in columns.items() if k != gcol},
             "rewards": [{"name": m["name"], "role": m["role"], "score": r["rewards"].get(m["name"]),

@@ -10,6 +10,7 @@ edits JSON by hand.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from datetime import datetime, timezone
 from pathlib import Path
@@ -42,6 +43,8 @@ class Verdict(BaseModel):
     note: str = ""
     reader: Literal["human", "agent"]
     time: Optional[str] = None
+    sample_sha256: Optional[str] = Field(None, description="Digest of the prompt, completion and columns "
+                                         "the reader saw; filled in when the verdict is recorded.")
 
 
 def read_jsonl(path: Path) -> list[tuple[int, Any]]:
@@ -86,25 +89,40 @@ def load_verdicts(run_dir: str | Path) -> dict[str, Verdict]:
     return {v.id: v for v in parse_verdicts(path)}
 
 
-def scored_ids(run_dir: str | Path) -> list[str]:
+def sample_digest(row: dict[str, Any]) -> str:
+    """What a reader judged: the prompt, the completion and the columns (gold), as one sha256."""
+    payload = [row.get("prompt"), row.get("completion"), row.get("columns") or {}]
+    return hashlib.sha256(json.dumps(payload, sort_keys=True, ensure_ascii=False).encode("utf-8")).hexdigest()
+
+
+def scored_digests(run_dir: str | Path) -> dict[str, str]:
+    """{sample id: sample_digest} of the current scored.jsonl."""
     path = Path(run_dir) / rundir.SCORED
     if not path.is_file():
         raise UserError(f"no {rundir.SCORED} in {run_dir}", fix="run `finetune inspect score RUN` first")
-    return [obj["id"] for _, obj in read_jsonl(path)]
+    return {obj["id"]: sample_digest(obj) for _, obj in read_jsonl(path)}
 
 
 def record_verdicts(run_dir: str | Path, new: list[Verdict], source: str = "verdict") -> Path:
-    """Merge ``new`` into verdicts.jsonl (by id, new wins) after checking every id was scored."""
+    """Merge ``new`` into verdicts.jsonl (by id, new wins) after checking every id was scored.
+
+    Each verdict is bound to the sample it judged (``sample_sha256``): a verdict exported from a
+    review page built before the samples changed is refused, and the gate ignores verdicts whose
+    sample has changed since.
+    """
     run_dir = Path(run_dir)
-    known = set(scored_ids(run_dir))
+    known = scored_digests(run_dir)
     for v in new:
         if v.id not in known:
             raise UserError(f"sample id '{v.id}' is not in {rundir.SCORED}", where=source,
                             fix="use ids from review.md / review.html (re-run score if samples changed)")
+        if v.sample_sha256 and v.sample_sha256 != known[v.id]:
+            raise UserError(f"the verdict for '{v.id}' was given on a different completion than the one scored "
+                            "now", where=source, fix="re-create the review (`finetune inspect review`) and read again")
     merged = load_verdicts(run_dir)
     stamp = now()
     for v in new:
-        merged[v.id] = v if v.time else v.model_copy(update={"time": stamp})
+        merged[v.id] = v.model_copy(update={"time": v.time or stamp, "sample_sha256": known[v.id]})
     return atomic.write_jsonl(run_dir / rundir.VERDICTS,
                               [v.model_dump(mode="json", exclude_none=True) for v in merged.values()])
 

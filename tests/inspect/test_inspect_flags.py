@@ -1,0 +1,59 @@
+"""Red flags that need no reader: each raised by a real reward module that has the defect."""
+
+from __future__ import annotations
+
+import json
+
+from inspect_helpers import SPEC, craft_samples
+
+ONLY_CORRECTNESS = SPEC.replace("  - {{name: format_ok, type: format, pattern: answer_tag, weight: 0.2}}\n", "")
+
+
+def _flags(cli, run):
+    r = cli("inspect", "score", run)
+    assert r.code == 0, r
+    return {f["id"]: f for f in json.loads((run / "score_report.json").read_text())["flags"]}
+
+
+def _patch(run, old, new):
+    src = (run / "rewards.py").read_text()
+    assert old in src
+    (run / "rewards.py").write_text(src.replace(old, new))
+
+
+def test_correctness_alone_gives_format_no_signal(cli, make_run):
+    from inspect_helpers import CORRECTNESS
+
+    run = make_run("good", spec_text=ONLY_CORRECTNESS.format(correctness=CORRECTNESS["exact_match"]))
+    _patch(run, "REWARD_FUNCS = [format_ok, correctness]", "REWARD_FUNCS = [correctness]")
+    _patch(run, "REWARD_WEIGHTS = [0.2, 1.0]", "REWARD_WEIGHTS = [1.0]")
+    _patch(run, '    {"name": "format_ok", "type": "format", "role": "format", "threshold": 1.0, "min": 0.0, '
+                '"max": 1.0},\n', "")
+    flags = _flags(cli, run)
+    assert "format_blind" in flags and "same total" in flags["format_blind"]["message"]
+
+
+def test_empty_completion_rewarded(cli, make_run):
+    samples = craft_samples()
+    samples[5]["completion"] = "   "
+    run = make_run("good", samples=samples)
+    _patch(run, "    return [1.0 if re.fullmatch", "    return [0.5 if not _text(c).strip() else 1.0 if re.fullmatch")
+    flags = _flags(cli, run)
+    assert flags["empty_rewarded:format_ok"]["sample_ids"] == [samples[5]["id"]]
+
+
+def test_nan_and_all_none(cli, make_run):
+    run = make_run("good")
+    _patch(run, "        out.append(1.0 if got is not None and _norm(got) == _norm(gold) else 0.0)",
+           "        out.append(float('nan') if got is None else 1.0 if _norm(got) == _norm(gold) else 0.0)")
+    _patch(run, "    return [1.0 if re.fullmatch", "    return [None for c in completions] or [1.0 if re.fullmatch")
+    flags = _flags(cli, run)
+    assert "non_finite:correctness" in flags and "all_none:format_ok" in flags
+
+
+def test_flag_ids_are_attached_to_scored_rows(cli, make_run):
+    run = make_run("substring")
+    flags = _flags(cli, run)
+    ids = set(flags["correct_without_answer:correctness"]["sample_ids"])
+    rows = [json.loads(line) for line in (run / "scored.jsonl").read_text().splitlines()]
+    assert ids and ids == {r["id"] for r in rows if "correct_without_answer:correctness" in r["flags"]}
