@@ -162,10 +162,11 @@ def test_unknown_grpo_config_kwarg(cli, plugin):
     import trl
 
     skill = plugin / GRPO_SKILL
-    replace_once(skill, "    num_generations=8,", "    num_generation=8,")
+    # the recipe block is generated; plant the typo wherever its num_generations keyword sits
+    skill.write_text(re.sub(r"\bnum_generations=", "num_generation=", skill.read_text(), count=1))
     assert_planted(cli, plugin, str(GRPO_SKILL),
                    f"GRPOConfig has no field 'num_generation' in TRL {trl.__version__}; did you mean "
-                   "'num_generations'?", line=line_of(skill, "num_generation=8"))
+                   "'num_generations'?", line=line_of(skill, "num_generation="))
 
 
 def test_renamed_sft_kwarg_in_sibling_skill(cli, plugin):
@@ -194,8 +195,7 @@ def test_unknown_trainer_kwarg(cli, plugin):
 
 def test_python_block_syntax_error(cli, plugin):
     skill = plugin / GRPO_SKILL
-    replace_once(skill, "trainer.train()\n```\n<!-- generated:grpo-recipe:end -->",
-                 "trainer.train(\n```\n<!-- generated:grpo-recipe:end -->")
+    skill.write_text(skill.read_text().replace("trainer.train()", "trainer.train(", 1))
     assert_planted(cli, plugin, str(GRPO_SKILL), "python block does not compile")
 
 
@@ -228,6 +228,15 @@ def test_links_inside_code_blocks_are_not_links(cli, plugin):
     skill.write_text(skill.read_text() + "\n```text\n[not a link](nowhere.md)\n```\n")
     result = cli("lint", plugin)
     assert result.code == 0, result
+
+
+def test_plugin_root_lints_plugin_content_not_fixtures(cli, plugin):
+    fixtures = plugin / "tests" / "data"
+    fixtures.mkdir(parents=True)
+    (fixtures / "bad.md").write_text("[deliberately broken](nowhere.md)\n")
+    assert cli("lint", plugin).code == 0
+    result = cli("lint", plugin / "tests")  # asked for explicitly, it is linted
+    assert result.code == 1 and "tests/data/bad.md:1: broken link" in result.out
 
 
 def test_single_file_and_bad_path(cli, plugin):

@@ -372,14 +372,26 @@ def check_code_blocks(path: Path, text: str,
     return findings
 
 
-def markdown_files(root: Path) -> list[Path]:
-    """Every Markdown file of the plugin under ``root`` (build outputs and environments excluded)."""
-    if root.is_file():
-        return [root]
+PLUGIN_CONTENT_DIRS = ("skills", "commands", "agents", "references")
+
+
+def markdown_files(target: Path) -> list[Path]:
+    """The Markdown files to lint under ``target``.
+
+    At a plugin root: the top-level *.md files and everything under skills/, commands/, agents/ and
+    references/ (not tests' fixtures or build outputs). Anywhere else: every *.md below ``target``.
+    """
+    if target.is_file():
+        return [target]
+    if (target / ".claude-plugin").is_dir():
+        found = sorted(p for p in target.glob("*.md") if p.is_file())
+        for name in PLUGIN_CONTENT_DIRS:
+            if (target / name).is_dir():
+                found += markdown_files(target / name)
+        return found
     out = []
-    for p in sorted(root.rglob("*.md")):
-        rel_parts = p.relative_to(root).parts
-        if any(part in SKIP_DIRS or (part.startswith(".") and part != ".claude-plugin") for part in rel_parts[:-1]):
+    for p in sorted(target.rglob("*.md")):
+        if any(part in SKIP_DIRS or part.startswith(".") for part in p.relative_to(target).parts[:-1]):
             continue
         out.append(p)
     return out
