@@ -65,6 +65,8 @@ def test_sample_tiny_model_then_score(cli, tiny_model_dir, tmp_path):
     assert b["verdict"] == "never_succeeds" and "lora-qlora-recipes" in b["message"]
     assert "base_never_succeeds" in {f["id"] for f in report["flags"]}
     assert b["predicted_frac_reward_zero_std"] == 1.0
+    cut = sum(s["truncated"] for s in samples)
+    assert ("truncated" in {f["id"] for f in report["flags"]}) == (cut >= len(samples) / 2)
 
 
 def test_plain_prompts_are_not_templated(cli, tiny_model_dir, tmp_path):

@@ -96,6 +96,9 @@ def _sample(args) -> int:
     console.print(f"wrote {info['samples']} samples to {run_dir / rundir.SAMPLES}"
                   + (f" and {info['base_samples']} base-success samples to {run_dir / rundir.BASE_SAMPLES}"
                      if info.get("base_samples") else ""))
+    if info.get("truncated"):
+        console.print(f"{info['truncated']} of {info['samples']} completions stopped at max_completion_length "
+                      f"({spec.generation.max_completion_length} tokens)")
     return 0
 
 

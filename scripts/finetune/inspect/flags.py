@@ -16,6 +16,7 @@ from finetune.inspect.rewardmod import RewardModule
 LENGTH_CORRELATION = 0.5  # |Spearman rho| between reward and completion length that is flagged
 MIN_FOR_CORRELATION = 10
 SHOWN_IDS = 20
+TRUNCATED_SHARE = 0.5  # share of samples cut at max_completion_length that is flagged
 
 
 def _flag(name: str, reward: str | None, message: str, sample_ids: list[str] | None = None,
@@ -126,6 +127,11 @@ def detect(rm: RewardModule, spec, rows: list[dict[str, Any]], rescored: dict[st
             if golds and len(failing) == len(golds):
                 flags.append(_flag("gold_answer_fails", r.name, "a well-formed completion carrying the gold answer "
                                    "does not pass: the reward cannot be satisfied (lost signal)", failing))
+    cut = [row["id"] for row in rows if row.get("truncated")]
+    if rows and len(cut) >= TRUNCATED_SHARE * len(rows):
+        flags.append(_flag("truncated", None, f"{len(cut)} of {len(rows)} completions stopped at "
+                           "max_completion_length: the rewards judged cut-off outputs (trl#5697: a 256-token cap "
+                           "truncated 97-99% and every reward was 0); raise generation.max_completion_length", cut))
     wf = {c["row"]: c["total"] for c in controls if c["probe"] == "wellformed_wrong"}
     mf = {c["row"]: c["total"] for c in controls if c["probe"] == "malformed_wrong"}
     if wf and all(_same(wf[k], mf.get(k)) for k in wf):

@@ -136,7 +136,7 @@ def markdown(run_dir: Path, items: list[dict[str, Any]], meta: dict[str, Any]) -
         lines += ["**Completion**" + (" (truncated at max_completion_length)" if it["truncated"] else ""), "",
                   _fence(it["completion"]), "", "| reward | role | score | threshold | passes |", "|---|---|---|---|---|"]
         for r in it["rewards"]:
-            score = f"error: {r['error']}" if r["error"] else _fmt(r["score"])
+            score = f"error: {r['error']}".replace("|", "\\|") if r["error"] else _fmt(r["score"])
             lines.append(f"| {r['name']} | {r['role']} | {score} | {_fmt(r['threshold'])} | {'yes' if r['pass'] else 'no'} |")
         lines += ["", f"Rewards' view: **{'accept' if it['reward_view'] else 'reject'}**", "",
                   f"`finetune inspect verdict {run_dir} --id {it['id']} --accept|--reject [--correct|--incorrect] "
