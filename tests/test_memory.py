@@ -42,3 +42,263 @@ def test_hardware_profiles_and_resolution():
     assert err.value.where == "hardware.profile"
     with pytest.raises(UserError):
         resolve_hardware({"profile": "h100-80gb", "gpus": 2, "vllm_gpus": 2})
+
+
+# ------------------------------------------------------------------------------------------- components
+
+@pytest.fixture(scope="module")
+def qwen72():
+    return load_model_info("Qwen/Qwen2.5-72B")
+
+
+def h100(**kw):
+    return resolve_hardware({"profile": "h100-80gb", **kw})
+
+
+def test_full_fine_tuning_without_deepspeed_is_16_bytes_per_param_plus_reference(qwen7b):
+    est = estimate(qwen7b, h100(gpus=1), "full", beta=0.01, use_vllm=False)
+    P = qwen7b.params
+    assert est.settings["model_dtype"] == "float32"  # TRL's default; lr 5e-7 needs fp32 weights here
+    states = sum(est.gib_of(k) for k in ("policy_weights", "gradients", "optimizer"))
+    assert states * GIB == pytest.approx(16 * P)
+    assert est.gib_of("reference_model") * GIB == pytest.approx(4 * P)
+    assert estimate(qwen7b, h100(), "full", beta=0.0, use_vllm=False).component("reference_model") is None
+
+
+def test_lora_has_no_reference_copy_and_fp32_adapter_states(qwen7b):
+    est = estimate(qwen7b, h100(), "lora", beta=0.04, lora_r=16)
+    L = qwen7b.lora_params(16)
+    assert est.component("reference_model") is None  # TRL disables the adapters instead
+    assert est.gib_of("policy_weights") * GIB == pytest.approx(2 * qwen7b.params)
+    assert est.gib_of("adapters") * GIB == pytest.approx(4 * L)
+    assert est.gib_of("optimizer") * GIB == pytest.approx(8 * L)
+    eight = estimate(qwen7b, h100(), "lora", optimizer="adamw_8bit")
+    assert eight.gib_of("optimizer") * GIB == pytest.approx(2 * L)
+
+
+def test_qlora_quantizes_linear_weights_only(qwen7b):
+    from finetune.memory import QLORA_BYTES_PER_PARAM
+
+    est = estimate(qwen7b, h100(), "qlora")
+    q = qwen7b.quantizable_params
+    assert est.gib_of("policy_weights") * GIB == pytest.approx(q * QLORA_BYTES_PER_PARAM + (qwen7b.params - q) * 2)
+    assert est.vllm.weights_gib < estimate(qwen7b, h100(), "lora").vllm.weights_gib  # vLLM loads it 4-bit too
+
+
+def test_zero3_matches_deepspeed_formula(qwen72):
+    # deepspeed memory.rst: ZeRO-3 per GPU = 18·P/N + 4 × largest layer (model states, no offload)
+    n = 16
+    est = estimate(qwen72, h100(gpus=8, nodes=2), "full", zero_stage=3, beta=0.0, use_vllm=False)
+    states = sum(est.gib_of(k) for k in ("policy_weights", "gradients", "master_weights", "optimizer", "zero3_gather"))
+    assert states * GIB == pytest.approx(18 * qwen72.params / n + 4 * qwen72.largest_layer_params)
+    z2 = estimate(qwen72, h100(gpus=8, nodes=2), "full", zero_stage=2, beta=0.0, use_vllm=False)
+    states2 = sum(z2.gib_of(k) for k in ("policy_weights", "gradients", "master_weights", "optimizer"))
+    assert states2 * GIB == pytest.approx(4 * qwen72.params + 16 * qwen72.params / n)
+
+
+def test_logits_and_activations_scale_with_the_micro_batch(llama8b):
+    one = estimate(llama8b, h100(), "lora", per_device_train_batch_size=1)
+    four = estimate(llama8b, h100(), "lora", per_device_train_batch_size=4)
+    assert four.gib_of("logits") == pytest.approx(4 * one.gib_of("logits"))
+    assert four.gib_of("activations") == pytest.approx(4 * one.gib_of("activations"))
+    no_gc = estimate(llama8b, h100(), "lora", per_device_train_batch_size=4, gradient_checkpointing=False)
+    assert no_gc.gib_of("activations") > 10 * four.gib_of("activations")
+
+
+def test_vllm_colocate_share_kv_and_sleep_mode(llama8b):
+    awake = estimate(llama8b, h100(), "lora", vllm_gpu_memory_utilization=0.3, per_device_train_batch_size=8,
+                     gradient_accumulation_steps=4, max_prompt_length=512, max_completion_length=1024)
+    v = awake.vllm
+    assert v.share_gib == pytest.approx(0.3 * 79.6)
+    assert v.max_num_seqs == 8 * 1 * 4  # TRL: per_device_train_batch_size × TP × steps_per_generation
+    assert v.kv_needed_gib * GIB == pytest.approx(32 * 1536 * 128 * 1024)
+    assert v.weights_gib * GIB == pytest.approx(2 * llama8b.params)
+    asleep = estimate(llama8b, h100(), "lora", vllm_gpu_memory_utilization=0.3, vllm_enable_sleep_mode=True)
+    assert asleep.generation_peak_gib == pytest.approx(awake.generation_peak_gib)
+    assert awake.training_peak_gib - asleep.training_peak_gib == pytest.approx(v.share_gib - 0.8)
+    tp2 = estimate(llama8b, h100(gpus=2), "lora", vllm_tensor_parallel_size=2)
+    assert tp2.vllm.weights_gib == pytest.approx(v.weights_gib / 2)
+
+
+def test_vllm_share_too_small_or_not_free_at_start_is_a_problem(qwen7b):
+    tiny = estimate(qwen7b, h100(), "lora", vllm_gpu_memory_utilization=0.1)
+    assert tiny.verdict == "does not fit" and any("cannot hold its weights" in p for p in tiny.problems)
+    crowded = estimate(qwen7b, h100(), "full", vllm_gpu_memory_utilization=0.5)
+    assert any("start-up check" in p for p in crowded.problems)
+
+
+def test_server_mode_takes_gpus_out_of_training(llama8b):
+    est = estimate(llama8b, h100(gpus=8), "lora", vllm_mode="server", vllm_gpus=2, vllm_tensor_parallel_size=2,
+                   per_device_train_batch_size=4, gradient_accumulation_steps=2)
+    assert est.hardware.training_gpus == 6
+    assert est.component("vllm") is None  # the training GPU holds no engine
+    assert est.vllm.mode == "server" and est.vllm.utilization == 0.9
+    assert est.vllm.max_num_seqs == 4 * 6 * 2
+    assert est.vllm.weights_gib * GIB == pytest.approx(llama8b.params)  # 2 B / TP 2
+
+
+def test_suggestions_are_re_estimated_and_ordered(qwen7b):
+    est = estimate(qwen7b, resolve_hardware("rtx-4090-24gb"), "lora", vllm_gpu_memory_utilization=0.9,
+                   gradient_checkpointing=False)
+    assert est.verdict == "does not fit" and est.suggestions
+    actions = [s.action for s in est.suggestions]
+    assert actions[0].startswith("vLLM sleep mode")
+    for sug in est.suggestions:
+        if sug.action.startswith("twice the GPUs"):
+            continue
+        kw = dict(est.settings)
+        kw.pop("_round_seqs")
+        kw.update(sug.change)
+        after = estimate(qwen7b, est.hardware, suggest=False, **kw)
+        assert sug.total_after_gib == pytest.approx(after.total_gib)
+        assert sug.saves_gib == pytest.approx(est.total_gib - after.total_gib)
+    assert estimate(qwen7b, h100(), "qlora").suggestions == ()  # nothing to suggest when it fits
+
+
+def test_dgx_spark_bound_and_freeze_warning():
+    from finetune.memory import decode_bound_tokens_per_s
+
+    qwen3_8 = load_model_info("Qwen/Qwen3-8B")
+    bound = decode_bound_tokens_per_s(qwen3_8, 273, context_tokens=0)
+    assert bound == pytest.approx(273e9 / (2 * qwen3_8.params))
+    assert 16 < bound < 17.5  # memory-figures.md: "bound ~17", measured 13.1
+    est = estimate(qwen3_8, resolve_hardware("dgx-spark"), "lora")
+    assert any("freeze" in w for w in est.warnings)
+    assert any("bandwidth-bound" in w for w in est.warnings)
+    assert est.fit_limit_gib == pytest.approx(0.85 * 119.7)
+    moe = load_model_info("Qwen/Qwen3-30B-A3B")
+    assert decode_bound_tokens_per_s(moe, 273, context_tokens=0) == pytest.approx(273e9 / (2 * moe.active_params))
+
+
+def test_bad_arguments_are_user_errors(qwen7b):
+    with pytest.raises(UserError) as err:
+        estimate(qwen7b, h100(), "dora")
+    assert err.value.where == "method"
+    with pytest.raises(UserError):
+        estimate(qwen7b, h100(), "lora", optimizer="sgd")
+    with pytest.raises(UserError):
+        estimate(qwen7b, resolve_hardware("cpu"), "lora", use_vllm=True)
+    with pytest.raises(UserError):
+        estimate(qwen7b, h100(), "lora", vllm_gpu_memory_utilization=1.5)
+
+
+# ------------------------------------------------------------------------------------------- recommend
+
+def test_accumulation_keeps_generation_batch_divisible():
+    assert accumulation_for(8, 1, 8) == 4  # the seed's 8 × 4 on one GPU
+    assert accumulation_for(8, 7, 8) == 1
+    assert accumulation_for(3, 1, 8) == 16
+    assert accumulation_for(1, 3, 16) == 32
+
+
+def test_seed_recipe_for_a_7b_lora_on_one_h100(qwen7b):
+    rec = recommend(qwen7b, h100(), "lora")
+    assert (rec.per_device_train_batch_size, rec.gradient_accumulation_steps) == (8, 4)
+    assert rec.vllm_mode == "colocate" and rec.fits and rec.gradient_checkpointing
+    assert rec.estimate.vllm.kv_available_gib >= rec.estimate.vllm.kv_needed_gib
+    for key in ("method", "per_device_train_batch_size", "gradient_accumulation_steps", "gradient_checkpointing",
+                "optimizer", "vllm_gpu_memory_utilization", "vllm_enable_sleep_mode"):
+        assert rec.reasons[key]
+    kw = rec.grpo_kwargs()
+    assert kw["model_init_kwargs"] == {"dtype": "bfloat16"} and kw["vllm_gpu_memory_utilization"] == 0.3
+
+
+@pytest.mark.parametrize("hub_id", ["Qwen/Qwen3-0.6B", "Qwen/Qwen2.5-7B", "Qwen/Qwen2.5-32B", "meta-llama/Llama-3.1-70B",
+                                    "Qwen/Qwen3-30B-A3B"])
+def test_recommendations_are_consistent_everywhere(hub_id):
+    model = load_model_info(hub_id)
+    for profile in ("rtx-4090-24gb", "a100-40gb", "h100-80gb", "dgx-spark"):
+        for gpus in (1, 2, 8):
+            if profile == "dgx-spark" and gpus > 1:
+                continue
+            hw = resolve_hardware({"profile": profile, "gpus": gpus})
+            for method in (None, "lora", "qlora"):
+                rec = recommend(model, hw, method, num_generations=8)
+                gen_batch = rec.per_device_train_batch_size * rec.training_processes * rec.steps_per_generation
+                assert gen_batch % 8 == 0, (hub_id, profile, gpus, method)
+                if rec.fits:
+                    assert rec.estimate.total_gib <= rec.estimate.memory_gib
+                else:
+                    assert "fits" in rec.reasons
+                if gpus > 1 and rec.vllm_mode == "server":
+                    assert rec.training_processes == gpus - rec.vllm_gpus >= 1
+
+
+def test_small_models_get_full_fine_tuning_and_big_ones_adapters():
+    assert recommend(load_model_info("Qwen/Qwen3-0.6B"), h100()).method == "full"
+    assert recommend(load_model_info("Qwen/Qwen2.5-14B"), h100()).method in ("lora", "qlora")
+    assert recommend(load_model_info("Qwen/Qwen2.5-32B"), resolve_hardware("rtx-4090-24gb")).fits is False
+
+
+def test_cpu_profile_uses_transformers_generate_in_fp32(tiny_model_dir):
+    rec = recommend(load_model_info(str(tiny_model_dir)), resolve_hardware("cpu"))
+    assert rec.use_vllm is False and rec.bf16 is False and rec.model_dtype == "float32" and rec.method == "full"
+
+
+# ------------------------------------------------------------------------------------------- CLI + doc
+
+SPEC = """\
+name: mem-test
+model: Qwen/Qwen2.5-7B
+dataset: {path: data.jsonl}
+rewards:
+  - {name: format_ok, type: format, pattern: answer_tag, weight: 0.2}
+hardware: {profile: rtx-4090-24gb, gpus: 1}
+generation: {max_prompt_length: 256, max_completion_length: 512}
+"""
+
+
+def test_cli_with_a_spec_writes_memory_md(cli, tmp_path):
+    (tmp_path / "spec.yaml").write_text(SPEC)
+    res = cli("memory", tmp_path / "spec.yaml")
+    assert res.code == 0, res
+    text = (tmp_path / "memory.md").read_text()
+    assert "Qwen/Qwen2.5-7B" in text and "Verdict:" in text and "## Recommended values" in text
+    assert "| `per_device_train_batch_size` |" in text
+    assert not list(tmp_path.glob(".memory.md*"))  # no temp file left behind
+
+
+def test_cli_explicit_values_win_over_the_recommendation(cli):
+    import json
+
+    res = cli("memory", "--model", "Qwen/Qwen2.5-7B", "--profile", "h100-80gb", "--method", "lora", "--batch", "2",
+              "--no-gradient-checkpointing", "--json")
+    assert res.code == 0, res
+    data = json.loads(res.out)
+    s = data["estimate"]["settings"]
+    assert s["per_device_train_batch_size"] == 2 and s["gradient_checkpointing"] is False
+    assert s["gradient_accumulation_steps"] == 16  # recomputed: 2 × 1 × 16 = 32, divisible by 8
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["memory"], "give a run spec or --model"),
+    (["memory", "--model", "acme/unknown-13b"], "model_config"),
+    (["memory", "--model", "Qwen/Qwen2.5-7B", "--profile", "tpu"], "unknown hardware profile"),
+])
+def test_cli_bad_input_is_one_line_exit_2(cli, argv, needle):
+    res = cli(*argv)
+    assert res.code == 2 and needle in res.err and res.err.count("\n") == 1 and "Traceback" not in res.err
+
+
+def test_cli_bad_spec_writes_nothing(cli, tmp_path):
+    (tmp_path / "spec.yaml").write_text(SPEC.replace("Qwen/Qwen2.5-7B", "acme/secret-model"))
+    res = cli("memory", tmp_path / "spec.yaml")
+    assert res.code == 2 and "model_config" in res.err
+    assert not (tmp_path / "memory.md").exists()
+
+
+def test_reference_doc_is_committed_and_current(repo_root):
+    from finetune.memory import reference_doc
+
+    committed = (repo_root / "references" / "grpo-memory.md").read_text(encoding="utf-8")
+    assert committed == reference_doc(), "references/grpo-memory.md drifted: run `finetune docs`"
+
+
+def test_published_checks_meet_the_targets():
+    from finetune.memory import published_checks
+
+    checks = published_checks()
+    scored = sorted(abs(c.error) for c in checks if c.scored)
+    assert len(scored) >= 8
+    assert scored[len(scored) // 2] <= 0.15 and scored[-1] <= 0.35
+    assert {c.key for c in checks} >= {"unsloth-logits", "unsloth-kv", "msswift3848", "trl3162-vllm-kv"}

@@ -134,6 +134,27 @@ def test_70b_is_fast_and_cached():
     first_info = load_model_info("meta-llama/Llama-3.1-70B")
     first = time.perf_counter() - start
     start = time.perf_counter()
-    assert load_model_info("meta-llama/Llama-3.1-70B") is first_info  # served from the cache
+    assert load_model_info("meta-llama/Llama-3.1-70B") == first_info  # served from the in-process cache
     assert time.perf_counter() - start < 0.05
     assert first < 5, f"building a 70B config on the meta device took {first:.1f} s"
+
+
+def test_disk_cache_is_used_and_survives_corruption(tmp_path, monkeypatch):
+    from finetune.models import _load_cached, cache_dir
+
+    monkeypatch.setenv("FINETUNE_CACHE_DIR", str(tmp_path))
+    assert cache_dir() == tmp_path
+    _load_cached.cache_clear()
+    real = load_model_info("Qwen/Qwen3-0.6B")
+    [entry] = list(tmp_path.glob("*.json"))
+    data = json.loads(entry.read_text())
+    data["params"] = 123  # a planted value proves the next load reads the disk, not the meta model
+    entry.write_text(json.dumps(data))
+    _load_cached.cache_clear()
+    assert load_model_info("Qwen/Qwen3-0.6B").params == 123
+    entry.write_text("{corrupt")
+    _load_cached.cache_clear()
+    assert load_model_info("Qwen/Qwen3-0.6B") == real
+    monkeypatch.setenv("FINETUNE_CACHE_DIR", "off")
+    assert cache_dir() is None
+    _load_cached.cache_clear()

@@ -795,7 +795,10 @@ def _recommendation(est: Estimate, tried: list[Estimate], num_generations: int, 
         return next((t for t in rejected if all(t.settings.get(k) == v for k, v in match.items())), None)
 
     reasons: dict[str, str] = {}
-    if not est.fits:
+    if est.verdict == "tight":
+        reasons["fits"] = (f"tight: peak {pct(est)} leaves under {100 * (1 - est.fit_limit_gib / mem):.0f}% "
+                           "for fragmentation; " + "; ".join(sug.action for sug in _suggestions(est)[:3]))
+    elif not est.fits:
         reasons["fits"] = (f"nothing tried fits: the smallest peak is {pct(est)}; "
                            + "; ".join(sug.action for sug in _suggestions(est)[:3]))
     rej_full = first_rejected(method="full")
@@ -1086,3 +1089,330 @@ def _print_rich(est: Estimate, rec: Recommendation) -> None:
     for key, why in rec.reasons.items():
         rtable.add_row(key, str(values.get(key, "")), why)
     console.print(rtable)
+
+
+# ----------------------------------------------------------------------------------- published figures
+
+@dataclass(frozen=True)
+class FigureCheck:
+    """A published figure beside what this module computes for the same setup.
+
+    ``scored``: the setup is known well enough that the difference is the estimator's error. Unscored
+    figures (setup partly unknown, another framework's kernels, SFT not GRPO) are shown as reported.
+    """
+
+    key: str
+    source: str
+    what: str
+    setup: str
+    published: float
+    unit: str
+    ours: float
+    scored: bool
+    note: str = ""
+
+    @property
+    def error(self) -> float:
+        """Relative error of ours against the published figure."""
+        return (self.ours - self.published) / self.published
+
+
+def published_checks() -> list[FigureCheck]:
+    """Every figure of ../shared/reference/memory-figures.md with this module's value for its setup."""
+    from finetune.models import load_model_info
+
+    llama8 = load_model_info("meta-llama/Llama-3.1-8B")
+    qwen7 = load_model_info("Qwen/Qwen2.5-7B")
+    qwen3b = load_model_info("Qwen/Qwen2.5-3B")
+    qwen72 = load_model_info("Qwen/Qwen2.5-72B")
+    qwen3_8 = load_model_info("Qwen/Qwen3-8B")
+    qwen3_32 = load_model_info("Qwen/Qwen3-32B")
+    qwen3_06 = load_model_info("Qwen/Qwen3-0.6B")
+    h100 = resolve_hardware("h100-80gb")
+    spark = resolve_hardware("dgx-spark")
+    out: list[FigureCheck] = []
+    unsloth = estimate(llama8, resolve_hardware("h200-141gb"), "lora", per_device_train_batch_size=8,
+                       max_prompt_length=1, max_completion_length=20_480, suggest=False)
+    out += [
+        FigureCheck("unsloth-logits", "Unsloth GRPO blog (Feb 2025)", "completion logits, Llama-3.1-8B",
+                    "8 generations × 20,480 tokens", 78.3, "GiB", unsloth.gib_of("logits"), True),
+        FigureCheck("unsloth-kv", "Unsloth GRPO blog (Feb 2025)", "KV cache, Llama-3.1-8B, one 20K sequence",
+                    "20,480 tokens × 128 KiB", 2.5, "GiB", gib(kv_cache_bytes(llama8, 20_480)), True),
+        FigureCheck("lora-qwen7b", "memory-figures.md", "LoRA trainable params, Qwen2.5-7B",
+                    "r=16 on q,k,v,o,gate,up,down", 40.4, "M", qwen7.lora_params(16) / 1e6, True),
+        FigureCheck("lora-llama8b", "memory-figures.md", "LoRA trainable params, Llama-3.1-8B",
+                    "r=16 on q,k,v,o,gate,up,down", 41.9, "M", llama8.lora_params(16) / 1e6, True),
+    ]
+    # TRL PR #3162 / vllm #17117: 72B colocated on 32 H100s, util 0.25, TP 16, sleep mode, ZeRO-3.
+    big = estimate(qwen72, resolve_hardware({"profile": "h100-80gb", "gpus": 8, "nodes": 4}), "full", zero_stage=3,
+                   vllm_mode="colocate", vllm_tensor_parallel_size=16, vllm_gpu_memory_utilization=0.25,
+                   vllm_enable_sleep_mode=True, per_device_train_batch_size=1, gradient_accumulation_steps=8,
+                   suggest=False)
+    v = big.vllm
+    assert v is not None
+    setup72 = "Qwen2.5-72B (assumed), 32 × H100, gpu_memory_utilization 0.25, TP 16"
+    out += [
+        FigureCheck("trl3162-vllm-total", "TRL PR #3162 / vllm #17117", "vLLM memory per GPU", setup72, 19.78, "GiB",
+                    v.share_gib, True, "follows from the share's definition (util × total memory)"),
+        FigureCheck("trl3162-vllm-weights", "TRL PR #3162 / vllm #17117", "vLLM weights per GPU", setup72, 8.64, "GiB",
+                    v.weights_gib, True),
+        FigureCheck("trl3162-vllm-kv", "TRL PR #3162 / vllm #17117", "vLLM KV cache per GPU", setup72, 10.74, "GiB",
+                    v.kv_available_gib, True),
+        FigureCheck("trl3162-sleep-freed", "TRL PR #3162 / vllm #17117", "freed by sleep mode per GPU", setup72, 19.51,
+                    "GiB", v.share_gib - v.during_training_gib, True),
+        FigureCheck("trl3162-zero3", "TRL PR #3162 / vllm #17117", "DeepSpeed ZeRO-3 max allocated (GB)",
+                    setup72 + "; batch, lengths and beta unknown", 46.2, "GB",
+                    sum(c.gib for c in big.components if c.key in ("policy_weights", "reference_model", "gradients",
+                                                                    "master_weights", "optimizer", "zero3_gather"))
+                    * GIB / 1e9, False, "ours: ZeRO-3 model states with a reference copy (activations unknown)"),
+    ]
+    # ms-swift #3848: rollouts on another GPU, so the training GPU holds no vLLM share.
+    swift = estimate(qwen3b, resolve_hardware({"profile": "a100-80gb", "gpus": 2}), "lora", lora_r=64,
+                     per_device_train_batch_size=1, gradient_accumulation_steps=8, max_prompt_length=512,
+                     max_completion_length=1024, vllm_mode="server", vllm_gpus=1, beta=0.04, suggest=False)
+    out.append(FigureCheck("msswift3848", "ms-swift #3848", "training-GPU peak, Qwen2.5-3B LoRA r64",
+                           "completion 1024, batch 1, rollouts on another GPU (prompt 512 assumed)", 12.0, "GB",
+                           swift.total_gib * GIB / 1e9, True, "published '~12 GB' (nvidia-smi; allocator cache included)"))
+    # vllm PR #11743: the engine's budget on an H100 at util 0.9 (model not stated).
+    kv_11743 = 0.9 * h100.memory_gib - 9.69 - 2.95 - VLLM_OVERHEAD_GIB
+    out.append(FigureCheck("vllm11743-kv", "vllm PR #11743", "KV cache at util 0.9 on an H100",
+                           "model unknown; its weights 9.69 and activation peak 2.95 GiB taken as given", 57.48, "GiB",
+                           kv_11743, False, f"ours: 0.9 × {h100.memory_gib} − weights − activations − "
+                                           f"overhead {VLLM_OVERHEAD_GIB} (vLLM reports non-torch 1.27)"))
+    out.append(FigureCheck("vllm48337-sleep", "vllm PR #48337", "freed by sleep mode, Qwen3-8B",
+                           "gpu_memory_utilization and GPU unknown", 47.4, "GiB", gib(qwen3_8.params * 2), False,
+                           "ours: its bf16 weights only (the rest is KV, sized by the unknown share)"))
+    # Unsloth #1840 (their kernels: chunked logits, offloaded checkpointing; context unknown): model states only.
+    q06 = estimate(qwen3_06, h100, "qlora", suggest=False)
+    l06 = estimate(qwen3_06, h100, "lora", suggest=False)
+    states = lambda e: sum(e.gib_of(k) for k in ("policy_weights", "adapters", "optimizer"))  # noqa: E731
+    out += [
+        FigureCheck("unsloth1840-4bit", "Unsloth #1840", "max allocated, 0.6B model in 4-bit",
+                    "Unsloth kernels, context unknown", 0.92, "GiB", states(q06), False, "ours: model states only"),
+        FigureCheck("unsloth1840-16bit", "Unsloth #1840", "max allocated, 0.6B model in 16-bit",
+                    "Unsloth kernels, context unknown", 1.81, "GiB", states(l06), False, "ours: model states only"),
+    ]
+    sft = {"3B": ("Qwen/Qwen2.5-3B", 3.5, 8), "7B": ("Qwen/Qwen2.5-7B", 5, 19), "8B": ("meta-llama/Llama-3.1-8B", 6, 22),
+           "14B": ("Qwen/Qwen2.5-14B", 8.5, 33), "32B": ("Qwen/Qwen2.5-32B", 26, 76),
+           "70B": ("meta-llama/Llama-3.1-70B", 41, 164)}
+    for size, (hub, q_gb, l_gb) in sft.items():
+        m = load_model_info(hub)
+        for method, value in (("qlora", q_gb), ("lora", l_gb)):
+            e = estimate(m, h100, method, suggest=False)
+            out.append(FigureCheck(f"unsloth-sft-{size}-{method}", "Unsloth SFT minimums", f"{size} {method} minimum",
+                                   "SFT (not GRPO), sequence and batch unknown", value, "GB", states(e) * GIB / 1e9,
+                                   False, f"ours: {hub} weights + adapter states"))
+    out += [
+        FigureCheck("spark-bound-qwen3-8b", "memory-figures.md (DGX Spark)", "decode bound, Qwen3-8B bf16",
+                    "273 GB/s ÷ bytes per token, one stream", 17.0, "tok/s",
+                    decode_bound_tokens_per_s(qwen3_8, spark.bandwidth_gbs, context_tokens=512), True),
+        FigureCheck("spark-measured-qwen3-8b", "memory-figures.md (DGX Spark)", "measured decode, Qwen3-8B bf16",
+                    "one stream", 13.1, "tok/s", decode_bound_tokens_per_s(qwen3_8, spark.bandwidth_gbs, context_tokens=512),
+                    False, "ours is an upper bound, not an estimate"),
+        FigureCheck("spark-measured-qwen3-32b", "memory-figures.md (DGX Spark)", "measured decode, Qwen3-32B bf16",
+                    "one stream", 3.7, "tok/s", decode_bound_tokens_per_s(qwen3_32, spark.bandwidth_gbs, context_tokens=512),
+                    False, "ours is an upper bound, not an estimate"),
+    ]
+    return out
+
+
+# ----------------------------------------------------------------------------------- references/grpo-memory.md
+
+# The representative model of each scale class in the doc's tables (the larger of each class's bundled
+# configs, so a table row is on the safe side for the class).
+DOC_MODELS: dict[str, str] = {
+    "≤3B": "Qwen/Qwen2.5-3B", "7-8B": "Qwen/Qwen3-8B", "14B": "Qwen/Qwen2.5-14B", "32B": "Qwen/Qwen2.5-32B",
+    "70B": "Qwen/Qwen2.5-72B", "MoE": "Qwen/Qwen3-30B-A3B",
+}
+DOC_HARDWARE: tuple[tuple[str, int], ...] = (
+    ("rtx-4090-24gb", 1), ("a100-40gb", 1), ("l40s-48gb", 1), ("a100-80gb", 1), ("h100-80gb", 1),
+    ("h200-141gb", 1), ("dgx-spark", 1), ("h100-80gb", 8),
+)
+
+
+def _vllm_cell(rec: Recommendation) -> str:
+    if not rec.use_vllm:
+        return "off"
+    if rec.vllm_mode == "server":
+        return f"server, {rec.vllm_gpus} GPU(s)"
+    return f"colocate {rec.vllm_gpu_memory_utilization}"
+
+
+def _doc_row(label: str, rec: Recommendation, chosen: bool) -> str:
+    e = rec.estimate
+    verdict = e.verdict if rec.fits else f"**{e.verdict}**"
+    name = f"**{label}** ←" if chosen else label
+    return (f"| {name} | {rec.per_device_train_batch_size} × {rec.gradient_accumulation_steps} | "
+            f"{'on' if rec.gradient_checkpointing else 'off'} | {rec.optimizer} | {rec.zero_stage or '–'} | "
+            f"{_vllm_cell(rec)} | {'on' if rec.vllm_enable_sleep_mode else 'off'} | {rec.model_dtype} | "
+            f"{e.total_gib:.1f} / {e.memory_gib:.0f} | {verdict} |")
+
+
+def reference_doc() -> str:
+    """The whole of references/grpo-memory.md, generated from :func:`recommend`, :func:`estimate` and
+    :func:`published_checks` (CI fails when the committed file differs)."""
+    from finetune.hardware import PROFILES
+    from finetune.models import bundled_models, load_model_info
+
+    L: list[str] = [
+        "# GRPO memory by model scale class",
+        "",
+        "<!-- Generated by finetune.memory.reference_doc(); `finetune docs` rewrites it, `finetune docs --check` "
+        "fails on drift. Do not edit. -->",
+        "",
+        "Every keyword value below comes from `finetune.memory.recommend()` — the same function the config "
+        "renderer calls (one source of truth) — and every GiB figure from `finetune.memory.estimate()`. For "
+        "your own model, hardware and lengths run:",
+        "",
+        "```bash",
+        "finetune memory runs/<name>/spec.yaml          # writes runs/<name>/memory.md",
+        "finetune memory --model Qwen/Qwen2.5-7B --profile rtx-4090-24gb --method qlora",
+        "```",
+        "",
+        "Setting of every table: the seed's recipe — num_generations 8, 4 prompts (32 completions) per "
+        "generation round, beta 0.01, prompt 512 + completion 1024 tokens, bf16 — on TRL 1.16 with vLLM "
+        "generation. GiB are per training GPU, peak over the generation and training phases of a step; "
+        f"\"fits\" leaves {100 * (1 - FIT_FRACTION):.0f}% for allocator fragmentation "
+        f"({100 * (1 - FIT_FRACTION_UNIFIED):.0f}% on unified memory).",
+        "",
+        "## Scale classes",
+        "",
+        "| class | bundled models (params) | row model | KV / token | LoRA r=16 params |",
+        "|---|---|---|---:|---:|",
+    ]
+    infos = {hub: load_model_info(hub) for hub in bundled_models()}
+    for cls, hub in DOC_MODELS.items():
+        members = ", ".join(f"{h.split('/')[1]} ({i.params / 1e9:.2f} B)" for h, i in infos.items()
+                            if i.scale_class == cls)
+        m = infos[hub]
+        L.append(f"| {cls} | {members} | {hub.split('/')[1]} | {m.kv_bytes_per_token() // 1024} KiB | "
+                 f"{m.lora_params(16) / 1e6:.1f} M |")
+    L += ["", "Classes: dense models below 5 B parameters are \"≤3B\", below 11 B \"7-8B\", below 24 B \"14B\", "
+          "below 50 B \"32B\", above that \"70B\"; a mixture-of-experts model is \"MoE\" whatever its size "
+          "(and is trained with GSPO from the start).", ""]
+
+    L += ["## Recommended values per scale class, method and hardware", "",
+          "Each row is `recommend(model, hardware, method)`; the row marked ← is what `recommend()` picks when "
+          "the spec leaves `method` empty (full fine-tuning over LoRA over QLoRA, the first that fits). "
+          "Columns: micro-batch (`per_device_train_batch_size`) × `gradient_accumulation_steps`, "
+          "`gradient_checkpointing`, `optim`, DeepSpeed ZeRO stage, vLLM mode and `vllm_gpu_memory_utilization` "
+          "(colocate) or the GPUs given to `trl vllm-serve` (server), `vllm_enable_sleep_mode`, the dtype the "
+          "policy is loaded in (`model_init_kwargs`), the peak against memory, and the verdict.", ""]
+    for cls, hub in DOC_MODELS.items():
+        model = infos[hub]
+        L += [f"### {cls} — {hub} ({model.params / 1e9:.2f} B)", ""]
+        for profile, gpus in DOC_HARDWARE:
+            hw = resolve_hardware({"profile": profile, "gpus": gpus})
+            auto = recommend(model, hw)
+            L += [f"**{hw.describe()}**", "",
+                  "| method | batch × accum. | checkpointing | optimizer | ZeRO | vLLM | sleep | weights | "
+                  "peak GiB | verdict |", "|---|---|---|---|---|---|---|---|---|---|"]
+            for method in METHODS:
+                rec = auto if auto.method == method else recommend(model, hw, method)
+                L.append(_doc_row(method, rec, chosen=auto.method == method and auto.fits))
+            L.append("")
+
+    example_model = infos["Qwen/Qwen3-8B"]
+    example = recommend(example_model, resolve_hardware("h100-80gb"), "lora")
+    body = example.estimate.to_markdown().split("\n", 2)[2]
+    L += ["## A worked example: Qwen3-8B, LoRA, one H100", "", body.rstrip(), "", recommendation_markdown(example)
+          .replace("## Recommended values", "### Recommended values").rstrip(), ""]
+
+    L += ["## Formulas (per training GPU)", "",
+          "P = parameters, N = training GPUs under ZeRO-3 (ZeRO-2 shards only gradients and optimizer "
+          "states), B = `per_device_train_batch_size` (completions per micro-batch), T = prompt + completion "
+          "tokens, T_c = completion tokens, V = vocabulary, h = hidden size, L = layers.", "",
+          "| component | bytes | held |", "|---|---|---|",
+          "| policy weights | full, no DeepSpeed: 4·P (fp32; TRL 1.16 loads float32 unless `model_init_kwargs` "
+          "says otherwise, and lr 5e-7 steps vanish in bf16 weights); full under ZeRO: 2·P (bf16; fp32 master "
+          "in the optimizer); LoRA: 2·P (bf16); QLoRA: "
+          f"{QLORA_BYTES_PER_PARAM:.4f}·P_linear + 2·P_rest (NF4 + double-quantized absmax; embeddings, head "
+          "and norms stay bf16) | whole run |",
+          "| reference model | beta > 0 and full fine-tuning: another copy in the policy's dtype (sharded "
+          "under ZeRO-3); LoRA / QLoRA: none — TRL disables the adapters to get reference log-probs | whole run |",
+          "| gradients | full: 4·P (fp32, no DeepSpeed) / 2·P + 4·P/N (ZeRO-2) / 4·P/N (ZeRO-3); LoRA: "
+          "4·P_lora | backward |",
+          "| optimizer states | AdamW: 8 B per trainable parameter (fp32 m, v); 8-bit AdamW: 2 B; "
+          "paged 8-bit: 2 B that may spill to CPU; ZeRO adds fp32 master weights 4·P/N (DeepSpeed: 18·P/N + "
+          "4 × largest layer for ZeRO-3, 4·P + 16·P/N for ZeRO-2) | whole run |",
+          "| LoRA adapters | r·(d_in + d_out) per adapted projection, fp32 (PEFT's autocast_adapter_dtype) | "
+          "whole run |",
+          "| activations | no checkpointing: B·T·L·a with a = 2·(8h + 4·q + 4·kv + 4·I) bytes per token per "
+          "layer (MoE: the k routed experts' MLP); full checkpointing: B·T·(L·2h + a) — each layer keeps its "
+          "input, one layer is recomputed (Korthikanti et al., arXiv 2205.05198) | backward |",
+          "| completion logits | B·T_c·V·4 (bf16 logits + their gradient; TRL keeps completion positions only, "
+          "and 1.16 refuses Liger's fused linear cross-entropy for GRPO, so they are materialised) | backward |",
+          "| vLLM colocate | `vllm_gpu_memory_utilization` × total memory: weights (2·P/TP; 4-bit for QLoRA — "
+          "TRL starts vLLM with bitsandbytes) + activations (TRL's max_num_batched_tokens 4096) + "
+          f"{VLLM_OVERHEAD_GIB} GiB overhead + KV for max_num_seqs = B·TP·steps_per_generation sequences × T "
+          "tokens × 2·L·kv_heads·head_dim·2 B | generation; whole run unless asleep |",
+          f"| vLLM asleep | {VLLM_SLEEP_RESIDUAL_GIB} GiB residual at TP 1 | training |",
+          "| generate KV (no vLLM) | B·steps_per_generation sequences × T × KV/token | generation |",
+          f"| CUDA context | {CUDA_CONTEXT_GIB} GiB per process (context, cuBLAS / NCCL workspaces) | whole run |",
+          "",
+          "vLLM checks at start-up that its share is still free after the policy (and reference) are loaded; "
+          "the estimate flags a share that cannot start. Server mode (`trl vllm-serve`, default share "
+          f"{TRL_SERVER_DEFAULT_UTIL}) takes its GPUs out of training: TRL's generation batch "
+          "(B × training processes × steps_per_generation) must stay divisible by num_generations "
+          "(open-r1#249).", ""]
+
+    checks = published_checks()
+    L += ["## Checked against published figures", "",
+          "Scored rows have a known setup; the error is this estimator's. Unscored rows (setup partly "
+          "unknown, another framework's kernels, SFT rather than GRPO) are shown as reported, with what "
+          "this module says for the part it can size. `benchmarks/bench_memory.py` prints the same rows beside "
+          "accelerate's estimator. Sources: ../shared/reference/memory-figures.md.", "",
+          "| figure | source | setup | published | ours | error | scored |", "|---|---|---|---:|---:|---:|---|"]
+    for c in checks:
+        L.append(f"| {c.what} | {c.source} | {c.setup}{'; ' + c.note if c.note else ''} | {c.published:g} {c.unit} | "
+                 f"{c.ours:.2f} {c.unit} | {100 * c.error:+.1f}% | {'yes' if c.scored else 'no'} |")
+    scored = sorted(abs(c.error) for c in checks if c.scored)
+    median = scored[len(scored) // 2] if len(scored) % 2 else (scored[len(scored) // 2 - 1] + scored[len(scored) // 2]) / 2
+    L += ["", f"Scored: {len(scored)} figures, median |error| {100 * median:.1f}%, largest {100 * scored[-1]:.1f}%.", ""]
+
+    L += ["## vLLM sleep mode", "",
+          "- `vllm_enable_sleep_mode=True` (colocate only) puts the engine to sleep between generation rounds. "
+          "Level 1 offloads the weights to CPU RAM and discards the KV cache; level 2 discards both (weights are "
+          "reloaded / re-synced on wake). TRL 1.16 uses level 2 and wakes the weights first, then the KV cache "
+          "(trl/generation/vllm_generation.py).",
+          "- Measured: Qwen3-8B freed 47.4 GiB; waking took 2.2 s at level 1 and 6.5 s at level 2; about "
+          f"{VLLM_SLEEP_RESIDUAL_GIB} GiB stays at TP 1 (vllm PR #48337). 72B on 32 GPUs at share 0.25: sleep "
+          "freed 19.51 of 19.78 GiB per GPU (TRL PR #3162 / vllm #17117).",
+          "- `PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True` defeats it (vllm's CuMem allocator cannot release "
+          "memory mapped that way); a weight-sync regression after wake-up was trl#5312 — check that rewards "
+          "move after the first step.",
+          "- Sleep mode trades seconds per step (the wake-up) for the whole share during the backward pass: "
+          "`recommend()` turns it on only when the training peak does not fit beside the awake engine.", ""]
+    L += ["## Long-context RL: Unsloth's chunking", "",
+          "Logits dominate long completions: Llama-3.1-8B with 8 generations × 20,480 tokens needs "
+          f"{gib(logits_bytes(8, 20_480, 128_256)):.1f} GiB for them alone (2 × 2 B × 8 × 20,480 × 128,256) "
+          f"against a KV cache of {gib(20_480 * 128 * 1024):.1f} GiB for one such sequence (Unsloth GRPO blog, "
+          "Feb 2025, https://unsloth.ai/blog/grpo). Unsloth avoids materialising them: the log-softmax of the "
+          "selected tokens is computed chunk by chunk over the sequence, fused with the lm_head matmul, so only "
+          "one chunk's logits exist at a time; it also offloads checkpointed activations to CPU RAM "
+          "asynchronously and lets vLLM and the trainer share the weights. TRL 1.16 has no such path for GRPO "
+          "(it refuses Liger's fused linear cross-entropy), so here the levers are a smaller micro-batch "
+          "(logits scale with B) and shorter completions (`finetune memory` lists both with their savings).",
+          ""]
+    spark = PROFILES["dgx-spark"]
+    L += ["## DGX Spark", "",
+          f"{spark.label}: {spark.memory_gib} GiB visible to the GPU of 128 GB unified LPDDR5x at "
+          f"{spark.bandwidth_gbs:.0f} GB/s. Memory is plentiful; bandwidth is not. Decoding reads every active "
+          "weight once per step and each stream's KV cache, so tokens/s ≤ bandwidth ÷ bytes read per token:", "",
+          "| model | one stream (bf16) | 32 streams at 1,024-token context (bf16) |", "|---|---:|---:|"]
+    for hub in ("Qwen/Qwen3-0.6B", "Qwen/Qwen2.5-3B", "Qwen/Qwen3-8B", "Qwen/Qwen2.5-14B", "Qwen/Qwen3-32B",
+                "Qwen/Qwen3-30B-A3B", "meta-llama/Llama-3.1-70B"):
+        m = infos[hub]
+        one = decode_bound_tokens_per_s(m, spark.bandwidth_gbs, context_tokens=512)
+        many = decode_bound_tokens_per_s(m, spark.bandwidth_gbs, context_tokens=1024, streams=32)
+        L.append(f"| {hub} | ≤ {one:.1f} tok/s | ≤ {many:.0f} tok/s |")
+    L += ["", "Measured there: Qwen3-8B bf16 13.1 tok/s (bound ~17), Qwen3-32B 3.7 tok/s "
+          "(memory-figures.md). GRPO rollouts are decode-bound on this machine: prefer small models, short "
+          "completions and many streams per step (the weights are read once per step for all of them); an MoE "
+          "model reads only its active experts.", "",
+          "A GPU out-of-memory on unified memory can freeze the whole machine rather than kill one process: "
+          f"`recommend()` keeps {100 * (1 - FIT_FRACTION_UNIFIED):.0f}% free there, and the OS, Python and the "
+          "reward functions share the same pool (watch `free -g`, not only nvidia-smi). When the dgx-spark-ops "
+          "plugin is installed, follow its skills for the memory / thermal fix ladder this table does not cover.",
+          ""]
+    return "\n".join(L)

@@ -13,7 +13,7 @@ import functools
 import json
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -190,11 +190,51 @@ def load_model_info(model: str, model_config: str | None = None, base_dir: str |
     ``model`` is a hub id or a path (relative paths resolve against ``base_dir``, the spec's folder).
     ``model_config`` (a config.json path, a model folder or a bundled hub id) takes precedence. A model
     with no config to be found is a UserError naming the ``model_config:`` field to set. Results are
-    cached per config file and modification time.
+    cached in-process (per file and modification time) and on disk (per config content and
+    transformers version, see :func:`cache_dir`), so a repeated estimate skips importing torch.
     """
     path = resolve_config_path(model, model_config, base_dir).resolve()
     display = model if not _looks_like_path(model) else Path(model).name or model
-    return _load_cached(str(path), path.stat().st_mtime_ns, display)
+    return replace(_load_cached(str(path), path.stat().st_mtime_ns), name=display)
+
+
+def cache_dir() -> Path | None:
+    """Where computed ModelInfo is kept: $FINETUNE_CACHE_DIR (``off`` disables), else
+    $XDG_CACHE_HOME/llm-finetuning/model-info (~/.cache/...)."""
+    import os
+
+    configured = os.environ.get("FINETUNE_CACHE_DIR")
+    if configured is not None:
+        return None if configured.strip().lower() in ("", "off", "0", "none") else Path(configured)
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "llm-finetuning" / "model-info"
+
+
+def _disk_key(raw_bytes: bytes) -> str:
+    import hashlib
+    from importlib.metadata import version
+
+    return hashlib.sha256(raw_bytes + f"|transformers={version('transformers')}|v1".encode()).hexdigest()[:32]
+
+
+def _from_disk(path: Path) -> ModelInfo | None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        data["linear_groups"] = tuple(LinearGroup(**g) for g in data["linear_groups"])
+        return ModelInfo(**data)
+    except (OSError, ValueError, TypeError, KeyError):
+        return None  # absent, corrupt or from an older layout: recompute
+
+
+def _to_disk(path: Path, info: ModelInfo) -> None:
+    from dataclasses import asdict
+
+    from finetune import atomic
+
+    try:
+        atomic.write_json(path, asdict(info))
+    except OSError:
+        pass  # a read-only home is no reason to fail an estimate
 
 
 def _read_config(path: str) -> dict[str, Any]:
@@ -211,9 +251,22 @@ def _read_config(path: str) -> dict[str, Any]:
 
 
 @functools.lru_cache(maxsize=64)
-def _load_cached(path: str, mtime_ns: int, display: str) -> ModelInfo:
+def _load_cached(path: str, mtime_ns: int) -> ModelInfo:
     del mtime_ns  # part of the cache key only: an edited config is re-read
     raw = _read_config(path)
+    folder = cache_dir()
+    disk = folder / f"{_disk_key(Path(path).read_bytes())}.json" if folder else None
+    if disk is not None and disk.is_file():
+        cached = _from_disk(disk)
+        if cached is not None:
+            return replace(cached, source=path)
+    info = _compute(raw, path)
+    if disk is not None:
+        _to_disk(disk, info)
+    return info
+
+
+def _compute(raw: dict[str, Any], path: str) -> ModelInfo:
     import logging
 
     import torch
@@ -228,7 +281,7 @@ def _load_cached(path: str, mtime_ns: int, display: str) -> ModelInfo:
         raise UserError(f"transformers {transformers.__version__} cannot read this config: {exc}", where=path,
                         fix="check model_type / architectures, or pass a config this transformers supports") from None
     model = _build_on_meta(config, path, torch)
-    return _inventory(model, config, raw, display, path)
+    return _inventory(model, config, raw, Path(path).parent.name, path)
 
 
 def _build_on_meta(config, path: str, torch):
