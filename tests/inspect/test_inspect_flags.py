@@ -57,3 +57,12 @@ def test_flag_ids_are_attached_to_scored_rows(cli, make_run):
     ids = set(flags["correct_without_answer:correctness"]["sample_ids"])
     rows = [json.loads(line) for line in (run / "scored.jsonl").read_text().splitlines()]
     assert ids and ids == {r["id"] for r in rows if "correct_without_answer:correctness" in r["flags"]}
+
+
+def test_async_reward_functions_are_awaited(cli, make_run):
+    run = make_run("good")
+    _patch(run, "def correctness(prompts, completions, answer, **kwargs):",
+           "async def correctness(prompts, completions, answer, **kwargs):")
+    assert _flags(cli, run) == {}
+    rows = [json.loads(line) for line in (run / "scored.jsonl").read_text().splitlines()]
+    assert rows[0]["rewards"]["correctness"] == 1.0

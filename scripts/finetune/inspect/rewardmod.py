@@ -8,6 +8,7 @@ gate judges the very calls training will make.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import importlib.util
 import itertools
@@ -146,6 +147,8 @@ def _call(func: Callable[..., Any], items: list[dict[str, Any]]) -> list[float |
         log_extra=lambda column, values: extra.setdefault(column, list(values)),
         log_metric=lambda name, value: metrics.__setitem__(name, value),
     )
+    if asyncio.iscoroutine(out):  # TRL also accepts async reward functions
+        out = asyncio.run(out)
     if out is None or not hasattr(out, "__len__") or isinstance(out, (str, bytes, dict)):
         raise TypeError(f"returned {type(out).__name__}, not a list with one value per completion")
     out = list(out)
