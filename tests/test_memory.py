@@ -147,7 +147,7 @@ def test_suggestions_are_re_estimated_and_ordered(qwen7b):
         if sug.action.startswith("twice the GPUs"):
             continue
         kw = dict(est.settings)
-        kw.pop("_round_seqs")
+        kw.pop("round_sequences")
         kw.update(sug.change)
         after = estimate(qwen7b, est.hardware, suggest=False, **kw)
         assert sug.total_after_gib == pytest.approx(after.total_gib)
@@ -302,3 +302,11 @@ def test_published_checks_meet_the_targets():
     assert len(scored) >= 8
     assert scored[len(scored) // 2] <= 0.15 and scored[-1] <= 0.35
     assert {c.key for c in checks} >= {"unsloth-logits", "unsloth-kv", "msswift3848", "trl3162-vllm-kv"}
+
+
+def test_spec_can_pin_colocate_or_server(qwen7b):
+    colocate = recommend(qwen7b, resolve_hardware({"profile": "h100-80gb", "gpus": 4, "vllm_gpus": 0}), "lora")
+    assert colocate.vllm_mode == "colocate" and colocate.training_processes == 4
+    server = recommend(qwen7b, resolve_hardware({"profile": "h100-80gb", "gpus": 4, "vllm_gpus": 2}), "lora")
+    assert server.vllm_mode == "server" and server.vllm_gpus == 2 and server.training_processes == 2
+    assert recommend(qwen7b, resolve_hardware({"profile": "h100-80gb", "gpus": 4}), "lora").vllm_mode == "server"

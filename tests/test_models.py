@@ -67,14 +67,12 @@ def test_hub_id_variants_resolve_to_the_bundled_base_config():
 
 
 def test_local_model_folder(tiny_model_dir):
-    import torch
     from transformers import AutoModelForCausalLM
 
     info = load_model_info(str(tiny_model_dir))
     real = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
     assert info.params == sum(p.numel() for p in real.parameters())
     assert info.tied and info.layers == 2 and info.hidden == 64
-    del torch
 
 
 def test_local_moe_folder(tiny_moe_model_dir):

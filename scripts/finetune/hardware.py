@@ -149,5 +149,5 @@ def resolve_hardware(spec: Any = None) -> Hardware:
         if vllm_gpus >= gpus * nodes and vllm_gpus:
             raise UserError(f"vllm_gpus={vllm_gpus} leaves no GPU to train on ({gpus * nodes} in all)",
                             where="hardware.vllm_gpus", fix="give vLLM fewer GPUs than the run has")
-    return Hardware(profile=profile, gpus=max(gpus, 1) if not profile.is_cpu else max(gpus, 1),
-                    nodes=nodes, memory_gib=float(memory), vllm_gpus=vllm_gpus)
+    # a CPU run is one process whatever `gpus` says (0 is the natural spelling there)
+    return Hardware(profile=profile, gpus=max(gpus, 1), nodes=nodes, memory_gib=float(memory), vllm_gpus=vllm_gpus)

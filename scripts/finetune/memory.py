@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Iterable, Literal
 
 from finetune.errors import UserError
-from finetune.hardware import Hardware, get_profile, resolve_hardware
+from finetune.hardware import Hardware, resolve_hardware
 from finetune.models import ModelInfo
 
 GIB = 2**30
@@ -294,7 +294,7 @@ class Estimate:
         if self.decode_tokens_per_s:
             lines += ["", f"Decode bound on {self.hardware.profile.name} ({self.hardware.bandwidth_gbs:.0f} GB/s): "
                       f"≤ {self.decode_single_stream_tokens_per_s:.1f} tokens/s for one stream, ≤ "
-                      f"{self.decode_tokens_per_s:.0f} tokens/s for a round of {s['_round_seqs']} streams "
+                      f"{self.decode_tokens_per_s:.0f} tokens/s for a round of {s['round_sequences']} streams "
                       "(bandwidth ÷ bytes read per step: active weights + each stream's KV)."]
         if self.suggestions:
             lines += ["", "## What would lower it (each alone, re-estimated)", "",
@@ -447,13 +447,17 @@ def estimate(model: ModelInfo, hardware: Hardware, method: str = "lora", *, num_
             add("ddp_buckets", "DDP gradient buckets", wbytes * P, f"{_b(P)} × {wbytes} B (flat all-reduce copy)",
                 "training")
     # --- training forward / backward
-    add("activations", "activations" + (" (gradient checkpointing)" if gradient_checkpointing else ""),
-        activation_bytes(model, B, T, gradient_checkpointing),
+    act_scale = 2 if cpu else 1  # no bf16 autocast on CPU: activations and logits are fp32
+    add("activations", "activations" + (" (gradient checkpointing)" if gradient_checkpointing else "")
+        + (" fp32" if cpu else ""), act_scale * activation_bytes(model, B, T, gradient_checkpointing),
         (f"B {B} × T {T} × (layers {model.layers} × 2h + one layer {layer_activation_bytes_per_token(model)} B)"
          if gradient_checkpointing else
          f"B {B} × T {T} × layers {model.layers} × {layer_activation_bytes_per_token(model)} B"), "training")
-    add("logits", "completion logits + their gradient", logits_bytes(B, Tc, model.vocab),
-        f"B {B} × T_completion {Tc} × V {model.vocab} × 4 B", "training")
+    add("logits", "completion logits + their gradient", act_scale * logits_bytes(B, Tc, model.vocab),
+        f"B {B} × T_completion {Tc} × V {model.vocab} × {4 * act_scale} B", "training")
+    if model.is_vlm:
+        warnings.append("vision-language model: image tokens and the vision tower's activations are not sized "
+                        "here (text tokens only); VLM RL is reference-only in this plugin")
     # --- generation
     round_seqs = B * steps_per_generation  # completions one process generates per round
     vllm: VllmBudget | None = None
@@ -537,7 +541,7 @@ def estimate(model: ModelInfo, hardware: Hardware, method: str = "lora", *, num_
                     vllm_tensor_parallel_size=tp, vllm_gpus=vllm_gpus if server else None,
                     gradient_checkpointing=gradient_checkpointing, optimizer=optimizer, zero_stage=zero_stage,
                     lora_r=lora_r if method != "full" else None, lora_target_modules=lora_target_modules,
-                    model_dtype=model_dtype, _round_seqs=round_seqs)
+                    model_dtype=model_dtype, round_sequences=round_seqs)
     est = Estimate(model=model, hardware=hardware, settings=settings, components=tuple(comps), vllm=vllm,
                    training_peak_gib=training_peak, generation_peak_gib=generation_peak,
                    warnings=tuple(warnings), problems=tuple(problems), decode_tokens_per_s=decode,
@@ -570,7 +574,7 @@ def _round_up(x: float, step: float = 0.05) -> float:
 
 def _kwargs_of(est: Estimate) -> dict[str, Any]:
     s = dict(est.settings)
-    s.pop("_round_seqs", None)
+    s.pop("round_sequences", None)
     s["lora_r"] = s["lora_r"] or 16
     s["vllm_mode"] = s["vllm_mode"] or "colocate"
     if s["vllm_gpu_memory_utilization"] is None:
@@ -733,8 +737,8 @@ def recommend(model: ModelInfo, hardware: Hardware, method: str | None = None, *
     mode: str | None = None
     vllm_gpus: int | None = None
     if not cpu:
-        if hardware.vllm_gpus:
-            mode, vllm_gpus = "server", hardware.vllm_gpus
+        if hardware.vllm_gpus is not None:  # the spec decided: 0 = colocate, n = `trl vllm-serve` on n GPUs
+            mode, vllm_gpus = ("server", hardware.vllm_gpus) if hardware.vllm_gpus else ("colocate", None)
         elif hardware.total_gpus > 1:
             tp = _server_tp(model, hardware, methods[0], T)
             mode, vllm_gpus = ("server", tp) if tp else ("colocate", None)
@@ -1378,9 +1382,9 @@ def reference_doc() -> str:
           "- Measured: Qwen3-8B freed 47.4 GiB; waking took 2.2 s at level 1 and 6.5 s at level 2; about "
           f"{VLLM_SLEEP_RESIDUAL_GIB} GiB stays at TP 1 (vllm PR #48337). 72B on 32 GPUs at share 0.25: sleep "
           "freed 19.51 of 19.78 GiB per GPU (TRL PR #3162 / vllm #17117).",
-          "- `PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True` defeats it (vllm's CuMem allocator cannot release "
-          "memory mapped that way); a weight-sync regression after wake-up was trl#5312 — check that rewards "
-          "move after the first step.",
+          "- `PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True` defeats it (memory-figures.md, from vllm PR "
+          "#48337); a sleep-mode weight-sync regression was trl#5312 — check that rewards move after the first "
+          "step.",
           "- Sleep mode trades seconds per step (the wake-up) for the whole share during the backward pass: "
           "`recommend()` turns it on only when the training peak does not fit beside the awake engine.", ""]
     L += ["## Long-context RL: Unsloth's chunking", "",
