@@ -57,9 +57,10 @@ Isolation levels (ordered; ``Isolation.level`` is the best the host grants)
 ``namespaces``   + fresh PID, network, mount, IPC and UTS namespaces per execution: the candidate is
                  PID 1 of its namespace, so every descendant dies with it; no network (no interface
                  is up); the file system is read-only except tmpfs mounts (its work dir sized
-                 ``disk_mb``, /tmp, /var/tmp, /dev/shm) that vanish with it; ``hide_paths`` (the
-                 trusted side's working dir and HOME, /root, /home by default) are covered by empty
-                 tmpfs. Needs root with CAP_SYS_ADMIN (docker: ``--cap-add SYS_ADMIN`` or
+                 ``disk_mb``, /tmp, /var/tmp, /dev/shm) that vanish with it; the trusted side's
+                 working dir (a run dir: dataset, expected outputs), HOME, /root, /home, /mnt,
+                 /data, /workspace ... and any ``hide_paths`` are covered by empty tmpfs (the
+                 interpreter's own sys.path inside them is bound back read-only). Needs root with CAP_SYS_ADMIN (docker: ``--cap-add SYS_ADMIN`` or
                  ``--privileged``).
 """
 
@@ -147,10 +148,20 @@ class Isolation:
         return f"sandbox isolation: {self.level}{extra}"
 
 
-def _libc():
-    import ctypes
+_LIBC: list = []
 
-    return ctypes, ctypes.CDLL(None, use_errno=True)
+
+def _libc():
+    """(ctypes, libc), loaded once — in the zygote, before it forks: loading costs ~10 ms per process."""
+    if not _LIBC:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        for name in ("unshare", "mount", "prctl"):
+            getattr(libc, name)
+        libc.getpid()
+        _LIBC.extend((ctypes, libc))
+    return _LIBC[0], _LIBC[1]
 
 
 def _check(ctypes, rc: int, what: str) -> None:
@@ -313,7 +324,11 @@ def _plan_hidden(hide_paths: Sequence[str], needed: Sequence[str]) -> list[tuple
         current = "/"
         for part in path.strip("/").split("/"):
             current = os.path.join(current, part)
-            if not os.stat(current).st_mode & stat.S_IXOTH:
+            try:
+                traversable = os.stat(current).st_mode & stat.S_IXOTH
+            except OSError:
+                break
+            if not traversable:
                 roots.add(current)
                 break
     roots = {r for r in roots if not any(r != o and under(r, o) for o in roots)}
@@ -683,11 +698,9 @@ def _execute(req: dict, cfg: dict, base_dir: str, seq: int) -> dict:
             # read what is still buffered.
             kill_all()
             drain_deadline = min(deadline, time.monotonic() + 0.5)
-    if not exited:
+    if not exited:  # every other way out of the loop has already called kill_all()
         kill_all()
         reap(block=True)
-    if level == "unprivileged":
-        _kill_uid(uid)
     for fd in list(caps) + ([pidfd] if pidfd is not None else []):
         try:
             os.close(fd)
@@ -724,6 +737,8 @@ def _zygote_main(cfg: dict) -> None:
             pass
     import resource  # noqa: F401 - imported before the snapshot: the child needs it
 
+    _libc()
+
     cfg["hidden"] = _plan_hidden(cfg.get("hide_paths", ()), sys.path)
     _snapshot_pristine()
     base_dir = tempfile.mkdtemp(prefix="sandbox-", dir=cfg.get("tmp_root"))
@@ -746,32 +761,26 @@ def _zygote_main(cfg: dict) -> None:
         for line in sys.stdin.buffer:
             seq += 1
             req = json.loads(line)
-            r, w = os.pipe()
             guard = os.fork()
             if guard == 0:
-                os.close(r)
+                # The guard answers the trusted side directly (one hop less); it exits 0 only after
+                # the whole line is written, so the zygote knows when to answer in its place.
                 try:
                     report = _execute(req, cfg, base_dir, seq)
                 except BaseException as exc:  # noqa: BLE001 - the guard must always answer
                     report = {"error": f"sandbox guard failed: {_exception_line(exc)}"}
-                data = json.dumps(report).encode()
-                while data:
-                    data = data[os.write(w, data):]
-                os._exit(0)
-            os.close(w)
-            chunks = []
-            while True:
-                chunk = os.read(r, 1 << 16)
-                if not chunk:
-                    break
-                chunks.append(chunk)
-            os.close(r)
-            os.waitpid(guard, 0)
-            payload = b"".join(chunks)
-            if not payload:
-                payload = json.dumps({"error": "sandbox guard died without a report"}).encode()
-            out.write(payload + b"\n")
-            out.flush()
+                code = 1
+                try:
+                    data = json.dumps(report).encode() + b"\n"
+                    while data:
+                        data = data[os.write(1, data):]
+                    code = 0
+                finally:
+                    os._exit(code)
+            _, status = os.waitpid(guard, 0)
+            if status != 0:
+                # A partial line may precede this one; the trusted side then restarts this zygote.
+                send({"error": f"sandbox guard died (wait status {status})"})
     finally:
         if level == "unprivileged":
             _kill_uid(cfg["uid"])
@@ -1094,7 +1103,8 @@ def _judge_steps(report: dict, token: str, test_indices: list[int], judge) -> tu
     for index in test_indices:
         rec = by_index.get(index)
         if rec is None:
-            statuses.append(failure or ("exited_early" if not done else "failed"))
+            died = "crashed" if report.get("signal") else "exited_early"
+            statuses.append(failure or (died if not done else "failed"))
             continue
         ok, why = judge(index, rec)
         statuses.append("passed" if ok else "failed")
@@ -1200,7 +1210,8 @@ class _Zygote:
         except (ProcessLookupError, PermissionError):
             pass
         self.proc.wait()
-        if self.pool.isolation_level == "unprivileged":
+        if self.pool.isolation_level != "process":
+            # A namespace's init outlives its killed guard: take down everything under the slot's uid.
             _sweep_uid_subprocess(self.pool._python, self.uid)
         self.proc = None
 
@@ -1233,8 +1244,10 @@ def _zygote_env() -> dict:
 
 def _default_hide_paths() -> list[str]:
     """The trusted side's working dir (a run dir holds the dataset and its expected outputs), HOME,
-    /root and /home; the interpreter's own paths inside them are bound back (``_plan_hidden``)."""
-    return [os.getcwd(), os.path.expanduser("~"), "/root", "/home"]
+    /root, /home and the usual data mounts; the interpreter's own paths inside them are bound back
+    (``_plan_hidden``). Pass ``hide_paths`` to add a dataset directory that lives elsewhere."""
+    return [os.getcwd(), os.path.expanduser("~"), "/root", "/home", "/mnt", "/media", "/srv", "/data",
+            "/datasets", "/workspace", "/opt/ml"]
 
 
 _SENTINEL = object()
@@ -1275,7 +1288,7 @@ class SandboxPool:
         self._limits = {"memory_mb": memory_mb, "max_output_bytes": max_output_bytes, "disk_mb": disk_mb,
                         "max_processes": max_processes, "max_open_files": max_open_files}
         self._level_wanted = isolation
-        self._hide_paths = list(hide_paths) if hide_paths is not None else _default_hide_paths()
+        self._hide_paths = _default_hide_paths() + [os.path.abspath(p) for p in hide_paths or ()]
         self._tmp_root, self._python = tmp_root, python or sys.executable
         self._preimport = tuple(preimport)
         self._uid_base = _UID_BASE + (os.getpid() % (1 << 22)) * _UID_BLOCK
