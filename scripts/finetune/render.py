@@ -174,25 +174,11 @@ def _estimate(model_info, hardware, spec, rec, kw: dict[str, "Setting"], topo: "
 
 
 def _verify_gate(run_dir: Path, spec) -> tuple[bool, str, Optional[dict[str, Any]]]:
-    """(holds, reason, record). A PASS record holds only while every bound hash still matches."""
-    from finetune import hashing
+    """(holds, reason, record): a PASS record holds only while every bound hash still matches."""
+    from finetune.inspect.gate import verify_gate
 
-    path = run_dir / rundir.GATE
-    if not path.is_file():
-        return False, f"no gate record at {path}: run Phase 1 (`finetune inspect gate {run_dir}`) first", None
-    try:
-        record = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        return False, f"unreadable gate record {path}: {exc}", None
-    if record.get("status") != "PASS":
-        return False, f"the gate record {path} says {record.get('status')!r}, not PASS: fix the rewards first", record
-    current = hashing.bound_hashes(run_dir, spec.reward_section())
-    recorded = record.get("hashes") or {}
-    changed = sorted(k for k in set(current) | set(recorded) if current.get(k) != recorded.get(k))
-    if changed:
-        return False, (f"the gate PASS in {path} no longer holds: {', '.join(changed)} changed since it was "
-                       "recorded; re-run Phase 1 for these rewards"), record
-    return True, "PASS record holds for these exact rewards", record
+    check = verify_gate(run_dir, spec)
+    return check.ok, check.reason, check.record
 
 
 # ----------------------------------------------------------------------------------------------
@@ -308,7 +294,8 @@ def _topology(spec, hw, rec) -> Topology:
                         "(server mode: generation and training do not contend for one device)")
     return Topology(profile, h.nodes, h.gpus, True, "server", vllm_gpus, h.nodes - 1, h.gpus,
                     f"{h.nodes} nodes × {h.gpus} GPUs: node 0 serves generation (`trl vllm-serve`, tensor "
-                    f"parallel {vllm_gpus}), nodes 1..{h.nodes - 1} train ({(h.nodes - 1) * h.gpus} processes)")
+                    f"parallel {vllm_gpus}), " + (f"nodes 1..{h.nodes - 1}" if h.nodes > 2 else "node 1")
+                    + f" train{'s' if h.nodes == 2 else ''} ({(h.nodes - 1) * h.gpus} processes)")
 
 
 def _check_tp(vllm_gpus: int, heads: Optional[int]) -> None:
@@ -355,6 +342,12 @@ def _check_batch(plan_kwargs: dict[str, Setting], topo: Topology, spec) -> None:
     n = topo.training_processes
     if (pdbs * n * spg) % g:
         fixes = nearest_valid_batches(pdbs, ga, spg, n, g, spg_is_ga=spg == ga)
+        if topo.nodes == 1 and topo.vllm_mode == "server":
+            # or give generation a different number of GPUs, which changes the training process count
+            for v in sorted(range(0, topo.gpus_per_node), key=lambda v: abs(v - topo.vllm_gpus)):
+                if v != topo.vllm_gpus and (pdbs * (topo.gpus_per_node - v) * spg) % g == 0:
+                    fixes.append(f"hardware.vllm_gpus: {v}" + (" (vLLM colocated)" if v == 0 else ""))
+                    break
         where = "training.per_device_train_batch_size"
         raise UserError(
             f"generation batch ({pdbs} per device × {n} training processes × {spg} steps per generation = "
@@ -639,7 +632,8 @@ def build_plan(spec, run_dir: Path, *, preview: bool = False, no_gate: bool = Fa
         else:
             vllm["vllm_server_host"] = Setting("127.0.0.1" if topo.nodes == 1 else "VLLM_HOST",
                                                "the vllm-serve process on this node" if topo.nodes == 1 else
-                                               "node 0's address, passed by launch.sh (--vllm-server-host)")
+                                               "placeholder for node 0's address: launch.sh passes it to train.py "
+                                               "(--vllm-server-host); with `trl grpo` pass --vllm_server_host")
             vllm["vllm_server_port"] = Setting(VLLM_SERVER_PORT, "launch.sh starts `trl vllm-serve` on this port")
             vllm["vllm_server_timeout"] = Setting(600.0, "large models take minutes to load in vllm-serve")
     section("generation (vLLM)" if topo.use_vllm else "generation (transformers; no vLLM on a CPU target)", vllm)
@@ -845,7 +839,7 @@ def skill_recipe_block() -> str:
     with tempfile.TemporaryDirectory() as tmp:
         plan = build_plan(spec, Path(tmp), no_gate=True)
         plan.no_gate = False  # the skill shows the gated script
-        train_py = render_files(plan)["train.py"]
+        train_py = _env().get_template("train.py.j2").render(**_context(plan))
     m = re.search(re.escape(RECIPE_START) + r"[^\n]*\n(.*?)\n[ \t]*" + re.escape(RECIPE_END), train_py, re.S)
     assert m, "train.py.j2 lost its recipe markers"
     import textwrap

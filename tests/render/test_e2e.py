@@ -79,3 +79,14 @@ def test_train_py_under_accelerate_two_processes(rendered_run):
           "--mixed_precision", "no", "--dynamo_backend", "no", "config/train.py", "--cpu", "--max-steps", "2"],
          rendered_run, timeout=400)
     _assert_reward_logs(rendered_run / "train" / "trainer_state.json")
+
+
+def test_lora_render_trains_on_cpu(tmp_path, tiny_model_dir):
+    from finetune.cli import main
+
+    run = tmp_path / "lora"
+    spec = write_run(run, str(tiny_model_dir), method="lora", lora={"r": 4, "alpha": 8, "target_modules": "all-linear"})
+    assert main(["config", "render", str(spec), "--no-gate"]) == 0
+    assert "LoraConfig(r=4" in (run / "config" / "train.py").read_text()
+    _run([sys.executable, "config/train.py", "--cpu", "--max-steps", "2"], run)
+    _assert_reward_logs(run / "train" / "trainer_state.json")

@@ -1,0 +1,204 @@
+#!/usr/bin/env python3
+"""GRPO training for run 'tiny-e2e' (variant: grpo), rendered by llm-finetuning 0.1.0.
+
+Re-render with `finetune config render` instead of editing: every value was validated for
+one GPU: vLLM colocated with training (the seed's single-GPU default).
+Standalone: needs only trl==1.16.0 (with transformers, accelerate, datasets, vllm)
+and the rendered rewards.py beside the run; it never imports the llm-finetuning plugin.
+
+    python config/train.py                      # as launch.sh runs it (or under `accelerate launch`)
+    python config/train.py --cpu --max-steps 2  # smoke test on a CPU box: no vLLM, no bf16
+
+!!! RENDERED WITH --no-gate, FOR TESTS ONLY: these rewards never passed the Phase 1 gate. !!!
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import sys
+from pathlib import Path
+
+RUN_DIR = Path(__file__).resolve().parent.parent
+MODEL = 'Qwen/Qwen3-1.7B'  # relative paths are relative to the run directory
+DATASET = {'format': 'jsonl', 'path': 'data/train.jsonl', 'split': 'train', 'prompt_column': 'prompt'}
+SYSTEM_PROMPT = None
+REWARD_NAMES = ['format_ok', 'correct']  # TRL logs rewards/<name>/mean
+REWARD_WEIGHTS_RENDERED = [0.2, 1.0]
+
+# --- the Phase 1 gate record this config relies on (DESIGN.md contract 5) ---
+GATE_REQUIRED = False
+GATE_HASHES = {}
+REWARD_SECTION_SHA256 = '321019e4220ce1d89d4838797fe5040337d118def58aea6bce3f4146d7f0d0b8'  # sha256 of the spec's reward section (weights included)
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def bound_hashes(run_dir: Path) -> dict:
+    """What the gate binds: rewards.py, each rewards_*.py, scored.jsonl, verdicts.jsonl, the reward section."""
+    files = [run_dir / "rewards.py"] if (run_dir / "rewards.py").is_file() else []
+    files += sorted(p for p in run_dir.glob("rewards_*.py") if p.is_file())
+    out = {p.name: sha256_file(p) for p in files}
+    for name in ("scored.jsonl", "verdicts.jsonl"):
+        if (run_dir / name).is_file():
+            out[name] = sha256_file(run_dir / name)
+    out["spec:rewards"] = REWARD_SECTION_SHA256
+    return out
+
+
+def check_gate() -> None:
+    """Refuse to train unless the PASS gate record still binds exactly these rewards."""
+    if not GATE_REQUIRED:
+        print("!" * 78 + "\n!!! --no-gate: training on rewards that NEVER passed the Phase 1 gate (tests only)\n"
+              + "!" * 78, file=sys.stderr)
+        return
+    path = RUN_DIR / "gate.json"
+    try:
+        gate = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        sys.exit(f"refusing to train: no readable gate record at {path} ({exc})")
+    if gate.get("status") != "PASS":
+        sys.exit(f"refusing to train: {path} says {gate.get('status')!r}, not PASS")
+    if gate.get("hashes") != GATE_HASHES:
+        sys.exit(f"refusing to train: {path} changed since this config was rendered; re-render config/")
+    current = bound_hashes(RUN_DIR)
+    changed = sorted(k for k in set(current) | set(GATE_HASHES) if current.get(k) != GATE_HASHES.get(k))
+    if changed:
+        sys.exit(f"refusing to train: {', '.join(changed)} changed since the gate PASSed; re-run Phase 1")
+
+
+def load_train_dataset():
+    from datasets import load_dataset, load_from_disk
+
+    path = str(Path(DATASET["path"]) if Path(DATASET["path"]).is_absolute() else RUN_DIR / DATASET["path"])
+    if DATASET["format"] == "hf_disk":
+        dataset = load_from_disk(path)
+        dataset = dataset[DATASET["split"]] if hasattr(dataset, "keys") else dataset
+    else:
+        builder = {"jsonl": "json", "parquet": "parquet"}[DATASET["format"]]
+        dataset = load_dataset(builder, data_files=path, split="train")
+    if DATASET["prompt_column"] != "prompt":
+        dataset = dataset.rename_column(DATASET["prompt_column"], "prompt")
+    if SYSTEM_PROMPT:
+        def with_system(row):
+            prompt = row["prompt"]
+            if isinstance(prompt, str):
+                prompt = [{"role": "user", "content": prompt}]
+            return {"prompt": [{"role": "system", "content": SYSTEM_PROMPT}] + list(prompt)}
+        dataset = dataset.map(with_system)
+    return dataset
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cpu", action="store_true", help="smoke test on CPU: use_cpu, no bf16, no vLLM")
+    parser.add_argument("--max-steps", type=int, default=-1, help="stop after N optimiser steps")
+    args, _ = parser.parse_known_args(argv)
+    cpu = args.cpu
+    os.chdir(RUN_DIR)  # output_dir and data paths are relative to the run directory
+    check_gate()
+
+    sys.path.insert(0, str(RUN_DIR))
+    from rewards import REWARD_FUNCS, REWARD_WEIGHTS
+
+    if [f.__name__ for f in REWARD_FUNCS] != REWARD_NAMES or list(REWARD_WEIGHTS) != REWARD_WEIGHTS_RENDERED:
+        sys.exit("refusing to train: rewards.py does not match the spec this config was rendered for; re-render")
+
+    from trl import GRPOConfig, GRPOTrainer
+
+    dataset = load_train_dataset()
+
+    # --- recipe:start (the GRPO recipe; skills/grpo-rlvr-training/SKILL.md shows this block)
+    grpo_args = GRPOConfig(
+        # algorithm: variant 'grpo' (the base recipe); every field pinned (contract 9)
+        loss_type='grpo',  # sequence-mean GRPO loss (TRL 1.16's default is 'dapo')
+        scale_rewards='group',  # advantages scaled by the group's reward std, as in the GRPO paper
+        beta=0.01,  # the seed's base recipe: KL coefficient 0.01 vs the reference policy (contract 7)
+        epsilon=0.2,  # PPO clip range of the GRPO paper
+        epsilon_high=0.2,  # symmetric clipping (decoupled clipping is DAPO)
+        delta=None,  # no two-sided (INTELLECT-2) clipping: none of these recipes uses it
+        importance_sampling_level='token',  # token-level ratios (sequence level is GSPO)
+        num_iterations=1,  # policy updates per generation batch
+        steps_per_generation=4,  # one generation per optimiser step (on-policy)
+        num_generations=8,  # completions per prompt; 8 is the floor (fewer starves the group-relative baseline)
+        temperature=1.0,  # generation.temperature (same as Phase 1 sampling)
+        top_p=1.0,  # generation.top_p (same as Phase 1 sampling)
+        top_k=0,  # generation.top_k (0 = off; same as Phase 1 sampling)
+        min_p=None,  # generation.min_p (same as Phase 1 sampling)
+        repetition_penalty=1.0,  # generation.repetition_penalty
+        mask_truncated_completions=False,  # truncated completions still get their reward
+        top_entropy_quantile=1.0,  # train on every token, not only the high-entropy ones
+        multi_objective_aggregation='sum_then_normalize',  # weighted sum of the rewards, then group-normalised: the composite format + correctness reward
+        reward_weights=[0.2, 1.0],  # the spec's reward weights, in reward order
+        vllm_importance_sampling_correction=False,  # the recipe's loss has no vLLM/trainer importance-sampling correction (TRL 1.16 turns it on by default)
+        vllm_importance_sampling_mode='sequence_mask',  # written so the field is not inherited; inactive while the correction is off
+        vllm_importance_sampling_clip_min=None,  # inactive while the correction is off
+        vllm_importance_sampling_clip_max=3.0,  # inactive while the correction is off
+        off_policy_mask_threshold=None,  # no off-policy sequence masking in these recipes
+        use_bias_correction_kl=False,  # the k3 KL estimator of the GRPO paper, without TRL 1.16's importance-weighted correction
+        entropy_coef=0.0,  # no entropy bonus in the loss
+        use_adaptive_entropy=False,  # no adaptive entropy bonus
+        max_completion_length=1024,  # generation.max_completion_length, checked against the dataset's answers
+        gradient_checkpointing=False,  # memory.recommend(): off: activations fit without recomputation (faster)
+        # optimisation
+        learning_rate=5e-07,  # the seed's settled GRPO learning rate (contract 7)
+        lr_scheduler_type='constant_with_warmup',  # flat after a short warm-up: RL rewards move slowly
+        warmup_steps=10,  # short warm-up before the flat learning rate
+        weight_decay=0.0,  # no decay: the update is already KL/clip-bounded
+        max_grad_norm=1.0,  # clip gradient spikes from rare high-advantage groups
+        optim='adamw_torch',  # memory.recommend(): AdamW with fp32 states fits
+        seed=3407,  # the seed's reference seed
+        disable_dropout=True,  # dropout makes the policy's log-probs disagree with the sampler's
+        # batch (validated for the target's training processes)
+        per_device_train_batch_size=8,  # memory.recommend(): 8 completions per micro-batch: peak 78.2 GiB of 119.7 (65%) (logits 4.6 GiB, activations 28.6 GiB)
+        gradient_accumulation_steps=4,  # memory.recommend(): 8 × 1 process(es) × 4 = 32 completions per generation round = 4 prompts × 8 generations (divisible by num_generations)
+        num_train_epochs=1.0,  # training.num_train_epochs
+        max_steps=args.max_steps,  # training.max_steps (-1: run the epochs); rendered -1
+        gradient_checkpointing_kwargs={'use_reentrant': False},  # non-reentrant checkpointing works with ZeRO-3 and PEFT
+        # precision and model loading
+        bf16=True and not cpu,  # bf16 mixed precision (the seed's recipe) (off for --cpu)
+        use_cpu=False or cpu,  # GPU target
+        model_init_kwargs={"dtype": "float32" if cpu else 'float32'},  # memory.recommend(): fp32 weights + bf16 autocast: lr 5e-7 updates survive (no DeepSpeed master copy)
+        remove_unused_columns=False,  # reward functions receive every dataset column (answers, tests)
+        shuffle_dataset=True,  # shuffle prompts each epoch
+        # generation (vLLM)
+        use_vllm=True and not cpu,  # one GPU: vLLM colocated with training (the seed's single-GPU default) (off for --cpu)
+        vllm_mode='colocate',  # one GPU: vLLM colocated with training (the seed's single-GPU default)
+        vllm_max_model_length=1280,  # max_prompt_length + max_completion_length (256 + 1024)
+        vllm_gpu_memory_utilization=0.1,  # memory.recommend(): 0.1: weights 3.2 + activations 0.3 + overhead 1.5 + KV for 32 × 1280 tokens 4.4 GiB = 0.08 of 119.7 GiB, rounded up with 5% headroom
+        vllm_enable_sleep_mode=False,  # memory.recommend(): off: the training peak fits beside the awake engine (no wake-up cost per step)
+        vllm_tensor_parallel_size=1,  # one GPU per colocated engine
+        # logging and checkpoints (diagnose reads trainer_state.json)
+        output_dir='train',  # the run directory's train/ (relative to the run directory)
+        logging_steps=1,  # training.logging_steps
+        logging_first_step=True,  # log step 1: a broken reward shows immediately
+        save_strategy='steps',  # checkpoints (with trainer_state.json) every save_steps
+        save_steps=200,  # training.save_steps
+        report_to='none',  # trainer_state.json is the log diagnose reads; add trackers in overrides
+        log_completions=True,  # print sample completions: keep reading outputs during training
+        num_completions_to_print=2,  # a couple per logging step
+    )
+    trainer = GRPOTrainer(
+        model=MODEL,  # hub id
+        args=grpo_args,
+        reward_funcs=REWARD_FUNCS,  # rewards.py: format_ok, correct
+        train_dataset=dataset,  # prompt-only: GRPO generates its own completions
+        peft_config=None,  # method: full (memory.recommend(): full fine-tuning fits: peak 78.2 GiB of 119.7 (65%))
+    )
+    trainer.train()
+    # --- recipe:end
+
+    trainer.save_model(grpo_args.output_dir)
+    trainer.save_state()  # trainer_state.json (log history) for `finetune diagnose`
+
+
+if __name__ == "__main__":
+    main()

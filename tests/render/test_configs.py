@@ -1,0 +1,222 @@
+"""Rendered configs re-validated: every algorithm field explicit per variant (contract 9), goldens for
+four targets, and the launch / accelerate / DeepSpeed files checked structurally.
+
+Regenerate the goldens after an intended change with ``FINETUNE_REGEN_GOLDEN=1``.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import json
+import os
+import re
+import subprocess
+import warnings
+from pathlib import Path
+
+import pytest
+import yaml
+from render_fixtures import write_run
+
+from finetune.variants import ALGORITHM_FIELDS, VARIANT_SYMPTOM, VARIANTS
+
+GOLDEN = Path(__file__).parent / "golden"
+REGEN = os.environ.get("FINETUNE_REGEN_GOLDEN") == "1"
+HUB_MODEL = "Qwen/Qwen3-1.7B"  # bundled config: no weights, no tokenizer needed to render
+TARGETS = {
+    "h100-1gpu": {"hardware": {"profile": "h100-80gb", "gpus": 1, "nodes": 1}},
+    "h100-8gpu": {"hardware": {"profile": "h100-80gb", "gpus": 8, "nodes": 1}},
+    "h100-2node-8gpu": {"hardware": {"profile": "h100-80gb", "gpus": 8, "nodes": 2}},
+    "dgx-spark": {"hardware": {"profile": "dgx-spark", "gpus": 1, "nodes": 1}},
+}
+# DeepSpeed's documented configuration keys (deepspeed.ai/docs/config-json: batch size, gradient
+# clipping, bf16, ZeRO optimizations, logging) — the subset a ZeRO-2/3 config may use here.
+DS_TOP = {"train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps", "gradient_clipping",
+          "bf16", "fp16", "zero_optimization", "steps_per_print", "wall_clock_breakdown", "optimizer", "scheduler"}
+DS_ZERO = {"stage", "allgather_partitions", "allgather_bucket_size", "overlap_comm", "reduce_scatter",
+           "reduce_bucket_size", "contiguous_gradients", "offload_param", "offload_optimizer",
+           "stage3_max_live_parameters", "stage3_max_reuse_distance", "stage3_prefetch_bucket_size",
+           "stage3_param_persistence_threshold", "sub_group_size", "stage3_gather_16bit_weights_on_model_save",
+           "round_robin_gradients", "zero_hpz_partition_size", "zero_quantized_weights", "zero_quantized_gradients"}
+DS_STAGE3_ONLY = {k for k in DS_ZERO if k.startswith("stage3_")} | {"offload_param"}
+DS_OFFLOAD = {"device", "pin_memory", "nvme_path", "buffer_count", "fast_init", "ratio", "buffer_size", "max_in_cpu"}
+
+
+def _render(cli, tmp_path: Path, name: str, model: str = HUB_MODEL, **changes) -> Path:
+    spec = write_run(tmp_path / name, model, **changes)
+    res = cli("config", "render", spec, "--no-gate")
+    assert res.code == 0, res
+    return spec.parent / "config"
+
+
+def _grpo_fields() -> set[str]:
+    from trl import GRPOConfig
+
+    return {f.name for f in dataclasses.fields(GRPOConfig)}
+
+
+def _train_py_kwargs(train_py: str) -> dict[str, ast.expr]:
+    tree = ast.parse(train_py)
+    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and getattr(n.func, "id", None) == "GRPOConfig"]
+    assert len(calls) == 1
+    return {kw.arg: kw.value for kw in calls[0].keywords}
+
+
+def _build_grpo_config(cfg: dict, processes: int):
+    """The real GRPOConfig from the rendered YAML, with only the CPU-safe substitutions."""
+    import tempfile
+
+    from trl import GRPOConfig
+
+    from finetune.render import cpu_safe
+
+    fields = _grpo_fields()
+    kwargs = cpu_safe({k: v for k, v in cfg.items() if k in fields}, processes)
+    with tempfile.TemporaryDirectory() as tmp, warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return GRPOConfig(**dict(kwargs, output_dir=tmp))
+
+
+def revalidate(config_dir: Path) -> None:
+    """Everything a rendered config/ must satisfy, whatever the target."""
+    cfg = yaml.safe_load((config_dir / "grpo_config.yaml").read_text())
+    missing = [f for f in ALGORITHM_FIELDS if f not in cfg]
+    assert not missing, f"left to TRL's defaults: {missing}"
+    unknown = [k for k in cfg if k not in _grpo_fields() and k not in
+               {"model_name_or_path", "dtype", "datasets", "dataset_train_split", "reward_funcs", "use_peft",
+                "lora_r", "lora_alpha", "lora_dropout", "lora_target_modules", "load_in_4bit",
+                "bnb_4bit_quant_type", "use_bnb_nested_quant"}]
+    assert not unknown, unknown
+    processes = 1
+    acc_path = config_dir / "accelerate.yaml"
+    if acc_path.exists():
+        from accelerate.commands.config.config_args import load_config_from_file
+
+        acc = load_config_from_file(str(acc_path))
+        processes = acc.num_processes
+        assert acc.distributed_type == "DEEPSPEED"
+        ds_file = Path(acc.deepspeed_config["deepspeed_config_file"])
+        assert ds_file.parent.name == "config"
+        check_deepspeed(json.loads((config_dir / ds_file.name).read_text()))
+    # TRL's batch rule for the target's training processes, then the real GRPOConfig
+    assert (cfg["per_device_train_batch_size"] * processes * cfg["steps_per_generation"]) % cfg["num_generations"] == 0
+    built = _build_grpo_config(cfg, processes)
+    for f in ALGORITHM_FIELDS:
+        if f != "steps_per_generation":  # the check restates it as generation_batch_size for one process
+            assert getattr(built, f) == cfg[f], f
+    assert built.generation_batch_size == cfg["per_device_train_batch_size"] * processes * cfg["steps_per_generation"]
+    # train.py writes the same kwargs, every algorithm field among them
+    train_py = (config_dir / "train.py").read_text()
+    compile(train_py, "train.py", "exec")
+    kws = _train_py_kwargs(train_py)
+    assert set(ALGORITHM_FIELDS) <= set(kws)
+    for key, node in kws.items():
+        try:
+            value = ast.literal_eval(node)
+        except ValueError:
+            continue  # the --cpu / --max-steps expressions
+        assert key in cfg or key == "model_init_kwargs", key
+        if key in cfg:
+            assert value == cfg[key], key
+    launch = config_dir / "launch.sh"
+    subprocess.run(["bash", "-n", str(launch)], check=True)
+    text = launch.read_text()
+    visible = re.findall(r"CUDA_VISIBLE_DEVICES=([\d,]+)", text)
+    if len(visible) == 2:  # server mode on one node: disjoint generation and training GPUs
+        serve, train = (set(v.split(",")) for v in visible)
+        assert not serve & train and len(train) == processes
+    if "--num_processes" in text:
+        assert f"--num_processes {processes}" in text
+
+
+def check_deepspeed(ds: dict) -> None:
+    assert set(ds) <= DS_TOP, set(ds) - DS_TOP
+    zero = ds["zero_optimization"]
+    assert set(zero) <= DS_ZERO, set(zero) - DS_ZERO
+    assert zero["stage"] in (2, 3)
+    if zero["stage"] != 3:
+        assert not set(zero) & DS_STAGE3_ONLY
+    for key in ("offload_param", "offload_optimizer"):
+        if key in zero:
+            assert set(zero[key]) <= DS_OFFLOAD and zero[key]["device"] in ("none", "cpu", "nvme")
+    for key in ("train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps"):
+        assert ds[key] == "auto" or isinstance(ds[key], int)  # "auto": filled from GRPOConfig by transformers
+    assert ds["bf16"]["enabled"] in (True, False, "auto")
+
+
+@pytest.mark.parametrize("target", sorted(TARGETS))
+def test_golden(cli, tmp_path, target):
+    # per-scale values left to finetune.memory.recommend(), realistic lengths
+    config_dir = _render(cli, tmp_path, target, hardware=TARGETS[target]["hardware"],
+                         training__per_device_train_batch_size=None, training__gradient_accumulation_steps=None,
+                         generation__max_prompt_length=256, generation__max_completion_length=1024)
+    revalidate(config_dir)
+    rendered = {p.name: p.read_text() for p in sorted(config_dir.iterdir())}
+    gold = GOLDEN / target
+    if REGEN:
+        gold.mkdir(parents=True, exist_ok=True)
+        for old in gold.iterdir():
+            old.unlink()
+        for name, text in rendered.items():
+            (gold / name).write_text(text)
+    expected = {p.name: p.read_text() for p in sorted(gold.iterdir())} if gold.is_dir() else {}
+    assert sorted(rendered) == sorted(expected), "set FINETUNE_REGEN_GOLDEN=1 after an intended change"
+    for name in rendered:
+        assert rendered[name] == expected[name], f"{target}/{name} differs from its golden"
+
+
+def test_golden_targets_have_the_expected_layout():
+    def cfg(t):
+        return yaml.safe_load((GOLDEN / t / "grpo_config.yaml").read_text())
+
+    assert cfg("h100-1gpu")["vllm_mode"] == "colocate" and not (GOLDEN / "h100-1gpu" / "accelerate.yaml").exists()
+    assert cfg("dgx-spark")["vllm_mode"] == "colocate"
+    assert cfg("h100-8gpu")["vllm_mode"] == "server"
+    launch = (GOLDEN / "h100-2node-8gpu" / "launch.sh").read_text()
+    assert "--num_machines 1 --num_processes 8" in launch and "NODE_RANK" in launch
+    assert "trl vllm-serve" in launch and "--tensor-parallel-size 8" in launch
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_every_algorithm_field_explicit_per_variant(cli, tmp_path, variant):
+    run = tmp_path / variant
+    changes = {"variant": variant}
+    if variant != "grpo":
+        (run / "diagnosis").mkdir(parents=True)
+        (run / "diagnosis" / "diagnosis.json").write_text(json.dumps(
+            {"verdict": "symptom", "symptoms": [{"name": VARIANT_SYMPTOM[variant], "evidence": "test"}]}))
+    config_dir = _render(cli, tmp_path, variant, **changes)
+    revalidate(config_dir)
+    cfg = yaml.safe_load((config_dir / "grpo_config.yaml").read_text())
+    built = _build_grpo_config(cfg, 1)
+    for field, pinned in VARIANTS[variant].items():
+        assert field in cfg, f"{field} left to TRL's default"
+        assert cfg[field] == pinned.value and getattr(built, field) == pinned.value, field
+    expected_beta = 0.01 if variant == "grpo" else 0.0
+    assert cfg["beta"] == built.beta == expected_beta
+    if variant == "gspo":
+        assert cfg["steps_per_generation"] > cfg["gradient_accumulation_steps"]
+    else:
+        assert cfg["steps_per_generation"] == cfg["gradient_accumulation_steps"]
+    # an explicit value that happens to equal TRL's default still counts only because the key is there
+    from trl import GRPOConfig
+
+    defaults = {f.name: f.default for f in dataclasses.fields(GRPOConfig)}
+    assert any(cfg[f] == defaults[f] for f in ALGORITHM_FIELDS if f in defaults)
+
+
+def test_zero3_for_a_model_that_needs_sharding(cli, tmp_path):
+    config_dir = _render(cli, tmp_path, "14b", model="Qwen/Qwen3-14B", hardware={"profile": "h100-80gb", "gpus": 8},
+                         training__per_device_train_batch_size=None, training__gradient_accumulation_steps=None)
+    assert (config_dir / "deepspeed_zero3.json").exists()
+    revalidate(config_dir)
+    zero = json.loads((config_dir / "deepspeed_zero3.json").read_text())["zero_optimization"]
+    assert zero["stage"] == 3 and zero["stage3_gather_16bit_weights_on_model_save"] is True
+
+
+def test_cpu_target_has_no_vllm(cli, tmp_path):
+    config_dir = _render(cli, tmp_path, "cpu", hardware={"profile": "cpu", "gpus": 0})
+    cfg = yaml.safe_load((config_dir / "grpo_config.yaml").read_text())
+    assert cfg["use_vllm"] is False and cfg["use_cpu"] is True and cfg["bf16"] is False
+    revalidate(config_dir)

@@ -1,0 +1,238 @@
+"""`finetune config render` refuses what would break on the target, before writing anything."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+from render_fixtures import write_run
+
+
+def _config_files(run: Path) -> list[str]:
+    d = run / "config"
+    return sorted(p.name for p in d.iterdir()) if d.is_dir() else []
+
+
+def _one_line(err: str) -> str:
+    lines = [ln for ln in err.strip().splitlines() if not ln.startswith("WARNING: --no-gate")]
+    assert len(lines) == 1, err
+    return lines[0]
+
+
+def _write_pass_gate(run: Path, spec_path: Path) -> dict:
+    from finetune import hashing
+    from finetune.spec import load_spec
+
+    record = {"status": "PASS", "hashes": hashing.bound_hashes(run, load_spec(spec_path).reward_section()),
+              "time": "2026-01-01T00:00:00Z"}
+    (run / "gate.json").write_text(json.dumps(record))
+    return record
+
+
+def _load_train_module(run: Path):
+    spec = importlib.util.spec_from_file_location("rendered_train", run / "config" / "train.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_refuses_without_gate_and_writes_nothing(cli, tiny_run):
+    res = cli("config", "render", tiny_run)
+    assert res.code == 1, res
+    assert "Phase 2 refused" in res.err and "gate" in res.err
+    assert _config_files(tiny_run.parent) == []
+
+
+def test_pass_gate_renders_and_train_py_rechecks_the_same_hashes(cli, tiny_run):
+    from finetune import hashing
+    from finetune.spec import load_spec
+
+    run = tiny_run.parent
+    record = _write_pass_gate(run, tiny_run)
+    res = cli("config", "render", tiny_run)
+    assert res.code == 0, res
+    brief = (run / "config" / "BRIEF.md").read_text()
+    assert "**PASS**" in brief and "--no-gate" not in brief
+    train = _load_train_module(run)
+    assert train.GATE_REQUIRED is True
+    # the standalone re-check computes exactly what finetune.hashing binds
+    assert train.bound_hashes(run) == hashing.bound_hashes(run, load_spec(tiny_run).reward_section()) == record["hashes"]
+    train.check_gate()  # holds
+    with open(run / "rewards.py", "a") as fh:
+        fh.write("\n# edited after the gate\n")
+    with pytest.raises(SystemExit, match="rewards.py changed"):
+        train.check_gate()
+    res = cli("config", "render", tiny_run)
+    assert res.code == 1 and "rewards.py" in res.err
+
+
+def test_num_generations_floor(cli, tiny_run, tmp_path):
+    spec = write_run(tmp_path / "r", yaml.safe_load(tiny_run.read_text())["model"], training__num_generations=4)
+    res = cli("config", "render", spec, "--no-gate")
+    assert res.code == 2
+    line = _one_line(res.err)
+    assert "training.num_generations" in line and "floor of 8" in line and "baseline" in line
+    assert _config_files(spec.parent) == []
+
+
+def test_server_mode_batch_rule_open_r1_249(cli, tiny_run, tmp_path):
+    """8 GPUs, one for `trl vllm-serve`: 7 training processes × 1 × 1 is not divisible by 8."""
+    model = yaml.safe_load(tiny_run.read_text())["model"]
+    spec = write_run(tmp_path / "r", model, hardware__gpus=8, hardware__vllm_gpus=1,
+                     training__per_device_train_batch_size=1, training__gradient_accumulation_steps=1)
+    res = cli("config", "render", spec, "--no-gate")
+    assert res.code == 2, res
+    line = _one_line(res.err)
+    assert "1 per device × 7 training processes × 1 steps per generation = 7" in line
+    assert "divisible by num_generations (8)" in line
+    fixes = re.findall(r"training\.(\w+): (\d+)", line.split("nearest valid settings:")[1])
+    assert fixes and _config_files(spec.parent) == []
+    # every proposed fix renders
+    for field, value in fixes:
+        changes = {"training__per_device_train_batch_size": 1, "training__gradient_accumulation_steps": 1,
+                   f"training__{field}": int(value)}
+        fixed = write_run(tmp_path / f"fix-{field}", model, hardware__gpus=8, hardware__vllm_gpus=1, **changes)
+        assert cli("config", "render", fixed, "--no-gate").code == 0, (field, value)
+
+
+def test_unknown_override_names_trl_version_and_closest_field(cli, tiny_run, tmp_path):
+    model = yaml.safe_load(tiny_run.read_text())["model"]
+    spec = write_run(tmp_path / "r", model, overrides={"warmup_step": 5})
+    res = cli("config", "render", spec, "--no-gate")
+    assert res.code == 2
+    line = _one_line(res.err)
+    assert "overrides.warmup_step" in line and "TRL 1.16.0" in line and "'warmup_steps'" in line
+
+
+def test_override_cannot_change_algorithm_fields(cli, tiny_run, tmp_path):
+    model = yaml.safe_load(tiny_run.read_text())["model"]
+    spec = write_run(tmp_path / "r", model, overrides={"loss_type": "dapo"})
+    res = cli("config", "render", spec, "--no-gate")
+    assert res.code == 2 and "overrides.loss_type" in res.err and "contract 9" in res.err
+
+
+def test_valid_override_is_rendered(cli, tiny_run, tmp_path):
+    model = yaml.safe_load(tiny_run.read_text())["model"]
+    spec = write_run(tmp_path / "r", model, overrides={"save_total_limit": 3})
+    assert cli("config", "render", spec, "--no-gate").code == 0
+    assert yaml.safe_load((spec.parent / "config" / "grpo_config.yaml").read_text())["save_total_limit"] == 3
+
+
+def test_bad_spec_is_one_line_with_field_path(cli, tiny_run):
+    text = tiny_run.read_text().replace("logging_steps: 1", "logging_step: 1")
+    tiny_run.write_text(text)
+    res = cli("config", "render", tiny_run, "--no-gate")
+    assert res.code == 2
+    line = _one_line(res.err)
+    assert "training.logging_step" in line and "spec.yaml:" in line
+    assert _config_files(tiny_run.parent) == []
+
+
+def test_completion_cap_below_answer_lengths_is_refused(cli, tiny_run, tmp_path):
+    model = yaml.safe_load(tiny_run.read_text())["model"]
+    spec = write_run(tmp_path / "r", model, generation__max_completion_length=4)
+    rows = [{"prompt": "What is 1 plus 1?", "answer": "The sum of 1 and 1 is 2 so the answer is 2"}] * 8
+    (spec.parent / "data" / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    res = cli("config", "render", spec, "--no-gate")
+    assert res.code == 2
+    line = _one_line(res.err)
+    assert "generation.max_completion_length" in line and "trl#5697" in line and "95th percentile" in line
+
+
+def test_prompt_longer_than_max_prompt_length_is_refused(cli, tiny_run, tmp_path):
+    model = yaml.safe_load(tiny_run.read_text())["model"]
+    spec = write_run(tmp_path / "r", model, generation__max_prompt_length=3)
+    res = cli("config", "render", spec, "--no-gate")
+    assert res.code == 2 and "generation.max_prompt_length" in res.err
+
+
+def test_vllm_max_model_length_must_hold_prompt_and_completion(cli, tiny_run, tmp_path):
+    model = yaml.safe_load(tiny_run.read_text())["model"]
+    spec = write_run(tmp_path / "r", model, overrides={"vllm_max_model_length": 40})
+    res = cli("config", "render", spec, "--no-gate")
+    assert res.code == 2 and "vllm_max_model_length 40 < max_prompt_length + max_completion_length (80)" in res.err
+    cli_ok = write_run(tmp_path / "ok", model)
+    assert cli("config", "render", cli_ok, "--no-gate").code == 0
+    cfg = yaml.safe_load((cli_ok.parent / "config" / "grpo_config.yaml").read_text())
+    assert cfg["vllm_max_model_length"] == 64 + 16
+
+
+def test_moe_requires_gspo_rendered_off_policy(cli, tiny_moe_model_dir, tmp_path):
+    spec = write_run(tmp_path / "grpo", str(tiny_moe_model_dir))
+    res = cli("config", "render", spec, "--no-gate")
+    assert res.code == 2 and "mixture-of-experts" in res.err and "variant: gspo" in res.err
+    spec = write_run(tmp_path / "gspo", str(tiny_moe_model_dir), variant="gspo")
+    assert cli("config", "render", spec, "--no-gate").code == 0
+    cfg = yaml.safe_load((spec.parent / "config" / "grpo_config.yaml").read_text())
+    assert cfg["importance_sampling_level"] == "sequence" and cfg["loss_type"] == "grpo"
+    assert cfg["steps_per_generation"] > cfg["gradient_accumulation_steps"]  # off-policy
+
+
+def test_vlm_is_refused_with_reference_only_explanation(cli, tiny_run, tmp_path):
+    from transformers import Qwen2VLConfig
+
+    vlm = tmp_path / "vlm"
+    cfg = Qwen2VLConfig(text_config=dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+                                         num_key_value_heads=2, intermediate_size=128, vocab_size=256),
+                        vision_config=dict(depth=1, embed_dim=32, hidden_size=64, num_heads=2))
+    cfg.save_pretrained(vlm)
+    spec = write_run(tmp_path / "r", yaml.safe_load(tiny_run.read_text())["model"], model_config=str(vlm / "config.json"))
+    res = cli("config", "render", spec, "--no-gate")
+    assert res.code == 2, res
+    line = _one_line(res.err)
+    assert "vision-language" in line and "reference-only" in line and "ignoring the image" in line
+
+
+def test_variant_needs_diagnosis_naming_its_symptom(cli, tiny_run, tmp_path):
+    model = yaml.safe_load(tiny_run.read_text())["model"]
+    spec = write_run(tmp_path / "r", model, variant="dapo")
+    res = cli("config", "render", spec, "--no-gate")
+    assert res.code == 1 and "entropy_collapse" in res.err and "pre-emptively" in res.err
+    diag = spec.parent / "diagnosis"
+    diag.mkdir()
+    (diag / "diagnosis.json").write_text(json.dumps({"verdict": "symptom", "symptoms": [
+        {"name": "length_drift", "evidence": "..."}], "recommended_variant": "dr_grpo"}))
+    assert cli("config", "render", spec, "--no-gate").code == 1  # wrong symptom for dapo
+    (diag / "diagnosis.json").write_text(json.dumps({"verdict": "symptom", "symptoms": [
+        {"name": "entropy_collapse", "evidence": "entropy 2.2 -> 0.15"}], "recommended_variant": "dapo"}))
+    res = cli("config", "render", spec, "--no-gate")
+    assert res.code == 0, res
+    cfg = yaml.safe_load((spec.parent / "config" / "grpo_config.yaml").read_text())
+    assert (cfg["loss_type"], cfg["epsilon_high"], cfg["mask_truncated_completions"]) == ("dapo", 0.28, True)
+
+
+def test_lr_change_needs_pass_gate_and_healthy_diagnosis(cli, tiny_run, tmp_path):
+    model = yaml.safe_load(tiny_run.read_text())["model"]
+    spec = write_run(tmp_path / "r", model, training__learning_rate=1e-6)
+    res = cli("config", "render", spec, "--no-gate")
+    assert res.code == 1 and "contract 7" in res.err
+    _write_pass_gate(spec.parent, spec)
+    assert cli("config", "render", spec).code == 1  # a gate alone is not enough
+    diag = spec.parent / "diagnosis"
+    diag.mkdir()
+    (diag / "diagnosis.json").write_text(json.dumps({"verdict": "healthy", "symptoms": []}))
+    res = cli("config", "render", spec)
+    assert res.code == 0, res
+    assert yaml.safe_load((spec.parent / "config" / "grpo_config.yaml").read_text())["learning_rate"] == 1e-6
+
+
+def test_preview_writes_only_the_brief(cli, tiny_run):
+    res = cli("config", "render", tiny_run, "--preview")
+    assert res.code == 0, res
+    assert _config_files(tiny_run.parent) == ["BRIEF.md"]
+    brief = (tiny_run.parent / "config" / "BRIEF.md").read_text()
+    assert brief.startswith("> **PREVIEW — not launchable.**")
+    assert "Memory fit" in brief and "GiB" in brief
+
+
+def test_no_gate_is_loud_everywhere(cli, tiny_run):
+    res = cli("config", "render", tiny_run, "--no-gate")
+    assert res.code == 0 and "WARNING: --no-gate" in res.err
+    d = tiny_run.parent / "config"
+    assert "FOR TESTS ONLY" in (d / "BRIEF.md").read_text()
+    assert "FOR TESTS ONLY" in (d / "train.py").read_text() and "GATE_REQUIRED = False" in (d / "train.py").read_text()
+    assert "--no-gate (TESTS ONLY)" in (d / "grpo_config.yaml").read_text()
