@@ -134,9 +134,10 @@ def _verdict(args) -> int:
         if args.id or args.accept is not None:
             raise UserError("give either --file or --id with --accept/--reject, not both", where="verdict",
                             fix="record a file of verdicts, or one verdict")
-        new = V.parse_verdicts(Path(args.file))
         if args.reader:
-            new = [v.model_copy(update={"reader": args.reader}) for v in new]
+            raise UserError("--reader applies to one verdict; each line of a file names its own reader",
+                            where="--reader", fix="drop --reader, or put \"reader\" in each line")
+        new = V.parse_verdicts(Path(args.file))
         source = args.file
     else:
         if not args.id or args.accept is None or not args.reader:

@@ -52,6 +52,10 @@ def spearman(xs: list[float], ys: list[float]) -> float | None:
     return sxy / math.sqrt(sxx * syy)
 
 
+def _length(row: dict[str, Any], use_tokens: bool) -> int:
+    return row["completion_tokens"] if use_tokens else len(row["completion"])
+
+
 def _same(a: float | None, b: float | None) -> bool:
     if a is None or b is None:
         return a is b
@@ -66,6 +70,8 @@ def detect(rm: RewardModule, spec, rows: list[dict[str, Any]], rescored: dict[st
     flags: list[dict[str, Any]] = []
     spec_by_name = {r.name: r for r in spec.rewards}
     probes, controls = probe_result["probes"], probe_result["controls"]
+    # token counts when the sampler recorded them (what GRPO's length bias acts on), else characters
+    use_tokens = bool(rows) and all(isinstance(row.get("completion_tokens"), int) for row in rows)
     for r in rm.rewards:
         values = [row["rewards"].get(r.name) for row in rows]
         ids = [row["id"] for row in rows]
@@ -98,7 +104,7 @@ def detect(rm: RewardModule, spec, rows: list[dict[str, Any]], rescored: dict[st
         if differ:
             flags.append(_flag("nondeterministic", r.name, f"scoring twice (caches disabled) changed {len(differ)} "
                                "score(s): the same completion must get the same reward", differ))
-        pairs = [(len(row["completion"]), row["rewards"][r.name]) for row in rows
+        pairs = [(_length(row, use_tokens), row["rewards"][r.name]) for row in rows
                  if row["rewards"].get(r.name) is not None and math.isfinite(row["rewards"][r.name])]
         if len(pairs) >= MIN_FOR_CORRELATION:
             rho = spearman([float(a) for a, _ in pairs], [b for _, b in pairs])
