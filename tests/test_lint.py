@@ -36,6 +36,24 @@ def pristine_copy(repo_root, tmp_path_factory) -> Path:
     return dst
 
 
+PENDING_MODULE = re.compile(r"cannot run: its module finetune\.\w+ does not load \(ModuleNotFoundError")
+
+
+@pytest.fixture(scope="module")
+def baseline(pristine_copy) -> set[tuple[str, int, str]]:
+    """Findings on the untouched copy. Only commands whose module is not written yet may appear here (other
+    parts of the project add them); anything else fails test_copy_is_clean."""
+    out = set()
+    for line in lint.render_findings(lint.lint(pristine_copy), pristine_copy):
+        m = FINDING_RE.match(line)
+        out.add((m["path"], int(m["line"]), m["msg"]))
+    return out
+
+
+def new_findings(cli, plugin: Path, baseline) -> list[tuple[str, int, str]]:
+    return [f for f in findings_of(cli("lint", plugin)) if f not in baseline]
+
+
 @pytest.fixture
 def plugin(pristine_copy, tmp_path) -> Path:
     dst = tmp_path / "plugin"
@@ -78,17 +96,21 @@ def assert_planted(cli, plugin: Path, rel: str, fragment: str, line: int | None 
 
 
 def test_repo_is_clean(cli, repo_root):
-    if not (repo_root / "scripts" / "bootstrap.sh").exists():
-        pytest.skip("scripts/bootstrap.sh is not in the tree yet (the integration step writes it); the skills "
-                    "reference it by ${CLAUDE_PLUGIN_ROOT} path")
+    """Clean, except for what other parts of the project have not written yet: the bootstrap script and
+    command modules (each is named; every other finding fails)."""
     result = cli("lint", repo_root)
-    assert result.code == 0, result
-    assert "clean" in result.out
+    pending = [f for f in findings_of(result)
+               if PENDING_MODULE.search(f[2]) or "${CLAUDE_PLUGIN_ROOT}/scripts/bootstrap.sh does not exist" in f[2]]
+    unexpected = [f for f in findings_of(result) if f not in pending]
+    assert not unexpected, result
+    assert result.code == (1 if pending else 0), result
+    if not pending:
+        assert "clean" in result.out
 
 
-def test_copy_is_clean(cli, plugin):
-    result = cli("lint", plugin)
-    assert result.code == 0, result
+def test_copy_is_clean(baseline):
+    unexpected = [f for f in baseline if not PENDING_MODULE.search(f[2])]
+    assert not unexpected, unexpected
 
 
 # ---------------------------------------------------------------- planted faults, one each
@@ -223,24 +245,55 @@ def test_commands_are_linted(cli, plugin):
     assert_planted(cli, plugin, "commands/nodesc.md", "broken link: 'missing.md'", line=4)
 
 
-def test_links_inside_code_blocks_are_not_links(cli, plugin):
+def test_links_inside_code_blocks_are_not_links(cli, plugin, baseline):
     skill = plugin / "skills" / "eval-harness-first" / "SKILL.md"
     skill.write_text(skill.read_text() + "\n```text\n[not a link](nowhere.md)\n```\n")
-    result = cli("lint", plugin)
-    assert result.code == 0, result
+    assert new_findings(cli, plugin, baseline) == []
 
 
-def test_plugin_root_lints_plugin_content_not_fixtures(cli, plugin):
+def test_cli_references_must_exist(cli, plugin):
+    skill = plugin / "skills" / "eval-harness-first" / "SKILL.md"
+    skill.write_text(skill.read_text() + textwrap.dedent("""
+        Run `finetune inspect scroe RUN` and then:
+
+        ```bash
+        "$FT" route --verifyable yes -o runs/x
+        ${CLAUDE_PLUGIN_DATA}/venv/bin/finetune trian SPEC
+        "$FT" inspect gate runs/x | tee gate.log   # text after a pipe is not the command's
+        ```
+        """))
+    rel = "skills/eval-harness-first/SKILL.md"
+    assert_planted(cli, plugin, rel, "'finetune inspect scroe' is not a command (verbs: sample, score",
+                   line=line_of(skill, "inspect scroe"))
+    assert_planted(cli, plugin, rel, "'finetune route' has no option '--verifyable'; did you mean '--verifiable'?",
+                   line=line_of(skill, "--verifyable"))
+    assert_planted(cli, plugin, rel, "'finetune trian' is not a command group", line=line_of(skill, "trian"))
+    assert not [f for f in findings_of(cli("lint", plugin)) if f[1] == line_of(skill, "tee gate.log")]
+
+
+def test_cli_reference_parsing():
+    problem = lint.cli_reference_problem
+    assert problem("finetune route --verifiable yes --base-success sometimes -o runs/x") is None
+    assert problem('"$FT" inspect review RUN [--format md\\|html\\|terminal]') is None
+    assert problem("finetune inspect") is None  # the group named on its own
+    assert problem("finetune inspect ...") is None and problem("finetune inspect --help") is None
+    assert "needs a verb" in problem("finetune inspect --format md")
+    assert "no option '--fromat'" in problem("finetune inspect review RUN --fromat md")
+    assert problem("from finetune import route") is None  # not a command line
+    assert problem("pip install finetune") is None
+
+
+def test_plugin_root_lints_plugin_content_not_fixtures(cli, plugin, baseline):
     fixtures = plugin / "tests" / "data"
     fixtures.mkdir(parents=True)
     (fixtures / "bad.md").write_text("[deliberately broken](nowhere.md)\n")
-    assert cli("lint", plugin).code == 0
+    assert new_findings(cli, plugin, baseline) == []
     result = cli("lint", plugin / "tests")  # asked for explicitly, it is linted
     assert result.code == 1 and "tests/data/bad.md:1: broken link" in result.out
 
 
-def test_single_file_and_bad_path(cli, plugin):
-    result = cli("lint", plugin / GRPO_SKILL)
+def test_single_file_and_bad_path(cli, plugin, baseline):
+    result = cli("lint", plugin / "skills" / "lora-qlora-recipes" / "SKILL.md")
     assert result.code == 0, result
     result = cli("lint", plugin / "no-such-dir")
     assert result.code == 2

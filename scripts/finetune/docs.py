@@ -42,12 +42,30 @@ REGISTRY: tuple[Target, ...] = (
 )
 
 
+def _cell(text: str) -> str:
+    """Text safe inside a Markdown table cell."""
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
 def cli_table() -> str:
-    """The README's command table, from the CLI's own group list (finetune.cli.GROUPS)."""
-    from finetune.cli import GROUPS
+    """The README's command table: every group and verb with its help, from the CLI's own parsers."""
+    import argparse
+
+    from finetune.cli import GROUPS, build_parser
 
     rows = ["| command | what it does |", "|---|---|"]
-    rows += [f"| `finetune {name}` | {help_} |" for name, (_, help_) in GROUPS.items()]
+    for name, (_, help_) in GROUPS.items():
+        try:
+            parser = build_parser(name)
+        except ImportError:  # not written yet: the row shows what `finetune --help` shows
+            parser = build_parser()
+        group_parser = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices[name]
+        verbs = next((a for a in group_parser._actions if isinstance(a, argparse._SubParsersAction)), None)
+        if verbs is None:
+            rows.append(f"| `finetune {name}` | {_cell(help_)} |")
+            continue
+        helps = {c.dest: _cell(c.help or "") for c in verbs._choices_actions}
+        rows += [f"| `finetune {name} {verb}` | {helps.get(verb) or help_} |" for verb in verbs.choices]
     return "\n".join(rows) + "\n"
 
 

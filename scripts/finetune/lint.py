@@ -9,6 +9,8 @@ Checks (each finding is printed as ``path:line: message``; exit 1 when there is 
 * Command and agent frontmatter parses (agents need ``name`` and ``description``).
 * Every relative Markdown link and every ``${CLAUDE_PLUGIN_ROOT}/...`` path resolves to a file.
 * Every ```python block compiles.
+* Every `finetune <group> [<verb>] [--flags]` the Markdown tells the agent to run (inline code, shell
+  blocks; also as ``"$FT" ...``) names a real group, verb and options of this package's CLI.
 * Every keyword passed to GRPOConfig / SFTConfig / DPOConfig / LoraConfig / GRPOTrainer / SFTTrainer /
   DPOTrainer in any code block exists in the installed TRL / peft, so a TRL rename breaks CI rather than
   a user's run. TRL is imported only when some block calls one of them (importing it costs seconds).
@@ -372,6 +374,88 @@ def check_code_blocks(path: Path, text: str,
     return findings
 
 
+# A command as the docs write it: `finetune ...`, `.../venv/bin/finetune ...` or `"$FT" ...` (FT holds its path).
+CLI_CALL_RE = re.compile(r'^\s*(?:\$\s+)?(?:"?\$\{?FT\}?"?|"?(?:[^\s"`]*/)?finetune"?)[ \t]+([a-z][\w-]*)(.*)$')
+CLI_OPTION_RE = re.compile(r"(?:(?<=[\s\[])|^)(--?[A-Za-z][\w-]*)")
+SHELL_LANGS = frozenset({"", "bash", "sh", "shell", "console", "zsh"})
+
+
+@lru_cache(maxsize=None)
+def _cli_parser(group: str):
+    """(parser for the group, or None) and an error text when the group's module cannot be loaded."""
+    from finetune import cli
+
+    if group not in cli.GROUPS:
+        return None, f"'finetune {group}' is not a command group (groups: {', '.join(cli.GROUPS)})"
+    try:
+        parser = cli.build_parser(group)
+    except Exception as exc:  # the group's module is missing or broken: the command cannot run
+        return None, (f"'finetune {group}' cannot run: its module {cli.GROUPS[group][0]} does not load "
+                      f"({type(exc).__name__}: {exc})")
+    for action in parser._subparsers._group_actions if parser._subparsers else ():
+        if group in action.choices:
+            return action.choices[group], None
+    return None, f"'finetune {group}' has no parser"
+
+
+def _subcommands(parser) -> dict:
+    import argparse
+
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return action.choices
+    return {}
+
+
+def cli_reference_problem(command_line: str) -> str | None:
+    """What is wrong with one `finetune ...` command line as the docs write it, or None."""
+    m = CLI_CALL_RE.match(command_line)
+    if not m:
+        return None
+    group, rest = m.group(1), re.split(r"\\?\||;|&&|>|#", m.group(2), maxsplit=1)[0]
+    parser, error = _cli_parser(group)
+    if error:
+        return error
+    shown = f"finetune {group}"
+    verbs = _subcommands(parser)
+    if verbs:
+        first = rest.split()[0] if rest.split() else ""
+        if not first or first.startswith(("...", "<", "[")) or first.isupper():
+            return None  # the group named on its own, or a placeholder for its verb
+        if first.startswith("-"):
+            if re.search(r"(?:^|\s)(?:-h|--help)\b", rest):
+                return None
+            return f"'{shown}' needs a verb before its options (one of: {', '.join(verbs)})"
+        if first not in verbs:
+            return f"'{shown} {first}' is not a command (verbs: {', '.join(verbs)})"
+        parser, shown = verbs[first], f"{shown} {first}"
+    known = set(parser._option_string_actions)
+    for option in CLI_OPTION_RE.findall(rest):
+        if option not in known:
+            close = difflib.get_close_matches(option, sorted(known), n=1, cutoff=0.6)
+            hint = f"; did you mean '{close[0]}'?" if close else ""
+            return f"'{shown}' has no option '{option}'{hint}"
+    return None
+
+
+def check_cli_references(path: Path, text: str) -> list[Finding]:
+    """Commands in inline code and shell blocks must exist in this package's CLI."""
+    findings: list[Finding] = []
+    for idx, line in _outside_code(text):
+        for span in re.findall(r"`([^`]+)`", line):
+            problem = cli_reference_problem(span)
+            if problem:
+                findings.append(Finding(path, idx + 1, problem))
+    for block in code_blocks(text):
+        if block.lang not in SHELL_LANGS:
+            continue
+        for offset, line in enumerate(block.text.splitlines()):
+            problem = cli_reference_problem(line)
+            if problem:
+                findings.append(Finding(path, block.first_line + offset, problem))
+    return findings
+
+
 PLUGIN_CONTENT_DIRS = ("skills", "commands", "agents", "references")
 
 
@@ -422,6 +506,7 @@ def lint_file(path: Path, root: Path, lookup: Callable[[str], KnownCallable] = k
         findings += check_agent(path, text)
     findings += check_links(path, text, root)
     findings += check_code_blocks(path, text, lookup)
+    findings += check_cli_references(path, text)
     return findings
 
 
