@@ -99,6 +99,10 @@ def _sample(args) -> int:
     if info.get("truncated"):
         console.print(f"{info['truncated']} of {info['samples']} completions stopped at max_completion_length "
                       f"({spec.generation.max_completion_length} tokens)")
+    if info.get("samples", spec.inspection.min_read) < spec.inspection.min_read:
+        console.print(f"warning: {info['samples']} samples, but the gate needs {spec.inspection.min_read} read; "
+                      "raise inspection.prompts or inspection.per_prompt")
+    console.print(f"next: finetune inspect score {run_dir}")
     return 0
 
 
@@ -110,6 +114,7 @@ def _score(args) -> int:
     report = score.score_run(run_dir, spec, console)
     score.print_report(report, console)
     console.print(f"wrote {run_dir / rundir.SCORED} and {run_dir / rundir.SCORE_REPORT}")
+    console.print(f"next: finetune inspect review {run_dir} --format md|html|terminal")
     return 0
 
 
@@ -123,6 +128,9 @@ def _review(args) -> int:
         return 0
     path = review.write_review(run_dir, spec, args.format, n=args.n)
     console.print(f"wrote {path}")
+    if args.format == "html":
+        console.print(f"open it in a browser, read, press x to export verdicts.jsonl, then: "
+                      f"finetune inspect verdict {run_dir} --file verdicts.jsonl")
     return 0
 
 
