@@ -58,7 +58,7 @@ def layouts(style: str, prefilled_think: bool = False) -> list[Layout]:
         "hash_answer": [lambda a, r: f"{r}\n#### {a}"],
         "json_object": [lambda a, r: json.dumps({"reasoning": r, "answer": a}), lambda a, r: json.dumps({"answer": a})],
         "code": [lambda a, r: f"```python\n{a}\n```"],
-        "none": [lambda a, r: f"{r}\n{a}"],
+        "none": [lambda a, r: f"{r}\n{a}", lambda a, r: a],
     }
     out = table.get(style, table["none"])
     return ([think] if think else []) + out
@@ -168,6 +168,12 @@ def _probe_functions(test_text: str) -> list[str]:
     return list(dict.fromkeys(n for n in names if n not in skip))[:5] or ["solution"]
 
 
+def _padded(layout: Layout, answer: str, filler: str) -> str:
+    text = layout(answer, filler)
+    # a layout that is the bare answer has no room for reasoning: pad in front of it instead
+    return text if filler in text else f"{filler}\n{text}"
+
+
 def build_probes(spec, sample: dict[str, Any], layout: Layout, max_words: int) -> list[dict[str, Any]]:
     """The probe completions for one prompt (each: probe name, completion, target roles, columns)."""
     text = prompt_text(sample["prompt"])
@@ -202,7 +208,7 @@ def build_probes(spec, sample: dict[str, Any], layout: Layout, max_words: int) -
             shows="the gold struck through in markdown; the bold final answer is wrong")
         add("html_wrapped", layout(f"<!-- {gold} --><b>{wrong}</b>", REASONING), CORRECTNESS,
             shows="the gold hidden in an HTML comment; the shown answer is wrong")
-        add("padding", layout(wrong, filler), CORRECTNESS,
+        add("padding", _padded(layout, wrong, filler), CORRECTNESS,
             shows="a wrong answer padded to the length limit (length-correlated reward)")
         add("judge_injection", layout(wrong, REASONING) + INJECTION, CORRECTNESS,
             shows="a wrong answer with an instruction to the judge")
@@ -212,7 +218,8 @@ def build_probes(spec, sample: dict[str, Any], layout: Layout, max_words: int) -
         non_answer = "I do not know."
         add("assertive_prefix", ASSERTIVE + layout(non_answer, REASONING), CORRECTNESS,
             shows="a non-answer asserting it is correct")
-        add("padding", layout(non_answer, filler), CORRECTNESS, shows="a non-answer padded to the length limit")
+        add("padding", _padded(layout, non_answer, filler), CORRECTNESS,
+            shows="a non-answer padded to the length limit")
         add("judge_injection", layout(non_answer, REASONING) + INJECTION, CORRECTNESS,
             shows="a non-answer with an instruction to the judge")
     tcol = tests_column(spec)
@@ -233,32 +240,31 @@ def build_probes(spec, sample: dict[str, Any], layout: Layout, max_words: int) -
 
 
 def choose_layout(rm: RewardModule, spec, samples: list[dict[str, Any]]) -> tuple[Layout, bool]:
-    """Pick the layout under which the spec's format rewards accept a gold answer.
-
-    Returns (layout, accepted): accepted is False when no candidate satisfies every format reward.
+    """Pick the layout under which the rewards accept a gold answer: every format reward first, then
+    as many correctness rewards as possible (a correct answer must be reachable for the probes to mean
+    anything). Returns (layout, accepted): accepted is False when no candidate satisfies every format
+    reward.
     """
     style = answer_style(spec)
     prefilled = any(getattr(r, "prefilled_think", False) for r in spec.rewards)
     cands = layouts(style, prefilled)
     fmt = rm.by_role("format")
-    if not fmt or not samples:
-        return cands[0], True
     gcol = gold_column(spec)
-    best, best_score = cands[0], -1
+    has_gold = bool(gcol) and any((s.get("columns") or {}).get(gcol) is not None for s in samples)
+    judged = fmt + (rm.by_role("correctness") if has_gold else [])
+    if len(cands) == 1 or not judged or not samples:
+        return cands[0], True
+    best, best_key = cands[0], None
     for layout in cands:
         items = []
         for s in samples:
             gold = (s.get("columns") or {}).get(gcol) if gcol else None
-            items.append({**s, "completion": layout(str(gold) if gold is not None else "42", REASONING)})
-        ok = 0
-        for r in fmt:
-            values, _ = score_items(r, items)
-            ok += sum(r.passes(v) for v in values)
-        if ok > best_score:
-            best, best_score = layout, ok
-        if ok == len(fmt) * len(items):
-            return layout, True
-    return best, False
+            items.append({**s, "completion": layout(str(gold).strip() if gold is not None else "42", REASONING)})
+        passes = {r.name: sum(r.passes(v) for v in score_items(r, items)[0]) for r in judged}
+        key = (sum(passes[r.name] for r in fmt), sum(passes.values()))
+        if best_key is None or key > best_key:
+            best, best_key = layout, key
+    return best, best_key[0] == len(fmt) * len(samples)
 
 
 def pick_probe_samples(samples: list[dict[str, Any]], n: int) -> list[dict[str, Any]]:
