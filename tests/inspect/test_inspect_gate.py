@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from inspect_helpers import craft_samples, verdicts_for, write_jsonl
+from inspect_helpers import SPEC, craft_samples, verdicts_for, write_jsonl
 from finetune.inspect.gate import verify_gate
 from finetune.spec import load_spec
 
@@ -207,3 +207,22 @@ def test_verdicts_bind_the_sample_they_judged(cli, make_run):
     (run / "old.jsonl").write_text(json.dumps(old) + "\n")
     r = cli("inspect", "verdict", run, "--file", run / "old.jsonl")
     assert r.code == 2 and "different completion" in r.err
+
+
+def test_bare_answer_task_gets_bare_probes(cli, make_run):
+    """extract: none compares the whole completion: the probes must use bare answers, or every
+    correct answer would look unreachable (gold_answer_fails) and the probes would prove nothing."""
+    spec = SPEC.replace("  - {{name: format_ok, type: format, pattern: answer_tag, weight: 0.2}}\n", "").format(
+        correctness="{name: correctness, type: exact_match, answer_column: answer, extract: none}")
+    samples = craft_samples()
+    for s in samples[::3]:
+        s["completion"] = s["columns"]["answer"] if s["kind"] == "right" else "0"
+    run = make_run("good", samples=samples, spec_text=spec)
+    (run / "rewards.py").unlink()
+    assert cli("rewards", "render", run / "spec.yaml").code == 0
+    assert cli("inspect", "score", run).code == 0
+    report = json.loads((run / "score_report.json").read_text())
+    gold = [c for c in report["controls"] if c["probe"] == "gold_answer"]
+    assert gold and all(c["scores"]["correctness"] == 1.0 for c in gold)
+    assert not any(p["passing"] for p in report["probes"])
+    assert "gold_answer_fails:correctness" not in {f["id"] for f in report["flags"]}
