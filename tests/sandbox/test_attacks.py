@@ -19,7 +19,7 @@ from finetune.sandbox.runner import (
     AssertJob, CallJob, CallTest, SandboxPool, SandboxUnavailable, StdioJob, StdioTest, detect_isolation,
 )
 
-TIMEOUT_S = 1.5
+TIMEOUT_S = 1.0
 # A loaded 2-core CI box: timeout + process teardown + slack, still far below any "stalled" pool.
 WALL_BOUND_S = TIMEOUT_S + 3.0
 HOST = detect_isolation()

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from finetune.sandbox.runner import AssertJob, CallJob, CallTest, StdioJob, StdioTest
+import pytest
+
+from finetune.sandbox.runner import AssertJob, CallJob, CallTest, SandboxPool, StdioJob, StdioTest
 
 ADD = "def add(a, b):\n    return a + b\n"
 
@@ -68,3 +70,28 @@ def test_isclose_assert_is_split(pool):
     result = pool.run(AssertJob(code, ["assert math.isclose(area(2), 12.566, rel_tol=0.001)"],
                                 setup="import math"))
     assert result.passed
+
+
+def test_stdlib_beyond_the_preimported_modules_is_importable(pool):
+    """The interpreter's own paths stay readable for the candidate's uid even when they live under a
+    hidden or untraversable directory (here: pyenv under /root, mode 0700)."""
+    code = "import xml.dom.minidom, sqlite3, socket\nprint(xml.dom.minidom.parseString('<a/>').documentElement.tagName)"
+    assert pool.run(StdioJob(code, [("", "a\n")])).passed
+
+
+def test_numpy_scalars_leave_the_sandbox_as_plain_numbers(pool):
+    pytest.importorskip("numpy")
+    code = "import numpy as np\ndef f(x):\n    return np.int64(x) * 2\ndef g(x):\n    return np.bool_(x > 1)\n"
+    result = pool.run(AssertJob(code, ["assert f(2) == 4", "assert g(2)", "assert not g(0)"]))
+    assert result.passed, result
+
+
+def test_a_broken_dataset_test_fails_only_itself(pool):
+    result = pool.run(AssertJob(ADD, ["assert add(1, 2) == 3", "assert add((1, 2) == 3"]))
+    assert result.test_statuses == ("passed", "failed") and "SyntaxError" in result.detail
+
+
+def test_two_pools_never_share_a_candidate_uid(pool):
+    with SandboxPool(workers=2, timeout_s=1.5, min_isolation="process") as other:
+        assert not set(other.candidate_uids) & set(pool.candidate_uids)
+        assert other.run(CallJob(ADD, "add", [([1, 2], 3)])).passed

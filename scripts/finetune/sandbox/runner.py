@@ -92,10 +92,27 @@ __all__ = [
 
 ISOLATION_LEVELS = ("process", "unprivileged", "namespaces")
 
-# Uids for candidates: far above any real account, one block per trusted process (pid) so two pools on
-# one host (e.g. one per training rank) never share a uid, one uid per pool slot.
+# Uids for candidates: far above any real account; one block per (trusted process, live pool) so two
+# pools (one per training rank, or two in one process) never share a uid; one uid per pool slot.
+# 2e9 + 2**20 pids * 16 pools * 128 slots stays below the largest valid uid (2**32 - 2).
 _UID_BASE = 2_000_000_000
-_UID_BLOCK = 256
+_UID_BLOCK = 128
+_POOLS_PER_PROCESS = 16
+_pool_indices: set = set()
+_pool_indices_lock = threading.Lock()
+
+
+def _uid_block(pool_index: int) -> int:
+    return _UID_BASE + ((os.getpid() % (1 << 20)) * _POOLS_PER_PROCESS + pool_index) * _UID_BLOCK
+
+
+def _claim_pool_index() -> int:
+    with _pool_indices_lock:
+        free = [i for i in range(_POOLS_PER_PROCESS) if i not in _pool_indices]
+        if not free:
+            raise SandboxError(f"at most {_POOLS_PER_PROCESS} sandbox pools may be open in one process")
+        _pool_indices.add(free[0])
+        return free[0]
 
 _CLONE_NEWNS, _CLONE_NEWUTS, _CLONE_NEWIPC = 0x00020000, 0x04000000, 0x08000000
 _CLONE_NEWPID, _CLONE_NEWNET = 0x20000000, 0x40000000
@@ -248,6 +265,8 @@ def _probe(uid: int) -> Isolation:
             raise OSError("mount namespace setup failed in the new PID namespace")
 
     ns_err = _fork_probe(ns_probe) if root else "not running as root"
+    if not ns_err and not os.path.isdir("/tmp"):
+        ns_err = "no /tmp directory to hold the sandbox's tmpfs work dir"
     if ns_err:
         notes.append(f"no PID/network/mount namespaces: {ns_err}")
     else:
@@ -307,19 +326,25 @@ def _remount_readonly(strict: bool = False) -> None:
 _NS_WORKDIR = "/tmp/work"
 
 
-def _plan_hidden(hide_paths: Sequence[str], needed: Sequence[str]) -> list[tuple[str, list[str]]]:
-    """Which directories to cover with an empty tmpfs, and which needed paths under each to bind back.
+# Scratch dirs get a fresh, writable tmpfs per execution (size in MB; None = the request's disk_mb).
+_SCRATCH_DIRS = {"/tmp": None, "/var/tmp": 8, "/dev/shm": 8, "/run/lock": 1}
 
-    Covered: ``hide_paths``, plus the first ancestor of each needed path (the interpreter's sys.path)
-    that other users cannot traverse (e.g. pyenv under /root, mode 0700) — the candidate runs as
-    another uid, so the needed path is bound back inside a world-traversable tmpfs."""
+
+def _plan_overlays(hide_paths: Sequence[str], needed: Sequence[str]) -> list[tuple[str, str, list[str]]]:
+    """Which directories to cover with a tmpfs — ``(root, "scratch" | "hidden", needed paths inside)``.
+
+    Covered: the scratch dirs (writable), ``hide_paths`` (empty, read-only), and the first ancestor of
+    each needed path (the interpreter's sys.path) that other users cannot traverse (e.g. pyenv under
+    /root, mode 0700): the candidate runs as another uid. Needed paths under a covered root are bound
+    back, read-only, at the same place."""
     import stat
 
     def under(path: str, root: str) -> bool:
         return path == root or path.startswith(root.rstrip("/") + "/")
 
     needed = sorted({os.path.realpath(n) for n in needed if n and os.path.isdir(n)})
-    roots = {os.path.realpath(h) for h in hide_paths if h and os.path.isdir(h)} - {"/"}
+    scratch = {d for d in _SCRATCH_DIRS if os.path.isdir(d) and not os.path.islink(d)}
+    roots = scratch | ({os.path.realpath(h) for h in hide_paths if h and os.path.isdir(h)} - {"/"})
     for path in needed:
         current = "/"
         for part in path.strip("/").split("/"):
@@ -337,36 +362,39 @@ def _plan_hidden(hide_paths: Sequence[str], needed: Sequence[str]) -> list[tuple
         inside = [n for n in needed if under(n, root)]
         inside = [n for n in inside if not any(n != o and under(n, o) for o in inside)]
         if root not in inside:
-            plan.append((root, inside))
+            plan.append((root, "scratch" if root in scratch else "hidden", inside))
     return plan
 
 
-def _enter_mount_namespace(hidden: Sequence[tuple[str, Sequence[str]]], disk_mb: int, uid: int,
+def _enter_mount_namespace(overlays: Sequence[tuple[str, str, Sequence[str]]], disk_mb: int, uid: int,
                            probe: bool = False) -> str:
     """In the PID-namespace init, before dropping root: a private, read-only view of the file system
-    with fresh tmpfs scratch dirs; returns the work dir (``/tmp/work`` on the new /tmp tmpfs)."""
+    with fresh tmpfs scratch dirs and hidden dirs; returns the work dir (``/tmp/work``, on the new
+    /tmp tmpfs when /tmp exists)."""
     _unshare(_CLONE_NEWNS)
     _mount(None, "/", None, _MS_REC | _MS_PRIVATE)
     _mount("proc", "/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
     if probe:
         return ""
     _remount_readonly()
-    for scratch, size in (("/tmp", disk_mb), ("/var/tmp", min(disk_mb, 8)), ("/dev/shm", min(disk_mb, 8)),
-                          ("/run/lock", 1)):
-        if os.path.isdir(scratch):
-            _mount("sandbox", scratch, "tmpfs", _MS_NOSUID | _MS_NODEV,
-                   f"size={size}m,mode=1777,nr_inodes=4096")
-    keep_fds = {n: os.open(n, os.O_PATH | os.O_DIRECTORY) for _, inside in hidden for n in inside}
+    keep_fds = {n: os.open(n, os.O_PATH | os.O_DIRECTORY) for _, _, inside in overlays for n in inside}
     flags = _MS_NOSUID | _MS_NODEV
-    for root, inside in hidden:
-        _mount("sandbox", root, "tmpfs", flags, "size=256k,mode=0755")
+    for root, kind, inside in overlays:
+        if kind == "scratch":
+            size = _SCRATCH_DIRS.get(root) or disk_mb
+            _mount("sandbox", root, "tmpfs", flags, f"size={min(size, disk_mb)}m,mode=1777,nr_inodes=4096")
+        else:
+            _mount("sandbox", root, "tmpfs", flags, "size=256k,mode=0755")
         for path in inside:
             os.makedirs(path, 0o755, exist_ok=True)
             _mount(f"/proc/self/fd/{keep_fds[path]}", path, None, _MS_BIND | _MS_REC)
             _mount(None, path, None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | flags)
-        _mount(None, root, None, _MS_REMOUNT | _MS_RDONLY | flags)
+        if kind != "scratch":
+            _mount(None, root, None, _MS_REMOUNT | _MS_RDONLY | flags)
     for fd in keep_fds.values():
         os.close(fd)
+    if not os.path.isdir("/tmp"):  # no /tmp on this host: a tmpfs of its own for the work dir
+        raise OSError("the namespaces level needs a /tmp directory")
     os.mkdir(_NS_WORKDIR, 0o700)
     os.chown(_NS_WORKDIR, uid, uid)
     return _NS_WORKDIR
@@ -422,6 +450,10 @@ def _make_encoder():
             return {"fs": [enc(v, depth + 1) for v in fset_iter(x)]}
         if _isinstance(x, _set):
             return {"s": [enc(v, depth + 1) for v in set_iter(x)]}
+        if getattr(t, "__module__", "") == "numpy" and hasattr(x, "item") and hasattr(x, "dtype") \
+                and getattr(x, "ndim", 1) == 0:
+            # A numpy scalar: .item() runs here, in the sandbox, and must itself yield plain data.
+            return enc(x.item(), depth + 1)
         raise TypeError(f"a value of type {t.__name__} cannot leave the sandbox (plain data only)")
 
     return enc
@@ -543,7 +575,7 @@ def _child_after_fork(req: dict, cfg: dict, workdir: str, fds: dict) -> None:
         os.setsid()
         level = cfg["level"]
         if level == "namespaces":
-            workdir = _enter_mount_namespace(cfg["hidden"], req["disk_mb"], cfg["uid"])
+            workdir = _enter_mount_namespace(cfg["overlays"], req["disk_mb"], cfg["uid"])
         _set_limits(req, processes_ok=level != "process")
         os.dup2(fds["stdin"], 0)
         os.dup2(fds["stdout"], 1)
@@ -739,7 +771,7 @@ def _zygote_main(cfg: dict) -> None:
 
     _libc()
 
-    cfg["hidden"] = _plan_hidden(cfg.get("hide_paths", ()), sys.path)
+    cfg["overlays"] = _plan_overlays(cfg.get("hide_paths", ()), sys.path)
     _snapshot_pristine()
     base_dir = tempfile.mkdtemp(prefix="sandbox-", dir=cfg.get("tmp_root"))
     os.chmod(base_dir, 0o711)
@@ -1006,7 +1038,14 @@ def _assert_plan(job: AssertJob) -> tuple[list[dict], list[Optional[_Check]]]:
         steps.append({"k": "exec", "src": job.setup})
         checks.append(None)
     if isinstance(job.tests, str):
-        module = ast.parse(job.tests)
+        try:
+            module = ast.parse(job.tests)
+        except (SyntaxError, ValueError, MemoryError, RecursionError):
+            steps.append({"k": "exec", "src": job.tests})
+            checks.append(None)
+            steps.append({"k": "assert", "src": f"check({job.entry_point})" if job.entry_point else "pass"})
+            checks.append(None)
+            return steps, checks
         check_fn = next((s for s in module.body if isinstance(s, ast.FunctionDef) and s.name == "check"), None)
         inline = (job.entry_point and check_fn is not None and len(check_fn.args.args) == 1
                   and all(isinstance(s, (ast.Assert, ast.Import, ast.ImportFrom, ast.Expr))
@@ -1030,7 +1069,10 @@ def _assert_plan(job: AssertJob) -> tuple[list[dict], list[Optional[_Check]]]:
             checks.append(None)
     else:
         for test_src in job.tests:
-            body = ast.parse(test_src).body
+            try:
+                body = ast.parse(test_src).body
+            except (SyntaxError, ValueError, MemoryError, RecursionError):
+                body = []  # runs in-process and fails there, like the dataset says
             if len(body) == 1:
                 add_test(body[0], test_src)
             else:
@@ -1245,7 +1287,7 @@ def _zygote_env() -> dict:
 def _default_hide_paths() -> list[str]:
     """The trusted side's working dir (a run dir holds the dataset and its expected outputs), HOME,
     /root, /home and the usual data mounts; the interpreter's own paths inside them are bound back
-    (``_plan_hidden``). Pass ``hide_paths`` to add a dataset directory that lives elsewhere."""
+    (``_plan_overlays``). Pass ``hide_paths`` to add a dataset directory that lives elsewhere."""
     return [os.getcwd(), os.path.expanduser("~"), "/root", "/home", "/mnt", "/media", "/srv", "/data",
             "/datasets", "/workspace", "/opt/ml"]
 
@@ -1291,7 +1333,8 @@ class SandboxPool:
         self._hide_paths = _default_hide_paths() + [os.path.abspath(p) for p in hide_paths or ()]
         self._tmp_root, self._python = tmp_root, python or sys.executable
         self._preimport = tuple(preimport)
-        self._uid_base = _UID_BASE + (os.getpid() % (1 << 22)) * _UID_BLOCK
+        self._pool_index = _claim_pool_index()
+        self._uid_base = _uid_block(self._pool_index)
         self._queue: "queue.Queue" = queue.Queue(maxsize=queue_size or 2 * self.workers)
         self._closed = False
         self._lock = threading.Lock()
@@ -1424,6 +1467,8 @@ class SandboxPool:
     def _stop_zygotes(self) -> None:
         for z in self._zygotes:
             z.close(timeout=10)
+        with _pool_indices_lock:
+            _pool_indices.discard(self._pool_index)
 
     def close(self) -> None:
         """Stop every worker and zygote; remove every temp dir. Idempotent."""
@@ -1458,7 +1503,7 @@ def _main(argv: list[str]) -> int:
         _zygote_main(json.loads(argv[1]))
         return 0
     if argv[:1] == ["--probe"]:
-        iso = _probe(_UID_BASE + (os.getpid() % (1 << 22)) * _UID_BLOCK)
+        iso = _probe(_uid_block(_POOLS_PER_PROCESS - 1) + _UID_BLOCK - 1)
         print(json.dumps({**iso.__dict__, "notes": list(iso.notes)}))
         return 0
     if argv[:1] == ["--kill-uid"]:
