@@ -173,6 +173,22 @@ def test_broken_relative_link(cli, plugin):
                    line=line_of(skill, "references/nope.md"))
 
 
+def test_broken_anchors(cli, plugin):
+    skill = plugin / GRPO_SKILL
+    replace_once(skill, "## Related skills\n", "## Related skills\n\nSee [gate](#the-inspection-rul) and "
+                 "[routes](../finetuning-method-selection/SKILL.md#the-route) and [ok](#choosing-a-variant).\n")
+    line = line_of(skill, "#the-inspection-rul)")
+    assert_planted(cli, plugin, str(GRPO_SKILL), "this file has no heading '#the-inspection-rul'", line=line)
+    assert_planted(cli, plugin, str(GRPO_SKILL), "../finetuning-method-selection/SKILL.md has no heading "
+                   "'#the-route'", line=line)
+    assert not [f for f in findings_of(cli("lint", plugin)) if "choosing-a-variant" in f[2]]
+
+
+def test_heading_anchors():
+    text = "# Title\n## 1. Fix the `eval` set\n```\n# not a heading\n```\n## Title\n### Title ###\n"
+    assert lint.heading_anchors(text) == {"title", "1-fix-the-eval-set", "title-1", "title-2"}
+
+
 def test_broken_plugin_root_path(cli, plugin):
     agent = plugin / "agents" / "llm-finetuning-training-engineer.md"
     agent.write_text(agent.read_text() + "\nRun `${CLAUDE_PLUGIN_ROOT}/scripts/missing.sh` first.\n")

@@ -43,7 +43,7 @@ FIRST_OR_SECOND_PERSON_RE = re.compile(r"^\s*(?:I|I'm|I'll|we|you|your|my)\b", r
 SKIP_DIRS = frozenset({".git", ".venv", "venv", "node_modules", "__pycache__", ".pytest_cache", ".hypothesis",
                        "build", "dist", "runs", ".ruff_cache"})
 PLUGIN_ROOT_RE = re.compile(r"\$\{CLAUDE_PLUGIN_ROOT\}(/[A-Za-z0-9_.\-/]*)")
-# [text](target) — not images' alt text parsing subtleties; targets with spaces are not used in this repo.
+# [text](target) and ![alt](target) (targets with spaces are not supported).
 LINK_RE = re.compile(r"(?<!\\)\[(?:[^\]\[]|\[[^\]]*\])*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
 FENCE_RE = re.compile(r"^(\s*)(`{3,}|~{3,})\s*([\w+.-]*)")
 PYTHON_LANGS = frozenset({"python", "py", "python3"})
@@ -328,22 +328,45 @@ def check_agent(path: Path, text: str) -> list[Finding]:
     return findings
 
 
+def heading_anchors(text: str) -> set[str]:
+    """GitHub's anchors for a Markdown text's headings (lowercase, punctuation dropped, spaces to '-',
+    repeats numbered -1, -2, ...)."""
+    anchors: set[str] = set()
+    seen: dict[str, int] = {}
+    for _, line in _outside_code(text):
+        m = re.match(r"^#{1,6}\s+(.*?)\s*#*\s*$", line)
+        if not m:
+            continue
+        slug = re.sub(r"[^\w\- ]", "", m.group(1).strip().lower()).replace(" ", "-")
+        n = seen.get(slug, 0)
+        seen[slug] = n + 1
+        anchors.add(slug if n == 0 else f"{slug}-{n}")
+    return anchors
+
+
 def check_links(path: Path, text: str, root: Path) -> list[Finding]:
-    """Relative links and ${CLAUDE_PLUGIN_ROOT}/ paths must name files that exist."""
+    """Relative links (and their #anchors) and ${CLAUDE_PLUGIN_ROOT}/ paths must resolve."""
     findings: list[Finding] = []
     for idx, line in _outside_code(text):
         for m in LINK_RE.finditer(_strip_inline_code(line)):
             target = m.group(1)
-            if re.match(r"^[a-z][a-z0-9+.-]*:", target, re.IGNORECASE) or target.startswith("#"):
-                continue  # URL, mailto:, in-page anchor
+            if re.match(r"^[a-z][a-z0-9+.-]*:", target, re.IGNORECASE):
+                continue  # URL, mailto:
             if "${" in target:
                 continue  # ${CLAUDE_PLUGIN_ROOT} paths are checked below
-            file_part = target.split("#", 1)[0].split("?", 1)[0]
-            if not file_part:
-                continue
-            resolved = (root / file_part.lstrip("/")) if file_part.startswith("/") else (path.parent / file_part)
+            file_part, _, anchor = target.split("?", 1)[0].partition("#")
+            if file_part:
+                resolved = (root / file_part.lstrip("/")) if file_part.startswith("/") else (path.parent / file_part)
+            else:
+                resolved = path
             if not resolved.exists():
                 findings.append(Finding(path, idx + 1, f"broken link: '{target}' does not exist"))
+                continue
+            if anchor and resolved.is_file() and resolved.suffix == ".md":
+                if anchor not in heading_anchors(resolved.read_text(encoding="utf-8")):
+                    findings.append(Finding(path, idx + 1, f"broken link: '{target}' - "
+                                            f"{'this file' if resolved == path else file_part} has no heading "
+                                            f"'#{anchor}'"))
     # ${CLAUDE_PLUGIN_ROOT} paths are checked everywhere, code blocks and frontmatter included: they are what
     # the agent runs.
     for idx, line in enumerate(text.splitlines()):
