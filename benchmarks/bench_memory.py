@@ -129,6 +129,22 @@ def main() -> int:
           f"largest {100 * worst:.1f}% (target ≤ 35%); unscored: {len(checks) - len(scored)}")
     print(f"  of which measurements (not formula identities): {len(measured)}, median |error| "
           f"{100 * statistics.median(measured):.1f}%, largest {100 * max(measured):.1f}%")
+    print()
+    print("Measured here: bytes autograd saves for backward in one bf16 forward (real random model cut to "
+          "1-2 layers, 512 tokens, CPU) vs the activation formula")
+    from finetune.memory import activation_bytes, measure_saved_activation_bytes
+    from finetune.models import resolve_config_path
+
+    act_errors = []
+    for hub, layers in (("Qwen/Qwen2.5-0.5B", 2), ("Qwen/Qwen3-0.6B", 2), ("meta-llama/Llama-3.1-8B", 1),
+                        ("Qwen/Qwen2.5-7B", 1), ("Qwen/Qwen3-30B-A3B", 1)):
+        measured, cut = measure_saved_activation_bytes(str(resolve_config_path(hub)), layers=layers, tokens=512)
+        predicted = activation_bytes(cut, 1, 512, checkpointing=False)
+        act_errors.append(abs(predicted / measured - 1))
+        print(f"  {hub:<28} {layers} layer(s): measured {measured / 2**20:8.1f} MiB, formula "
+              f"{predicted / 2**20:8.1f} MiB, error {100 * (predicted / measured - 1):+.1f}%")
+    print(f"  median |error| {100 * statistics.median(act_errors):.1f}%, largest {100 * max(act_errors):.1f}%")
+
     import tempfile
 
     with tempfile.TemporaryDirectory() as cache_dir:

@@ -310,3 +310,14 @@ def test_spec_can_pin_colocate_or_server(qwen7b):
     server = recommend(qwen7b, resolve_hardware({"profile": "h100-80gb", "gpus": 4, "vllm_gpus": 2}), "lora")
     assert server.vllm_mode == "server" and server.vllm_gpus == 2 and server.training_processes == 2
     assert recommend(qwen7b, resolve_hardware({"profile": "h100-80gb", "gpus": 4}), "lora").vllm_mode == "server"
+
+
+@pytest.mark.parametrize("hub_id", ["Qwen/Qwen2.5-0.5B", "Qwen/Qwen3-0.6B"])
+def test_activation_formula_matches_what_autograd_saves(hub_id):
+    from finetune.memory import activation_bytes, measure_saved_activation_bytes
+    from finetune.models import resolve_config_path
+
+    measured, cut = measure_saved_activation_bytes(str(resolve_config_path(hub_id)), layers=2, tokens=128)
+    predicted = activation_bytes(cut, 1, 128, checkpointing=False)
+    assert cut.layers == 2 and measured > 0
+    assert abs(predicted / measured - 1) < 0.10, (predicted, measured)

@@ -69,14 +69,17 @@ def layer_activation_bytes_per_token(model: ModelInfo) -> int:
     2 B × (8h + 4q + 4kv + MLP): two RMSNorm inputs kept in fp32 (4h) and their bf16 outputs and the
     residual (4h), q/k/v before and after rotary (4q + 4kv, counting the attention output); a SwiGLU MLP
     keeps gate, up, act(gate) and their product (4I). An MoE layer keeps those for each of the k
-    routed experts plus each token's k copies in and out (2kh) and the router logits (2E).
+    routed experts plus each token's k copies in and out (2kh) and the router logits (2E). Per-head
+    q/k norms (Qwen3) keep another q + kv. Checked against the bytes autograd actually saves
+    (tests/test_memory.py, benchmarks/bench_memory.py).
     """
     h, q, kv = model.hidden, model.q_dim, model.kv_dim
     if model.is_moe:
         mlp = model.experts_per_token * (4 * model.moe_intermediate + 2 * h) + 2 * model.num_experts
     else:
         mlp = 4 * model.intermediate
-    return 2 * (8 * h + 4 * q + 4 * kv + mlp)
+    qk_norm = q + kv if model.qk_norm else 0
+    return 2 * (8 * h + 4 * q + 4 * kv + qk_norm + mlp)
 
 
 def activation_bytes(model: ModelInfo, batch: int, seq_len: int, checkpointing: bool) -> int:
@@ -93,6 +96,50 @@ def activation_bytes(model: ModelInfo, batch: int, seq_len: int, checkpointing: 
     else:
         per_token = model.layers * per_layer
     return tokens * (per_token + 6 * model.hidden)
+
+
+def measure_saved_activation_bytes(config_path: str, *, layers: int = 2, tokens: int = 128,
+                                   vocab: int = 1024) -> tuple[int, ModelInfo]:
+    """Bytes autograd saves for backward in one bf16 forward of a real (random) model on this machine.
+
+    The config at ``config_path`` is cut to ``layers`` layers and a ``vocab``-token vocabulary (the head is
+    skipped with logits_to_keep=1) so it runs on a CPU in seconds; parameters are not counted. Returns
+    (measured bytes, the cut model's ModelInfo) to compare with :func:`activation_bytes` (no checkpointing).
+    """
+    import json
+    import tempfile
+    from pathlib import Path
+
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from finetune.models import load_model_info
+
+    raw = json.loads(Path(config_path).read_text(encoding="utf-8"))
+    raw.update(num_hidden_layers=layers, vocab_size=vocab, bos_token_id=None, eos_token_id=None, pad_token_id=None)
+    with tempfile.TemporaryDirectory() as tmp:
+        cut = Path(tmp) / "config.json"
+        cut.write_text(json.dumps(raw), encoding="utf-8")
+        info = load_model_info(str(cut))
+        from transformers import AutoConfig
+
+        config = AutoConfig.for_model(**raw)
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16)
+    model.train()
+    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    saved: dict[int, int] = {}
+
+    def pack(t: "torch.Tensor") -> "torch.Tensor":
+        storage = t.untyped_storage()
+        if storage.data_ptr() not in params:  # weights saved by matmuls are not activations
+            saved[storage.data_ptr()] = storage.nbytes()
+        return t
+
+    ids = torch.randint(0, vocab, (1, tokens))
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        model(input_ids=ids, logits_to_keep=1)
+    return sum(saved.values()), info
 
 
 def vllm_activation_bytes(model: ModelInfo, batched_tokens: int, max_num_seqs: int, tp: int) -> int:

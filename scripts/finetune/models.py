@@ -73,6 +73,7 @@ class ModelInfo:
     linear_groups: tuple[LinearGroup, ...] = field(default=(), repr=False)
     moe_intermediate: int = 0
     max_position_embeddings: int = 0
+    qk_norm: bool = False  # per-head RMSNorm on q and k (Qwen3): more activations kept per layer
 
     @property
     def scale_class(self) -> str:
@@ -214,7 +215,7 @@ def _disk_key(raw_bytes: bytes) -> str:
     import hashlib
     from importlib.metadata import version
 
-    return hashlib.sha256(raw_bytes + f"|transformers={version('transformers')}|v1".encode()).hexdigest()[:32]
+    return hashlib.sha256(raw_bytes + f"|transformers={version('transformers')}|v2".encode()).hexdigest()[:32]
 
 
 def _from_disk(path: Path) -> ModelInfo | None:
@@ -353,4 +354,5 @@ def _inventory(model, config, raw: dict[str, Any], display: str, path: str) -> M
         expert_params=int(expert_params), active_params=int(active), is_vlm=is_vlm, largest_layer_params=int(largest),
         linear_groups=linear_groups, moe_intermediate=int(getattr(text, "moe_intermediate_size", 0) or 0),
         max_position_embeddings=int(getattr(text, "max_position_embeddings", 0) or 0),
+        qk_norm=any(name.endswith("self_attn.q_norm") for name, _ in model.named_modules()),
     )
