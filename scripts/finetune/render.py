@@ -775,7 +775,8 @@ def _context(plan: RenderPlan) -> dict[str, Any]:
 
 
 def _memory_table(est: Any) -> str:
-    return est.to_markdown().strip()
+    # the estimator's own headings sit under BRIEF.md's "Memory fit" section
+    return re.sub(r"^(#+) ", lambda m: "#" * (len(m.group(1)) + 2) + " ", est.to_markdown().strip(), flags=re.M)
 
 
 def render_files(plan: RenderPlan) -> dict[str, str]:
@@ -805,7 +806,15 @@ def write(plan: RenderPlan, files: dict[str, str]) -> Path:
             p.write_text(text, encoding="utf-8")
             if rel.endswith((".sh", ".py")):
                 p.chmod(0o755)
+    if not plan.preview:
+        # a launch file of an earlier render for another target must not survive beside the new ones
+        for stale in target.iterdir():
+            if stale.name not in files and _RENDERED_NAME.fullmatch(stale.name):
+                stale.unlink()
     return target
+
+
+_RENDERED_NAME = re.compile(r"BRIEF\.md|grpo_config\.yaml|train\.py|launch\.sh|accelerate\.yaml|deepspeed_zero\d\.json")
 
 
 def render(spec_path: str | Path, out: str | Path | None = None, *, preview: bool = False,

@@ -236,3 +236,14 @@ def test_no_gate_is_loud_everywhere(cli, tiny_run):
     assert "FOR TESTS ONLY" in (d / "BRIEF.md").read_text()
     assert "FOR TESTS ONLY" in (d / "train.py").read_text() and "GATE_REQUIRED = False" in (d / "train.py").read_text()
     assert "--no-gate (TESTS ONLY)" in (d / "grpo_config.yaml").read_text()
+
+
+def test_rerender_for_another_target_removes_stale_launch_files(cli, tiny_run, tmp_path):
+    model = yaml.safe_load(tiny_run.read_text())["model"]
+    spec = write_run(tmp_path / "r", model, hardware__gpus=8)
+    assert cli("config", "render", spec, "--no-gate").code == 0
+    assert "accelerate.yaml" in _config_files(spec.parent)
+    (spec.parent / "config" / "notes.txt").write_text("the engineer's own file")
+    spec = write_run(tmp_path / "r", model)
+    assert cli("config", "render", spec, "--no-gate").code == 0
+    assert _config_files(spec.parent) == ["BRIEF.md", "grpo_config.yaml", "launch.sh", "notes.txt", "train.py"]

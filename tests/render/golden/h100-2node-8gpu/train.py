@@ -114,11 +114,11 @@ def main(argv=None) -> None:
     if [f.__name__ for f in REWARD_FUNCS] != REWARD_NAMES or list(REWARD_WEIGHTS) != REWARD_WEIGHTS_RENDERED:
         sys.exit("refusing to train: rewards.py does not match the spec this config was rendered for; re-render")
 
-    from trl import GRPOConfig, GRPOTrainer
-
     dataset = load_train_dataset()
 
     # --- recipe:start (the GRPO recipe; skills/grpo-rlvr-training/SKILL.md shows this block)
+    from trl import GRPOConfig, GRPOTrainer
+
     grpo_args = GRPOConfig(
         # algorithm: variant 'grpo' (the base recipe); every field pinned (contract 9)
         loss_type='grpo',  # sequence-mean GRPO loss (TRL 1.16's default is 'dapo')
@@ -160,7 +160,7 @@ def main(argv=None) -> None:
         seed=3407,  # the seed's reference seed
         disable_dropout=True,  # dropout makes the policy's log-probs disagree with the sampler's
         # batch (validated for the target's training processes)
-        per_device_train_batch_size=8,  # memory.recommend(): 8 completions per micro-batch: peak 47.0 GiB of 79.6 (59%) (logits 4.6 GiB, activations 28.6 GiB)
+        per_device_train_batch_size=8,  # memory.recommend(): 8 completions per micro-batch: peak 48.7 GiB of 79.6 (61%) (logits 4.6 GiB, activations 30.2 GiB)
         gradient_accumulation_steps=1,  # memory.recommend(): 8 × 8 process(es) × 1 = 64 completions per generation round = 8 prompts × 8 generations (divisible by num_generations)
         num_train_epochs=1.0,  # training.num_train_epochs
         max_steps=args.max_steps,  # training.max_steps (-1: run the epochs); rendered -1
@@ -193,7 +193,7 @@ def main(argv=None) -> None:
         args=grpo_args,
         reward_funcs=REWARD_FUNCS,  # rewards.py: format_ok, correct
         train_dataset=dataset,  # prompt-only: GRPO generates its own completions
-        peft_config=None,  # method: full (memory.recommend(): full fine-tuning fits: peak 47.0 GiB of 79.6 (59%))
+        peft_config=None,  # method: full (memory.recommend(): full fine-tuning fits: peak 48.7 GiB of 79.6 (61%))
     )
     trainer.train()
     # --- recipe:end
