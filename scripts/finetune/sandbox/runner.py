@@ -3,65 +3,86 @@
 This file is standalone and stdlib-only on purpose: ``finetune rewards render`` copies it verbatim
 beside ``rewards.py`` as ``rewards_sandbox.py`` (DESIGN.md contract 2), and the plugin imports it as
 ``finetune.sandbox.runner``. It is also its own child-side program (``python -I <this file> --zygote``).
+Linux only (fork, memfd, pidfd, namespaces).
 
 Public API
 ==========
 
-``SandboxPool(workers=None, timeout_s=5.0, memory_mb=512, min_isolation="namespaces", ...)``
-    A context manager. ``pool.run_batch(jobs) -> list[Result]`` (input order) runs every job of a GRPO
-    step at once, ``pool.run(job) -> Result`` one. ``pool.isolation`` says what the host granted.
-    Construction refuses (``SandboxUnavailable``) when the host grants less than ``min_isolation``.
+``SandboxPool(workers=None, timeout_s=5.0, memory_mb=512, min_isolation="namespaces", *, ...)``
+    A context manager (``close()`` stops every process and removes every temp dir). Keyword options:
+    ``isolation`` (force a level, at least ``min_isolation``; default: the best the host grants),
+    ``max_output_bytes`` (1 MiB per stream; beyond it the execution is killed), ``disk_mb`` (32: work
+    dir tmpfs and RLIMIT_FSIZE), ``max_processes`` (32), ``max_open_files`` (64), ``hide_paths``
+    (extra directories the candidate must not see, e.g. a dataset outside the working dir),
+    ``tmp_root``, ``python``, ``preimport`` (stdlib modules loaded once in the zygote),
+    ``queue_size`` (default 2 x workers).
+    ``pool.run_batch(jobs) -> list[Result]`` runs every job of a GRPO step at once, up to ``workers``
+    (default: CPU count) executions in parallel, results in input order; ``pool.run(job)`` runs one.
+    ``pool.isolation`` (an ``Isolation``) and ``pool.isolation_level`` say what the host granted.
+    Construction raises ``SandboxUnavailable`` (one actionable message) when the host grants less
+    than ``min_isolation``; nothing untrusted has run then.
 ``detect_isolation() -> Isolation``
-    What this host grants, probed in a throw-away child process; nothing untrusted runs.
+    What this host grants (``level``, ``notes`` saying what is missing and why), probed in a
+    throw-away child interpreter.
 
-Jobs (the candidate is the model's code; tests come from the dataset and stay trusted):
+Jobs (the candidate is the model's code; tests come from the dataset and stay on the trusted side):
 
 * ``StdioJob(code, tests=[StdioTest(stdin, expected_stdout), ...], compare="lines")`` — the code runs
-  as ``__main__`` once per test with that stdin; the trusted side compares stdout (``exact``,
-  ``lines``: trailing whitespace per line and trailing blank lines ignored, ``tokens``:
-  whitespace-separated tokens). A non-zero exit is a runtime error.
+  as ``__main__`` once per test (one execution each, in parallel) with that stdin; the trusted side
+  compares stdout (``exact``; ``lines``: trailing whitespace per line and trailing blank lines
+  ignored; ``tokens``: whitespace-separated tokens). A non-zero exit is a runtime error.
 * ``CallJob(code, function, tests=[CallTest(args, expected, kwargs={}), ...], compare="python")`` —
-  the child receives only the arguments, never the expected values; each return value leaves the
-  sandbox as plain data (None/bool/int/float/complex/str/bytes/list/tuple/dict/set/frozenset;
-  subclasses are converted to their base type, so an object whose ``__eq__`` always says True
-  arrives as plain data or not at all) and the trusted side compares (``python``: ``==``;
-  ``json``: tuples compare equal to lists).
-* ``AssertJob(code, tests=[...] | "test source", setup="", entry_point=None)`` — MBPP
-  (``test_list`` + ``test_setup_code``) or HumanEval (``test`` source + ``entry_point``, which calls
-  ``check(entry_point)``). Each ``assert <expr> == <literal>`` / ``assert <literal> == <expr>`` /
+  one execution; the child receives only the arguments, never the expected values; each return value
+  leaves the sandbox as plain data (None/bool/int/float/complex/str/bytes/list/tuple/dict/set/
+  frozenset; subclasses and numpy scalars are converted inside the sandbox, so an object whose
+  ``__eq__`` always says True arrives as plain data or not at all) and the trusted side compares
+  (``python``: ``==``; ``json``: tuples compare equal to lists).
+* ``AssertJob(code, tests=[...] | "test source", setup="", entry_point=None)`` — MBPP (``test_list``
+  + ``test_setup_code``) or HumanEval (``test`` source + ``entry_point``: ``check(entry_point)``).
+  One execution. Each ``assert <expr> == <literal>`` / ``assert <literal> == <expr>`` /
   ``assert <expr>`` / ``assert not <expr>`` / ``assert math.isclose(<expr>, <literal>, ...)`` (also
-  inside HumanEval's ``check(candidate)``) is *split*: only ``<expr>`` is evaluated in the sandbox and
-  the trusted side does the comparison, exactly as for ``CallJob``. Any other test runs in-process
-  with the candidate; its pass is accepted only with a per-run secret token written after the test
-  completed, the exit code is ignored, and ``SystemExit`` / ``os._exit`` before the end is a failure.
-  Limit (documented, inherent to running tests in the candidate's process): code that inspects the
-  harness' frames or uses ctypes can forge an in-process pass; splittable tests are immune.
+  inside HumanEval's ``check(candidate)`` when its body is only asserts) is *split*: only ``<expr>``
+  is evaluated in the sandbox and the trusted side compares, exactly as for ``CallJob``.
+  Any other test runs in-process with the candidate, mitigated: it runs in its own namespace over a
+  pristine copy of the builtins, every module the zygote had imported is restored (identity
+  checks) before it, its pass counts only with this run's secret token (never printed; stdout is
+  never read for verdicts), the exit code is ignored, and ``SystemExit`` / ``os._exit`` before the
+  end fails every test not yet recorded. Limit, inherent to running a test in the candidate's
+  process: code that walks the harness' frames, ``gc`` referents or uses ``ctypes`` can forge an
+  in-process pass; split tests are immune.
+* Timeouts: ``timeout_s`` bounds one execution (one stdin test, or all calls / asserts of one job);
+  a job's own ``timeout_s`` overrides the pool's.
 
 ``Result``: ``passed`` (every test passed), ``score`` (fraction of tests passed), ``status``
-(``passed``, ``failed``, ``timeout``, ``crashed`` (runtime error / signal / memory), ``output_limit``,
-``exited_early``, ``error`` (the sandbox itself failed; not the candidate's fault)), ``detail``
-(one line), ``wall_s``, ``tests_passed``, ``tests_total``, ``test_statuses``.
+(``passed``, ``failed``, ``timeout``, ``crashed`` (runtime error, signal, memory), ``output_limit``,
+``exited_early``, ``error`` — the sandbox itself failed, not the candidate), ``detail`` (one line),
+``wall_s``, ``tests_passed``, ``tests_total``, ``test_statuses``.
 
 Isolation levels (ordered; ``Isolation.level`` is the best the host grants)
-=========================================================================
+==========================================================================
 
-``process``      fresh process per execution (fork of a pristine zygote that has run no candidate code),
-                 own temp working dir (deleted), scrubbed environment, rlimits (CPU seconds, address
-                 space, file size, processes, open files, no core), wall-clock timeout that kills the
-                 process group, capped stdout/stderr. Root ignores RLIMIT_NPROC and a ``setsid``
+``process``      a fresh process per execution (fork of a pristine, pre-imported zygote that never
+                 runs candidate code: a guard forked from it forks the candidate), its own temp work
+                 dir (deleted), scrubbed environment, rlimits (CPU seconds, address space, file size,
+                 processes, open files, no core), a wall-clock timeout that kills the process group,
+                 capped stdout/stderr, ``no_new_privs``. Root ignores RLIMIT_NPROC and a ``setsid``
                  daemon escapes the group kill, so this level alone is weak.
-``unprivileged`` + the candidate runs as its own non-root uid (one per pool slot, ``no_new_privs``),
-                 so RLIMIT_NPROC holds, it cannot signal or read the trusted side, and after every
-                 execution everything running under that uid is killed (``kill(-1)`` as that uid),
-                 setsid daemons included. Needs root (or CAP_SETUID).
+``unprivileged`` + the candidate runs as its own non-root uid (one per pool slot, never shared with
+                 another pool), so RLIMIT_NPROC holds and it cannot signal or read the trusted side;
+                 after every execution everything under that uid is killed (``kill(-1)`` as that
+                 uid), setsid daemons included. Still shares the host's network and world-writable
+                 dirs such as /tmp. Needs root (CAP_SETUID, CAP_SETGID: docker's default).
 ``namespaces``   + fresh PID, network, mount, IPC and UTS namespaces per execution: the candidate is
                  PID 1 of its namespace, so every descendant dies with it; no network (no interface
-                 is up); the file system is read-only except tmpfs mounts (its work dir sized
-                 ``disk_mb``, /tmp, /var/tmp, /dev/shm) that vanish with it; the trusted side's
+                 is up); every mount is read-only except fresh tmpfs scratch dirs (/tmp with the work
+                 dir, sized ``disk_mb``; /var/tmp, /dev/shm) that vanish with it; the trusted side's
                  working dir (a run dir: dataset, expected outputs), HOME, /root, /home, /mnt,
-                 /data, /workspace ... and any ``hide_paths`` are covered by empty tmpfs (the
-                 interpreter's own sys.path inside them is bound back read-only). Needs root with CAP_SYS_ADMIN (docker: ``--cap-add SYS_ADMIN`` or
-                 ``--privileged``).
+                 /data, /workspace ... and ``hide_paths`` are covered by empty tmpfs (the
+                 interpreter's own sys.path inside them is bound back read-only). Needs root with
+                 CAP_SYS_ADMIN (docker: ``--cap-add SYS_ADMIN`` or ``--privileged``).
+
+Not isolated at any level: CPU caches/timing side channels, and the zygote's freed heap (earlier
+requests' code and inputs — never expected outputs, which stay on the trusted side).
 """
 
 from __future__ import annotations
