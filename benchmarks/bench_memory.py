@@ -49,11 +49,6 @@ ACCELERATE_VIEW = {
 }
 
 
-# Scored rows that check a formula (exact by construction once the formula is right), not a measurement.
-FORMULA_CHECKS = {"unsloth-logits", "unsloth-kv", "lora-qwen7b", "lora-llama8b", "trl3162-vllm-total",
-                  "spark-bound-qwen3-8b"}
-
-
 def accelerate_sizes(hub_id: str) -> tuple[int, dict]:
     """(total fp32 bytes, training usage dict for fp16) exactly as `accelerate estimate-memory` computes."""
     import torch
@@ -115,7 +110,7 @@ def main() -> int:
         err = f"{100 * c.error:+.1f}%" if c.scored else "unscored"
         if c.scored:
             scored.append(abs(c.error))
-            if c.key not in FORMULA_CHECKS:
+            if c.kind == "measurement":
                 measured.append(abs(c.error))
         print(f"{(c.key + ' ' + c.what)[:48]:<48} {c.published:>10g} {c.unit:<3} {c.ours:>10.2f} {c.unit:<3} "
               f"{err:>8}  {accelerate_value(c.key, c.unit, cache)}")
