@@ -127,3 +127,27 @@ def test_recipe_block_is_accepted_by_installed_trl(repo_root, tmp_path):
     config = GRPOConfig(**kwargs)
     assert config.loss_type == "grpo" and config.num_generations >= 8
     assert config.generation_batch_size % config.num_generations == 0
+
+
+@pytest.mark.parametrize("skill, cls_name", [
+    ("lora-qlora-recipes", "SFTConfig"), ("lora-qlora-recipes", "LoraConfig"),
+    ("preference-optimization", "DPOConfig"), ("preference-optimization", "LoraConfig"),
+])
+def test_sibling_recipes_build_in_installed_trl(repo_root, tmp_path, skill, cls_name):
+    """The SFT / DPO / LoRA configs the sibling skills show are accepted by TRL's and peft's own checks."""
+    import peft
+    import trl
+
+    cls = getattr(peft if cls_name == "LoraConfig" else trl, cls_name)
+    text = (repo_root / "skills" / skill / "SKILL.md").read_text()
+    calls = [node for block in lint.code_blocks(text) if block.lang == "python"
+             for node in ast.walk(ast.parse(block.text))
+             if isinstance(node, ast.Call) and lint._called_name(node.func) == cls_name]
+    assert calls, f"{skill} shows no {cls_name}"
+    for call in calls:
+        kwargs = literal_kwargs(call)
+        if cls_name != "LoraConfig":
+            kwargs.update(bf16=False, use_cpu=True, output_dir=str(tmp_path / "out"))
+        config = cls(**kwargs)  # raises on a value TRL / peft reject (their __post_init__ checks)
+        if "learning_rate" in kwargs:
+            assert config.learning_rate == kwargs["learning_rate"]
