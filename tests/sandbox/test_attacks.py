@@ -297,7 +297,9 @@ def test_printing_a_fake_pass_marker(level_pool):
         for fd in range(3, 10):
             try:
                 os.write(fd, b'{"load": true}\\n{"i": 0, "ok": true, "tk": "guess"}\\n'
-                             b'{"i": 1, "ok": true, "v": 4}\\n{"done": "guess"}\\n')
+                             b'{"i": 1, "ok": true, "v": {"c": []}}\\n{"i": 1, "ok": true, "v": {"d": 5}}\\n'
+                             b'[[[[[[[[[[[[[[[[[[[[\\n{"i": 1, "ok": true, "v": 1' + b'0' * 5000 + b'}\\n'
+                             b'{"done": "guess"}\\n')
             except OSError:
                 pass
         sys.stdout.flush()
@@ -371,6 +373,22 @@ def test_refuses_below_the_minimum(dropped, minimum, expected):
     assert out.stdout.startswith(expected), out
     if expected.startswith("REFUSED"):
         assert "min_isolation" in out.stdout and "SYS_ADMIN" in out.stdout
+
+
+def test_close_during_a_batch_answers_every_job():
+    import threading
+
+    pool = SandboxPool(workers=1, timeout_s=TIMEOUT_S, min_isolation="unprivileged")
+    box = {}
+    worker = threading.Thread(target=lambda: box.setdefault("results", pool.run_batch(
+        [StdioJob("import time; time.sleep(30)", [("", "")])] * 6)))
+    worker.start()
+    time.sleep(0.3)
+    pool.close()
+    worker.join(timeout=WALL_BOUND_S)
+    assert not worker.is_alive(), "run_batch hung after close()"
+    assert len(box["results"]) == 6 and not any(r.passed for r in box["results"])
+    assert {r.status for r in box["results"]} <= {"timeout", "error"}
 
 
 def test_clean_shutdown_leaves_nothing(tmp_path):

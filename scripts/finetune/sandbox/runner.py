@@ -1186,6 +1186,14 @@ def _judge_steps(report: dict, token: str, test_indices: list[int], judge) -> tu
     return statuses, (details[0] if details else "")
 
 
+def _short(value: Any, limit: int = 80) -> str:
+    import reprlib
+
+    short = reprlib.Repr()
+    short.maxstring = short.maxother = limit
+    return short.repr(value)[:limit]
+
+
 def _value_judge(checks: dict, token: str):
     def judge(index: int, rec: dict) -> tuple[bool, str]:
         check = checks[index]
@@ -1193,12 +1201,12 @@ def _value_judge(checks: dict, token: str):
             return False, str(rec.get("e", "error"))[:200]
         if check is None:  # in-process assert: only the secret token proves it completed
             return (rec.get("tk") == token), ("" if rec.get("tk") == token else "forged test record")
-        try:
+        try:  # the record is candidate-controlled: any malformation is a failed test, never a crash
             value = _decode_value(rec.get("v"))
-        except (ValueError, TypeError, RecursionError, OverflowError):
+            ok = bool(check(value) if callable(check) else check.judge(value))
+        except Exception:  # noqa: BLE001
             return False, "unreadable return value"
-        ok = check(value) if callable(check) else check.judge(value)
-        return ok, "" if ok else f"got {str(value)[:80]}"
+        return ok, "" if ok else f"got {_short(value)}"
     return judge
 
 
@@ -1434,12 +1442,26 @@ class SandboxPool:
         reports: list[Optional[dict]] = [None] * len(requests)
         done = threading.Semaphore(0)
         for index, req in enumerate(requests):
-            self._queue.put((req, reports, index, done))
+            while True:  # bounded queue: wait for room, but never past a close()
+                if self._closed:
+                    reports[index] = {"error": "the sandbox pool was closed"}
+                    done.release()
+                    break
+                try:
+                    self._queue.put((req, reports, index, done), timeout=0.1)
+                    break
+                except queue.Full:
+                    continue
         for _ in requests:
             done.acquire()
         results, offset = [], 0
         for reqs, finish in plans:
-            results.append(finish(reports[offset:offset + len(reqs)]))
+            chunk = [r if r is not None else {"error": "no report"} for r in reports[offset:offset + len(reqs)]]
+            try:
+                results.append(finish(chunk))
+            except Exception as exc:  # noqa: BLE001 - one job's verdict never breaks the batch
+                results.append(_result(["error"] * max(1, len(reqs)), f"verdict failed: {_exception_line(exc)}",
+                                       sum(r.get("wall_s", 0.0) for r in chunk)))
             offset += len(reqs)
         return results
 
@@ -1501,6 +1523,15 @@ class SandboxPool:
             self._queue.put(_SENTINEL)
         for t in getattr(self, "_threads", ()):
             t.join()
+        while True:  # requests queued behind the sentinels: answer them so no caller waits forever
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if item is not _SENTINEL:
+                _, box, index, done = item
+                box[index] = {"error": "the sandbox pool was closed"}
+                done.release()
         self._stop_zygotes()
 
 
