@@ -151,3 +151,48 @@ def test_sibling_recipes_build_in_installed_trl(repo_root, tmp_path, skill, cls_
         config = cls(**kwargs)  # raises on a value TRL / peft reject (their __post_init__ checks)
         if "learning_rate" in kwargs:
             assert config.learning_rate == kwargs["learning_rate"]
+
+
+def skill_calls(repo_root: Path, skill: str, cls_name: str) -> list[ast.Call]:
+    text = (repo_root / "skills" / skill / "SKILL.md").read_text()
+    return [node for block in lint.code_blocks(text) if block.lang == "python"
+            for node in ast.walk(ast.parse(block.text))
+            if isinstance(node, ast.Call) and lint._called_name(node.func) == cls_name]
+
+
+# What a 2-step CPU run on the tiny local model must change in the skills' recipes, and why.
+CPU_SMOKE = dict(bf16=False, use_cpu=True, report_to="none", max_steps=2, eval_strategy="no", save_strategy="no",
+                 logging_steps=1, per_device_train_batch_size=2, gradient_accumulation_steps=1, max_length=64,
+                 gradient_checkpointing=False)
+
+
+@pytest.mark.slow
+def test_sft_and_dpo_recipes_train_on_the_tiny_model(repo_root, tiny_model_dir, tmp_path):
+    """The LoRA SFT and DPO recipes of the sibling skills, with their own settings, train for 2 steps on CPU.
+    Substitutions: CPU_SMOKE, and no assistant-only loss (the tiny chat template has no generation markers)."""
+    from datasets import Dataset
+    from peft import LoraConfig
+    from trl import DPOConfig, DPOTrainer, SFTConfig, SFTTrainer
+
+    lora = LoraConfig(**literal_kwargs(skill_calls(repo_root, "lora-qlora-recipes", "LoraConfig")[0]))
+    sft_kwargs = literal_kwargs(skill_calls(repo_root, "lora-qlora-recipes", "SFTConfig")[0])
+    sft_kwargs.update(CPU_SMOKE, assistant_only_loss=False, output_dir=str(tmp_path / "sft"))
+    rows = [{"prompt": [{"role": "user", "content": f"What is {a} plus {b}"}],
+             "completion": [{"role": "assistant", "content": f"<answer>{a + b}</answer>"}]}
+            for a in range(3) for b in range(3)]
+    sft = SFTTrainer(model=str(tiny_model_dir), args=SFTConfig(**sft_kwargs), train_dataset=Dataset.from_list(rows),
+                     peft_config=lora)
+    sft_out = sft.train()
+    assert sft.state.global_step == 2 and sft_out.training_loss > 0
+
+    dpo_kwargs = literal_kwargs(skill_calls(repo_root, "preference-optimization", "DPOConfig")[0])
+    dpo_kwargs.update(CPU_SMOKE, output_dir=str(tmp_path / "dpo"))
+    pairs = [{"prompt": [{"role": "user", "content": f"What is {a} plus {b}"}],
+              "chosen": [{"role": "assistant", "content": f"<answer>{a + b}</answer>"}],
+              "rejected": [{"role": "assistant", "content": f"{a + b + 1}"}]} for a in range(3) for b in range(3)]
+    dpo_lora = LoraConfig(**literal_kwargs(skill_calls(repo_root, "preference-optimization", "LoraConfig")[0]))
+    dpo = DPOTrainer(model=str(tiny_model_dir), args=DPOConfig(**dpo_kwargs), train_dataset=Dataset.from_list(pairs),
+                     peft_config=dpo_lora)
+    dpo.train()
+    assert dpo.state.global_step == 2
+    assert any("rewards/accuracies" in k for entry in dpo.state.log_history for k in entry)
