@@ -17,10 +17,10 @@ from typing import Any, Callable, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from finetune import __version__, atomic
+from finetune import __version__, atomic, rundir
 from finetune.errors import UserError
 
-ROUTE_FILE = "route.json"
+ROUTE_FILE = rundir.ROUTE
 
 GRPO = "grpo-rlvr-training"
 SFT = "lora-qlora-recipes"

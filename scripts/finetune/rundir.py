@@ -10,6 +10,7 @@ from pathlib import Path
 
 from finetune.errors import UserError
 
+ROUTE = "route.json"
 SPEC = "spec.yaml"
 REWARDS = "rewards.py"
 SAMPLES = "samples.jsonl"
