@@ -4,6 +4,7 @@ recommend() (contract 8), the CLI and the generated reference doc."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from finetune.errors import UserError
 from finetune.hardware import PROFILES, resolve_hardware
@@ -321,3 +322,59 @@ def test_activation_formula_matches_what_autograd_saves(hub_id):
     predicted = activation_bytes(cut, 1, 128, checkpointing=False)
     assert cut.layers == 2 and measured > 0
     assert abs(predicted / measured - 1) < 0.10, (predicted, measured)
+
+
+def test_spec_values_win_over_recommended_ones(tmp_path):
+    from finetune.memory import estimate_for_spec
+    from finetune.spec import load_spec
+
+    (tmp_path / "spec.yaml").write_text(SPEC + "training: {per_device_train_batch_size: 2, optimizer: adamw_8bit}\n"
+                                        "method: lora\n")
+    rec, est = estimate_for_spec(load_spec(tmp_path / "spec.yaml"))
+    s = est.settings
+    assert (s["method"], s["per_device_train_batch_size"], s["optimizer"]) == ("lora", 2, "adamw_8bit")
+    assert s["gradient_accumulation_steps"] == 16 and (2 * 1 * 16) % 8 == 0
+    assert s["max_prompt_length"] == 256 and s["max_completion_length"] == 512
+    assert rec.method == "lora"  # the recommendation is for the spec's method
+    assert not (tmp_path / "memory.md").exists()  # estimate_for_spec writes nothing
+
+
+def test_markdown_and_dict_forms(qwen7b):
+    import json
+
+    est = estimate(qwen7b, resolve_hardware("a100-40gb"), "lora")
+    md = est.to_markdown("t")
+    assert md.startswith("# t\n") and "| policy weights (bfloat16) |" in md and f"**Verdict: {est.verdict}**" in md
+    json.dumps(est.to_dict())
+    assert est.to_dict()["verdict"] == est.verdict
+
+
+def test_generation_phase_without_vllm_holds_the_kv_cache(qwen7b):
+    est = estimate(qwen7b, h100(), "lora", use_vllm=False, per_device_train_batch_size=4,
+                   gradient_accumulation_steps=8, max_prompt_length=512, max_completion_length=512)
+    assert est.gib_of("generate_kv") * GIB == 4 * 8 * 1024 * qwen7b.kv_bytes_per_token()
+    assert est.component("vllm") is None
+
+
+@settings(max_examples=40, deadline=None)
+@given(method=st.sampled_from(["full", "lora", "qlora"]), batch=st.integers(1, 16), acc=st.integers(1, 8),
+       prompt=st.integers(16, 4096), completion=st.integers(16, 8192), gpus=st.sampled_from([1, 2, 4, 8]),
+       zero=st.sampled_from([0, 2, 3]), gc=st.booleans(), sleep=st.booleans(),
+       optimizer=st.sampled_from(["adamw_torch", "adamw_8bit", "paged_adamw_8bit"]),
+       mode=st.sampled_from(["colocate", "server", None]), beta=st.sampled_from([0.0, 0.01]))
+def test_estimate_invariants(method, batch, acc, prompt, completion, gpus, zero, gc, sleep, optimizer, mode, beta):
+    model = load_model_info("Qwen/Qwen2.5-1.5B")
+    if mode == "server" and gpus == 1:
+        mode = "colocate"
+    est = estimate(model, h100(gpus=gpus), method, per_device_train_batch_size=batch, gradient_accumulation_steps=acc,
+                   max_prompt_length=prompt, max_completion_length=completion, zero_stage=zero,
+                   gradient_checkpointing=gc, vllm_enable_sleep_mode=sleep, optimizer=optimizer,
+                   use_vllm=mode is not None, vllm_mode=mode or "colocate", vllm_gpus=1 if mode == "server" else None,
+                   beta=beta)
+    assert all(c.gib >= 0 for c in est.components)
+    assert est.total_gib == max(est.training_peak_gib, est.generation_peak_gib)
+    assert est.training_allocated_gib <= est.total_gib
+    assert est.verdict in ("fits", "tight", "does not fit")
+    assert all(s.saves_gib > 0.05 or s.fits_after for s in est.suggestions)
+    if method != "full" or beta == 0:
+        assert est.component("reference_model") is None

@@ -663,6 +663,9 @@ def _suggestions(est: Estimate) -> list[Suggestion]:
     if not hw.profile.is_cpu and not hw.profile.unified:
         more = hw.with_gpus(hw.gpus * 2)
         options.append((f"twice the GPUs ({more.total_gpus}) with ZeRO-3", {"zero_stage": 3, "model_dtype": None}, more))
+    if s["use_vllm"] and s["vllm_mode"] == "colocate":
+        options.append(("generate with transformers instead of vLLM (use_vllm=False): no second copy of the "
+                        "weights, but generation is several times slower", {"use_vllm": False}, hw))
     if s["max_completion_length"] > 256:
         half = s["max_completion_length"] // 2
         options.append((f"shorter completions (max_completion_length={half}; check truncation first)",
