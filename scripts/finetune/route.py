@@ -216,7 +216,8 @@ def skill_table() -> str:
 
 # ---------------------------------------------------------------- CLI
 
-_FLAG_FIELDS = ("verifiable", "signal_kind", "demonstrations", "preference_pairs", "human_judged", "base_success")
+_FLAG_FIELDS = tuple(Answers.model_fields)  # each question is a flag (--signal-kind) and a key of the answers file
+_YES_NO_FIELDS = frozenset(name for name, f in Answers.model_fields.items() if f.annotation is bool)
 
 
 def _yes_no(value: str) -> bool:
@@ -273,8 +274,7 @@ def answers_from_args(args) -> Answers:
         value = getattr(args, field, None)
         if value is None:
             continue
-        data[field] = _yes_no(value) if field in {"verifiable", "demonstrations", "preference_pairs",
-                                                  "human_judged"} else value
+        data[field] = _yes_no(value) if field in _YES_NO_FIELDS else value
     try:
         return Answers.model_validate(data)
     except ValidationError as exc:
