@@ -675,6 +675,13 @@ def build_plan(spec, run_dir: Path, *, preview: bool = False, no_gate: bool = Fa
     dpath = spec.resolve_path(spec.dataset.path)
     dataset = {"format": data_format, "path": _relative(dpath, run_dir), "split": spec.dataset.split,
                "prompt_column": spec.dataset.prompt_column}
+    if data_format == "hf_disk":  # `trl grpo` reads a save_to_disk folder through its arrow files
+        split_dir = dpath / spec.dataset.split
+        dataset["arrow_files"] = (f"{dataset['path']}/{spec.dataset.split}/data-*.arrow" if split_dir.is_dir()
+                                  else f"{dataset['path']}/data-*.arrow")
+    if spec.dataset.prompt_column != "prompt" or spec.dataset.system_prompt:
+        warnings.append("`trl grpo --config` uses the dataset as it is: only train.py renames the prompt column "
+                        "to 'prompt' and adds the system prompt — launch with train.py (launch.sh does)")
     peft = None
     if method.value in ("lora", "qlora"):
         lo = spec.lora

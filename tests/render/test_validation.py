@@ -247,3 +247,38 @@ def test_rerender_for_another_target_removes_stale_launch_files(cli, tiny_run, t
     spec = write_run(tmp_path / "r", model)
     assert cli("config", "render", spec, "--no-gate").code == 0
     assert _config_files(spec.parent) == ["BRIEF.md", "grpo_config.yaml", "launch.sh", "notes.txt", "train.py"]
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "hf_disk", "hf_disk_dict"])
+def test_parquet_and_saved_datasets_load_in_train_py_and_trl(cli, tiny_run, tmp_path, fmt):
+    import datasets
+    from render_fixtures import ROWS
+    from trl import DatasetMixtureConfig, get_dataset
+
+    model = yaml.safe_load(tiny_run.read_text())["model"]
+    ds = datasets.Dataset.from_list(ROWS)
+    name = {"parquet": "data/train.parquet", "hf_disk": "data/saved", "hf_disk_dict": "data/saved_dict"}[fmt]
+    spec = write_run(tmp_path / fmt, model, dataset__path=name)
+    target = spec.parent / name
+    if fmt == "parquet":
+        ds.to_parquet(str(target))
+    elif fmt == "hf_disk":
+        ds.save_to_disk(str(target))
+    else:
+        datasets.DatasetDict({"train": ds}).save_to_disk(str(target))
+    res = cli("config", "render", spec, "--no-gate")
+    assert res.code == 0, res
+    train = _load_train_module(spec.parent)
+    loaded = train.load_train_dataset()
+    assert loaded["prompt"] == [r["prompt"] for r in ROWS]
+    cfg = yaml.safe_load((spec.parent / "config" / "grpo_config.yaml").read_text())
+    import os
+
+    cwd = os.getcwd()
+    os.chdir(spec.parent)  # `trl grpo` runs from the run directory
+    try:
+        mixture = DatasetMixtureConfig(datasets=cfg["datasets"])
+        via_trl = get_dataset(mixture)["train"]
+    finally:
+        os.chdir(cwd)
+    assert via_trl["answer"] == [r["answer"] for r in ROWS]
