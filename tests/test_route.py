@@ -110,6 +110,7 @@ def test_cli_no_output_dir_writes_nothing(cli, tmp_path, monkeypatch):
     ((), "verifiable: Field required"),
     (("--verifiable", "maybe"), "expected yes or no"),
     (("--verifiable", "yes", "--base-success", "often"), "invalid choice"),
+    (("--verifiable", "no", "--signal-kind", "unit_tests"), "names a check, but verifiable is no"),
 ])
 def test_cli_bad_flags_exit_2_and_write_nothing(cli, tmp_path, args, fragment):
     out = tmp_path / "run"

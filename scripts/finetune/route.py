@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from finetune import __version__, atomic, rundir
 from finetune.errors import UserError
@@ -48,6 +48,13 @@ class Answers(BaseModel):
     human_judged: bool = Field(False, description="Is quality judged by people or a subjective rubric?")
     base_success: BaseSuccess = Field("unknown", description="Does the current model ever pass the check when "
                                       "sampled many times at low temperature?")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "Answers":
+        if self.signal_kind is not None and not self.verifiable:
+            raise ValueError(f"signal_kind '{self.signal_kind}' names a check, but verifiable is no; answer "
+                             "verifiable yes, or drop signal_kind")
+        return self
 
 
 @dataclass(frozen=True)
@@ -279,16 +286,19 @@ def answers_from_args(args) -> Answers:
         return Answers.model_validate(data)
     except ValidationError as exc:
         err = exc.errors()[0]
-        field = ".".join(str(x) for x in err["loc"]) or "(top level)"
+        field = ".".join(str(x) for x in err["loc"]) or "answers"
         line = lines.get(tuple(err["loc"][:1])) if err["loc"] else None
         where = f"{source}:{line}" if line else source
         if err["type"] == "missing":
             fix = f"answer it (--{field.replace('_', '-')} yes|no, or '{field}:' in the answers file)"
         elif err["type"] == "extra_forbidden":
             fix = f"known questions: {', '.join(_FLAG_FIELDS)}"
+        elif err["type"] == "value_error":
+            fix = "make the answers agree"
         else:
             fix = "correct the value"
-        raise UserError(f"{field}: {err['msg']}", where=where, fix=fix) from None
+        msg = err["msg"].removeprefix("Value error, ")
+        raise UserError(f"{field}: {msg}", where=where, fix=fix) from None
 
 
 def render_text(decision: Decision) -> str:
