@@ -135,6 +135,7 @@ def _claim_pool_index() -> int:
         _pool_indices.add(free[0])
         return free[0]
 
+
 _CLONE_NEWNS, _CLONE_NEWUTS, _CLONE_NEWIPC = 0x00020000, 0x04000000, 0x08000000
 _CLONE_NEWPID, _CLONE_NEWNET = 0x20000000, 0x40000000
 _MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 1, 2, 4, 8
@@ -291,7 +292,8 @@ def _probe(uid: int) -> Isolation:
     if ns_err:
         notes.append(f"no PID/network/mount namespaces: {ns_err}")
     else:
-        readonly["ok"] = _fork_probe(lambda: (_unshare(_CLONE_NEWNS), _remount_readonly(strict=True))) is None
+        readonly["ok"] = _fork_probe(lambda: (_unshare(_CLONE_NEWNS), _mount(None, "/", None, _MS_REC | _MS_PRIVATE),
+                                              _remount_readonly(strict=True))) is None
         if not readonly["ok"]:
             notes.append("cannot remount / read-only; file permissions still apply")
     if setuid_err:
@@ -617,7 +619,9 @@ def _child_after_fork(req: dict, cfg: dict, workdir: str, fds: dict) -> None:
         sys.stdout = io.TextIOWrapper(io.BufferedWriter(io.FileIO(1, "w", closefd=False)), encoding="utf-8")
         sys.stderr = io.TextIOWrapper(io.BufferedWriter(io.FileIO(2, "w", closefd=False)), encoding="utf-8",
                                       line_buffering=True)
-        sys.set_int_max_str_digits(0) if hasattr(sys, "set_int_max_str_digits") else None
+        if hasattr(sys, "set_int_max_str_digits"):
+            sys.set_int_max_str_digits(0)
+        sys.argv = ["solution.py"]
         os.closerange(4, setup_fd)
         os.closerange(setup_fd + 1, 1 << 16)
         os.close(setup_fd)  # from here on nothing the candidate does can claim a sandbox failure
@@ -792,6 +796,10 @@ def _zygote_main(cfg: dict) -> None:
 
     _libc()
 
+    # Python < 3.11 puts this script's directory (for rewards_sandbox.py: the run dir) first on sys.path;
+    # it must neither be bound back into the sandbox's view nor be importable from there.
+    own_dir = os.path.realpath(os.path.dirname(os.path.abspath(__file__)))
+    sys.path[:] = [p for p in sys.path if p and os.path.realpath(p) != own_dir]
     cfg["overlays"] = _plan_overlays(cfg.get("hide_paths", ()), sys.path)
     _snapshot_pristine()
     base_dir = tempfile.mkdtemp(prefix="sandbox-", dir=cfg.get("tmp_root"))
