@@ -261,6 +261,19 @@ def test_commands_are_linted(cli, plugin):
     assert_planted(cli, plugin, "commands/nodesc.md", "broken link: 'missing.md'", line=4)
 
 
+def test_command_allowed_tools_must_be_scoped(cli, plugin, baseline):
+    commands = plugin / "commands"
+    commands.mkdir(exist_ok=True)
+    (commands / "open.md").write_text("---\ndescription: Does things.\nallowed-tools: Read, Bash\n---\nBody\n")
+    (commands / "star.md").write_text("---\ndescription: Does things.\nallowed-tools: [\"Bash(*)\"]\n---\nBody\n")
+    (commands / "scoped.md").write_text(
+        "---\ndescription: Does things.\nallowed-tools: Read, Bash(${CLAUDE_PLUGIN_ROOT}/scripts/bootstrap.sh:*), "
+        "Bash(${CLAUDE_PLUGIN_DATA}/venv/bin/finetune:*)\n---\nBody\n")
+    assert_planted(cli, plugin, "commands/open.md", "allowed-tools rule 'Bash' allows any shell command", line=3)
+    assert_planted(cli, plugin, "commands/star.md", "allowed-tools rule 'Bash(*)' allows any shell command")
+    assert not [f for f in new_findings(cli, plugin, baseline) if f[0] == "commands/scoped.md"]
+
+
 def test_links_inside_code_blocks_are_not_links(cli, plugin, baseline):
     skill = plugin / "skills" / "eval-harness-first" / "SKILL.md"
     skill.write_text(skill.read_text() + "\n```text\n[not a link](nowhere.md)\n```\n")

@@ -6,7 +6,8 @@ Checks (each finding is printed as ``path:line: message``; exit 1 when there is 
   allowed keys; ``name`` equals the folder, ``[a-z0-9-]``, at most 64 characters, no leading, trailing or
   double '-'; ``description`` 1-1024 characters, no '<' or '>', written in the third person, saying what
   the skill does AND when to use it; body at most 500 lines.
-* Command and agent frontmatter parses (agents need ``name`` and ``description``).
+* Command and agent frontmatter parses (agents need ``name`` and ``description``); a command's
+  ``allowed-tools`` never grants unscoped ``Bash``.
 * Every relative Markdown link and every ``${CLAUDE_PLUGIN_ROOT}/...`` path resolves to a file.
 * Every ```python block compiles.
 * Every `finetune <group> [<verb>] [--flags]` the Markdown tells the agent to run (inline code, shell
@@ -308,6 +309,14 @@ def check_command(path: Path, text: str) -> list[Finding]:
                                   (isinstance(tools, list) and all(isinstance(t, str) for t in tools))):
         findings.append(Finding(path, _key_line(text, "allowed-tools"),
                                 "allowed-tools must be a string or a list of strings"))
+    elif tools is not None:
+        rules = [tools] if isinstance(tools, str) else tools
+        rules = [r.strip() for rule in rules for r in re.split(r",\s*(?![^()]*\))", rule) if r.strip()]
+        for rule in rules:
+            if re.fullmatch(r"Bash(?:\(\s*(?:\*|:\*)?\s*\))?", rule):
+                findings.append(Finding(path, _key_line(text, "allowed-tools"),
+                                        f"allowed-tools rule '{rule}' allows any shell command; scope it, e.g. "
+                                        "Bash(${CLAUDE_PLUGIN_ROOT}/scripts/bootstrap.sh:*)"))
     return findings
 
 
