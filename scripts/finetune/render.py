@@ -356,16 +356,21 @@ def _check_batch(plan_kwargs: dict[str, Setting], topo: Topology, spec) -> None:
             fix="nearest valid settings: " + "; or ".join(fixes))
 
 
+def _trl_version() -> str:
+    from importlib import metadata
+
+    try:
+        return metadata.version("trl")
+    except metadata.PackageNotFoundError:  # pragma: no cover - trl is a hard dependency
+        return TRL_VERSION_PIN
+
+
 def _check_overrides(spec) -> dict[str, Setting]:
     import dataclasses
 
     from trl import GRPOConfig
 
-    try:
-        import trl
-        version = trl.__version__
-    except Exception:  # pragma: no cover
-        version = TRL_VERSION_PIN
+    version = _trl_version()
     fields = {f.name for f in dataclasses.fields(GRPOConfig)}
     out: dict[str, Setting] = {}
     for key, value in spec.overrides.items():
@@ -533,12 +538,12 @@ def build_plan(spec, run_dir: Path, *, preview: bool = False, no_gate: bool = Fa
     hw = _target_hardware(spec, info)
     overrides = _check_overrides(spec)
     diagnosis = _load_diagnosis(run_dir)
-    licence = _check_variant(spec, info, diagnosis, run_dir) if not preview else None
-    if preview and spec.variant != "grpo":
-        try:
-            licence = _check_variant(spec, info, diagnosis, run_dir)
-        except CheckFailed as exc:
-            licence = f"PREVIEW ONLY — a full render will refuse: {exc}"
+    try:
+        licence = _check_variant(spec, info, diagnosis, run_dir)
+    except CheckFailed as exc:
+        if not preview:
+            raise
+        licence = f"PREVIEW ONLY — a full render will refuse: {exc}"
 
     gate_ok, gate_reason, gate_record = _verify_gate(run_dir, spec)
     warnings: list[str] = []
@@ -725,7 +730,7 @@ def _validate_with_trl(kw: dict[str, Setting], topo: Topology) -> None:
         try:
             GRPOConfig(**args)
         except (ValueError, TypeError) as exc:
-            raise UserError(f"TRL {TRL_VERSION_PIN} rejects the rendered config: {exc}", where="spec",
+            raise UserError(f"TRL {_trl_version()} rejects the rendered config: {exc}", where="spec",
                             fix="adjust the named setting") from None
 
 

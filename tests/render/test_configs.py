@@ -220,3 +220,11 @@ def test_cpu_target_has_no_vllm(cli, tmp_path):
     cfg = yaml.safe_load((config_dir / "grpo_config.yaml").read_text())
     assert cfg["use_vllm"] is False and cfg["use_cpu"] is True and cfg["bf16"] is False
     revalidate(config_dir)
+
+
+def test_several_gpus_with_vllm_colocated(cli, tmp_path):
+    config_dir = _render(cli, tmp_path, "coloc", hardware={"profile": "a100-80gb", "gpus": 4, "vllm_gpus": 0})
+    cfg = yaml.safe_load((config_dir / "grpo_config.yaml").read_text())
+    assert cfg["vllm_mode"] == "colocate" and "vllm_server_host" not in cfg
+    assert "--num_processes 4" in (config_dir / "launch.sh").read_text()
+    revalidate(config_dir)

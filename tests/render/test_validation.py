@@ -28,7 +28,8 @@ def _write_pass_gate(run: Path, spec_path: Path) -> dict:
     from finetune.spec import load_spec
 
     record = {"status": "PASS", "hashes": hashing.bound_hashes(run, load_spec(spec_path).reward_section()),
-              "time": "2026-01-01T00:00:00Z"}
+              "time": "2026-01-01T00:00:00Z", "flags": [], "probes": [{"name": "empty_answer"}],
+              "counts": {"read": 60, "agreed": 60, "disagreements": 0, "human": 60, "agent": 0}}
     (run / "gate.json").write_text(json.dumps(record))
     return record
 
@@ -57,6 +58,7 @@ def test_pass_gate_renders_and_train_py_rechecks_the_same_hashes(cli, tiny_run):
     assert res.code == 0, res
     brief = (run / "config" / "BRIEF.md").read_text()
     assert "**PASS**" in brief and "--no-gate" not in brief
+    assert "60 samples read (60 by a person, 0 by an agent)" in brief and "1 hack probe(s)" in brief
     train = _load_train_module(run)
     assert train.GATE_REQUIRED is True
     # the standalone re-check computes exactly what finetune.hashing binds
