@@ -140,3 +140,20 @@ def test_cli_does_not_replace_route_json_on_bad_input(cli, tmp_path):
     before = (out / "route.json").read_text()
     assert cli("route", "--verifiable", "perhaps", "-o", out).code == 2
     assert (out / "route.json").read_text() == before
+
+
+def test_router_skill_example_answers_route_as_the_skill_says(cli, repo_root, tmp_path):
+    import yaml
+
+    from finetune import lint
+
+    text = (repo_root / ROUTER_SKILL).read_text()
+    blocks = [b for b in lint.code_blocks(text) if b.lang == "yaml"]
+    assert len(blocks) == 1
+    answers = tmp_path / "answers.yaml"
+    answers.write_text(blocks[0].text)
+    assert set(yaml.safe_load(blocks[0].text)) == set(route.Answers.model_fields)
+    result = cli("route", "--answers", answers, "--json")
+    data = json.loads(result.out)
+    assert (data["route"], data["provisional"]) == (GRPO, True)
+    assert "routes\nto `grpo-rlvr-training`, provisionally" in text
