@@ -461,30 +461,54 @@ def _dataset_stats(spec) -> tuple[DatasetStats, str]:
             return "\n".join(str(m.get("content", "")) for m in p if isinstance(m, dict))
         return str(p)
 
-    prompt_lens = [n_tokens(prompt_text(r.get(d.prompt_column, ""))) for r in rows]
+    prompts = [prompt_text(r.get(d.prompt_column, "")) for r in rows]
     answer_col = d.answer_column if d.answer_column and d.answer_column in rows[0] else None
-    answer_lens = [n_tokens(str(r.get(answer_col, ""))) for r in rows] if answer_col else []
-    return DatasetStats(len(rows), tokenizer is not None, max(prompt_lens), _percentile(prompt_lens, 0.95),
-                        max(answer_lens) if answer_lens else None,
-                        _percentile(answer_lens, 0.95) if answer_lens else None, answer_col, columns), fmt
+    answers = [str(r.get(answer_col, "")) for r in rows] if answer_col else []
+    p_max, p95 = _length_stats(prompts, n_tokens)
+    a_max, a95 = _length_stats(answers, n_tokens) if answers else (None, None)
+    return DatasetStats(len(rows), tokenizer is not None, p_max, p95, a_max, a95, answer_col, columns), fmt
+
+
+LENGTH_SAMPLE = 2000  # rows tokenized for the percentiles (a random sample, fixed seed)
+LONGEST_BY_CHARS = 200  # plus the longest rows by characters, so the maximum is not sampled away
+
+
+def _length_stats(texts: list[str], n_tokens) -> tuple[int, int]:
+    """(max, 95th percentile) token length; large datasets are measured on a sample plus their longest rows."""
+    import random
+
+    if len(texts) <= LENGTH_SAMPLE + LONGEST_BY_CHARS:
+        lens = [n_tokens(t) for t in texts]
+        return max(lens), _percentile(lens, 0.95)
+    sample = random.Random(0).sample(range(len(texts)), LENGTH_SAMPLE)
+    longest = sorted(range(len(texts)), key=lambda i: len(texts[i]), reverse=True)[:LONGEST_BY_CHARS]
+    sample_lens = [n_tokens(texts[i]) for i in sample]
+    return max(sample_lens + [n_tokens(texts[i]) for i in longest]), _percentile(sample_lens, 0.95)
 
 
 def _check_lengths(spec, stats: DatasetStats, info, overrides: dict[str, Setting]) -> tuple[int, list[str]]:
     g = spec.generation
     warnings: list[str] = []
     unit = "tokens" if stats.tokenized else "tokens (estimated at 4 characters per token: tokenizer not local)"
+
+    def refuse_or_warn(error: UserError) -> None:
+        # measured with the model's tokenizer: refuse; only estimated: say so and let it through
+        if stats.tokenized:
+            raise error
+        warnings.append(f"{error.what} ({error.fix}; estimate only — render next to the local model to check)")
+
     if stats.prompt_max > g.max_prompt_length:
-        raise UserError(f"the longest prompt is {stats.prompt_max} {unit}, over max_prompt_length "
-                        f"{g.max_prompt_length}: vLLM would reject it", where="generation.max_prompt_length",
-                        fix=f"set it to at least {stats.prompt_max} or drop the longest prompts")
+        refuse_or_warn(UserError(f"the longest prompt is {stats.prompt_max} {unit}, over max_prompt_length "
+                                 f"{g.max_prompt_length}: vLLM would reject it", where="generation.max_prompt_length",
+                                 fix=f"set it to at least {stats.prompt_max} or drop the longest prompts"))
     if stats.answer_p95 is not None:
         if g.max_completion_length < stats.answer_p95:
-            raise UserError(
+            refuse_or_warn(UserError(
                 f"max_completion_length {g.max_completion_length} is below the 95th percentile of the dataset's "
                 f"'{stats.answer_column}' answers ({stats.answer_p95} {unit}): most reasoning would be truncated "
                 "and score zero (trl#5697: a 256-token cap truncated 97–99% of completions)",
-                where="generation.max_completion_length", fix=f"set it to at least {stats.answer_max}")
-        if g.max_completion_length < stats.answer_max:
+                where="generation.max_completion_length", fix=f"set it to at least {stats.answer_max}"))
+        elif g.max_completion_length < stats.answer_max:
             warnings.append(f"the longest '{stats.answer_column}' answer is {stats.answer_max} {unit}, over "
                             f"max_completion_length {g.max_completion_length}: its completions will be truncated")
     if g.max_completion_length <= 256:
@@ -557,6 +581,14 @@ def build_plan(spec, run_dir: Path, *, preview: bool = False, no_gate: bool = Fa
     method = _pick(spec.method, rec, "method", "method")
     pdbs = _pick(t.per_device_train_batch_size, rec, "per_device_train_batch_size", "training.per_device_train_batch_size")
     ga = _pick(t.gradient_accumulation_steps, rec, "gradient_accumulation_steps", "training.gradient_accumulation_steps")
+    if pdbs.source == "spec" and ga.source == "memory" and pdbs.value != rec.per_device_train_batch_size:
+        # the recommended accumulation was sized for the recommended batch: size it for the user's
+        from finetune.memory import accumulation_for
+
+        n = topo.training_processes
+        acc = accumulation_for(pdbs.value, n, t.num_generations)
+        ga = Setting(acc, f"memory.accumulation_for(): {pdbs.value} × {n} process(es) × {acc} = "
+                     f"{pdbs.value * n * acc} completions per generation round, divisible by num_generations", "memory")
     gc = _pick(t.gradient_checkpointing, rec, "gradient_checkpointing", "training.gradient_checkpointing")
     optim = _pick(t.optimizer, rec, "optimizer", "training.optimizer")
 

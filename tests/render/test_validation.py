@@ -284,3 +284,20 @@ def test_parquet_and_saved_datasets_load_in_train_py_and_trl(cli, tiny_run, tmp_
     finally:
         os.chdir(cwd)
     assert via_trl["answer"] == [r["answer"] for r in ROWS]
+
+
+def test_user_batch_gets_a_matching_accumulation(cli, tiny_run, tmp_path):
+    model = yaml.safe_load(tiny_run.read_text())["model"]
+    spec = write_run(tmp_path / "r", model, hardware__gpus=8, hardware__vllm_gpus=1,
+                     training__per_device_train_batch_size=1, training__gradient_accumulation_steps=None)
+    res = cli("config", "render", spec, "--no-gate")
+    assert res.code == 0, res
+    cfg = yaml.safe_load((spec.parent / "config" / "grpo_config.yaml").read_text())
+    assert (1 * 7 * cfg["gradient_accumulation_steps"]) % 8 == 0 and cfg["steps_per_generation"] == cfg["gradient_accumulation_steps"]
+
+
+def test_length_checks_without_a_local_tokenizer_only_warn(cli, tmp_path):
+    spec = write_run(tmp_path / "r", "Qwen/Qwen3-1.7B", generation__max_prompt_length=4)
+    res = cli("config", "render", spec, "--no-gate")
+    assert res.code == 0, res
+    assert "estimate only" in res.out and "max_prompt_length" in res.out
