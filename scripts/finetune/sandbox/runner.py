@@ -39,10 +39,15 @@ Jobs (the candidate is the model's code; tests come from the dataset and stay on
   (``python``: ``==``; ``json``: tuples compare equal to lists).
 * ``AssertJob(code, tests=[...] | "test source", setup="", entry_point=None)`` — MBPP (``test_list``
   + ``test_setup_code``) or HumanEval (``test`` source + ``entry_point``: ``check(entry_point)``).
-  One execution. Each ``assert <expr> == <literal>`` / ``assert <literal> == <expr>`` /
-  ``assert <expr>`` / ``assert not <expr>`` / ``assert math.isclose(<expr>, <literal>, ...)`` (also
-  inside HumanEval's ``check(candidate)`` when its body is only asserts) is *split*: only ``<expr>``
-  is evaluated in the sandbox and the trusted side compares, exactly as for ``CallJob``.
+  One execution. Asserts are *split* where possible (also inside HumanEval's ``check(candidate)``
+  when its body is only asserts): every call of a function that is not a whitelisted pure builtin
+  (the candidate's functions), with its arguments, is evaluated in the sandbox and comes back as
+  plain data; the rest — literals, operators, comparisons, ``abs/len/sorted/set/round/min/max/sum/
+  isinstance ...``, ``math.isclose/fabs ...`` — is evaluated on the trusted side, with guards against
+  results that would exhaust it. So ``assert f(x) == [1, 2]``, ``assert abs(candidate(3.5) - 0.5)
+  < 1e-6``, ``assert set(f(a, b)) == set((4, 5))``, ``assert math.isclose(area(2), 12.56,
+  rel_tol=0.01)`` are judged exactly like ``CallJob``. Not split: free names, comprehensions,
+  lambdas, loops, multi-statement tests.
   Any other test runs in-process with the candidate, mitigated: it runs in its own namespace over a
   pristine copy of the builtins, every module the zygote had imported is restored (identity
   checks) before it, its pass counts only with this run's secret token (never printed; stdout is
@@ -981,65 +986,191 @@ def _stdout_matches(got: str, expected: str, mode: str) -> bool:
     return lines(got) == lines(expected)
 
 
-# A split assert: evaluate ``src`` in the sandbox, then ``check(value) -> bool`` on the trusted side.
+# ---- Split asserts: the sandbox evaluates only the candidate-dependent parts, the trusted side the rest.
+
+_SAFE_FUNCS = {f.__name__: f for f in (abs, len, sorted, set, frozenset, list, tuple, dict, round, min, max,
+                                       sum, all, any, int, float, bool, str, isinstance)}
+_SAFE_MATH = {name: getattr(math, name) for name in ("isclose", "fabs", "floor", "ceil", "sqrt", "pi", "e",
+                                                     "inf", "nan", "isnan", "isinf")}
+_SAFE_KEYWORDS = {"isclose": {"rel_tol", "abs_tol"}, "sorted": {"reverse"}, "round": {"ndigits"}}
+_MAX_BUILT_LEN = 10 ** 7
+_PLACEHOLDER = "_sandbox_value_"
+
+
+class _NotSplittable(Exception):
+    pass
+
+
 @dataclass(frozen=True)
 class _Check:
+    """A split assert: ``src`` (a tuple of the candidate-dependent subexpressions) is evaluated in the
+    sandbox; ``expr`` (the assert's test, those subexpressions replaced by placeholders) is evaluated
+    on the trusted side by :func:`_trusted_eval` over the plain values that came back."""
+
     src: str
-    kind: str  # "eq" | "truthy" | "falsy" | "isclose"
-    expected: Any = None
-    rel_tol: float = 1e-9
-    abs_tol: float = 0.0
+    expr: ast.AST
 
-    def judge(self, value: Any) -> bool:
-        if self.kind == "eq":
-            return bool(value == self.expected)
-        if self.kind == "truthy":
-            return bool(value)
-        if self.kind == "falsy":
-            return not value
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
+    def judge(self, values: Any) -> bool:
+        if not isinstance(values, tuple):
             return False
-        return math.isclose(value, self.expected, rel_tol=self.rel_tol, abs_tol=self.abs_tol)
+        env = {f"{_PLACEHOLDER}{i}": v for i, v in enumerate(values)}
+        return bool(_trusted_eval(self.expr, env))
 
 
-def _literal(node: ast.AST) -> tuple[bool, Any]:
-    try:
-        return True, ast.literal_eval(node)
-    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-        return False, None
+def _safe_callable(func: ast.AST, shadowed: frozenset = frozenset()) -> Optional[str]:
+    """The whitelisted name of a call target (``abs``, ``math.isclose``), else None (``shadowed``: names
+    the task itself defines, e.g. an entry point called ``max``)."""
+    if isinstance(func, ast.Name) and func.id in _SAFE_FUNCS and func.id not in shadowed:
+        return func.id
+    if (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "math"
+            and func.attr in _SAFE_MATH):
+        return func.attr
+    return None
 
 
-def _split_assert(stmt: ast.stmt) -> Optional[_Check]:
-    """Turn a simple assert into a trusted-side check; None when it must run in-process."""
+def _split_assert(stmt: ast.stmt, shadowed: frozenset = frozenset()) -> Optional[_Check]:
+    """Split an assert into sandbox subexpressions (calls of anything not whitelisted — the candidate's
+    functions — with their arguments) and a trusted remainder built only from literals, operators and
+    whitelisted pure functions. None when the assert must run in-process (free names, lambdas,
+    comprehensions, method calls on results ...)."""
     if not isinstance(stmt, ast.Assert):
         return None
-    test = stmt.test
-    if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq):
-        left, right = test.left, test.comparators[0]
-        ok, value = _literal(right)
-        if ok and not _literal(left)[0]:
-            return _Check(ast.unparse(left), "eq", value)
-        ok, value = _literal(left)
-        if ok and not _literal(right)[0]:
-            return _Check(ast.unparse(right), "eq", value)
+    parts: list[str] = []
+
+    def placeholder(node: ast.AST) -> ast.AST:
+        if any(isinstance(n, (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp,
+                              ast.NamedExpr, ast.Yield, ast.YieldFrom, ast.Await)) for n in ast.walk(node)):
+            raise _NotSplittable
+        parts.append(ast.unparse(node))
+        return ast.Name(f"{_PLACEHOLDER}{len(parts) - 1}", ast.Load())
+
+    def visit(node: ast.AST) -> ast.AST:
+        if isinstance(node, ast.Constant):
+            return node
+        if isinstance(node, ast.Call):
+            name = _safe_callable(node.func, shadowed)
+            if name is None:
+                return placeholder(node)
+            if any(isinstance(a, ast.Starred) for a in node.args) or any(
+                    kw.arg not in _SAFE_KEYWORDS.get(name, ()) for kw in node.keywords):
+                raise _NotSplittable
+            return ast.Call(node.func, [visit(a) for a in node.args],
+                            [ast.keyword(kw.arg, visit(kw.value)) for kw in node.keywords])
+        if isinstance(node, ast.Name) and node.id in _SAFE_FUNCS and node.id not in shadowed:
+            return node  # a type for isinstance()
+        if isinstance(node, ast.Attribute) and _safe_callable(node) is not None:
+            return node  # math.pi
+        if isinstance(node, (ast.Attribute, ast.Subscript)) and any(
+                isinstance(n, ast.Call) and _safe_callable(n.func, shadowed) is None for n in ast.walk(node)):
+            # f(x).real, f(x)[0]: the whole expression is candidate-dependent; evaluate it in the sandbox.
+            return placeholder(node)
+        if isinstance(node, ast.Subscript):
+            return ast.Subscript(visit(node.value), visit(node.slice), ast.Load())
+        if isinstance(node, ast.Slice):
+            return ast.Slice(*(visit(x) if x is not None else None for x in (node.lower, node.upper, node.step)))
+        if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+            return type(node)([visit(e) for e in node.elts], ast.Load()) if not isinstance(node, ast.Set) \
+                else ast.Set([visit(e) for e in node.elts])
+        if isinstance(node, ast.Dict) and None not in node.keys:
+            return ast.Dict([visit(k) for k in node.keys], [visit(v) for v in node.values])
+        if isinstance(node, ast.UnaryOp):
+            return ast.UnaryOp(node.op, visit(node.operand))
+        if isinstance(node, ast.BinOp):
+            return ast.BinOp(visit(node.left), node.op, visit(node.right))
+        if isinstance(node, ast.BoolOp):
+            return ast.BoolOp(node.op, [visit(v) for v in node.values])
+        if isinstance(node, ast.Compare):
+            return ast.Compare(visit(node.left), node.ops, [visit(c) for c in node.comparators])
+        if isinstance(node, ast.IfExp):
+            return ast.IfExp(visit(node.test), visit(node.body), visit(node.orelse))
+        raise _NotSplittable
+
+    try:
+        expr = visit(stmt.test)
+    except (_NotSplittable, RecursionError):
         return None
-    if isinstance(test, ast.Call) and ast.unparse(test.func) in ("math.isclose", "isclose") \
-            and len(test.args) == 2:
-        ok, value = _literal(test.args[1])
-        if not ok or isinstance(value, bool) or not isinstance(value, (int, float)):
-            return None
-        tols = {}
-        for kw in test.keywords:
-            ok_kw, kw_value = _literal(kw.value)
-            if kw.arg not in ("rel_tol", "abs_tol") or not ok_kw:
-                return None
-            tols[kw.arg] = float(kw_value)
-        return _Check(ast.unparse(test.args[0]), "isclose", value, **tols)
-    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-        return None if _literal(test.operand)[0] else _Check(ast.unparse(test.operand), "falsy")
-    if isinstance(test, (ast.Call, ast.Name, ast.Attribute, ast.Subscript)):
-        return _Check(ast.unparse(test), "truthy")
-    return None
+    if not parts:
+        return None
+    return _Check("(" + ", ".join(parts) + ",)", expr)
+
+
+def _guarded_binop(op: ast.operator, left: Any, right: Any) -> Any:
+    """Binary operators on candidate values, refusing results that would exhaust the trusted side."""
+    if isinstance(op, ast.Mult):
+        for seq, times in ((left, right), (right, left)):
+            if isinstance(seq, (str, bytes, list, tuple)) and isinstance(times, int):
+                if len(seq) * max(times, 0) > _MAX_BUILT_LEN:
+                    raise ValueError("result too large")
+        return left * right
+    if isinstance(op, (ast.Pow, ast.LShift)):
+        if isinstance(left, int) and isinstance(right, int) and (
+                abs(right) > 100_000 or left.bit_length() * abs(right) > 1_000_000):
+            raise ValueError("result too large")
+        return left ** right if isinstance(op, ast.Pow) else left << right
+    ops = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Div: lambda a, b: a / b,
+           ast.FloorDiv: lambda a, b: a // b, ast.Mod: lambda a, b: a % b, ast.RShift: lambda a, b: a >> b,
+           ast.BitAnd: lambda a, b: a & b, ast.BitOr: lambda a, b: a | b, ast.BitXor: lambda a, b: a ^ b}
+    if type(op) not in ops or isinstance(op, ast.Mod) and isinstance(left, (str, bytes)):
+        raise ValueError(f"operator {type(op).__name__} not evaluated on the trusted side")
+    return ops[type(op)](left, right)
+
+
+_COMPARE = {ast.Eq: lambda a, b: a == b, ast.NotEq: lambda a, b: a != b, ast.Lt: lambda a, b: a < b,
+            ast.LtE: lambda a, b: a <= b, ast.Gt: lambda a, b: a > b, ast.GtE: lambda a, b: a >= b,
+            ast.Is: lambda a, b: a is b, ast.IsNot: lambda a, b: a is not b, ast.In: lambda a, b: a in b,
+            ast.NotIn: lambda a, b: a not in b}
+_UNARY = {ast.USub: lambda a: -a, ast.UAdd: lambda a: +a, ast.Not: lambda a: not a, ast.Invert: lambda a: ~a}
+
+
+def _trusted_eval(node: ast.AST, env: dict) -> Any:
+    """Evaluate a split assert's trusted remainder over plain values (only the node types and
+    whitelisted functions :func:`_split_assert` lets through)."""
+    ev = (lambda n: _trusted_eval(n, env))
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.Name):
+        if node.id in env:
+            return env[node.id]
+        return _SAFE_FUNCS[node.id]
+    if isinstance(node, ast.Attribute):
+        return _SAFE_MATH[node.attr]
+    if isinstance(node, ast.Call):
+        func = _SAFE_FUNCS.get(node.func.id) if isinstance(node.func, ast.Name) else _SAFE_MATH[node.func.attr]
+        return func(*[ev(a) for a in node.args], **{kw.arg: ev(kw.value) for kw in node.keywords})
+    if isinstance(node, (ast.Tuple, ast.List)):
+        items = [ev(e) for e in node.elts]
+        return tuple(items) if isinstance(node, ast.Tuple) else items
+    if isinstance(node, ast.Set):
+        return {ev(e) for e in node.elts}
+    if isinstance(node, ast.Dict):
+        return {ev(k): ev(v) for k, v in zip(node.keys, node.values)}
+    if isinstance(node, ast.Subscript):
+        return ev(node.value)[ev(node.slice)]
+    if isinstance(node, ast.Slice):
+        return slice(*(ev(x) if x is not None else None for x in (node.lower, node.upper, node.step)))
+    if isinstance(node, ast.UnaryOp):
+        return _UNARY[type(node.op)](ev(node.operand))
+    if isinstance(node, ast.BinOp):
+        return _guarded_binop(node.op, ev(node.left), ev(node.right))
+    if isinstance(node, ast.BoolOp):
+        is_and = isinstance(node.op, ast.And)
+        value = None
+        for operand in node.values:
+            value = ev(operand)
+            if bool(value) != is_and:
+                return value
+        return value
+    if isinstance(node, ast.Compare):
+        left = ev(node.left)
+        for op, comparator in zip(node.ops, node.comparators):
+            right = ev(comparator)
+            if not _COMPARE[type(op)](left, right):
+                return False
+            left = right
+        return True
+    if isinstance(node, ast.IfExp):
+        return ev(node.body) if ev(node.test) else ev(node.orelse)
+    raise ValueError(f"{type(node).__name__} is not evaluated on the trusted side")
 
 
 class _Rename(ast.NodeTransformer):
@@ -1055,8 +1186,10 @@ def _assert_plan(job: AssertJob) -> tuple[list[dict], list[Optional[_Check]]]:
     steps: list[dict] = []
     checks: list[Optional[_Check]] = []
 
+    shadowed = frozenset({job.entry_point} if job.entry_point else ())
+
     def add_test(stmt: ast.stmt, src: Optional[str] = None) -> None:
-        check = _split_assert(stmt)
+        check = _split_assert(stmt, shadowed)
         if check is not None:
             steps.append({"k": "eval", "src": check.src})
         else:
@@ -1211,9 +1344,14 @@ def _value_judge(checks: dict, token: str):
             return (rec.get("tk") == token), ("" if rec.get("tk") == token else "forged test record")
         try:  # the record is candidate-controlled: any malformation is a failed test, never a crash
             value = _decode_value(rec.get("v"))
-            ok = bool(check(value) if callable(check) else check.judge(value))
         except Exception:  # noqa: BLE001
             return False, "unreadable return value"
+        try:
+            ok = bool(check(value) if callable(check) else check.judge(value))
+        except Exception as exc:  # noqa: BLE001 - e.g. sorted() of mixed types: the test fails
+            return False, f"check raised {_exception_line(exc)} on {_short(value)}"
+        if isinstance(check, _Check) and isinstance(value, tuple) and len(value) == 1:
+            value = value[0]
         return ok, "" if ok else f"got {_short(value)}"
     return judge
 
