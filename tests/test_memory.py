@@ -378,3 +378,17 @@ def test_estimate_invariants(method, batch, acc, prompt, completion, gpus, zero,
     assert all(s.saves_gib > 0.05 or s.fits_after for s in est.suggestions)
     if method != "full" or beta == 0:
         assert est.component("reference_model") is None
+
+
+def test_training_allocated_excludes_the_engine_and_context(llama8b):
+    est = estimate(llama8b, h100(), "lora", vllm_gpu_memory_utilization=0.3)
+    torch_side = sum(c.gib for c in est.components if c.phase == "resident") + max(
+        sum(c.gib for c in est.components if c.phase == "training"), 0.0)
+    assert est.training_allocated_gib == pytest.approx(torch_side)
+    assert est.total_gib - est.training_allocated_gib >= 0.3 * 79.6 + 1.0 - 1e-6  # engine awake + CUDA context
+
+
+def test_server_data_parallel_replicas_split_the_sequences(llama8b):
+    est = estimate(llama8b, h100(gpus=8), "lora", vllm_mode="server", vllm_gpus=4, vllm_tensor_parallel_size=2,
+                   per_device_train_batch_size=8, gradient_accumulation_steps=1)
+    assert est.vllm.max_num_seqs == 8 * 4 * 1 // 2  # 4 training processes, 2 replicas of TP 2

@@ -283,7 +283,7 @@ class Estimate:
         """What torch.cuda.max_memory_allocated of the training process would show (no vLLM, no context)."""
         resident = sum(c.gib for c in self.components if c.phase == "resident")
         train = sum(c.gib for c in self.components if c.phase == "training")
-        gen = sum(c.gib for c in self.components if c.phase == "generation")
+        gen = sum(c.gib for c in self.components if c.phase == "generation" and c.key != "vllm")
         return resident + max(train, gen)
 
     def component(self, key: str) -> Component | None:
@@ -513,7 +513,9 @@ def estimate(model: ModelInfo, hardware: Hardware, method: str = "lora", *, num_
         vllm_weight_bytes = (model.quantizable_params * QLORA_BYTES_PER_PARAM + (P - model.quantizable_params) * 2
                              if method == "qlora" else 2 * P)  # TRL starts vLLM with bitsandbytes for 4-bit policies
         if server:
-            max_num_seqs = B * n_train * steps_per_generation  # the server serves every training process
+            # the server serves every training process; data-parallel replicas (vllm_gpus / TP) split them
+            replicas = max(1, vllm_gpus // tp)
+            max_num_seqs = math.ceil(B * n_train * steps_per_generation / replicas)
             vllm = _vllm_budget(model, hardware, "server", vllm_gpus, tp, vllm_gpu_memory_utilization,
                                 vllm_weight_bytes, max_num_seqs, T, VLLM_SERVER_BATCHED_TOKENS, False)
         else:
@@ -717,6 +719,7 @@ class Recommendation:
 
     @property
     def fits(self) -> bool:
+        """True unless the estimate says ``does not fit`` (a ``tight`` fit counts; its reason says so)."""
         return self.estimate.verdict != "does not fit"
 
     def grpo_kwargs(self) -> dict[str, Any]:
