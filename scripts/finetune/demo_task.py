@@ -1,0 +1,217 @@
+"""The demo's embedded task and its tiny local model: copy three digits into ``<answer>...</answer>``.
+
+Task: ``Copy the digits 4 7 1`` → ``<answer>471</answer>``. All 1000 digit strings are split
+deterministically into training prompts and held-out prompts that neither the warm-up nor GRPO sees.
+
+Model: a 2-layer Qwen3 built by :func:`finetune.tinymodel.build_tiny_model`, then given a few seconds
+of supervised warm-up on a *noisy* version of the task, so that — like a real SFT checkpoint — it
+knows the format and sometimes succeeds: most warm-up targets reverse the digits, some corrupt one,
+drop the tags or hedge (``<answer>471 or 174</answer>``), and a minority copy correctly. Sampled at
+the spec's temperature its success lies between 5% and 60% (RL's precondition: it sometimes
+succeeds), which GRPO can then sharpen. Everything is seeded and single-threaded, so the same seed
+builds the same weights.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from finetune import atomic
+
+INSTRUCTION = "Copy the digits"
+N_DIGITS = 3
+HELDOUT_SHARE = 0.2
+SPLIT_SEED = 7
+
+
+def digits_prompt(digits: str) -> list[dict[str, str]]:
+    """The conversational prompt for ``digits`` (the chat template is applied by sampler and trainer)."""
+    return [{"role": "user", "content": f"{INSTRUCTION} " + " ".join(digits)}]
+
+
+def splits(seed: int = SPLIT_SEED) -> tuple[list[str], list[str]]:
+    """(training digit strings, held-out digit strings): a fixed shuffle of all 10**N_DIGITS strings."""
+    strings = [f"{i:0{N_DIGITS}d}" for i in range(10 ** N_DIGITS)]
+    random.Random(seed).shuffle(strings)
+    n_held = int(len(strings) * HELDOUT_SHARE)
+    return strings[n_held:], strings[:n_held]
+
+
+def write_dataset(path: str | Path, strings: list[str]) -> Path:
+    """JSONL rows ``{"prompt": [messages], "answer": digits}`` (prompt column + gold answer column)."""
+    return atomic.write_jsonl(path, [{"prompt": digits_prompt(s), "answer": s} for s in strings])
+
+
+# ----------------------------------------------------------------------------------------------
+# the warm-up: a noisy supervised version of the task
+
+
+@dataclass(frozen=True)
+class WarmupRecipe:
+    """How the demo model is built; recorded beside the weights (DEMO_MODEL.json)."""
+
+    seed: int = 0
+    hidden: int = 128
+    layers: int = 2
+    heads: int = 4
+    kv_heads: int = 2
+    intermediate: int = 256
+    steps: int = 250
+    batch: int = 32
+    learning_rate: float = 3e-3
+    warmup_steps: int = 20
+    # share of warm-up targets of each kind (sums to 1): the noise that leaves base success partial
+    mix: dict[str, float] = field(default_factory=lambda: {
+        "copy": 0.35, "reverse": 0.45, "corrupt_one_digit": 0.10, "no_tags": 0.05, "hedge": 0.05})
+
+
+def warmup_target(digits: str, rng: random.Random, mix: dict[str, float]) -> tuple[str, str]:
+    """(kind, completion text) drawn from the noisy mixture."""
+    u, acc, kind = rng.random(), 0.0, "copy"
+    for kind, share in mix.items():
+        acc += share
+        if u < acc:
+            break
+    if kind == "copy":
+        return kind, f"<answer>{digits}</answer>"
+    if kind == "reverse":
+        return kind, f"<answer>{digits[::-1]}</answer>"
+    if kind == "corrupt_one_digit":
+        chars = list(digits)
+        i = rng.randrange(len(chars))
+        chars[i] = str((int(chars[i]) + rng.randrange(1, 10)) % 10)
+        return kind, f"<answer>{''.join(chars)}</answer>"
+    if kind == "no_tags":
+        return kind, f"Answer {digits}"
+    if kind == "hedge":
+        return kind, f"<answer>{digits} or {digits[::-1]}</answer>"
+    raise ValueError(f"unknown warm-up target kind {kind!r}")
+
+
+def build_demo_model(out_dir: str | Path, train_strings: list[str], recipe: WarmupRecipe = WarmupRecipe(),
+                     progress: Callable[[int, int], None] | None = None) -> Path:
+    """Build the tiny model, warm it up on the noisy task, save it to ``out_dir``; return the folder."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from finetune.tinymodel import build_tiny_model
+
+    started = time.perf_counter()
+    out = Path(out_dir)
+    build_tiny_model(out, hidden=recipe.hidden, layers=recipe.layers, heads=recipe.heads, kv_heads=recipe.kv_heads,
+                     intermediate=recipe.intermediate, seed=recipe.seed)
+    tok = AutoTokenizer.from_pretrained(out)
+    model = AutoModelForCausalLM.from_pretrained(out)
+    torch.manual_seed(recipe.seed)
+    rng = random.Random(recipe.seed)
+    opt = torch.optim.AdamW(model.parameters(), lr=recipe.learning_rate, weight_decay=0.0)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / recipe.warmup_steps))
+    model.train()
+    losses = []
+    for step in range(recipe.steps):
+        texts, prompt_lens = [], []
+        for _ in range(recipe.batch):
+            digits = rng.choice(train_strings)
+            prompt = tok.apply_chat_template(digits_prompt(digits), tokenize=False, add_generation_prompt=True)
+            _, target = warmup_target(digits, rng, recipe.mix)
+            texts.append(prompt + target + tok.eos_token)
+            prompt_lens.append(len(tok(prompt, add_special_tokens=False)["input_ids"]))
+        enc = tok(texts, return_tensors="pt", padding=True, add_special_tokens=False)
+        labels = enc["input_ids"].clone()
+        labels[enc["attention_mask"] == 0] = -100
+        for i, n in enumerate(prompt_lens):  # learn the completion only, as SFT on prompt/completion does
+            labels[i, :n] = -100
+        loss = model(**enc, labels=labels).loss
+        loss.backward()
+        opt.step()
+        sched.step()
+        opt.zero_grad()
+        losses.append(loss.item())
+        if progress:
+            progress(step + 1, recipe.steps)
+    model.eval()
+    model.save_pretrained(out)
+    tok.save_pretrained(out)
+    atomic.write_json(out / "DEMO_MODEL.json", {
+        "built_by": "finetune.demo_task.build_demo_model", "task": f"{INSTRUCTION} (3 digits) -> <answer>DIGITS</answer>",
+        "recipe": asdict(recipe), "train_prompts": len(train_strings),
+        "loss_first": losses[0], "loss_last": sum(losses[-10:]) / min(10, len(losses)),
+        "seconds": round(time.perf_counter() - started, 2)})
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# held-out evaluation: the rendered rewards and the independent checker on fresh samples
+
+
+@dataclass
+class HeldoutScore:
+    """Mean scores of ``k`` samples per held-out prompt at the training temperature."""
+
+    prompts: int
+    samples: int
+    temperature: float
+    seed: int
+    reward: float  # weighted total, as TRL's `reward` metric sums it
+    per_reward: dict[str, float]
+    checker_accept: float  # the independent checker's acceptance rate
+    examples: list[dict[str, Any]]
+
+
+def sample_completions(model_or_path: Any, tokenizer_path: str | Path, prompts: list[list[dict[str, str]]], k: int,
+                       temperature: float, max_new_tokens: int, seed: int) -> list[list[str]]:
+    """``k`` completions per prompt from a model object or folder (transformers generate, CPU)."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(tokenizer_path)
+    tok.padding_side = "left"
+    model = model_or_path
+    if isinstance(model_or_path, (str, Path)):
+        model = AutoModelForCausalLM.from_pretrained(model_or_path)
+    was_training = model.training
+    model.eval()
+    torch.manual_seed(seed)
+    out: list[list[str]] = []
+    for start in range(0, len(prompts), 32):
+        batch = prompts[start:start + 32]
+        texts = [tok.apply_chat_template(p, tokenize=False, add_generation_prompt=True) for p in batch]
+        enc = tok(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(model.device)
+        with torch.no_grad():
+            gen = model.generate(**enc, do_sample=True, temperature=temperature, top_p=1.0, top_k=0,
+                                 max_new_tokens=max_new_tokens, num_return_sequences=k,
+                                 pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id)
+        decoded = tok.batch_decode(gen[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
+        out.extend(decoded[i * k:(i + 1) * k] for i in range(len(batch)))
+    if was_training:
+        model.train()
+    return out
+
+
+def score_heldout(completions: list[list[str]], strings: list[str], reward_module, temperature: float,
+                  seed: int) -> HeldoutScore:
+    """Score held-out completions with the gated rewards.py (TRL-style calls) and the checker."""
+    from finetune import demo_checker
+    from finetune.inspect.rewardmod import score_items
+
+    items = [{"prompt": digits_prompt(s), "completion": c, "conversational": True, "columns": {"answer": s}}
+             for s, group in zip(strings, completions) for c in group]
+    per_reward: dict[str, float] = {}
+    total = [0.0] * len(items)
+    for r in reward_module.rewards:
+        values, _ = score_items(r, items)
+        finite = [v for v in values if v is not None]
+        per_reward[r.name] = sum(finite) / len(finite) if finite else 0.0
+        total = [t + r.weight * (v or 0.0) for t, v in zip(total, values)]
+    checks = [demo_checker.check(it["prompt"], it["completion"]) for it in items]
+    examples = [{"prompt": it["prompt"][0]["content"], "completion": it["completion"], "checker": c.note}
+                for it, c in list(zip(items, checks))[:: max(1, len(items) // 6)][:6]]
+    return HeldoutScore(prompts=len(strings), samples=len(items), temperature=temperature, seed=seed,
+                        reward=sum(total) / len(total), per_reward=per_reward,
+                        checker_accept=sum(c.accept for c in checks) / len(checks), examples=examples)
+
