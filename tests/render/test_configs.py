@@ -88,6 +88,20 @@ def revalidate(config_dir: Path) -> None:
                 "lora_r", "lora_alpha", "lora_dropout", "lora_target_modules", "load_in_4bit",
                 "bnb_4bit_quant_type", "use_bnb_nested_quant"}]
     assert not unknown, unknown
+    # TRL's own CLI parser takes the YAML as-is (only the CPU substitutions added), no key unknown to it
+    from trl.scripts.grpo import make_parser
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        script, training, model, _data = make_parser().parse_args_and_config(
+            args=["--config", str(config_dir / "grpo_config.yaml"), "--use_cpu", "true", "--bf16", "false",
+                  "--use_vllm", "false", "--output_dir", str(config_dir.parent / "parsed")],
+            fail_with_unknown_args=True)[:4]
+    assert script.reward_funcs == [f"rewards.{n}" for n in ("format_ok", "correct")]
+    assert model.model_name_or_path == cfg["model_name_or_path"]
+    for f in ALGORITHM_FIELDS:
+        if f != "steps_per_generation":
+            assert getattr(training, f) == cfg[f], f
     processes = 1
     acc_path = config_dir / "accelerate.yaml"
     if acc_path.exists():
@@ -228,3 +242,13 @@ def test_several_gpus_with_vllm_colocated(cli, tmp_path):
     assert cfg["vllm_mode"] == "colocate" and "vllm_server_host" not in cfg
     assert "--num_processes 4" in (config_dir / "launch.sh").read_text()
     revalidate(config_dir)
+
+
+def test_qlora_on_a_24gb_card(cli, tmp_path):
+    config_dir = _render(cli, tmp_path, "qlora", model="Qwen/Qwen3-8B", method="qlora",
+                         hardware={"profile": "rtx-4090-24gb", "gpus": 1},
+                         training__per_device_train_batch_size=None, training__gradient_accumulation_steps=None)
+    revalidate(config_dir)
+    cfg = yaml.safe_load((config_dir / "grpo_config.yaml").read_text())
+    assert cfg["load_in_4bit"] is True and cfg["use_peft"] is True
+    assert "BitsAndBytesConfig(load_in_4bit=True" in (config_dir / "train.py").read_text()
