@@ -408,3 +408,17 @@ def test_host_isolation_is_reported():
     if os.geteuid() != 0:
         with pytest.raises(SandboxUnavailable):
             SandboxPool(workers=1, min_isolation="unprivileged")
+
+
+def test_a_killed_zygote_is_replaced_and_cleaned_up(tmp_path):
+    import signal
+
+    with SandboxPool(workers=1, timeout_s=TIMEOUT_S, min_isolation="unprivileged", tmp_root=str(tmp_path)) as pool:
+        (old,) = pool.zygote_pids
+        assert len(list(tmp_path.iterdir())) == 1
+        os.kill(old, signal.SIGKILL)
+        time.sleep(0.1)
+        assert pool.run(GOOD_JOB).passed
+        assert pool.zygote_pids != [old]
+        assert len(list(tmp_path.iterdir())) == 1  # the dead zygote's temp dir is gone, the new one's there
+    assert list(tmp_path.iterdir()) == []

@@ -821,7 +821,7 @@ def _zygote_main(cfg: dict) -> None:
         out.flush()
 
     send({"ready": True, "isolation": {**isolation.__dict__, "notes": list(isolation.notes)},
-          "level": level})
+          "level": level, "base_dir": base_dir})
     seq = 0
     try:
         for line in sys.stdin.buffer:
@@ -1368,17 +1368,21 @@ class _Zygote:
     def start(self) -> None:
         cfg = {"uid": self.uid, "level": self.pool._level_wanted, "hide_paths": self.pool._hide_paths,
                "tmp_root": self.pool._tmp_root, "preimport": list(self.pool._preimport)}
+        # stderr goes to a file, not a pipe: nobody drains it during a run, a file never blocks.
+        self.stderr = tempfile.TemporaryFile()
         self.proc = subprocess.Popen(
             [self.pool._python, "-I", os.path.abspath(__file__), "--zygote", json.dumps(cfg)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr,
             env=_zygote_env(), start_new_session=True, close_fds=True, cwd="/")
         self.buf = b""
 
     def read_hello(self, timeout: float) -> dict:
         line = self._read_line(time.monotonic() + timeout)
         if line is None:
+            self.stderr.seek(0)
+            tail = self.stderr.read()[-600:].decode(errors="replace").strip().replace("\n", " | ")
             self.kill()
-            raise SandboxError("sandbox zygote did not start (is the Python interpreter usable?)")
+            raise SandboxError(f"the sandbox zygote ({self.pool._python}) did not start: {tail or 'no output'}")
         self.hello = json.loads(line)
         return self.hello
 
@@ -1399,7 +1403,9 @@ class _Zygote:
         return line
 
     def execute(self, req: dict) -> dict:
-        if self.proc is None or self.proc.poll() is not None:
+        if self.proc is not None and self.proc.poll() is not None:
+            self.kill()  # it died (OOM killer, a stray signal): clean up after it, then start afresh
+        if self.proc is None:
             self.start()
             self.read_hello(60)
         try:
@@ -1430,7 +1436,19 @@ class _Zygote:
         if self.pool.isolation_level != "process":
             # A namespace's init outlives its killed guard: take down everything under the slot's uid.
             _sweep_uid_subprocess(self.pool._python, self.uid)
-        self.proc = None
+        self._release()
+
+    def _release(self) -> None:
+        """Close this zygote's pipes and remove its temp dir (a killed zygote cannot)."""
+        for stream in (self.proc.stdin, self.proc.stdout, self.stderr):
+            try:
+                stream.close()
+            except OSError:
+                pass
+        base_dir = (self.hello or {}).get("base_dir")
+        if base_dir and os.path.basename(base_dir).startswith("sandbox-"):
+            shutil.rmtree(base_dir, ignore_errors=True)
+        self.proc, self.hello = None, None
 
     def close(self, timeout: float) -> None:
         if self.proc is None:
@@ -1444,8 +1462,7 @@ class _Zygote:
         except subprocess.TimeoutExpired:
             self.kill()
             return
-        self.proc.stdout.close()
-        self.proc = None
+        self._release()
 
 
 def _sweep_uid_subprocess(python: str, uid: int) -> None:
@@ -1496,6 +1513,9 @@ class SandboxPool:
                 raise ValueError(f"{name} must be one of {ISOLATION_LEVELS}, not {level!r}")
         if isolation is not None and ISOLATION_LEVELS.index(isolation) < ISOLATION_LEVELS.index(min_isolation):
             raise ValueError(f"isolation={isolation!r} is below min_isolation={min_isolation!r}")
+        if not sys.platform.startswith("linux"):
+            raise SandboxUnavailable(f"the sandbox needs Linux (fork, memfd, pidfd, namespaces), not {sys.platform}; "
+                                     "run the unit-test reward on a Linux training box")
         if timeout_s <= 0 or memory_mb <= 0:
             raise ValueError("timeout_s and memory_mb must be positive")
         self.workers = workers or os.cpu_count() or 1
