@@ -1,0 +1,82 @@
+"""Math reward: math-verify in worker processes with per-item deadlines (also off the main thread)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+HANG = "\\boxed{9^{9^{9^{9}}}+1}"  # math-verify/sympy parses this for minutes without a deadline
+
+
+@pytest.fixture(scope="module")
+def mod(tmp_path_factory):
+    from tests.rewards.conftest import render_module
+
+    return render_module([
+        {"name": "any_math", "type": "math", "extract": "any", "timeout_s": 1.5, "workers": 2},
+        {"name": "boxed_math", "type": "math", "extract": "boxed", "timeout_s": 1.5, "workers": 2},
+        {"name": "tag_math", "type": "math", "extract": "answer_tag", "timeout_s": 1.5, "workers": 2},
+    ], tmp_path_factory.mktemp("math"))
+
+
+def scores(func, completions, golds, **kw):
+    return func(prompts=["Q"] * len(completions), completions=completions, answer=golds, **kw)
+
+
+def test_equivalence(mod):
+    completions = ["so \\boxed{\\frac{1}{2}}", "so \\boxed{0.5}", "so \\boxed{2}", "no answer here", "",
+                   None, [{"role": "assistant", "content": "\\boxed{x^2+2x+1}"}]]
+    golds = ["\\frac{1}{2}", "1/2", "1/2", "1/2", "1/2", "1/2", "(x+1)^2"]
+    assert scores(mod.boxed_math, completions, golds) == [1.0, 1.0, 0.0, 0.0, 0.0, 0.0, 1.0]
+
+
+def test_answer_tag_and_hedging(mod):
+    completions = ["<answer>\\frac{3}{4}</answer>", "<answer>0.75</answer>", "<answer>1</answer><answer>0.75</answer>",
+                   "<answer></answer>", "\\boxed{1} or maybe \\boxed{0.75}"]
+    golds = ["0.75"] * 5
+    assert scores(mod.tag_math, completions, golds) == [1.0, 1.0, 0.0, 0.0, 0.0]
+    assert scores(mod.boxed_math, completions[-1:], golds[-1:]) == [0.0]
+
+
+def test_unusable_gold_is_not_applicable(mod):
+    # open-r1#86: an unparseable gold must not score 1.0; None leaves the row out.
+    result = scores(mod.any_math, ["\\boxed{1}"] * 4, [None, "", "this is not mathematics at all", {"a": 1}])
+    assert result == [None, None, None, None]
+
+
+def test_deadline_holds_off_the_main_thread(mod):
+    """math-verify's own timeout needs the main thread; the pool's deadline must work from any thread."""
+    logged, out = [], {}
+
+    def work():
+        out["scores"] = scores(mod.boxed_math, [HANG, "\\boxed{2}", HANG, "\\boxed{1}"], ["1", "2", "1", "5"],
+                               log_metric=lambda k, v: logged.append((k, v)))
+
+    start = time.perf_counter()
+    thread = threading.Thread(target=work)
+    thread.start()
+    thread.join(timeout=60)
+    elapsed = time.perf_counter() - start
+    assert not thread.is_alive(), "math reward hung"
+    assert out["scores"] == [None, 1.0, None, 0.0]
+    assert logged == [("rewards/boxed_math/errors", 2.0)]
+    assert elapsed < 20  # two timeouts in parallel plus one worker restart each
+    # The pool recovered: the next batch is scored normally.
+    assert scores(mod.boxed_math, ["\\boxed{3}"], ["3"]) == [1.0]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=st.one_of(st.text(max_size=200), st.text(alphabet="\\boxed{}^_0123456789+-*/()x ", max_size=80),
+                      st.text(alphabet=st.characters(min_codepoint=0xD800, max_codepoint=0xDFFF), min_size=1)))
+def test_never_raises(mod, text):
+    assert scores(mod.any_math, [text], ["2"])[0] in (0.0, 1.0, None)
+
+
+def test_megabyte_completion_is_bounded(mod):
+    start = time.perf_counter()
+    assert scores(mod.boxed_math, ["1+" * 500_000 + "\\boxed{2}"], ["2"])[0] in (0.0, 1.0, None)
+    assert time.perf_counter() - start < 15

@@ -1,0 +1,128 @@
+"""`finetune rewards render`: standalone output, interface, atomic writes, bad specs, doc drift."""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from finetune.rewards.render import reference_doc, render_sources
+from tests.rewards.conftest import reward_specs
+
+SPEC = textwrap.dedent("""\
+    name: toy-arith
+    model: ./models/tiny
+    dataset: {path: data/train.jsonl, prompt_column: prompt}
+    rewards:
+      - {name: format, type: format, pattern: think_answer, weight: 0.2}
+      - {name: correctness, type: exact_match, answer_column: answer, weight: 1.0}
+      - {name: math_ok, type: math, answer_column: answer, extract: answer_tag}
+      - {name: schema_ok, type: json_schema, schema: {type: object}, extract: answer_tag}
+      - {name: tests_ok, type: unit_tests, tests_column: tests, min_isolation: process}
+      - {name: rubric, type: judge, model: judge, rubric: "Score it"}
+      - {name: overlong, type: length_penalty, overlong_buffer: 32}
+    generation: {max_completion_length: 256}
+""")
+
+
+@pytest.fixture
+def spec_file(tmp_path) -> Path:
+    path = tmp_path / "run" / "spec.yaml"
+    path.parent.mkdir()
+    path.write_text(SPEC)
+    return path
+
+
+def test_cli_renders_standalone_files(cli, spec_file, tmp_path):
+    out = tmp_path / "out"
+    result = cli("rewards", "render", spec_file, "-o", out)
+    assert result.code == 0, result
+    assert sorted(p.name for p in out.iterdir()) == ["rewards.py", "rewards_mathpool.py", "rewards_sandbox.py"]
+    text = (out / "rewards.py").read_text()
+    header = ast.get_docstring(ast.parse(text))
+    assert "toy-arith" in header and "spec.yaml" in header and "llm-finetuning 0.1.0" in header
+    for requirement in ("math-verify==0.9.0", "jsonschema==4.26.0", "trl==1.16.0", "rewards_mathpool.py",
+                        "rewards_sandbox.py"):
+        assert requirement in header
+    for file in out.iterdir():  # never imports this plugin
+        tree = ast.parse(file.read_text())
+        imported = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import)
+                    for alias in node.names}
+        imported |= {node.module.split(".")[0] for node in ast.walk(tree)
+                     if isinstance(node, ast.ImportFrom) and node.module}
+        assert "finetune" not in imported, file
+    # Import it in a clean interpreter, from its folder only, as `trl grpo` does through PYTHONPATH.
+    probe = ("import sys, rewards; assert 'finetune' not in sys.modules; import json; "
+             "print(json.dumps([[f.__name__ for f in rewards.REWARD_FUNCS], rewards.REWARD_WEIGHTS, rewards.REWARD_META]))")
+    done = subprocess.run([sys.executable, "-c", probe], cwd=out, capture_output=True, text=True, timeout=60,
+                          env={"PYTHONPATH": str(out), "PATH": "/usr/bin:/bin"})
+    assert done.returncode == 0, done.stderr
+    names, weights, meta = json.loads(done.stdout)
+    assert names == ["format", "correctness", "math_ok", "schema_ok", "tests_ok", "rubric", "overlong"]
+    assert weights == [0.2, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0]
+    assert [set(m) for m in meta] == [{"name", "type", "role", "threshold", "min", "max"}] * 7
+    assert [m["role"] for m in meta] == ["format"] + ["correctness"] * 5 + ["shaping"]
+    assert meta[-1]["min"] == -0.1 and meta[-1]["max"] == 0.0  # bounded by the lightest format weight
+
+
+def test_default_run_dir_and_stale_helpers_removed(cli, spec_file):
+    assert cli("rewards", "render", spec_file).code == 0
+    assert (spec_file.parent / "rewards_mathpool.py").is_file()
+    spec_file.write_text(SPEC.split("  - {name: math_ok")[0] + "generation: {max_completion_length: 256}\n")
+    assert cli("rewards", "render", spec_file.parent).code == 0
+    assert sorted(p.name for p in spec_file.parent.glob("rewards*.py")) == ["rewards.py"]
+
+
+@pytest.mark.parametrize("bad, field", [
+    ("      - {name: format, type: format, pattern: nope}", "rewards[0].pattern"),
+    ("      - {name: 1bad, type: format}", "rewards[0].name"),
+    ("      - {name: len, type: format}", "rewards[0].name"),
+    ("      - {name: a, type: exact_match, threshold: 1.5}", "rewards[0]"),
+    ("      - {name: a, type: unit_tests, threshold: 0.4}", "rewards[0]"),
+    ("      - {name: a, type: json_schema}", "rewards[0]"),
+    ("      - {name: a, type: json_schema, schema: {type: 12}}", "rewards[0].schema"),
+    ("      - {name: a, type: json_schema, schema: {}, role: format, partial_credit: true}", "rewards[0]"),
+    ("      - {name: a, type: exact_match, role: shaping}", "rewards[0]"),
+    ("      - {name: a, type: judge, model: m, rubric: r, endpoint: 'ftp://x'}", "rewards[0].endpoint"),
+    ("      - {name: a, type: length_penalty, mode: budget}", "rewards[0]"),
+    ("      - {name: a, type: length_penalty, wraps: ghost}", "rewards[0].wraps"),
+    ("      - {name: a, type: exact_match, weight: 0}", "rewards[0].weight"),
+    ("      - {name: a, type: telepathy}", "rewards[0]"),
+])
+def test_bad_spec_is_one_line_exit_2_nothing_written(cli, tmp_path, bad, field):
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("name: bad\nmodel: m\ndataset: {path: d.jsonl}\nrewards:\n" + bad.strip().join(["  ", "\n"]))
+    out = tmp_path / "out"
+    result = cli("rewards", "render", spec, "-o", out)
+    assert result.code == 2, result
+    line = result.err.strip()
+    assert "\n" not in line and "Traceback" not in line
+    assert f"{field}" in line and f"{spec}:" in line
+    assert not out.exists()
+
+
+def test_rendered_code_compiles_for_every_type_alone():
+    from finetune.rewards.render import DOC_EXAMPLES
+
+    for entry in DOC_EXAMPLES.values():
+        files = render_sources(reward_specs([entry]))
+        assert files["rewards.py"].count(f"def {entry['name']}(") == 1
+
+
+def test_committed_reference_doc_matches_templates(repo_root):
+    committed = (repo_root / "references" / "reward-functions.md").read_text(encoding="utf-8")
+    assert committed == reference_doc(), "references/reward-functions.md drifted: run `finetune docs`"
+
+
+def test_reference_doc_shows_the_rendered_code():
+    doc = reference_doc()
+    source = render_sources(reward_specs([{"name": "format", "type": "format", "pattern": "think_answer"}]))["rewards.py"]
+    start = source.index("def _format_score(")
+    assert source[start:source.index("\n\n\n", start)] in doc
+    for bug in ("trl#6966", "Visual-RFT#176", "open-r1#86", "signal.alarm"):
+        assert bug in doc
