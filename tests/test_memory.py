@@ -26,9 +26,13 @@ def test_unsloth_logits_and_kv_figures(llama8b):
     # Unsloth GRPO blog: 8 generations × 20,480 tokens → logits 78.3 GiB, KV 2.5 GiB (their GB are GiB).
     assert round(logits_bytes(8, 20_480, llama8b.vocab) / GIB, 1) == 78.3
     assert kv_cache_bytes(llama8b, 20_480) / GIB == 2.5
-    est = estimate(llama8b, resolve_hardware("h200-141gb"), "lora", per_device_train_batch_size=8,
-                   max_prompt_length=1, max_completion_length=20_480)
-    assert round(est.gib_of("logits"), 1) == 78.3
+    naive = estimate(llama8b, resolve_hardware("h200-141gb"), "lora", per_device_train_batch_size=8,
+                     max_prompt_length=1, max_completion_length=20_480, fused_lm_head=False)
+    assert round(naive.gib_of("lm_head"), 1) == 78.3
+    # TRL 1.16 never materialises them: one 4096 × 32768 bf16 tile + fp32 ∇hidden for 163,840 tokens
+    fused = estimate(llama8b, resolve_hardware("h200-141gb"), "lora", per_device_train_batch_size=8,
+                     max_prompt_length=1, max_completion_length=20_480)
+    assert fused.gib_of("lm_head") * GIB == 4096 * 32768 * 2 + 8 * 20_480 * 4096 * 4 + 8 * 4 * 8 * 20_480
 
 
 def test_hardware_profiles_and_resolution():
@@ -100,7 +104,9 @@ def test_zero3_matches_deepspeed_formula(qwen72):
 def test_logits_and_activations_scale_with_the_micro_batch(llama8b):
     one = estimate(llama8b, h100(), "lora", per_device_train_batch_size=1)
     four = estimate(llama8b, h100(), "lora", per_device_train_batch_size=4)
-    assert four.gib_of("logits") == pytest.approx(4 * one.gib_of("logits"))
+    naive = dict(per_device_train_batch_size=1, fused_lm_head=False)
+    assert estimate(llama8b, h100(), "lora", **{**naive, "per_device_train_batch_size": 4}).gib_of("lm_head") == \
+        pytest.approx(4 * estimate(llama8b, h100(), "lora", **naive).gib_of("lm_head"))
     assert four.gib_of("activations") == pytest.approx(4 * one.gib_of("activations"))
     no_gc = estimate(llama8b, h100(), "lora", per_device_train_batch_size=4, gradient_checkpointing=False)
     assert no_gc.gib_of("activations") > 10 * four.gib_of("activations")
@@ -392,3 +398,33 @@ def test_server_data_parallel_replicas_split_the_sequences(llama8b):
     est = estimate(llama8b, h100(gpus=8), "lora", vllm_mode="server", vllm_gpus=4, vllm_tensor_parallel_size=2,
                    per_device_train_batch_size=8, gradient_accumulation_steps=1)
     assert est.vllm.max_num_seqs == 8 * 4 * 1 // 2  # 4 training processes, 2 replicas of TP 2
+
+
+def test_fused_head_matches_installed_trl():
+    """The chunked head's tile sizes are TRL's, and its autograd saves no [N × V] tensor."""
+    import torch
+    from trl.kernels.chunked_logprob import TOKEN_CHUNK_SIZE, ChunkedLogProbFunction
+
+    from finetune.memory import TRL_HEAD_TOKEN_TILE, fused_head_bytes
+
+    assert TRL_HEAD_TOKEN_TILE == TOKEN_CHUNK_SIZE
+    n, h, v = 300, 64, 5000
+    hidden = torch.randn(n, h, requires_grad=True)
+    weight = torch.randn(v, h)
+    saved: list[int] = []
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: (saved.append(t.numel()), t)[1], lambda t: t):
+        logps, _, _, _, _ = ChunkedLogProbFunction.apply(hidden, weight, None, torch.randint(0, v, (n,)), 1.0, 1024,
+                                                          None, 1.0, ("log_probs",))
+    assert max(saved) < n * v  # hidden and weight are kept, never the logits
+    logps.sum().backward()
+    assert hidden.grad.shape == (n, h)
+    tiny = load_model_info("Qwen/Qwen3-0.6B")
+    assert fused_head_bytes(tiny, 10, head_trainable=True) > fused_head_bytes(tiny, 10, head_trainable=False)
+
+
+def test_trl_vocab_tile_constant():
+    from trl.trainer.utils import _CHUNKED_LOGPROB_CHUNK_SIZE
+
+    from finetune.memory import TRL_HEAD_VOCAB_TILE
+
+    assert TRL_HEAD_VOCAB_TILE == _CHUNKED_LOGPROB_CHUNK_SIZE

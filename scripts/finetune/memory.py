@@ -1,7 +1,7 @@
 """GPU memory of a GRPO run, component by component, and the per-scale keyword values (contract 8).
 
 :func:`estimate` sizes every component a TRL 1.16 GRPO run holds on one training GPU — policy and
-reference weights, gradients, optimizer states, activations, completion logits, the colocated vLLM
+reference weights, gradients, optimizer states, activations, the LM head's log-prob tiles, the colocated vLLM
 engine, DeepSpeed ZeRO sharding, CUDA context — over the two phases of a step (generation and
 training), and says whether it fits and what would make it fit. :func:`recommend` is THE one source
 of per-scale values (method, micro-batch, accumulation, vLLM share, sleep mode, checkpointing,
@@ -51,12 +51,35 @@ PROMPTS_PER_STEP = 4  # the seed's recipe: 8 × 4 = 32 completions per step = 4 
 # ----------------------------------------------------------------------------------- basic formulas
 
 def logits_bytes(batch: int, completion_tokens: int, vocab: int) -> int:
-    """Completion logits of one micro-batch with their gradient: B × T_completion × V × 4 bytes.
+    """Materialised completion logits of one micro-batch with their gradient: B × T_completion × V × 4 bytes.
 
-    TRL keeps only completion positions (logits_to_keep); bf16 logits (2 B) plus the bf16 gradient /
-    log-softmax output (2 B) — Unsloth's "2 × 2 B × B × T × V".
+    bf16 logits (2 B) plus their bf16 gradient (2 B) — Unsloth's "2 × 2 B × B × T × V". What a trainer
+    that materialises logits needs (TRL before its fused head, ms-swift 3.x); TRL 1.16 does not, see
+    :func:`fused_head_bytes`.
     """
     return batch * completion_tokens * vocab * 4
+
+
+# TRL 1.16's GRPOTrainer patches a fused, chunked LM head (trl.trainer.utils.add_fused_lm_head →
+# trl/kernels/chunked_logprob.py ChunkedLogProbFunction): logits exist one tile at a time.
+TRL_HEAD_TOKEN_TILE = 4096  # trl.kernels.chunked_logprob.TOKEN_CHUNK_SIZE
+TRL_HEAD_VOCAB_TILE = 32768  # trl.trainer.utils._CHUNKED_LOGPROB_CHUNK_SIZE
+
+
+def fused_head_bytes(model: ModelInfo, scored_tokens: int, *, head_trainable: bool, compute_bytes: int = 2,
+                     weight_bytes: int = 2) -> int:
+    """Backward-pass peak of TRL 1.16's fused LM head for ``scored_tokens`` tokens of one micro-batch.
+
+    One [min(N, 4096) × min(V, 32768)] logit tile in the compute dtype, the fp32 gradient of the head's
+    input (N × h × 4), the head's fp32 weight gradient (V × h × 4) when it trains (full fine-tuning), a
+    compute-dtype copy of one weight slice when the weights are stored in another dtype, and eight fp32
+    per-token statistics. The full [N × V] logits never exist.
+    """
+    tile = min(scored_tokens, TRL_HEAD_TOKEN_TILE) * min(model.vocab, TRL_HEAD_VOCAB_TILE) * compute_bytes
+    grad_hidden = scored_tokens * model.hidden * 4
+    grad_weight = model.vocab * model.hidden * 4 if head_trainable else 0
+    cast = min(model.vocab, TRL_HEAD_VOCAB_TILE) * model.hidden * compute_bytes if weight_bytes != compute_bytes else 0
+    return tile + grad_hidden + grad_weight + cast + 8 * 4 * scored_tokens
 
 
 def kv_cache_bytes(model: ModelInfo, tokens: int, dtype_bytes: int = 2) -> int:
@@ -383,12 +406,14 @@ def estimate(model: ModelInfo, hardware: Hardware, method: str = "lora", *, num_
              vllm_enable_sleep_mode: bool = False, vllm_tensor_parallel_size: int = 1,
              vllm_gpus: int | None = None, gradient_checkpointing: bool = True, optimizer: str = "adamw_torch",
              zero_stage: int = 0, lora_r: int = 16, lora_target_modules: str | list[str] = "all-linear",
-             model_dtype: str | None = None, suggest: bool = True) -> Estimate:
+             model_dtype: str | None = None, fused_lm_head: bool = True, suggest: bool = True) -> Estimate:
     """Estimate per-GPU memory of a TRL 1.16 GRPO run; see the module docstring and memory-figures.md.
 
     ``per_device_train_batch_size`` counts completions per micro-batch (TRL ≥ 0.18). ``vllm_gpus`` (server
     mode) defaults to ``hardware.vllm_gpus`` or the tensor-parallel size. ``vllm_gpu_memory_utilization``
-    defaults to TRL's 0.3 (colocate) / `trl vllm-serve`'s 0.9 (server).
+    defaults to TRL's 0.3 (colocate) / `trl vllm-serve`'s 0.9 (server). ``fused_lm_head=False`` sizes a
+    trainer that materialises the completion logits (TRL before 1.x, other frameworks) instead of TRL 1.16's
+    chunked head.
     """
     _check_choice(method, METHODS, "method")
     _check_choice(optimizer, OPTIMIZERS, "optimizer")
@@ -501,8 +526,19 @@ def estimate(model: ModelInfo, hardware: Hardware, method: str = "lora", *, num_
         (f"B {B} × T {T} × (layers {model.layers} × 2h + one layer {layer_activation_bytes_per_token(model)} B)"
          if gradient_checkpointing else
          f"B {B} × T {T} × layers {model.layers} × {layer_activation_bytes_per_token(model)} B"), "training")
-    add("logits", "completion logits + their gradient", act_scale * logits_bytes(B, Tc, model.vocab),
-        f"B {B} × T_completion {Tc} × V {model.vocab} × {4 * act_scale} B", "training")
+    if fused_lm_head:
+        # on a GPU only completion positions are projected; TRL's CPU path scores every position
+        scored = B * (T if cpu else Tc)
+        head_trainable = method == "full"
+        compute = 4 if cpu else 2
+        add("lm_head", "LM head, fused log-prob tiles (TRL 1.16)",
+            fused_head_bytes(model, scored, head_trainable=head_trainable, compute_bytes=compute, weight_bytes=wbytes),
+            f"tile {min(scored, TRL_HEAD_TOKEN_TILE)}×{min(model.vocab, TRL_HEAD_VOCAB_TILE)}×{compute} B + ∇hidden "
+            f"N {scored} × h {model.hidden} × 4 B" + (f" + ∇W V {model.vocab} × h × 4 B" if head_trainable else "")
+            + " (full B×T×V logits never exist)", "training")
+    else:
+        add("lm_head", "completion logits + their gradient (materialised)", act_scale * logits_bytes(B, Tc, model.vocab),
+            f"B {B} × T_completion {Tc} × V {model.vocab} × {4 * act_scale} B", "training")
     if model.is_vlm:
         warnings.append("vision-language model: image tokens and the vision tower's activations are not sized "
                         "here (text tokens only); VLM RL is reference-only in this plugin")
@@ -875,7 +911,7 @@ def _recommendation(est: Estimate, tried: list[Estimate], num_generations: int, 
     bigger = [t for t in rejected if t.settings["method"] == m and t.settings["per_device_train_batch_size"] > b
               and t.settings["gradient_checkpointing"] == s["gradient_checkpointing"]]
     reasons["per_device_train_batch_size"] = (
-        f"{b} completions per micro-batch: peak {pct(est)} (logits {est.gib_of('logits'):.1f} GiB, activations "
+        f"{b} completions per micro-batch: peak {pct(est)} (LM head {est.gib_of('lm_head'):.1f} GiB, activations "
         f"{est.gib_of('activations'):.1f} GiB)"
         + (f"; {bigger[0].settings['per_device_train_batch_size']} would need {bigger[0].total_gib:.1f} GiB" if bigger else ""))
     acc = s["gradient_accumulation_steps"]
@@ -1193,11 +1229,10 @@ def published_checks() -> list[FigureCheck]:
     h100 = resolve_hardware("h100-80gb")
     spark = resolve_hardware("dgx-spark")
     out: list[FigureCheck] = []
-    unsloth = estimate(llama8, resolve_hardware("h200-141gb"), "lora", per_device_train_batch_size=8,
-                       max_prompt_length=1, max_completion_length=20_480, suggest=False)
     out += [
         FigureCheck("unsloth-logits", "Unsloth GRPO blog (Feb 2025)", "completion logits, Llama-3.1-8B",
-                    "8 generations × 20,480 tokens", 78.3, "GiB", unsloth.gib_of("logits"), True, kind="formula"),
+                    "8 generations × 20,480 tokens (materialised)", 78.3, "GiB", gib(logits_bytes(8, 20_480, llama8.vocab)),
+                    True, kind="formula"),
         FigureCheck("unsloth-kv", "Unsloth GRPO blog (Feb 2025)", "KV cache, Llama-3.1-8B, one 20K sequence",
                     "20,480 tokens × 128 KiB", 2.5, "GiB", gib(kv_cache_bytes(llama8, 20_480)), True, kind="formula"),
         FigureCheck("lora-qwen7b", "memory-figures.md", "LoRA trainable params, Qwen2.5-7B",
@@ -1231,10 +1266,12 @@ def published_checks() -> list[FigureCheck]:
     # ms-swift #3848: rollouts on another GPU, so the training GPU holds no vLLM share.
     swift = estimate(qwen3b, resolve_hardware({"profile": "a100-80gb", "gpus": 2}), "lora", lora_r=64,
                      per_device_train_batch_size=1, gradient_accumulation_steps=8, max_prompt_length=512,
-                     max_completion_length=1024, vllm_mode="server", vllm_gpus=1, beta=0.04, suggest=False)
+                     max_completion_length=1024, vllm_mode="server", vllm_gpus=1, beta=0.04, fused_lm_head=False,
+                     suggest=False)
     out.append(FigureCheck("msswift3848", "ms-swift #3848", "training-GPU peak, Qwen2.5-3B LoRA r64",
                            "completion 1024, batch 1, rollouts on another GPU (prompt 512 assumed)", 12.0, "GB",
-                           swift.total_gib * GIB / 1e9, True, "published '~12 GB' (nvidia-smi; allocator cache included)"))
+                           swift.total_gib * GIB / 1e9, True, "published '~12 GB' (nvidia-smi; allocator cache "
+                           "included); sized with materialised logits, as the TRL of that time computed them"))
     # vllm PR #11743: the engine's budget on an H100 at util 0.9 (model not stated).
     kv_11743 = 0.9 * h100.memory_gib - 9.69 - 2.95 - VLLM_OVERHEAD_GIB
     out.append(FigureCheck("vllm11743-kv", "vllm PR #11743", "KV cache at util 0.9 on an H100",
@@ -1308,6 +1345,12 @@ def _doc_row(label: str, rec: Recommendation, chosen: bool) -> str:
             f"{'on' if rec.gradient_checkpointing else 'off'} | {rec.optimizer} | {rec.zero_stage or '–'} | "
             f"{_vllm_cell(rec)} | {'on' if rec.vllm_enable_sleep_mode else 'off'} | {rec.model_dtype} | "
             f"{e.total_gib:.1f} / {e.memory_gib:.0f} | {verdict} |")
+
+
+def _doc_llama8() -> ModelInfo:
+    from finetune.models import load_model_info
+
+    return load_model_info("meta-llama/Llama-3.1-8B")
 
 
 def reference_doc() -> str:
@@ -1402,8 +1445,12 @@ def reference_doc() -> str:
           "| activations | no checkpointing: B·T·L·a with a = 2·(8h + 4·q + 4·kv + 4·I) bytes per token per "
           "layer (MoE: the k routed experts' MLP; + 2·(q + kv) with per-head q/k norms); full checkpointing: B·T·(L·2h + a) — each layer keeps its "
           "input, one layer is recomputed (Korthikanti et al., arXiv 2205.05198) | backward |",
-          "| completion logits | B·T_c·V·4 (bf16 logits + their gradient; TRL keeps completion positions only, "
-          "and 1.16 refuses Liger's fused linear cross-entropy for GRPO, so they are materialised) | backward |",
+          "| LM head (TRL 1.16) | one logit tile min(N, 4096) × min(V, 32768) × 2 + ∇hidden N·h·4 + ∇W V·h·4 when "
+          "the head trains (full fine-tuning), N = B·T_c scored tokens: GRPOTrainer patches a fused, chunked "
+          "log-prob head (trl.trainer.utils.add_fused_lm_head, trl/kernels/chunked_logprob.py), so the B·T_c·V "
+          "logits are never materialised | backward |",
+          "| materialised logits (other trainers) | B·T_c·V·4 (bf16 logits + their gradient); "
+          "`estimate(fused_lm_head=False)` | backward |",
           "| vLLM colocate | `vllm_gpu_memory_utilization` × total memory: weights (2·P/TP; 4-bit for QLoRA — "
           "TRL starts vLLM with bitsandbytes) + activations (TRL's max_num_batched_tokens 4096) + "
           f"{VLLM_OVERHEAD_GIB} GiB overhead + KV for max_num_seqs = B·TP·steps_per_generation sequences × T "
@@ -1451,16 +1498,25 @@ def reference_doc() -> str:
           "- Sleep mode trades seconds per step (the wake-up) for the whole share during the backward pass: "
           "`recommend()` turns it on only when the training peak does not fit beside the awake engine.", ""]
     L += ["## Long-context RL: Unsloth's chunking", "",
-          "Logits dominate long completions: Llama-3.1-8B with 8 generations × 20,480 tokens needs "
+          "Materialised logits dominate long completions: Llama-3.1-8B with 8 generations × 20,480 tokens needs "
           f"{gib(logits_bytes(8, 20_480, 128_256)):.1f} GiB for them alone (2 × 2 B × 8 × 20,480 × 128,256) "
           f"against a KV cache of {gib(20_480 * 128 * 1024):.1f} GiB for one such sequence (Unsloth GRPO blog, "
           "Feb 2025, https://unsloth.ai/blog/grpo). Unsloth avoids materialising them: the log-softmax of the "
-          "selected tokens is computed chunk by chunk over the sequence, fused with the lm_head matmul, so only "
-          "one chunk's logits exist at a time; it also offloads checkpointed activations to CPU RAM "
-          "asynchronously and lets vLLM and the trainer share the weights. TRL 1.16 has no such path for GRPO "
-          "(it refuses Liger's fused linear cross-entropy), so here the levers are a smaller micro-batch "
-          "(logits scale with B) and shorter completions (`finetune memory` lists both with their savings).",
-          ""]
+          "selected tokens is computed chunk by chunk, fused with the lm_head matmul, so only one chunk's logits "
+          "exist at a time; it also offloads checkpointed activations to CPU RAM asynchronously and lets vLLM "
+          "and the trainer share the weights.", "",
+          "TRL 1.16 does the first of these itself: GRPOTrainer patches a fused LM head "
+          "(`add_fused_lm_head`, trl/kernels/chunked_logprob.py) that projects "
+          f"{TRL_HEAD_TOKEN_TILE:,} tokens × {TRL_HEAD_VOCAB_TILE:,} vocabulary entries at a time into running "
+          "log-sum-exp statistics and recomputes the tiles in the backward pass. For the same 8 × 20,480 "
+          "completion tokens of Llama-3.1-8B (LoRA) its head needs "
+          f"{gib(fused_head_bytes(_doc_llama8(), 8 * 20_480, head_trainable=False)):.1f} GiB instead of "
+          f"{gib(logits_bytes(8, 20_480, 128_256)):.1f} GiB. (../shared/reference/memory-figures.md's "
+          "B × T × V × 4 logits term describes earlier TRL releases and other trainers; `estimate()` sizes "
+          "those with `fused_lm_head=False`.) TRL has neither activation offloading nor weight sharing with "
+          "vLLM, so long completions still cost activations (B·T·(L·2h + one layer) with checkpointing) and a "
+          "second copy of the weights in the colocated engine; the levers are a smaller micro-batch, shorter "
+          "completions and sleep mode (`finetune memory` lists each with its saving).", ""]
     spark = PROFILES["dgx-spark"]
     L += ["## DGX Spark", "",
           f"{spark.label}: {spark.memory_gib} GiB visible to the GPU of 128 GB unified LPDDR5x at "
