@@ -1371,10 +1371,14 @@ class _Zygote:
         # stderr goes to a file, not a pipe: nobody drains it during a run, a file never blocks.
         self.stderr = tempfile.TemporaryFile()
         self.proc = subprocess.Popen(
-            [self.pool._python, "-I", os.path.abspath(__file__), "--zygote", json.dumps(cfg)],
+            [self.pool._python, "-I", os.path.abspath(__file__), "--zygote"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr,
             env=_zygote_env(), start_new_session=True, close_fds=True, cwd="/")
         self.buf = b""
+        # The configuration is the first line on stdin, not argv: a candidate can read its argv
+        # (/proc/1/cmdline is the zygote's) and `ps` stays readable.
+        self.proc.stdin.write(json.dumps(cfg).encode() + b"\n")
+        self.proc.stdin.flush()
 
     def read_hello(self, timeout: float) -> dict:
         line = self._read_line(time.monotonic() + timeout)
@@ -1718,7 +1722,7 @@ def _result(statuses: list[str], detail: str, wall_s: float, report: Optional[di
 
 def _main(argv: list[str]) -> int:
     if argv[:1] == ["--zygote"]:
-        _zygote_main(json.loads(argv[1]))
+        _zygote_main(json.loads(sys.stdin.buffer.readline()))
         return 0
     if argv[:1] == ["--probe"]:
         iso = _probe(_uid_block(_POOLS_PER_PROCESS - 1) + _UID_BLOCK - 1)
