@@ -29,7 +29,6 @@ class GpuProfile:
     memory_gib: float
     bandwidth_gbs: float
     bf16: bool
-    bf16_tflops: float  # dense bf16 tensor throughput, vendor figure (0 for the CPU profile)
     unified: bool = False
     is_cpu: bool = False
     note: str = ""
@@ -40,16 +39,16 @@ class GpuProfile:
 PROFILES: dict[str, GpuProfile] = {
     p.name: p
     for p in (
-        GpuProfile("h100-80gb", "NVIDIA H100 80GB (SXM)", 79.6, 3350, True, 989),
-        GpuProfile("a100-80gb", "NVIDIA A100 80GB (SXM)", 80.0, 2039, True, 312),
-        GpuProfile("a100-40gb", "NVIDIA A100 40GB", 40.0, 1555, True, 312),
-        GpuProfile("rtx-4090-24gb", "NVIDIA GeForce RTX 4090 24GB", 24.0, 1008, True, 165),
-        GpuProfile("l40s-48gb", "NVIDIA L40S 48GB", 45.0, 864, True, 362),
-        GpuProfile("h200-141gb", "NVIDIA H200 141GB", 140.4, 4800, True, 989),
-        GpuProfile("dgx-spark", "NVIDIA DGX Spark (GB10, 128 GB unified)", 119.7, 273, True, 62, unified=True,
+        GpuProfile("h100-80gb", "NVIDIA H100 80GB (SXM)", 79.6, 3350, True),
+        GpuProfile("a100-80gb", "NVIDIA A100 80GB (SXM)", 80.0, 2039, True),
+        GpuProfile("a100-40gb", "NVIDIA A100 40GB", 40.0, 1555, True),
+        GpuProfile("rtx-4090-24gb", "NVIDIA GeForce RTX 4090 24GB", 24.0, 1008, True),
+        GpuProfile("l40s-48gb", "NVIDIA L40S 48GB", 45.0, 864, True),
+        GpuProfile("h200-141gb", "NVIDIA H200 141GB", 140.4, 4800, True),
+        GpuProfile("dgx-spark", "NVIDIA DGX Spark (GB10, 128 GB unified)", 119.7, 273, True, unified=True,
                    note="unified LPDDR5x shared with the CPU and OS; decode is bandwidth-bound at 273 GB/s; "
                         "a GPU out-of-memory can freeze the whole machine"),
-        GpuProfile("cpu", "CPU only (host RAM)", 0.0, 0.0, False, 0.0, is_cpu=True,
+        GpuProfile("cpu", "CPU only (host RAM)", 0.0, 0.0, False, is_cpu=True,
                    note="memory is the host RAM detected at run time; training in fp32, no vLLM"),
     )
 }

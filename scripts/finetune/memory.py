@@ -17,6 +17,7 @@ import argparse
 import math
 import statistics
 from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
 from typing import Any, Iterable, Literal
 
 from finetune.errors import UserError
@@ -132,7 +133,6 @@ def measure_saved_activation_bytes(config_path: str, *, layers: int = 2, tokens:
     """
     import json
     import tempfile
-    from pathlib import Path
 
     import torch
     from transformers import AutoModelForCausalLM
@@ -1128,7 +1128,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         _print_rich(est, rec)
     if out_dir is not None:
-        path = atomic.write_text(__import__("pathlib").Path(out_dir) / rundir.MEMORY,
+        path = atomic.write_text(Path(out_dir) / rundir.MEMORY,
                                  est.to_markdown(title) + "\n" + recommendation_markdown(rec))
         if not args.json:
             print(f"wrote {path}")
@@ -1395,6 +1395,15 @@ def reference_doc() -> str:
     L += ["", "Classes: dense models below 5 B parameters are \"≤3B\", below 11 B \"7-8B\", below 24 B \"14B\", "
           "below 50 B \"32B\", above that \"70B\"; a mixture-of-experts model is \"MoE\" whatever its size "
           "(and is trained with GSPO from the start).", ""]
+
+    L += ["## Hardware profiles (`hardware.profile`)", "",
+          "| profile | device | memory per GPU | bandwidth | bf16 | note |", "|---|---|---:|---:|---|---|"]
+    for p in PROFILES.values():
+        mem = "host RAM" if p.is_cpu else f"{p.memory_gib} GiB"
+        bw = "–" if p.is_cpu else f"{p.bandwidth_gbs:.0f} GB/s"
+        L.append(f"| `{p.name}` | {p.label} | {mem} | {bw} | {'yes' if p.bf16 else 'no'} | {p.note} |")
+    L += ["", "`hardware.gpu_memory_gib` overrides the per-GPU memory (a card shared with other jobs); "
+          "`hardware.vllm_gpus` pins how many GPUs `trl vllm-serve` takes (0 = colocate).", ""]
 
     L += ["## Recommended values per scale class, method and hardware", "",
           "Each row is `recommend(model, hardware, method)`; the row marked ← is what `recommend()` picks when "
