@@ -160,6 +160,25 @@ def test_writing_outside_the_work_dir(level_pool, tmp_path):
     assert result.status == "failed"
 
 
+def test_escaping_through_a_user_namespace(level_pool):
+    """A fresh user namespace gives the candidate capabilities over its own namespaces only: it must not
+    get a writable root, an unhidden working dir or a usable network out of it."""
+    if level_pool.isolation_level != "namespaces":
+        pytest.skip("the namespaces level's guarantee")
+    tag = secrets.token_hex(4)
+    code = src(f"""
+        import subprocess
+        for cmd in ("unshare -Urm sh -c 'mount -o remount,rw / && touch /sbx-escape-{tag}'",
+                    "unshare -Urm sh -c 'umount -l /tmp && touch /tmp/sbx-escape-{tag}'",
+                    "unshare -Urm sh -c 'umount -l {Path.cwd()} && ls {Path.cwd()}'"):
+            out = subprocess.run(cmd, shell=True, capture_output=True, text=True)
+            print(out.stdout)
+    """)
+    cwd_listing = "\n".join(sorted(os.listdir(Path.cwd()))) + "\n"
+    attack(level_pool, StdioJob(code, [StdioTest("", cwd_listing)]))
+    assert not os.path.exists(f"/sbx-escape-{tag}") and not os.path.exists(f"/tmp/sbx-escape-{tag}")
+
+
 def test_reading_the_trusted_working_dir(level_pool):
     """A run dir holds the dataset with the expected outputs: the candidate must not read it."""
     if level_pool.isolation_level != "namespaces":

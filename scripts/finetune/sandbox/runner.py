@@ -79,8 +79,10 @@ Isolation levels (ordered; ``Isolation.level`` is the best the host grants)
                  dirs such as /tmp. Needs root (CAP_SETUID, CAP_SETGID: docker's default).
 ``namespaces``   + fresh PID, network, mount, IPC and UTS namespaces per execution: the candidate is
                  PID 1 of its namespace, so every descendant dies with it; no network (no interface
-                 is up); every mount is read-only except fresh tmpfs scratch dirs (/tmp with the work
-                 dir, sized ``disk_mb``; /var/tmp, /dev/shm) that vanish with it; the trusted side's
+                 is up); every mount is read-only (/proc included: a user namespace the candidate
+                 creates gets no uid map, and its inherited mounts stay locked) except fresh tmpfs
+                 scratch dirs (/tmp with the work dir, sized ``disk_mb``; /var/tmp, /dev/shm) that
+                 vanish with it; the trusted side's
                  working dir (a run dir: dataset, expected outputs), HOME, /root, /home, /mnt,
                  /data, /workspace ... and ``hide_paths`` are covered by empty tmpfs (the
                  interpreter's own sys.path inside them is bound back read-only). Needs root with
@@ -404,6 +406,8 @@ def _enter_mount_namespace(overlays: Sequence[tuple[str, str, Sequence[str]]], d
     _mount("proc", "/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
     if probe:
         return ""
+    # After the new /proc, so it is read-only too: a user namespace the candidate creates cannot get
+    # a uid map (no capabilities in it), and nothing under /proc/sys or /proc/self is writable.
     _remount_readonly()
     keep_fds = {n: os.open(n, os.O_PATH | os.O_DIRECTORY) for _, _, inside in overlays for n in inside}
     flags = _MS_NOSUID | _MS_NODEV
