@@ -24,7 +24,7 @@ TIMEOUT_S = 1.0
 WALL_BOUND_S = TIMEOUT_S + 3.0
 HOST = detect_isolation()
 LEVELS = [lvl for lvl in ("namespaces", "unprivileged") if HOST.at_least(lvl)]
-GOOD_JOB = CallJob("def add(a, b):\n    return a + b\n", "add", [CallTest([2, 3], 5)])
+GOOD_JOB = CallJob("def add(a, b):\n    return a + b\n", "add", [CallTest([2, 3], 5)], timeout_s=10)
 
 
 @pytest.fixture(scope="module", params=LEVELS or [pytest.param("none", marks=pytest.mark.skip(
