@@ -1,0 +1,1118 @@
+"""`finetune diagnose RUN`: read a GRPO run's logs, name its symptoms, pick at most one change.
+
+The seed's rule: train plain GRPO first and switch to a variant only when its failure mode shows —
+entropy collapse / degenerate long CoT → DAPO, reward or length rising regardless of quality →
+Dr.GRPO, a mixture-of-experts model → GSPO (required, not optional). Never pre-emptively.
+
+RUN is a TRL output directory (trainer_state.json, or its newest checkpoint-*/), a run directory
+(its ``train/`` is the output directory), a ``trainer_state.json``, or a JSONL file of logged dicts.
+Every symptom carries its evidence (steps, values, trend statistics) so a reader can check it; the
+thresholds are module constants, named and explained below.
+
+Writes ``DIR/diagnosis/{diagnosis.json, report.md, curves.png}`` together (all or nothing).
+``--apply`` sets the recommended variant in the run spec (the original kept beside it) and
+re-renders ``config/`` through :func:`finetune.render.render`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import datetime as _dt
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Optional
+
+from finetune import atomic, rundir
+from finetune.errors import UserError
+
+# ----------------------------------------------------------------------------------------------
+# names (DESIGN.md "Diagnosis") and the variant each licenses (finetune.variants.VARIANT_SYMPTOM)
+
+ENTROPY_COLLAPSE = "entropy_collapse"
+LENGTH_DRIFT = "length_drift"
+MOE_WITHOUT_GSPO = "moe_without_gspo"
+ZERO_VARIANCE = "zero_variance_groups"
+TRUNCATION = "truncation"
+FLAT_REWARD = "flat_reward"
+KL_BLOWUP = "kl_blowup"
+NAN = "nan"
+SYMPTOMS = (ENTROPY_COLLAPSE, LENGTH_DRIFT, MOE_WITHOUT_GSPO, ZERO_VARIANCE, TRUNCATION, FLAT_REWARD,
+            KL_BLOWUP, NAN)
+
+# Which symptom's change is recommended when several show: a structural requirement first (MoE), then
+# a broken run (NaN: nothing else can be trusted), then the variant symptoms, then run health.
+PRIORITY = (MOE_WITHOUT_GSPO, NAN, ENTROPY_COLLAPSE, LENGTH_DRIFT, KL_BLOWUP, TRUNCATION, ZERO_VARIANCE,
+            FLAT_REWARD)
+
+PAPERS: dict[str, dict[str, str]] = {
+    "dapo": {
+        "paper": "DAPO: An Open-Source LLM Reinforcement Learning System at Scale",
+        "arxiv": "2503.14476",
+        "reason": "Clip-Higher decouples the clip bounds (epsilon_high 0.28 > epsilon 0.2) so low-probability "
+                  "tokens can still be raised: with a symmetric clip the policy's entropy collapses and "
+                  "exploration stops. The token-level loss keeps long responses from being under-weighted, "
+                  "overlong filtering masks truncated completions, and the KL term is dropped (beta 0).",
+    },
+    "dr_grpo": {
+        "paper": "Understanding R1-Zero-Like Training: A Critical Perspective (Dr. GRPO)",
+        "arxiv": "2503.20783",
+        "reason": "GRPO divides each sequence's loss by its length and the advantages by the group's reward "
+                  "std; the length normalisation favours long wrong answers (their per-token penalty "
+                  "shrinks), so length grows while correctness does not. Dr. GRPO removes both "
+                  "normalisations (loss_type 'dr_grpo', scale_rewards 'none').",
+    },
+    "gspo": {
+        "paper": "Group Sequence Policy Optimization",
+        "arxiv": "2507.18071",
+        "reason": "Token-level importance ratios are unstable under mixture-of-experts routing (the experts "
+                  "a token uses change between the rollout and the update), which collapses MoE training. "
+                  "GSPO clips one length-normalised sequence-level ratio instead; it is required for MoE, "
+                  "and only acts off-policy (more than one optimiser step per generation).",
+    },
+}
+
+# ----------------------------------------------------------------------------------------------
+# thresholds (why each value: see the comment beside it)
+
+MIN_POINTS = 10  # fewer logged training steps cannot support a trend test: verdict "insufficient"
+P_SIGNIFICANT = 0.05  # Spearman's test level for "this series trends"
+# Entropy collapse: the token entropy falls to at most half its starting level, reaches that half in the
+# first 2/3 of the run (steeply, early — leaving a later window to judge the reward), and after that
+# point the reward does not keep rising (a significant trend that also gains >= FLAT_GAIN of its scale).
+ENTROPY_DROP = 0.5
+ENTROPY_EARLY = 2 / 3
+# A reward within 5% of its known maximum after the drop is a solved task, not a collapse.
+SOLVED_FRACTION = 0.95
+# Length drift: mean completion length rises by >= 25% with a significant positive trend, tracks the
+# total reward (Spearman rho >= 0.5), and the correctness reward does not rise significantly.
+LENGTH_RISE = 0.25
+LENGTH_REWARD_RHO = 0.5
+# Run health, judged on the second half of the run (the state the run is in, not its warm-up).
+ZERO_STD_MAJORITY = 0.5  # median frac_reward_zero_std above this: most groups give no gradient
+CLIPPED_MAJORITY = 0.5  # median completions/clipped_ratio above this: most completions truncated
+FLAT_GAIN = 0.05  # reward change under 5% of the reward's scale and no significant trend: flat
+KL_LIMIT = 1.0  # nats per token (TRL logs the mean per-token k3 estimate); healthy runs stay far below
+WINDOW_FRACTION = 0.2  # start/end levels are medians over the first/last 20% of the points (>= 3)
+
+# TRL 1.16 log keys (../shared/reference/trl-1.16.md)
+K_REWARD = "reward"
+K_ENTROPY = "entropy"
+K_LENGTH = "completions/mean_length"
+K_CLIPPED = "completions/clipped_ratio"
+K_ZERO_STD = "frac_reward_zero_std"
+K_KL = "kl"
+K_CLIP_REGION = "clip_ratio/region_mean"
+TRAINING_KEYS = ("loss", K_REWARD, K_ENTROPY, K_LENGTH, K_KL, "grad_norm")
+NOT_METRICS = {"step", "epoch", "learning_rate", "num_tokens", "step_time", "total_flos"}
+SUMMARY_KEYS = {"train_runtime", "train_samples_per_second", "train_steps_per_second", "train_loss"}
+
+
+# ----------------------------------------------------------------------------------------------
+# reading the logs
+
+
+@dataclass
+class Series:
+    """One logged metric over training steps (only the steps where it was logged)."""
+
+    key: str
+    steps: list[int]
+    values: list[float]
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def finite(self) -> "Series":
+        keep = [(s, v) for s, v in zip(self.steps, self.values) if math.isfinite(v)]
+        return Series(self.key, [s for s, _ in keep], [v for _, v in keep])
+
+
+@dataclass
+class Logs:
+    """The training entries of a log history, as one series per metric."""
+
+    source: Path
+    entries: list[dict[str, Any]]
+    series: dict[str, Series]
+    notes: list[str] = field(default_factory=list)
+
+    def get(self, key: str) -> Optional[Series]:
+        s = self.series.get(key)
+        return s if s is not None and len(s) else None
+
+    @property
+    def steps(self) -> list[int]:
+        return [int(e["step"]) for e in self.entries]
+
+
+def _newest_checkpoint(folder: Path) -> Optional[Path]:
+    found = []
+    for p in folder.glob("checkpoint-*/trainer_state.json"):
+        m = re.fullmatch(r"checkpoint-(\d+)", p.parent.name)
+        if m:
+            found.append((int(m.group(1)), p))
+    return max(found)[1] if found else None
+
+
+def find_log_file(run: Path) -> Path:
+    """The log file behind RUN (a file, a TRL output dir, or a run dir whose train/ is one)."""
+    if run.is_file():
+        return run
+    if not run.is_dir():
+        raise UserError(f"no such file or directory: {run}",
+                        fix="pass a TRL output dir, a trainer_state.json or a JSONL of logged dicts")
+    for folder in (run, run / rundir.TRAIN_DIR):
+        if (folder / "trainer_state.json").is_file():
+            return folder / "trainer_state.json"
+        newest = _newest_checkpoint(folder) if folder.is_dir() else None
+        if newest is not None:
+            return newest
+    raise UserError(f"no trainer_state.json in {run} (nor in its train/ or checkpoint-*/ folders)", where=str(run),
+                    fix="pass the TRL output_dir of a run that saved its state (save_strategy other than 'no', "
+                        "or trainer.state.save_to_json), or a JSONL of its logged dicts")
+
+
+def _parse_json_file(path: Path) -> list[Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise UserError(f"not UTF-8 text (byte {exc.start})", where=str(path), fix="pass the run's log file") from None
+    if not text.strip():
+        raise UserError("the log file is empty", where=str(path), fix="pass the log of a run that trained")
+    if path.suffix == ".jsonl":
+        rows = []
+        for n, line in enumerate(text.splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError as exc:
+                raise UserError(f"malformed or truncated JSON line ({exc.msg} at column {exc.colno})",
+                                where=f"{path}:{n}", fix="remove or repair that line") from None
+        return rows
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UserError(f"malformed or truncated JSON ({exc.msg})", where=f"{path}:{exc.lineno}",
+                        fix="pass a complete trainer_state.json (copy it again once the run has saved it)") from None
+    if isinstance(doc, dict) and "log_history" in doc:
+        doc = doc["log_history"]
+    if not isinstance(doc, list):
+        raise UserError("no log_history list in this JSON", where=str(path),
+                        fix="pass TRL's trainer_state.json, or a JSONL with one logged dict per line")
+    return doc
+
+
+def _number(value: Any) -> Optional[float]:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, str) and value.strip().lower() in {"nan", "inf", "-inf", "infinity", "-infinity"}:
+        return float(value.strip().lower().replace("infinity", "inf"))
+    return None
+
+
+def load_logs(run: str | Path) -> Logs:
+    """Read the training entries of a run's log history. Malformed, truncated or empty → UserError."""
+    path = find_log_file(Path(run))
+    rows = _parse_json_file(path)
+    where = lambda i: f"{path}: entry {i + 1}"  # noqa: E731
+    by_step: dict[int, dict[str, Any]] = {}
+    notes: list[str] = []
+    for i, row in enumerate(rows):
+        if not isinstance(row, dict):
+            raise UserError(f"a logged entry is {type(row).__name__}, not a dict", where=where(i),
+                            fix="each entry must be one dict of metrics, as TRL logs them")
+        if SUMMARY_KEYS & row.keys() or not any(k in row for k in TRAINING_KEYS) \
+                or all(k.startswith("eval_") for k in row if k not in NOT_METRICS):
+            continue  # the end-of-training summary, eval entries and the like
+        if "step" not in row:
+            raise UserError("a training entry has no 'step'", where=where(i),
+                            fix="log with TRL (trainer_state.json has step in every entry) or add the step")
+        step = _number(row["step"])
+        if step is None or not math.isfinite(step) or step < 0 or step != int(step):
+            raise UserError(f"'step' is {row['step']!r}, not a non-negative integer", where=where(i),
+                            fix="repair the entry")
+        clean: dict[str, Any] = {"step": int(step)}
+        for key, value in row.items():
+            if key == "step" or key.startswith("eval_"):
+                continue
+            num = _number(value)
+            if num is None:
+                if value is None:
+                    num = math.nan
+                else:
+                    raise UserError(f"'{key}' is {value!r}, not a number", where=where(i),
+                                    fix="repair the entry (metrics are numbers; NaN may be written as NaN)")
+            clean[key] = num
+        if int(step) in by_step:
+            notes.append(f"step {int(step)} is logged twice (a resumed run?); the later entry is used")
+        by_step[int(step)] = clean
+    if not by_step:
+        raise UserError("no training entries in the log (empty, or only summary / eval entries)", where=str(path),
+                        fix="pass the log of a run that trained and logged (logging_steps)")
+    entries = [by_step[s] for s in sorted(by_step)]
+    keys = sorted({k for e in entries for k in e if k not in NOT_METRICS})
+    series = {k: Series(k, [e["step"] for e in entries if k in e], [e[k] for e in entries if k in e]) for k in keys}
+    return Logs(path, entries, series, notes)
+
+
+# ----------------------------------------------------------------------------------------------
+# the run around the logs: run directory, spec, config, reward roles, model
+
+
+@dataclass
+class RunContext:
+    """What the diagnosis knows about the run besides its logs, and where each fact came from."""
+
+    run_dir: Path
+    spec_path: Optional[Path] = None
+    spec: Any = None
+    config: dict[str, Any] = field(default_factory=dict)
+    config_source: Optional[str] = None
+    roles: dict[str, str] = field(default_factory=dict)
+    maxima: dict[str, float] = field(default_factory=dict)
+    minima: dict[str, float] = field(default_factory=dict)
+    weights: dict[str, float] = field(default_factory=dict)
+    roles_source: Optional[str] = None
+    model: Optional[str] = None
+    model_info: Any = None
+    model_source: Optional[str] = None
+    notes: list[str] = field(default_factory=list)
+
+
+def _run_dir_of(run: Path, log_file: Path) -> Path:
+    """The pipeline run directory: the one holding spec.yaml / config/ above the log, else the log's folder."""
+    start = run if run.is_dir() else log_file.parent
+    folder = start
+    for _ in range(3):  # RUN, its train/ parent, a checkpoint's grandparent
+        if (folder / rundir.SPEC).is_file() or (folder / rundir.CONFIG_DIR / "grpo_config.yaml").is_file():
+            return folder
+        if folder.parent == folder:
+            break
+        folder = folder.parent
+    return start
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    from finetune.yamlio import load_with_lines
+
+    data, _ = load_with_lines(path)
+    if not isinstance(data, dict):
+        raise UserError("expected a YAML mapping of GRPOConfig kwargs", where=str(path), fix="pass the run's config")
+    return data
+
+
+_SAFE_ARG_MODULES = ("transformers.", "trl.", "accelerate.", "peft.")
+# TrainingArguments pickles accelerate's process state too (a plain attribute bag when unpickled).
+_SAFE_ARG_CLASSES = {"accelerate.state.PartialState"}
+
+
+def _training_args(path: Path) -> Optional[dict[str, Any]]:
+    """TRL's saved training_args.bin, read with torch's weights-only unpickler (no arbitrary code).
+
+    Only dataclasses and enums defined by transformers / TRL / accelerate / peft are allowed, one by
+    one as the unpickler names them; anything else leaves the config unknown.
+    """
+    import dataclasses
+    import enum
+    import importlib
+
+    import torch
+
+    allowed: list[type] = []
+    for _ in range(16):
+        try:
+            with torch.serialization.safe_globals(allowed):
+                args = torch.load(path, weights_only=True)
+            return args.to_dict() if hasattr(args, "to_dict") else None
+        except Exception as exc:  # noqa: BLE001 — any failure means "config unknown", never a crash
+            m = re.search(r"Unsupported global: GLOBAL ([\w.]+)\.(\w+)", str(exc))
+            if not m or not m.group(1).startswith(_SAFE_ARG_MODULES):
+                return None
+            try:
+                obj = getattr(importlib.import_module(m.group(1)), m.group(2))
+            except (ImportError, AttributeError):
+                return None
+            named = f"{m.group(1)}.{m.group(2)}" in _SAFE_ARG_CLASSES
+            if not (isinstance(obj, type) and (named or dataclasses.is_dataclass(obj) or issubclass(obj, enum.Enum))):
+                return None
+            allowed.append(obj)
+    return None
+
+
+def _reward_meta_from_rewards_py(path: Path) -> Optional[list[dict[str, Any]]]:
+    """REWARD_META of a rendered rewards.py, read as a literal (the file is never imported or run)."""
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, UnicodeDecodeError):
+        return None
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "REWARD_META" for t in node.targets):
+            try:
+                meta = ast.literal_eval(node.value)
+            except ValueError:
+                return None
+            return meta if isinstance(meta, list) and all(isinstance(m, dict) for m in meta) else None
+    return None
+
+
+def _spec_config(spec) -> dict[str, Any]:
+    """The GRPOConfig kwargs a spec implies where it states them (the renderer fills the rest)."""
+    from finetune.variants import VARIANT_BETA, VARIANTS
+
+    t, g = spec.training, spec.generation
+    cfg: dict[str, Any] = {f: p.value for f, p in VARIANTS[spec.variant].items()}
+    beta = VARIANT_BETA[spec.variant]
+    cfg.update(learning_rate=t.learning_rate, beta=t.beta if beta is None else beta,
+               num_generations=t.num_generations, num_iterations=t.num_iterations,
+               max_completion_length=g.max_completion_length, temperature=g.temperature, top_p=g.top_p,
+               reward_weights=[r.weight for r in spec.rewards])
+    for name in ("per_device_train_batch_size", "gradient_accumulation_steps", "steps_per_generation"):
+        if getattr(t, name) is not None:
+            cfg[name] = getattr(t, name)
+    return cfg
+
+
+def load_context(run: Path, log_file: Path, spec_path: Optional[Path] = None,
+                 model: Optional[str] = None, correctness: Optional[list[str]] = None) -> RunContext:
+    """Find the spec, the run's GRPOConfig kwargs, the reward roles and the model config."""
+    from finetune.spec import load_spec
+
+    ctx = RunContext(run_dir=_run_dir_of(run, log_file))
+    candidate = spec_path or ctx.run_dir / rundir.SPEC
+    if spec_path is not None and not spec_path.is_file():
+        raise UserError(f"no such spec: {spec_path}", where="--spec", fix="pass the run's spec.yaml")
+    if candidate.is_file():
+        ctx.spec_path, ctx.spec = candidate, load_spec(candidate)
+
+    # the config the run trained with: rendered > beside the logs > TRL's saved args > implied by the spec
+    for path in (ctx.run_dir / rundir.CONFIG_DIR / "grpo_config.yaml", log_file.parent / "grpo_config.yaml"):
+        if path.is_file():
+            ctx.config, ctx.config_source = _read_yaml(path), str(path)
+            break
+    else:
+        bin_path = log_file.parent / "training_args.bin"
+        args = _training_args(bin_path) if bin_path.is_file() else None
+        if args is not None:
+            ctx.config, ctx.config_source = args, str(bin_path)
+        elif ctx.spec is not None:
+            ctx.config, ctx.config_source = _spec_config(ctx.spec), f"{ctx.spec_path} (implied by the spec)"
+        else:
+            ctx.notes.append("no grpo_config.yaml, training_args.bin or spec found: the current config is "
+                             "unknown, so the recommended change is shown against the base GRPO recipe")
+
+    # reward roles: the spec > rewards.py's REWARD_META > --correctness
+    if ctx.spec is not None:
+        for r in ctx.spec.rewards:
+            ctx.roles[r.name] = r.effective_role
+            ctx.weights[r.name] = r.weight
+        ctx.roles_source = str(ctx.spec_path)
+    else:
+        meta = _reward_meta_from_rewards_py(ctx.run_dir / rundir.REWARDS) if (ctx.run_dir / rundir.REWARDS).is_file() else None
+        if meta:
+            weights = ctx.config.get("reward_weights") or [1.0] * len(meta)
+            for m, w in zip(meta, weights):
+                if isinstance(m.get("name"), str):
+                    ctx.roles[m["name"]] = str(m.get("role"))
+                    ctx.weights[m["name"]] = float(w)
+                    for src, dst in (("max", ctx.maxima), ("min", ctx.minima)):
+                        if isinstance(m.get(src), (int, float)):
+                            dst[m["name"]] = float(m[src])
+            ctx.roles_source = f"{ctx.run_dir / rundir.REWARDS} (REWARD_META)"
+    if correctness:
+        for name in correctness:
+            ctx.roles[name] = "correctness"
+        ctx.roles_source = "--correctness"
+
+    # the model: --model > the config's model_name_or_path > the spec's model > a config.json beside the logs
+    ctx.model = model or ctx.config.get("model_name_or_path") or (ctx.spec.model if ctx.spec else None)
+    base = ctx.spec_path.parent if ctx.spec_path else ctx.run_dir
+    if ctx.model is None and (log_file.parent / "config.json").is_file():
+        ctx.model = str(log_file.parent)
+    if ctx.model is not None:
+        from finetune.models import load_model_info
+
+        model_config = ctx.spec.model_config_path if ctx.spec is not None and not model else None
+        try:
+            ctx.model_info = load_model_info(str(ctx.model), model_config, base_dir=base)
+            ctx.model_source = str(ctx.model)
+        except UserError as exc:
+            ctx.notes.append(f"model config not read ({exc.what}): the MoE check was not made")
+    else:
+        ctx.notes.append("no model named (no --model, config model_name_or_path or spec): the MoE check was not made")
+    return ctx
+
+
+# ----------------------------------------------------------------------------------------------
+# statistics
+
+
+def _median(xs: list[float]) -> float:
+    import statistics
+
+    return statistics.median(xs) if xs else math.nan
+
+
+def _window(n: int) -> int:
+    return max(3, int(round(n * WINDOW_FRACTION)))
+
+
+def trend(s: Series) -> dict[str, Any]:
+    """Spearman rho / p against the step, Theil-Sen slope, and start/end levels (window medians)."""
+    from scipy import stats
+
+    f = s.finite()
+    n = len(f)
+    w = min(_window(n), n)
+    out: dict[str, Any] = {"key": s.key, "points": n, "first_step": f.steps[0] if n else None,
+                           "last_step": f.steps[-1] if n else None,
+                           "start": _median(f.values[:w]), "end": _median(f.values[-w:])}
+    if n >= 3 and len(set(f.values)) > 1:
+        rho, p = stats.spearmanr(f.steps, f.values)
+        slope = stats.theilslopes(f.values, f.steps).slope
+        out.update(spearman_rho=float(rho), p_value=float(p), theil_sen_slope_per_step=float(slope))
+    else:  # a constant series has no trend
+        out.update(spearman_rho=0.0, p_value=1.0, theil_sen_slope_per_step=0.0)
+    return out
+
+
+def rises(t: dict[str, Any]) -> bool:
+    return t["spearman_rho"] > 0 and t["p_value"] < P_SIGNIFICANT
+
+
+def _correlation(a: Series, b: Series) -> dict[str, Any]:
+    from scipy import stats
+
+    common = {s: v for s, v in zip(a.steps, a.values) if math.isfinite(v)}
+    pairs = [(common[s], v) for s, v in zip(b.steps, b.values) if s in common and math.isfinite(v)]
+    if len(pairs) < 3 or len({x for x, _ in pairs}) < 2 or len({y for _, y in pairs}) < 2:
+        return {"spearman_rho": 0.0, "p_value": 1.0, "points": len(pairs)}
+    rho, p = stats.spearmanr([x for x, _ in pairs], [y for _, y in pairs])
+    return {"spearman_rho": float(rho), "p_value": float(p), "points": len(pairs)}
+
+
+def _after(s: Series, step: int) -> Series:
+    keep = [(a, v) for a, v in zip(s.steps, s.values) if a >= step]
+    return Series(s.key, [a for a, _ in keep], [v for _, v in keep])
+
+
+def _second_half(s: Series) -> Series:
+    f = s.finite()
+    half = len(f) // 2
+    return Series(s.key, f.steps[half:], f.values[half:])
+
+
+def _r(x: Any, digits: int = 4) -> Any:
+    """JSON-safe copy: floats to ``digits`` significant digits, non-finite values to null."""
+    if isinstance(x, float):
+        return None if not math.isfinite(x) else float(f"{x:.{digits}g}")
+    if isinstance(x, dict):
+        return {k: _r(v, digits) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_r(v, digits) for v in x]
+    return x
+
+
+# ----------------------------------------------------------------------------------------------
+# detectors: each returns (status, detail) — status "symptom" | "clear" | "not_evaluated"
+
+
+@dataclass
+class Finding:
+    """One detector's outcome. ``symptom`` carries name, summary, evidence and the marked window."""
+
+    name: str
+    status: str
+    why: str
+    evidence: dict[str, Any] = field(default_factory=dict)
+    window: Optional[tuple[int, int]] = None
+
+    def symptom(self) -> dict[str, Any]:
+        out = {"name": self.name, "summary": self.why, "evidence": _r(self.evidence)}
+        if self.window is not None:
+            out["window"] = {"from_step": self.window[0], "to_step": self.window[1]}
+        return out
+
+
+class Diagnoser:
+    """Runs every detector over one run's logs and context."""
+
+    def __init__(self, logs: Logs, ctx: RunContext):
+        self.logs, self.ctx = logs, ctx
+        self.caveats: list[str] = list(logs.notes) + list(ctx.notes)
+
+    # -- helpers
+
+    def correctness_keys(self) -> list[str]:
+        return [f"rewards/{n}/mean" for n, role in self.ctx.roles.items()
+                if role == "correctness" and self.logs.get(f"rewards/{n}/mean") is not None]
+
+    def correctness_series(self) -> Optional[Series]:
+        """The correctness reward (weighted sum when several); None when no reward is known to be correctness."""
+        keys = self.correctness_keys()
+        if not keys:
+            return None
+        if len(keys) == 1:
+            return self.logs.get(keys[0])
+        parts = [self.logs.get(k) for k in keys]
+        steps = sorted(set.intersection(*(set(p.steps) for p in parts)))
+        values = []
+        for st in steps:
+            values.append(sum(self.ctx.weights.get(k.split("/")[1], 1.0) * p.values[p.steps.index(st)]
+                              for k, p in zip(keys, parts)))
+        return Series("+".join(keys), steps, values)
+
+    def reward_scale(self, key: str) -> float:
+        """Span of a reward series: from REWARD_META's min/max when known (weighted, for the total),
+        else the observed range; never 0."""
+        names = list(self.ctx.roles) if key == K_REWARD else [key.split("/")[1]] if key.startswith("rewards/") else []
+        if names and all(n in self.ctx.maxima and n in self.ctx.minima for n in names):
+            span = sum(abs(self.ctx.weights.get(n, 1.0)) * (self.ctx.maxima[n] - self.ctx.minima[n]) for n in names)
+            if span > 0:
+                return span
+        s = self.logs.get(key)
+        vals = [v for v in (s.values if s else []) if math.isfinite(v)]
+        return (max(vals) - min(vals)) if vals and max(vals) > min(vals) else 1.0
+
+    def enough(self, s: Optional[Series]) -> bool:
+        return s is not None and len(s.finite()) >= MIN_POINTS
+
+    # -- detectors
+
+    def nan(self) -> Finding:
+        bad: dict[str, int] = {}
+        for e in self.logs.entries:
+            for k, v in e.items():
+                if k != "step" and isinstance(v, float) and not math.isfinite(v) and k not in bad:
+                    bad[k] = e["step"]
+        if not bad:
+            return Finding(NAN, "clear", "every logged value is finite")
+        first = min(bad.values())
+        keys = sorted(bad, key=lambda k: (bad[k], k))
+        return Finding(NAN, "symptom", f"non-finite values from step {first} ({', '.join(keys[:6])})",
+                       {"first_step": first, "first_step_per_key": {k: bad[k] for k in keys}},
+                       (first, self.logs.steps[-1]))
+
+    def moe(self) -> Finding:
+        info = self.ctx.model_info
+        if info is None:
+            return Finding(MOE_WITHOUT_GSPO, "not_evaluated", "the model config was not found")
+        if not getattr(info, "is_moe", False):
+            return Finding(MOE_WITHOUT_GSPO, "clear", f"{info.architecture}: dense (no routed experts)")
+        level = self.ctx.config.get("importance_sampling_level")
+        ev = {"model": self.ctx.model_source, "architecture": info.architecture, "num_experts": info.num_experts,
+              "experts_per_token": info.experts_per_token, "importance_sampling_level": level,
+              "config_source": self.ctx.config_source}
+        if level == "sequence":
+            return Finding(MOE_WITHOUT_GSPO, "clear", "MoE model trained with sequence-level ratios (GSPO)", ev)
+        known = "" if level is not None else " (the run's config was not found: assumed token-level)"
+        return Finding(MOE_WITHOUT_GSPO, "symptom",
+                       f"{info.architecture} routes each token to {info.experts_per_token} of {info.num_experts} "
+                       f"experts, and the run uses importance_sampling_level={level or 'token'!r}{known}", ev)
+
+    def entropy_collapse(self) -> Finding:
+        ent = self.logs.get(K_ENTROPY)
+        if not self.enough(ent):
+            return Finding(ENTROPY_COLLAPSE, "not_evaluated", f"fewer than {MIN_POINTS} logged entropy values")
+        e = ent.finite()
+        t = trend(e)
+        start = t["start"]
+        if not start > 0:
+            return Finding(ENTROPY_COLLAPSE, "not_evaluated", "the starting entropy is not positive")
+        # first step where a 3-point running median is at or below half the starting level
+        halved_at = None
+        for i in range(len(e)):
+            window = e.values[max(0, i - 1): i + 2]
+            if _median(window) <= start * (1 - ENTROPY_DROP):
+                halved_at = i
+                break
+        drop = 1 - t["end"] / start
+        ev = {"entropy_trend": t, "drop_fraction": drop, "threshold_drop": ENTROPY_DROP}
+        if halved_at is None or drop < ENTROPY_DROP:
+            moved = f"lost {drop:.0%}" if drop >= 0 else f"rose {-drop:.0%}"
+            return Finding(ENTROPY_COLLAPSE, "clear", f"entropy {start:.3g} → {t['end']:.3g} "
+                           f"({moved}; a collapse loses ≥ {ENTROPY_DROP:.0%})", ev)
+        step_halved = e.steps[halved_at]
+        ev["halved_at_step"] = step_halved
+        position = (halved_at + 1) / len(e)
+        if position > ENTROPY_EARLY:
+            return Finding(ENTROPY_COLLAPSE, "clear", f"entropy halved only late (step {step_halved}, "
+                           f"{position:.0%} into the run): too late to judge the reward after it", ev)
+        reward = self.correctness_series() or self.logs.get(K_REWARD)
+        if reward is None:
+            return Finding(ENTROPY_COLLAPSE, "not_evaluated", "entropy halved but no reward was logged", ev)
+        after = _after(reward, step_halved)
+        rt = trend(after)
+        ev["reward_after_collapse"] = rt
+        name = reward.key.split("/")[1] if reward.key.startswith("rewards/") else None
+        maximum = sum(self.ctx.weights.get(n, 1.0) * self.ctx.maxima[n] for n in self.ctx.roles
+                      if n in self.ctx.maxima) if reward.key == K_REWARD else self.ctx.maxima.get(name or "")
+        if maximum and rt["end"] >= SOLVED_FRACTION * maximum:
+            ev["reward_max"] = maximum
+            return Finding(ENTROPY_COLLAPSE, "clear", f"entropy fell as the task was solved ({reward.key} "
+                           f"{rt['end']:.3g} of max {maximum:.3g}): convergence, not collapse", ev)
+        gain = (rt["end"] - rt["start"]) / self.reward_scale(reward.key)
+        ev["reward_gain_after_over_scale"] = gain
+        if rises(rt) and gain >= FLAT_GAIN:
+            return Finding(ENTROPY_COLLAPSE, "clear", f"entropy fell but {reward.key} kept rising after step "
+                           f"{step_halved} (rho {rt['spearman_rho']:.2f}, p {rt['p_value']:.2g}): learning", ev)
+        return Finding(ENTROPY_COLLAPSE, "symptom",
+                       f"entropy fell {drop:.0%} ({start:.3g} → {t['end']:.3g}), halved by step {step_halved}, while "
+                       f"{reward.key} plateaued after it ({rt['start']:.3g} → {rt['end']:.3g}, rho "
+                       f"{rt['spearman_rho']:.2f}, p {rt['p_value']:.2g})", ev, (e.steps[0], step_halved))
+
+    def length_drift(self) -> Finding:
+        length, reward = self.logs.get(K_LENGTH), self.logs.get(K_REWARD)
+        if not (self.enough(length) and self.enough(reward)):
+            return Finding(LENGTH_DRIFT, "not_evaluated", f"fewer than {MIN_POINTS} logged lengths / rewards")
+        lt = trend(length)
+        rise = lt["end"] / lt["start"] - 1 if lt["start"] > 0 else math.inf
+        corr = _correlation(length, reward)
+        ev = {"length_trend": lt, "length_rise": rise, "length_vs_reward": corr}
+        if not (rises(lt) and rise >= LENGTH_RISE):
+            return Finding(LENGTH_DRIFT, "clear", f"completion length {lt['start']:.3g} → {lt['end']:.3g} "
+                           f"({rise:+.0%}; drift needs ≥ +{LENGTH_RISE:.0%} with a significant trend)", ev)
+        if not (corr["spearman_rho"] >= LENGTH_REWARD_RHO and corr["p_value"] < P_SIGNIFICANT):
+            return Finding(LENGTH_DRIFT, "clear", f"length rose but does not track the reward (rho "
+                           f"{corr['spearman_rho']:.2f})", ev)
+        correct = self.correctness_series()
+        if correct is None:
+            self.caveats.append("length rises with the reward, but no reward is known to be the correctness "
+                                "reward (spec / REWARD_META roles, or --correctness NAME), so length drift "
+                                "could not be told apart from learning")
+            return Finding(LENGTH_DRIFT, "not_evaluated", "no correctness reward identified", ev)
+        ct = trend(correct)
+        ev["correctness_trend"] = ct
+        if rises(ct):
+            return Finding(LENGTH_DRIFT, "clear", f"length rose with {correct.key}, which rose too "
+                           f"(rho {ct['spearman_rho']:.2f}): longer answers are better answers", ev)
+        # the window: from the start to where the length reached 90% of its rise
+        target = lt["start"] + 0.9 * (lt["end"] - lt["start"])
+        f = length.finite()
+        reached = next((s for s, v in zip(f.steps, f.values) if v >= target), f.steps[-1])
+        return Finding(LENGTH_DRIFT, "symptom",
+                       f"completion length rose {rise:.0%} ({lt['start']:.3g} → {lt['end']:.3g} tokens, rho "
+                       f"{lt['spearman_rho']:.2f}) tracking the reward (rho {corr['spearman_rho']:.2f}) while "
+                       f"{correct.key} stayed flat ({ct['start']:.3g} → {ct['end']:.3g}, p {ct['p_value']:.2g})",
+                       ev, (f.steps[0], reached))
+
+    def zero_variance(self) -> Finding:
+        s = self.logs.get(K_ZERO_STD)
+        if not self.enough(s):
+            return Finding(ZERO_VARIANCE, "not_evaluated", f"fewer than {MIN_POINTS} logged {K_ZERO_STD} values")
+        scale = self.ctx.config.get("scale_rewards")
+        agg = self.ctx.config.get("multi_objective_aggregation")
+        if scale not in (None, "group", "none") or agg not in (None, "sum_then_normalize"):
+            return Finding(ZERO_VARIANCE, "not_evaluated",
+                           f"{K_ZERO_STD} is per group only under scale_rewards group/none with sum_then_normalize "
+                           f"(this run: scale_rewards={scale!r}, multi_objective_aggregation={agg!r}): batch-wide here")
+        if scale is None or agg is None:
+            self.caveats.append(f"{K_ZERO_STD} read as a per-group fraction, assuming scale_rewards 'group'/'none' "
+                                "and sum_then_normalize (the run's config does not say)")
+        half = _second_half(s)
+        level = _median(half.values)
+        ev = {"median_second_half": level, "threshold": ZERO_STD_MAJORITY, "trend": trend(s),
+              "scale_rewards": scale, "multi_objective_aggregation": agg,
+              "caveat": "reward_std is batch-wide and cannot show this; frac_reward_zero_std counts groups"}
+        if level <= ZERO_STD_MAJORITY:
+            return Finding(ZERO_VARIANCE, "clear", f"median {level:.2f} of groups had identical rewards in the "
+                           "second half", ev)
+        return Finding(ZERO_VARIANCE, "symptom", f"in the second half a median {level:.0%} of groups gave every "
+                       "completion the same reward (no advantage, no gradient)", ev, (half.steps[0], half.steps[-1]))
+
+    def truncation(self) -> Finding:
+        s = self.logs.get(K_CLIPPED)
+        if not self.enough(s):
+            return Finding(TRUNCATION, "not_evaluated", f"fewer than {MIN_POINTS} logged {K_CLIPPED} values")
+        half = _second_half(s)
+        level = _median(half.values)
+        ev = {"median_second_half": level, "threshold": CLIPPED_MAJORITY, "trend": trend(s),
+              "max_completion_length": self.ctx.config.get("max_completion_length")}
+        if level <= CLIPPED_MAJORITY:
+            return Finding(TRUNCATION, "clear", f"median {level:.0%} of completions hit the length cap in the "
+                           "second half", ev)
+        return Finding(TRUNCATION, "symptom", f"a median {level:.0%} of completions hit max_completion_length="
+                       f"{ev['max_completion_length']} in the second half (trl#5697: a too-low cap zeroes the "
+                       "reward)", ev, (half.steps[0], half.steps[-1]))
+
+    def flat_reward(self) -> Finding:
+        s = self.logs.get(K_REWARD)
+        if not self.enough(s):
+            return Finding(FLAT_REWARD, "not_evaluated", f"fewer than {MIN_POINTS} logged rewards")
+        t = trend(s)
+        scale = self.reward_scale(K_REWARD)
+        gain = (t["end"] - t["start"]) / scale
+        ev = {"reward_trend": t, "gain_over_scale": gain, "scale": scale, "threshold": FLAT_GAIN}
+        if t["p_value"] < P_SIGNIFICANT or abs(gain) >= FLAT_GAIN:
+            return Finding(FLAT_REWARD, "clear", f"reward {t['start']:.3g} → {t['end']:.3g} (rho "
+                           f"{t['spearman_rho']:.2f}, p {t['p_value']:.2g})", ev)
+        return Finding(FLAT_REWARD, "symptom", f"reward flat: {t['start']:.3g} → {t['end']:.3g} ({gain:+.1%} of its "
+                       f"scale, rho {t['spearman_rho']:.2f}, p {t['p_value']:.2g})", ev, (t["first_step"], t["last_step"]))
+
+    def kl_blowup(self) -> Finding:
+        s = self.logs.get(K_KL)
+        if s is None:
+            beta = self.ctx.config.get("beta")
+            return Finding(KL_BLOWUP, "not_evaluated", "no kl logged (TRL logs it only when beta != 0"
+                           + (f"; beta={beta}" if beta is not None else "") + ")")
+        f = s.finite()
+        smoothed = [_median(f.values[max(0, i - 1): i + 2]) for i in range(len(f))]
+        over = [i for i, v in enumerate(smoothed) if v > KL_LIMIT]
+        ev = {"max": max(f.values) if f.values else None, "max_running_median": max(smoothed) if smoothed else None,
+              "limit_nats_per_token": KL_LIMIT, "trend": trend(f) if len(f) else None}
+        if not over:
+            return Finding(KL_BLOWUP, "clear", f"KL ≤ {KL_LIMIT} nats/token (3-point running median; max "
+                           f"{ev['max_running_median']:.3g})" if smoothed else "no finite kl values", ev)
+        first = f.steps[over[0]]
+        ev["first_step_over"] = first
+        return Finding(KL_BLOWUP, "symptom", f"KL to the reference passed {KL_LIMIT} nats/token at step {first} "
+                       f"(running-median max {ev['max_running_median']:.3g})", ev, (first, f.steps[-1]))
+
+    def run_all(self) -> list[Finding]:
+        return [self.moe(), self.nan(), self.entropy_collapse(), self.length_drift(), self.kl_blowup(),
+                self.truncation(), self.zero_variance(), self.flat_reward()]
+
+
+# ----------------------------------------------------------------------------------------------
+# the one recommended change
+
+
+def _current(config: dict[str, Any], name: str, fallback: Any) -> tuple[Any, bool]:
+    return (config[name], True) if name in config else (fallback, False)
+
+
+def variant_delta(config: dict[str, Any], variant: str) -> dict[str, dict[str, Any]]:
+    """The kwargs that change from the run's config to ``variant`` (finetune.variants is the recipe)."""
+    from finetune.variants import VARIANT_BETA, VARIANTS
+
+    base = {f: p.value for f, p in VARIANTS["grpo"].items()}
+    target = {f: p.value for f, p in VARIANTS[variant].items()}
+    if VARIANT_BETA[variant] is not None:
+        target["beta"] = VARIANT_BETA[variant]
+    ga = config.get("gradient_accumulation_steps")
+    if variant == "gspo" and int(config.get("num_iterations") or 1) == 1:
+        spg = config.get("steps_per_generation") or ga
+        if ga is not None and (spg is None or spg <= ga):
+            target["steps_per_generation"] = 2 * int(ga)
+        elif ga is None:
+            target["num_iterations"] = 2  # off-policy without knowing the accumulation
+    delta: dict[str, dict[str, Any]] = {}
+    for name, new in target.items():
+        old, known = _current(config, name, base.get(name))
+        if old != new or not known and name not in base:
+            delta[name] = {"from": old, "to": new, **({} if known else {"from_assumed": "base GRPO recipe"})}
+    return delta
+
+
+def recommend(findings: list[Finding], config: dict[str, Any]) -> tuple[str, Optional[dict[str, Any]]]:
+    """(recommended_variant, recommended_change) for the highest-priority symptom; none → stay on GRPO."""
+    from finetune.spec import BASE_LEARNING_RATE
+
+    shown = {f.name: f for f in findings if f.status == "symptom"}
+    if not shown:
+        return "grpo", None
+    name = next(n for n in PRIORITY if n in shown)
+    variant = {ENTROPY_COLLAPSE: "dapo", LENGTH_DRIFT: "dr_grpo", MOE_WITHOUT_GSPO: "gspo"}.get(name)
+    if variant is not None:
+        return variant, {"kind": "variant", "addresses": name, "variant": variant,
+                         "kwargs": variant_delta(config, variant), **PAPERS[variant],
+                         "apply": "finetune diagnose RUN --apply (sets `variant` in the spec and re-renders config/)"}
+    change: dict[str, Any] = {"kind": "health", "addresses": name, "kwargs": {}}
+    if name == NAN:
+        change["action"] = ("find the first non-finite metric (evidence.first_step_per_key): a reward returning "
+                            "NaN/inf, or a diverging update; fix it before reading anything else in this run")
+    elif name == KL_BLOWUP:
+        lr = config.get("learning_rate")
+        if lr is not None and lr > BASE_LEARNING_RATE:
+            change["kwargs"] = {"learning_rate": {"from": lr, "to": BASE_LEARNING_RATE}}
+            change["action"] = "return to the base recipe's learning rate (contract 7): the policy is running away"
+        else:
+            change["action"] = ("the KL blew up at the base learning rate: read the completions near the first step "
+                                "over the limit for a reward hack, and fix the reward (Phase 1)")
+    elif name == TRUNCATION:
+        cap = config.get("max_completion_length")
+        if cap:
+            change["kwargs"] = {"max_completion_length": {"from": cap, "to": 2 * int(cap)}}
+        change["action"] = ("raise the completion cap (check memory with `finetune memory`); if the length itself "
+                            "is the problem, read the completions first")
+    elif name == ZERO_VARIANCE:
+        g = config.get("num_generations")
+        if g:
+            change["kwargs"] = {"num_generations": {"from": g, "to": 2 * int(g)}}
+        change["action"] = ("more completions per prompt give a group a chance to disagree; if base success is "
+                            "near 0 or 1, filter the prompts instead (DAPO's dynamic sampling is not in TRL, trl#4764)")
+    elif name == FLAT_REWARD:
+        change["action"] = ("no config change: the reward is not moving. Re-check base success and the reward "
+                            "(`finetune inspect`) before training longer")
+    change["variant"] = "grpo"
+    return "grpo", change
+
+
+# ----------------------------------------------------------------------------------------------
+# the whole diagnosis
+
+
+def diagnose(run: str | Path, *, spec: str | Path | None = None, model: str | None = None,
+             correctness: Optional[list[str]] = None) -> tuple[dict[str, Any], Logs, RunContext, list[Finding]]:
+    """Read RUN's logs and context, run every detector, and return the diagnosis document."""
+    run = Path(run)
+    logs = load_logs(run)
+    ctx = load_context(run, logs.source, Path(spec) if spec else None, model, correctness)
+    d = Diagnoser(logs, ctx)
+    findings = d.run_all()
+    symptoms = [f for f in findings if f.status == "symptom"]
+    if symptoms:
+        verdict = "symptom"
+    elif len(logs.entries) < MIN_POINTS or all(f.status == "not_evaluated" for f in findings
+                                                if f.name in (ENTROPY_COLLAPSE, LENGTH_DRIFT, FLAT_REWARD)):
+        verdict = "insufficient"
+    else:
+        verdict = "healthy"
+    variant, change = recommend(findings, ctx.config)
+    if verdict != "symptom":
+        variant, change = "grpo", None
+    if change is None:
+        headline = ("stay on GRPO: no symptom in the logs, so no variant is warranted (never pre-emptively)"
+                    if verdict == "healthy" else
+                    f"stay on GRPO: too little to judge ({len(logs.entries)} logged steps; "
+                    f"{MIN_POINTS} needed for the trend tests)")
+    elif change["kind"] == "variant":
+        headline = f"switch to {variant}: {change['addresses']} (arXiv {change['arxiv']})"
+    else:
+        headline = f"stay on GRPO; fix {change['addresses']} first"
+    from finetune import __version__
+
+    doc = {
+        "verdict": verdict,
+        "headline": headline,
+        "symptoms": [f.symptom() for f in symptoms],
+        "recommended_variant": variant,
+        "recommended_change": _r(change, 6) if change else None,
+        "checks": [{"name": f.name, "status": f.status, "why": f.why} for f in findings],
+        "caveats": d.caveats + ["reward_std is the std over the whole batch, not within groups: it is not used "
+                                "to judge group variance"],
+        "run": {
+            "log": str(logs.source), "logged_steps": len(logs.entries),
+            "first_step": logs.steps[0], "last_step": logs.steps[-1], "run_dir": str(ctx.run_dir),
+            "spec": str(ctx.spec_path) if ctx.spec_path else None, "config_source": ctx.config_source,
+            "reward_roles": ctx.roles, "reward_roles_source": ctx.roles_source,
+            "correctness_keys": d.correctness_keys(), "model": ctx.model_source,
+            "current_variant": ctx.spec.variant if ctx.spec is not None else None,
+        },
+        "thresholds": {"min_points": MIN_POINTS, "p_significant": P_SIGNIFICANT, "entropy_drop": ENTROPY_DROP,
+                       "entropy_early": round(ENTROPY_EARLY, 4), "length_rise": LENGTH_RISE,
+                       "length_reward_rho": LENGTH_REWARD_RHO, "zero_std_majority": ZERO_STD_MAJORITY,
+                       "clipped_majority": CLIPPED_MAJORITY, "flat_gain": FLAT_GAIN, "kl_limit": KL_LIMIT},
+        "plugin_version": __version__,
+        "time": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+    }
+    return doc, logs, ctx, findings
+
+
+# ----------------------------------------------------------------------------------------------
+# outputs: curves.png, report.md
+
+
+PANELS = ((K_REWARD, "reward (total)"), ("correctness", "correctness reward"), (K_ENTROPY, "entropy (nats/token)"),
+          (K_LENGTH, "completion length (tokens)"), (K_CLIPPED, "clip ratio"))
+
+
+def plot(logs: Logs, doc: dict[str, Any], d_correctness: Optional[Series], path: Path) -> None:
+    """reward, correctness reward, entropy, completion length and clip ratio over steps; windows shaded."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    colours = {ENTROPY_COLLAPSE: "tab:red", LENGTH_DRIFT: "tab:orange", TRUNCATION: "tab:purple",
+               ZERO_VARIANCE: "tab:gray", FLAT_REWARD: "tab:olive", KL_BLOWUP: "tab:brown", NAN: "black",
+               MOE_WITHOUT_GSPO: "tab:cyan"}
+    fig, axes = plt.subplots(len(PANELS), 1, figsize=(9, 2.1 * len(PANELS)), sharex=True)
+    for ax, (key, title) in zip(axes, PANELS):
+        s = d_correctness if key == "correctness" else logs.get(key)
+        if s is not None:
+            ax.plot(s.steps, s.values, lw=1.2, marker=".", ms=3, label=s.key)
+        if key == K_CLIPPED and logs.get(K_CLIP_REGION) is not None:
+            r = logs.get(K_CLIP_REGION)
+            ax.plot(r.steps, r.values, lw=1, ls="--", label="PPO clip region (clip_ratio/region_mean)")
+        if s is None:
+            ax.text(0.5, 0.5, "not logged" if key != "correctness" else "no correctness reward identified",
+                    transform=ax.transAxes, ha="center", va="center", color="gray")
+        for sym in doc["symptoms"]:
+            w = sym.get("window")
+            if w:
+                ax.axvspan(w["from_step"], max(w["to_step"], w["from_step"] + 0.5), alpha=0.15,
+                           color=colours.get(sym["name"], "tab:red"), label=f"{sym['name']}")
+        ax.set_ylabel(title, fontsize=8)
+        handles, labels = ax.get_legend_handles_labels()
+        if handles:  # the shaded windows are named in the first panel only
+            uniq = {lab: h for lab, h in zip(labels, handles) if ax is axes[0] or lab not in SYMPTOMS}
+            ax.legend(uniq.values(), uniq.keys(), fontsize=7, loc="best")
+        ax.grid(alpha=0.3)
+    axes[-1].set_xlabel("step")
+    fig.suptitle(f"{doc['verdict']}: {doc['headline']}"[:110], fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
+def _fmt(v: Any) -> str:
+    return "`null`" if v is None else f"`{v}`"
+
+
+def report_md(doc: dict[str, Any]) -> str:
+    """A short Markdown report of the diagnosis (everything it states comes from ``doc``)."""
+    run = doc["run"]
+    lines = [f"# Diagnosis: {doc['verdict']}", "", f"**{doc['headline']}**", "",
+             f"Log: `{run['log']}` — {run['logged_steps']} logged steps ({run['first_step']}–{run['last_step']}). "
+             f"Config: {run['config_source'] or 'not found'}. Correctness reward: "
+             f"{', '.join(run['correctness_keys']) or 'not identified'}.", ""]
+    lines += ["## Symptoms", ""]
+    if not doc["symptoms"]:
+        lines += ["None.", ""]
+    for s in doc["symptoms"]:
+        w = s.get("window")
+        span = f" (steps {w['from_step']}–{w['to_step']})" if w else ""
+        lines += [f"- **{s['name']}**{span}: {s['summary']}"]
+    lines += ["", "## Recommendation", ""]
+    change = doc["recommended_change"]
+    if change is None:
+        lines += [f"Stay on GRPO (`recommended_variant: {doc['recommended_variant']}`). No variant is switched "
+                  "without its symptom.", ""]
+    else:
+        lines += [f"One change, against `{change['addresses']}`:", ""]
+        if change["kind"] == "variant":
+            lines += [f"Switch `variant` to `{change['variant']}` — {change['paper']} (arXiv {change['arxiv']}).", "",
+                      change["reason"], ""]
+        else:
+            lines += [change["action"], ""]
+        if change["kwargs"]:
+            lines += ["| kwarg | now | then |", "|---|---|---|"]
+            for k, v in change["kwargs"].items():
+                assumed = " (assumed)" if v.get("from_assumed") else ""
+                lines += [f"| `{k}` | {_fmt(v['from'])}{assumed} | {_fmt(v['to'])} |"]
+            lines += [""]
+    lines += ["## Checks", "", "| check | status | why |", "|---|---|---|"]
+    for c in doc["checks"]:
+        lines += [f"| {c['name']} | {c['status']} | {c['why'].replace('|', '/')} |"]
+    lines += ["", "## Caveats", ""] + [f"- {c}" for c in doc["caveats"]]
+    lines += ["", "![curves](curves.png)", ""]
+    return "\n".join(lines)
+
+
+def write_outputs(out_dir: Path, doc: dict[str, Any], logs: Logs, correctness: Optional[Series]) -> Path:
+    """DIR/diagnosis/{diagnosis.json, report.md, curves.png}, all three or none."""
+    target = out_dir / rundir.DIAGNOSIS_DIR
+    with atomic.staged_dir(target) as tmp:
+        plot(logs, doc, correctness, tmp / "curves.png")
+        (tmp / "report.md").write_text(report_md(doc), encoding="utf-8")
+        (tmp / "diagnosis.json").write_text(json.dumps(doc, indent=2, ensure_ascii=False, allow_nan=False) + "\n",
+                                            encoding="utf-8")
+    return target
+
+
+# ----------------------------------------------------------------------------------------------
+# --apply: set the variant in the spec (original kept) and re-render config/
+
+
+def set_variant_text(text: str, variant: str, line: Optional[int]) -> str:
+    """The spec text with ``variant:`` set, comments and layout kept (only that one line changes)."""
+    lines = text.splitlines(keepends=True)
+    if line is not None:
+        i = line - 1
+        m = re.match(r"^(\s*variant\s*:\s*)([^#\n]*?)(\s*(#.*)?)(\r?\n)?$", lines[i])
+        if m is None:
+            raise UserError("cannot find the `variant:` value on its line", where=f"line {line}",
+                            fix="write it as `variant: grpo` on one line")
+        lines[i] = f"{m.group(1)}{variant}{m.group(3) or ''}{m.group(5) or ''}"
+        return "".join(lines)
+    sep = "" if not text or text.endswith("\n") else "\n"
+    return f"{text}{sep}variant: {variant}  # set by `finetune diagnose --apply`\n"
+
+
+def apply_variant(ctx: RunContext, doc: dict[str, Any], *, no_gate: bool = False) -> dict[str, Any]:
+    """Write the spec with the recommended variant (keeping the original) and re-render config/."""
+    from finetune.errors import CheckFailed
+    from finetune.spec import parse_spec
+    from finetune.yamlio import load_with_lines
+
+    change = doc["recommended_change"]
+    if change is None or change["kind"] != "variant":
+        return {"applied": False, "why": "no variant to switch to: " + doc["headline"]}
+    if ctx.spec_path is None:
+        raise UserError("--apply needs the run spec", where="--spec",
+                        fix="pass --spec SPEC (or keep spec.yaml in the run directory)")
+    variant = change["variant"]
+    spec_path = ctx.spec_path
+    original = spec_path.read_bytes()
+    data, lines = load_with_lines(spec_path)
+    if data.get("variant") == variant:
+        return {"applied": False, "why": f"the spec already says variant: {variant}"}
+    new_text = set_variant_text(original.decode("utf-8"), variant, lines.get(("variant",)))
+    import yaml
+
+    parse_spec(yaml.safe_load(new_text), spec_path)  # the edited spec must still be valid
+    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    kept = spec_path.with_name(f"{spec_path.stem}.before-{variant}.{stamp}{spec_path.suffix}")
+    atomic.write_bytes(kept, original)
+    atomic.write_text(spec_path, new_text)
+    from finetune import render as renderer
+
+    try:
+        _, target = renderer.render(spec_path, None, no_gate=no_gate)
+    except (UserError, CheckFailed):
+        atomic.write_bytes(spec_path, original)  # the spec and config/ stay consistent with each other
+        kept.unlink(missing_ok=True)
+        raise
+    return {"applied": True, "variant": variant, "spec": str(spec_path), "original_kept": str(kept),
+            "config_dir": str(target)}
+
+
+# ----------------------------------------------------------------------------------------------
+# CLI
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run", metavar="RUN",
+                        help="TRL output dir (or a run dir with train/), trainer_state.json, or JSONL of logged dicts")
+    parser.add_argument("-o", "--out", metavar="DIR",
+                        help="write DIR/diagnosis/ (default: the run directory)")
+    parser.add_argument("--spec", metavar="SPEC", help="the run spec (default: spec.yaml in the run directory)")
+    parser.add_argument("--model", metavar="PATH", help="model folder / config.json (default: from the config or spec)")
+    parser.add_argument("--correctness", metavar="NAME", action="append",
+                        help="name of a correctness reward (rewards/NAME/mean) when no spec or REWARD_META says so")
+    parser.add_argument("--apply", action="store_true",
+                        help="set the recommended variant in the spec (original kept) and re-render config/")
+    parser.add_argument("--no-gate", action="store_true",
+                        help="with --apply, FOR TESTS ONLY: render without a Phase 1 gate record")
+
+
+def run(args: argparse.Namespace) -> int:
+    doc, logs, ctx, findings = diagnose(args.run, spec=args.spec, model=args.model, correctness=args.correctness)
+    out_dir = Path(args.out) if args.out else ctx.run_dir
+    if args.apply and out_dir.resolve() != ctx.run_dir.resolve():
+        raise UserError("--apply writes the run's spec and config/, but -o sends the diagnosis elsewhere",
+                        where="-o", fix="drop -o when using --apply (the renderer reads the run directory)")
+    correctness = Diagnoser(logs, ctx).correctness_series()
+    target = write_outputs(out_dir, doc, logs, correctness)
+    print(f"{doc['verdict']}: {doc['headline']}")
+    for s in doc["symptoms"]:
+        print(f"  - {s['name']}: {s['summary']}")
+    change = doc["recommended_change"]
+    if change and change["kwargs"]:
+        print("  change: " + ", ".join(f"{k}: {v['from']!r} -> {v['to']!r}" for k, v in change["kwargs"].items()))
+    print(f"wrote {target}/ (diagnosis.json, report.md, curves.png)")
+    if args.apply:
+        result = apply_variant(ctx, doc, no_gate=args.no_gate)
+        if result["applied"]:
+            print(f"applied: variant {result['variant']} in {result['spec']} (original kept as "
+                  f"{result['original_kept']}); re-rendered {result['config_dir']}")
+        else:
+            print(f"nothing applied: {result['why']}")
+    return 0
