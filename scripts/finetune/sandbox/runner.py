@@ -710,20 +710,25 @@ def _execute(req: dict, cfg: dict, base_dir: str, seq: int) -> dict:
         pidfd = None
     timed_out, overflow, exited, status = False, None, False, 0
 
-    def reap(block: bool) -> bool:
+    def has_exited() -> bool:
+        # WNOWAIT leaves the zombie in place: until it is reaped its pid (= its process group id) cannot
+        # be reused, so kill_all() below can never hit an unrelated process.
+        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+
+    def reap() -> None:
         nonlocal exited, status
-        if exited:
-            return True
-        got, st = os.waitpid(pid, 0 if block else os.WNOHANG)
-        if got == pid:
-            exited, status = True, st
-        return exited
+        _, status = os.waitpid(pid, 0)
+        exited = True
+
+    killed = False
 
     def kill_all() -> None:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        """Kill the candidate and everything it started (call before reaping it)."""
+        nonlocal killed
+        if killed:
+            return
+        killed = True
+        os.kill(pid, signal.SIGKILL)  # a zombie ignores it; with a PID namespace this kills them all
         if level != "namespaces":
             try:
                 os.killpg(pid, signal.SIGKILL)
@@ -759,14 +764,15 @@ def _execute(req: dict, cfg: dict, base_dir: str, seq: int) -> dict:
                 break
         if overflow:
             break
-        if not exited and reap(block=False):
+        if not exited and has_exited():
             # The candidate is gone: take its leftovers down now (they may hold the pipes open), then
             # read what is still buffered.
             kill_all()
+            reap()
             drain_deadline = min(deadline, time.monotonic() + 0.5)
-    if not exited:  # every other way out of the loop has already called kill_all()
+    if not exited:
         kill_all()
-        reap(block=True)
+        reap()
     for fd in list(caps) + ([pidfd] if pidfd is not None else []):
         try:
             os.close(fd)
