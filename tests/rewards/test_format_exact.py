@@ -186,7 +186,7 @@ def test_numeric_spellings_match(ungated, n):
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(gold=st.text(alphabet=st.characters(blacklist_characters="<>", blacklist_categories=("Cs",)), min_size=1,
-                    max_size=30).filter(lambda s: s.strip()),
+                    max_size=30).filter(lambda s: any(c.isalnum() for c in s)),  # punctuation-only gold is unusable
        other=st.text(alphabet="abcxyz0123456789", min_size=1, max_size=10))
 def test_gold_scores_one_and_hedges_score_zero(mod, ungated, gold, other):
     assert one(ungated.tag, f"<answer>{gold}</answer>", answer=gold) == 1.0
