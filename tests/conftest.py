@@ -37,6 +37,24 @@ def tiny_moe_model_dir(tmp_path_factory) -> Path:
     return build_tiny_model(tmp_path_factory.mktemp("tiny-moe") / "model", moe=True)
 
 
+@pytest.fixture(scope="session")
+def demo_run(tmp_path_factory):
+    """`finetune demo` run once per session (reader: its independent checker); the DemoResult.
+
+    Shared by tests/test_demo.py and tests/test_finetune_command.py (which reuses its model and data).
+    """
+    import io
+
+    from rich.console import Console
+
+    from finetune.demo import run_demo
+
+    console = Console(file=io.StringIO(), width=160)
+    result = run_demo(tmp_path_factory.mktemp("demo") / "out", reader="checker", console=console)
+    result.console_text = console.file.getvalue()
+    return result
+
+
 class CliResult:
     def __init__(self, code: int, out: str, err: str):
         self.code, self.out, self.err = code, out, err

@@ -496,7 +496,7 @@ def _phases(run: _Runner, result: DemoResult, out: Path, interactive: bool, seed
             after = demo_task.score_heldout(demo_task.sample_completions(
                 trainer.model, model_dir, prompts, HELDOUT_K, g.temperature, g.max_completion_length, seed),
                 held, rewards, g.temperature, seed)
-            runs.append({"seed": seed, "output_dir": str(target.relative_to(out)),
+            runs.append({"seed": seed, "output_dir": str(target.relative_to(good)),
                          "before": dataclasses.asdict(before), "after": dataclasses.asdict(after)})
             facts["profile_changes"] = changes
             p.command = f"GRPOTrainer (TRL) with config/grpo_config.yaml + DEMO_CPU_PROFILE, seed {seed}"

@@ -1,0 +1,221 @@
+"""`finetune demo` end to end (once per session, `demo_run` in conftest.py) and its parts.
+
+The session fixture runs every phase for real on CPU: the warmed-up tiny model, the product's stage
+commands in-process, TRL's GRPOTrainer for two seeds, diagnose with matplotlib. These tests read
+what it left on disk.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from finetune import demo_checker, rundir
+
+pytestmark = pytest.mark.slow
+
+LABEL = demo_checker.READER_LABEL
+
+
+def _json(path: Path):
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+# ------------------------------------------------------------------------------------------------
+# the whole demo
+
+
+def test_every_phase_ran(demo_run):
+    assert not demo_run.facts.get("stopped_at"), demo_run.facts.get("stopped_at")
+    statuses = {p.name: p.status for p in demo_run.phases}
+    assert statuses["FAIL demo: gate"] == "failed (expected)"
+    assert statuses["FAIL demo: Phase 2 refuses"] == "failed (expected)"
+    others = {n: s for n, s in statuses.items() if not n.startswith("FAIL demo: gate") and "refuses" not in n}
+    assert set(others.values()) == {"ok"}, others
+    for prefix in ("Phase 0", "Phase 1", "Phase 2", "Phase 3", "Phase 4"):
+        assert any(n.startswith(prefix) for n in statuses), prefix
+
+
+def test_base_success_is_partial(demo_run):
+    """RL's precondition: the base model sometimes succeeds (5-60%), at inspection and at low temperature."""
+    facts = demo_run.facts
+    assert 0.05 <= facts["sampled_success"] <= 0.60, facts["sampled_success"]
+    assert 0.05 <= facts["base_success"]["mean_success"] <= 0.60, facts["base_success"]
+    assert facts["base_success"]["verdict"] == "learnable"
+    heldout_before = [r["before"]["per_reward"]["correct"] for r in facts["heldout"]["runs"]]
+    assert all(0.05 <= b <= 0.60 for b in heldout_before), heldout_before
+
+
+def test_gate_passes_for_the_composite_reward(demo_run):
+    from finetune.inspect.gate import verify_gate
+    from finetune.spec import load_spec
+
+    good = demo_run.out / "pass"
+    gate = _json(good / rundir.GATE)
+    assert gate["status"] == "PASS", gate["reasons"]
+    assert gate["counts"]["read"] >= 50 and gate["counts"]["disagreements"] == 0
+    assert not any(p["passing"] for p in gate["probes"]) and gate["probes"]
+    assert gate["readers"] == ["agent"]
+    assert gate["confirmation"]["user"] == "finetune demo (no person)"
+    assert "no person" in gate["confirmation"]["statement"]
+    assert verify_gate(good, load_spec(good / rundir.SPEC)).ok
+    verdicts = [json.loads(line) for line in (good / rundir.VERDICTS).read_text().splitlines()]
+    assert len(verdicts) >= 50 and all(v["note"].startswith(f"[{LABEL}]") for v in verdicts)
+
+
+def test_gate_catches_the_broken_reward(demo_run):
+    bad = demo_run.out / "fail"
+    assert "substring" in (bad / rundir.REWARDS).read_text()
+    gate = _json(bad / rundir.GATE)
+    assert gate["status"] == "FAIL"
+    kinds = {(d["kind"], d["field"]) for d in gate["disagreements"]}
+    assert ("false_positive", "correct") in kinds, kinds
+    passing = {p["probe"] for p in gate["probes"] if p["passing"]}
+    assert "hedged" in passing, passing
+    assert all(p["passed_by"] == ["correct"] for p in gate["probes"] if p["passing"])
+    assert not (bad / rundir.CONFIG_DIR / "train.py").exists()  # Phase 2 refused: nothing launchable
+
+
+def test_rendered_config_is_the_base_recipe_and_valid(demo_run):
+    import dataclasses as dc
+    import py_compile
+
+    import yaml
+    from trl import GRPOConfig
+
+    config = demo_run.out / "pass" / rundir.CONFIG_DIR
+    rendered = yaml.safe_load((config / "grpo_config.yaml").read_text())
+    assert rendered["learning_rate"] == 5e-7 and rendered["beta"] == 0.01  # contract 7: the config stays base
+    assert rendered["loss_type"] == "grpo" and rendered["num_generations"] == 8
+    fields = {f.name for f in dc.fields(GRPOConfig)}
+    kwargs = {k: v for k, v in rendered.items() if k in fields}
+    kwargs.update(use_cpu=True, bf16=False, use_vllm=False, output_dir=str(demo_run.out / "tmp-config-check"))
+    GRPOConfig(**kwargs)  # TRL accepts the rendered kwargs (CPU substitutions only)
+    py_compile.compile(str(config / "train.py"), doraise=True)
+    brief = (config / "BRIEF.md").read_text()
+    assert "## Demo CPU profile (added by `finetune demo`" in brief
+    assert "| `learning_rate` | `5e-07` | `0.001` |" in brief
+
+
+def test_training_raised_heldout_reward_on_both_seeds(demo_run):
+    runs = demo_run.facts["heldout"]["runs"]
+    assert [r["seed"] for r in runs] == [3407, 3408]
+    for r in runs:
+        before, after = r["before"], r["after"]
+        assert after["reward"] > before["reward"] + 0.2, r
+        assert after["checker_accept"] > before["checker_accept"] + 0.2, r
+        state = _json(demo_run.out / "pass" / r["output_dir"] / "trainer_state.json")
+        rewards = [h["reward"] for h in state["log_history"] if "reward" in h]
+        assert len(rewards) >= 40
+        assert sum(rewards[-10:]) / 10 > sum(rewards[:10]) / 10  # the training reward rose too
+        profile = _json(demo_run.out / "pass" / r["output_dir"] / "demo_profile.json")
+        assert {"field": "learning_rate", "rendered": 5e-7, "demo": 1e-3} == \
+            {k: v for k, v in next(c for c in profile["changes"] if c["field"] == "learning_rate").items() if k != "why"}
+    assert _json(demo_run.out / "pass" / "heldout.json")["runs"] == runs
+
+
+def test_diagnosis_report_and_plot(demo_run):
+    diag = demo_run.out / "pass" / "diagnosis"
+    d = _json(diag / "diagnosis.json")
+    assert d["verdict"] in ("healthy", "symptom", "insufficient")
+    assert d["verdict"] == demo_run.facts["diagnosis"]["verdict"]
+    assert (diag / "report.md").read_text().strip()
+    png = (diag / "curves.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
+
+
+def test_report_links_resolve(demo_run):
+    out = demo_run.out
+    md = (out / "report.md").read_text()
+    links = re.findall(r"\]\(([^)]+)\)", md)
+    assert len(links) > 40
+    for link in links:
+        assert (out / link).exists(), link
+    html = (out / "report.html").read_text()
+    refs = re.findall(r'(?:href|src)="([^"]+)"', html)
+    assert set(refs) == set(links)
+    for ref in refs:
+        assert (out / ref).exists(), ref
+    for needed in ("pass/gate.json", "fail/gate.json", "pass/config/grpo_config.yaml", "pass/train/trainer_state.json",
+                   "pass/diagnosis/curves.png", "pass/review.md", "pass/memory.md"):
+        assert needed in links, needed
+    assert LABEL in md and "not a person" in html
+
+
+def test_console_labels_the_reader(demo_run):
+    text = demo_run.console_text
+    assert f"reader: {LABEL}" in text
+    assert "FAIL demo: gate" in text and "report:" in text
+
+
+# ------------------------------------------------------------------------------------------------
+# parts, cheap
+
+
+@pytest.mark.parametrize("completion,well_formed,correct", [
+    ("<answer>071</answer>", True, True),
+    ("  <answer> 071 </answer>\n", True, True),
+    ("Copying: <answer>071</answer>", True, True),
+    ("<answer>71</answer>", True, False),  # digits, not a number
+    ("<answer>071 or 170</answer>", True, False),  # a hedge
+    ("Answer 071", False, False),
+    ("<answer>071</answer> done", False, False),
+    ("<answer>071</answer><answer>071</answer>", False, False),
+    ("<answer>071", False, False),
+    ("<answer></answer>", False, False),
+    ("", False, False),
+])
+def test_checker_judges_from_the_prompt(completion, well_formed, correct):
+    prompt = [{"role": "user", "content": "Copy the digits 0 7 1"}]
+    c = demo_checker.check(prompt, completion, gold="071")
+    assert (c.well_formed, c.correct, c.accept) == (well_formed, correct, well_formed and correct)
+
+
+def test_checker_reads_the_prompt_not_the_gold():
+    c = demo_checker.check("Copy the digits 4 7 1", "<answer>471</answer>", gold="999")
+    assert c.accept and "differs" in c.note
+    assert demo_checker.expected_digits("What is 2 plus 2") is None
+
+
+def test_model_build_is_deterministic(tmp_path):
+    from finetune import demo_task
+    from finetune.hashing import sha256_file
+
+    recipe = demo_task.WarmupRecipe(steps=3, batch=4)
+    train, held = demo_task.splits()
+    assert not set(train) & set(held) and len(train) + len(held) == 1000
+    a = demo_task.build_demo_model(tmp_path / "a", train, recipe)
+    b = demo_task.build_demo_model(tmp_path / "b", train, recipe)
+    assert sha256_file(a / "model.safetensors") == sha256_file(b / "model.safetensors")
+
+
+def test_demo_refuses_a_folder_it_did_not_make(cli, tmp_path):
+    (tmp_path / "notes.txt").write_text("mine")
+    r = cli("demo", "-o", tmp_path)
+    assert r.code == 2 and "not made by `finetune demo`" in r.err
+    assert (tmp_path / "notes.txt").read_text() == "mine" and len(list(tmp_path.iterdir())) == 1
+    r = cli("demo", "-o", tmp_path / "new", "--steps", "5")
+    assert r.code == 2 and not (tmp_path / "new").exists()
+
+
+def test_an_unavailable_stage_is_named_not_pretended(tmp_path, monkeypatch):
+    from rich.console import Console
+
+    from finetune import cli as cli_mod
+    from finetune import demo
+
+    monkeypatch.setitem(cli_mod.GROUPS, "diagnose", ("finetune.not_landed_yet", "Phase 4"))
+    result = demo.DemoResult(out=tmp_path, reader=LABEL)
+    runner = demo._Runner(result, Console(file=io.StringIO()), quiet_stages=False)
+    with pytest.raises(demo._Stop) as stop:
+        runner.stage("Phase 4: diagnose", ["diagnose", str(tmp_path)])
+    assert stop.value.phase.status == "unavailable" and "finetune.not_landed_yet" in stop.value.phase.detail
+    result.facts["stopped_at"] = dataclasses.asdict(stop.value.phase) | {"phase": "Phase 4: diagnose"}
+    demo.write_report(result)
+    md = (tmp_path / "report.md").read_text()
+    assert "stopped at 'Phase 4: diagnose' (unavailable)" in md and "finetune.not_landed_yet" in md
