@@ -158,7 +158,7 @@ def main(argv=None) -> None:
         seed=3407,  # the seed's reference seed
         disable_dropout=True,  # dropout makes the policy's log-probs disagree with the sampler's
         # batch (validated for the target's training processes)
-        per_device_train_batch_size=4,  # memory.recommend(): 4 completions per micro-batch: peak 62.4 GiB of 79.6 (78%) (logits 2.3 GiB, activations 15.1 GiB); 8 would need 79.8 GiB
+        per_device_train_batch_size=4,  # memory.recommend(): 4 completions per micro-batch: peak 61.7 GiB of 79.6 (77%) (LM head 1.6 GiB, activations 15.1 GiB); 8 would need 76.8 GiB
         gradient_accumulation_steps=8,  # memory.recommend(): 4 × 1 process(es) × 8 = 32 completions per generation round = 4 prompts × 8 generations (divisible by num_generations)
         num_train_epochs=1.0,  # training.num_train_epochs
         max_steps=args.max_steps,  # training.max_steps (-1: run the epochs); rendered -1
@@ -191,7 +191,7 @@ def main(argv=None) -> None:
         args=grpo_args,
         reward_funcs=REWARD_FUNCS,  # rewards.py: format_ok, correct
         train_dataset=dataset,  # prompt-only: GRPO generates its own completions
-        peft_config=None,  # method: full (memory.recommend(): full fine-tuning fits: peak 62.4 GiB of 79.6 (78%))
+        peft_config=None,  # method: full (memory.recommend(): full fine-tuning fits: peak 61.7 GiB of 79.6 (77%))
     )
     trainer.train()
     # --- recipe:end

@@ -160,7 +160,7 @@ def main(argv=None) -> None:
         seed=3407,  # the seed's reference seed
         disable_dropout=True,  # dropout makes the policy's log-probs disagree with the sampler's
         # batch (validated for the target's training processes)
-        per_device_train_batch_size=8,  # memory.recommend(): 8 completions per micro-batch: peak 48.7 GiB of 79.6 (61%) (logits 4.6 GiB, activations 30.2 GiB)
+        per_device_train_batch_size=8,  # memory.recommend(): 8 completions per micro-batch: peak 45.5 GiB of 79.6 (57%) (LM head 1.5 GiB, activations 30.2 GiB)
         gradient_accumulation_steps=1,  # memory.recommend(): 8 × 8 process(es) × 1 = 64 completions per generation round = 8 prompts × 8 generations (divisible by num_generations)
         num_train_epochs=1.0,  # training.num_train_epochs
         max_steps=args.max_steps,  # training.max_steps (-1: run the epochs); rendered -1
@@ -193,7 +193,7 @@ def main(argv=None) -> None:
         args=grpo_args,
         reward_funcs=REWARD_FUNCS,  # rewards.py: format_ok, correct
         train_dataset=dataset,  # prompt-only: GRPO generates its own completions
-        peft_config=None,  # method: full (memory.recommend(): full fine-tuning fits: peak 48.7 GiB of 79.6 (61%))
+        peft_config=None,  # method: full (memory.recommend(): full fine-tuning fits: peak 45.5 GiB of 79.6 (57%))
     )
     trainer.train()
     # --- recipe:end
