@@ -21,7 +21,7 @@ import subprocess
 import sys
 import time
 
-from finetune.sandbox.runner import CallJob, CallTest, SandboxPool, StdioJob, StdioTest
+from finetune.sandbox.runner import ISOLATION_LEVELS, CallJob, CallTest, SandboxPool, StdioJob, StdioTest
 
 TRIVIAL = StdioJob("pass", [StdioTest("", "")])
 # ~80 ms of pure-Python CPU work per execution: long enough that scheduling dominates nothing.
@@ -87,7 +87,15 @@ def main() -> None:
             many_rounds.append(batch_s(many, args.jobs))
         speedup = min(one_rounds) / min(many_rounds)
         sleep_one, sleep_many = batch_s(one, 12, SLEEP_BOUND), batch_s(many, 12, SLEEP_BOUND)
-        load = os.getloadavg()[0]
+        granted = one.isolation
+    # What each isolation layer costs (the overhead above is at the best level the host grants).
+    per_level = {}
+    for level in ISOLATION_LEVELS:
+        if granted.at_least(level):
+            with SandboxPool(workers=1, timeout_s=20, min_isolation="process", isolation=level) as pool:
+                sandbox_exec_s(pool, 3)
+                per_level[level] = statistics.median(sandbox_exec_s(pool, args.runs)) * 1000
+    load = os.getloadavg()[0]
 
     print(f"\n{'measure':<44}{'value':>12}{'target':>10}{'met':>6}")
     print(f"{'bare `python -I -c pass` spawn (median)':<44}{bare_ms:>10.1f}ms")
@@ -101,6 +109,8 @@ def main() -> None:
           f"{'yes' if speedup >= 1.7 else 'NO':>6}")
     print(f"{f'12 sleep-bound jobs: 1 / {args.workers} workers':<44}{sleep_one:>7.2f}s / {sleep_many:.2f}s"
           f"   concurrency {sleep_one / sleep_many:.2f}x (ideal {args.workers})")
+    for level, ms in per_level.items():
+        print(f"{f'  trivial execution at level {level!r}':<44}{ms:>10.1f}ms   {ms / bare_ms:.2f}x bare spawn")
     print(f"\n1-minute load average during the run: {load:.1f} on {os.cpu_count()} cores "
           f"(other processes compete for the cores the CPU-bound throughput needs)")
 

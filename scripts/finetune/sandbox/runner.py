@@ -115,7 +115,7 @@ from typing import Any, Optional, Sequence, Union
 
 __all__ = [
     "ISOLATION_LEVELS", "Isolation", "SandboxError", "SandboxUnavailable", "detect_isolation",
-    "StdioTest", "StdioJob", "CallTest", "CallJob", "AssertJob", "Result", "SandboxPool",
+    "StdioTest", "StdioJob", "CallTest", "CallJob", "AssertJob", "Job", "Result", "SandboxPool",
 ]
 
 ISOLATION_LEVELS = ("process", "unprivileged", "namespaces")
@@ -449,7 +449,7 @@ def _set_limits(req: dict, processes_ok: bool) -> None:
 
 def _make_encoder():
     """A closure that turns a return value into plain JSON-able data, built before candidate code runs."""
-    _type, _isinstance, _repr, _len = type, isinstance, repr, len
+    _type, _isinstance, _repr = type, isinstance, repr
     _int, _float, _str, _bytes, _complex = int, float, str, bytes, complex
     _list, _tuple, _dict, _set, _frozenset, _bool = list, tuple, dict, set, frozenset, bool
     int_conv, float_conv, str_conv = int.__int__, float.__float__, str.__str__
