@@ -354,6 +354,8 @@ def test_lint_does_not_import_trl_without_a_checked_call(tmp_path):
         ```python
         print("hello")
         ```
+
+        Then run `finetune route --verifiable yes` and `finetune inspect gate RUN`.
         """))
     code = ("import sys; from pathlib import Path; from finetune.lint import lint; "
             f"assert lint(Path({str(root)!r})) == []; "
