@@ -95,3 +95,10 @@ def test_two_pools_never_share_a_candidate_uid(pool):
     with SandboxPool(workers=2, timeout_s=1.5, min_isolation="process") as other:
         assert not set(other.candidate_uids) & set(pool.candidate_uids)
         assert other.run(CallJob(ADD, "add", [([1, 2], 3)])).passed
+
+
+def test_a_solution_that_does_not_load_fails_every_test(pool):
+    broken, exits = pool.run_batch([AssertJob("def add(a, b)\n    return a + b\n", ["assert add(1, 2) == 3"]),
+                                    CallJob("import sys\nsys.exit(0)\n", "add", [([1, 2], 3)])])
+    assert broken.status == "crashed" and "SyntaxError" in broken.detail
+    assert exits.status == "exited_early" and "SystemExit" in exits.detail

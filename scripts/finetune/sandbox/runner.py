@@ -523,7 +523,8 @@ def _candidate_main(req: dict, res_fd: int) -> int:
     test_ns = {"__name__": "__test__", "__builtins__": dict(pristine["builtins"])}
 
     def emit(record: dict) -> None:
-        data = dumps(record).encode() + b"\n"
+        # A leading newline ends any partial line the candidate may have written to this fd.
+        data = b"\n" + dumps(record).encode() + b"\n"
         while data:
             data = data[write(res_fd, data):]
 
@@ -531,7 +532,8 @@ def _candidate_main(req: dict, res_fd: int) -> int:
     try:
         exec(compile(req["code"], "<solution>", "exec"), cand_ns)
     except BaseException as exc:  # noqa: BLE001 - SystemExit here means the tests never ran
-        emit({"load": False, "e": exc_line(exc)})
+        emit({"load": False, "e": exc_line(exc), "exit": isinstance(exc, SystemExit)})
+        emit({"done": token})
         return 0
     emit({"load": True})
     modules = pristine["modules"]
@@ -1317,8 +1319,11 @@ def _judge_steps(report: dict, token: str, test_indices: list[int], judge) -> tu
     for index in test_indices:
         rec = by_index.get(index)
         if rec is None:
-            died = "crashed" if report.get("signal") else "exited_early"
-            statuses.append(failure or (died if not done else "failed"))
+            if load is not None and not load.get("load"):  # the module raised (SystemExit included)
+                statuses.append(failure or ("exited_early" if load.get("exit") else "crashed"))
+            else:
+                died = "crashed" if report.get("signal") else "exited_early"
+                statuses.append(failure or (died if not done else "failed"))
             continue
         ok, why = judge(index, rec)
         statuses.append("passed" if ok else "failed")
