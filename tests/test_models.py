@@ -156,3 +156,22 @@ def test_disk_cache_is_used_and_survives_corruption(tmp_path, monkeypatch):
     monkeypatch.setenv("FINETUNE_CACHE_DIR", "off")
     assert cache_dir() is None
     _load_cached.cache_clear()
+
+
+def test_hub_cache_and_adapter_folders(tmp_path, monkeypatch):
+    from finetune.models import resolve_config_path
+
+    cfg = json.loads(open(load_model_info("Qwen/Qwen3-0.6B").source, encoding="utf-8").read())
+    cfg["num_hidden_layers"] = 3
+    snapshot = tmp_path / "hub" / "models--acme--tuned-0.6b" / "snapshots" / "abc123"
+    snapshot.mkdir(parents=True)
+    (snapshot / "config.json").write_text(json.dumps(cfg))
+    (tmp_path / "hub" / "models--acme--tuned-0.6b" / "refs").mkdir()
+    (tmp_path / "hub" / "models--acme--tuned-0.6b" / "refs" / "main").write_text("abc123")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    assert load_model_info("acme/tuned-0.6b").layers == 3  # found offline in the hub cache, not bundled
+    adapter = tmp_path / "my-adapter"
+    adapter.mkdir()
+    (adapter / "adapter_config.json").write_text(json.dumps({"base_model_name_or_path": "Qwen/Qwen2.5-7B"}))
+    assert resolve_config_path("my-adapter", base_dir=tmp_path).parent.name == "Qwen2.5-7B"
+    assert load_model_info(str(adapter)).params == load_model_info("Qwen/Qwen2.5-7B").params

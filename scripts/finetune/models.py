@@ -160,8 +160,41 @@ def _looks_like_path(value: str) -> bool:
     return value.startswith((".", "/", "~")) or value.endswith(".json") or value.count("/") > 1
 
 
+def _hub_cache_config(repo_id: str) -> Path | None:
+    """config.json of ``repo_id`` if the Hugging Face cache already holds it (no network)."""
+    import os
+
+    if repo_id.count("/") != 1:
+        return None
+    try:
+        from huggingface_hub import try_to_load_from_cache
+
+        hit = try_to_load_from_cache(repo_id, "config.json", cache_dir=os.environ.get("HF_HUB_CACHE"))
+    except (ImportError, ValueError, OSError):  # no hub client, or not a valid repo id
+        return None
+    return Path(hit) if isinstance(hit, str) and Path(hit).is_file() else None
+
+
+def _adapter_base(value: str, base_dir: Path | None) -> str | None:
+    """The base model a PEFT adapter folder names (adapter_config.json), if ``value`` is one."""
+    p = Path(value).expanduser()
+    if not p.is_absolute() and base_dir is not None:
+        p = base_dir / p
+    adapter = p / "adapter_config.json"
+    if not adapter.is_file():
+        return None
+    try:
+        return json.loads(adapter.read_text(encoding="utf-8")).get("base_model_name_or_path") or None
+    except (OSError, ValueError):
+        return None
+
+
 def resolve_config_path(model: str, model_config: str | None = None, base_dir: str | Path | None = None) -> Path:
-    """Find the config.json describing ``model`` (see :func:`load_model_info`)."""
+    """Find the config.json describing ``model`` (see :func:`load_model_info`).
+
+    Order: ``model_config``; a local folder / config.json; a PEFT adapter folder's base model; the
+    Hugging Face cache (offline); the bundled configs.
+    """
     base = Path(base_dir) if base_dir is not None else None
     if model_config:
         found = _local_config(model_config, base) or (None if _looks_like_path(model_config)
@@ -172,6 +205,12 @@ def resolve_config_path(model: str, model_config: str | None = None, base_dir: s
                             fix="give the path of the model's config.json, or one of: " + ", ".join(bundled_models()))
         return found
     found = _local_config(model, base)
+    if found is not None:
+        return found
+    adapter_base = _adapter_base(model, base)
+    if adapter_base and adapter_base != model:
+        return resolve_config_path(adapter_base, None, base)
+    found = _hub_cache_config(model)
     if found is not None:
         return found
     if _looks_like_path(model):
@@ -186,7 +225,8 @@ def resolve_config_path(model: str, model_config: str | None = None, base_dir: s
 
 
 def load_model_info(model: str, model_config: str | None = None, base_dir: str | Path | None = None) -> ModelInfo:
-    """Facts about ``model`` from a local folder / config.json, ``model_config``, or a bundled config.
+    """Facts about ``model`` from a local folder / config.json, ``model_config``, a PEFT adapter's base,
+    the Hugging Face cache, or a bundled config (:func:`resolve_config_path`).
 
     ``model`` is a hub id or a path (relative paths resolve against ``base_dir``, the spec's folder).
     ``model_config`` (a config.json path, a model folder or a bundled hub id) takes precedence. A model
