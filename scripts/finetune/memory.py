@@ -600,6 +600,8 @@ def estimate(model: ModelInfo, hardware: Hardware, method: str = "lora", *, num_
                             f"{vllm.share_gib:.1f} GiB is not free after loading the policy ({loaded:.1f} GiB)")
     if vllm and vllm.mode == "server" and vllm.share_gib > hardware.memory_gib:
         problems.append("vLLM server share exceeds a GPU's memory")
+    if hardware.profile.unified and optimizer == "paged_adamw_8bit":
+        warnings.append("paged optimizer on unified memory: paging 'to CPU' stays in the same pool and frees nothing")
     if hardware.profile.unified:
         warnings.append("DGX Spark: GPU and CPU share one 128 GB pool; a GPU out-of-memory there can freeze the "
                         "whole machine (not just the process) — keep ≥ 15% free and watch `free -g`, not nvidia-smi")
@@ -1542,6 +1544,9 @@ def reference_doc() -> str:
           "(memory-figures.md). GRPO rollouts are decode-bound on this machine: prefer small models, short "
           "completions and many streams per step (the weights are read once per step for all of them); an MoE "
           "model reads only its active experts.", "",
+          "On unified memory, moving something \"to the CPU\" frees nothing: vLLM's sleep level 1 (weights offloaded "
+          "to CPU RAM) and paged optimizers stay in the same pool; only level 2, which TRL uses and which discards "
+          "the weights, gives memory back.", "",
           "A GPU out-of-memory on unified memory can freeze the whole machine rather than kill one process: "
           f"`recommend()` keeps {100 * (1 - FIT_FRACTION_UNIFIED):.0f}% free there, and the OS, Python and the "
           "reward functions share the same pool (watch `free -g`, not only nvidia-smi). When the dgx-spark-ops "
