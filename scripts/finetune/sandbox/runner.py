@@ -682,7 +682,7 @@ def _execute(req: dict, cfg: dict, base_dir: str, seq: int) -> dict:
         if level == "unprivileged":
             os.chown(workdir, uid, uid)
     stdin_fd = os.memfd_create("stdin")
-    data = req.get("stdin", "").encode()
+    data = req.get("stdin", "").encode("utf-8", "replace")
     while data:
         data = data[os.write(stdin_fd, data):]
     os.lseek(stdin_fd, 0, os.SEEK_SET)
@@ -1573,6 +1573,10 @@ class SandboxPool:
                 f"untrusted code. Fix: run as root where unshare() is permitted (docker: --cap-add "
                 f"SYS_ADMIN, or --privileged), or lower min_isolation (the unit_tests reward's "
                 f"min_isolation) if you accept the weaker isolation.")
+        if isolation is not None and self.isolation_level != isolation:
+            self._stop_zygotes()
+            raise SandboxUnavailable(f"isolation={isolation!r} was asked for, but this host grants only "
+                                     f"'{self.isolation.level}' ({'; '.join(self.isolation.notes)})")
         _LIVE_POOLS.add(self)
         self._threads = [threading.Thread(target=self._worker, args=(z,), daemon=True,
                                           name=f"sandbox-{z.slot}") for z in self._zygotes]
