@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import shutil
 import socket
 import subprocess
 import sys
@@ -378,8 +379,8 @@ except SandboxUnavailable as exc:
 """
 
 
-@pytest.mark.skipif(os.geteuid() != 0 or not HOST.at_least("namespaces"),
-                    reason="simulating a weaker host needs root with every capability")
+@pytest.mark.skipif(os.geteuid() != 0 or not HOST.at_least("namespaces") or not shutil.which("setpriv"),
+                    reason="simulating a weaker host needs root with every capability and setpriv")
 @pytest.mark.parametrize("dropped, minimum, expected", [
     ("-sys_admin", "namespaces", "REFUSED this host grants sandbox isolation 'unprivileged', below the "
                                  "required 'namespaces'"),
