@@ -1,7 +1,8 @@
 """End to end on CPU: render for the tiny local model, then train with the rendered files.
 
-Three real runs as subprocesses (kept to 2 steps each): the rendered train.py, TRL's own
-`trl grpo --config` on the rendered YAML, and train.py under `accelerate launch --cpu --num_processes 2`.
+Real runs as subprocesses (kept to 2 steps each): the rendered train.py, TRL's own
+`trl grpo --config` on the rendered YAML, train.py in 2 real processes (Accelerate MULTI_CPU), and a
+LoRA render.
 Each must leave a trainer_state.json whose log history carries rewards/<name>/mean for every reward.
 """
 
@@ -46,6 +47,14 @@ def _run(cmd: list[str], run: Path, timeout: int = 300) -> subprocess.CompletedP
     return proc
 
 
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
 def _assert_reward_logs(state_path: Path, steps: int = 2) -> None:
     state = json.loads(state_path.read_text())
     assert state["global_step"] == steps
@@ -73,12 +82,25 @@ def test_trl_cli_runs_rendered_yaml(rendered_run):
     _assert_reward_logs(states[-1])
 
 
-def test_train_py_under_accelerate_two_processes(rendered_run):
-    shutil.rmtree(rendered_run / "train", ignore_errors=True)
-    _run([str(BIN / "accelerate"), "launch", "--cpu", "--num_processes", "2", "--num_machines", "1",
-          "--mixed_precision", "no", "--dynamo_backend", "no", "config/train.py", "--cpu", "--max-steps", "2"],
-         rendered_run, timeout=400)
-    _assert_reward_logs(rendered_run / "train" / "trainer_state.json")
+def test_train_py_in_two_processes(tmp_path, tiny_model_dir):
+    """Rendered for 3 GPUs with one serving vLLM: 2 training processes, batch 2 × 2 × 2 = 8 = one group.
+
+    The renderer's own batch check accepts it for 2 training processes (and refuses the same batch on
+    one GPU, see test_validation); TRL's check inside a real 2-process run must agree."""
+    from finetune.cli import main
+
+    run = tmp_path / "two"
+    spec = write_run(run, str(tiny_model_dir), hardware={"profile": "h100-80gb", "gpus": 3, "vllm_gpus": 1},
+                     training__per_device_train_batch_size=2, training__gradient_accumulation_steps=2)
+    assert main(["config", "render", str(spec), "--no-gate"]) == 0
+    assert "--num_processes 2" in (run / "config" / "launch.sh").read_text()
+    # `accelerate launch --cpu --num_processes 2` without an MPI install falls back to ONE process
+    # (accelerate 1.16's simple launcher); torchrun starts two real ranks that Accelerate runs as
+    # MULTI_CPU over gloo. At one process TRL would raise (2 × 1 × 2 = 4 is not a group of 8), so a
+    # finished run proves TRL saw the 2 training processes the renderer validated for.
+    _run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(_free_port()),
+          "config/train.py", "--cpu", "--max-steps", "2"], run, timeout=400)
+    _assert_reward_logs(run / "train" / "trainer_state.json")
 
 
 def test_lora_render_trains_on_cpu(tmp_path, tiny_model_dir):

@@ -301,3 +301,22 @@ def test_length_checks_without_a_local_tokenizer_only_warn(cli, tmp_path):
     res = cli("config", "render", spec, "--no-gate")
     assert res.code == 0, res
     assert "estimate only" in res.out and "max_prompt_length" in res.out
+
+
+def test_batch_valid_for_two_processes_is_refused_on_one_gpu_as_trl_would(cli, tiny_run, tmp_path):
+    """2 per device × 2 steps: a full group of 8 with 2 training processes, half a group with one."""
+    import tempfile
+
+    from trl import GRPOConfig
+
+    model = yaml.safe_load(tiny_run.read_text())["model"]
+    two = write_run(tmp_path / "two", model, hardware={"profile": "h100-80gb", "gpus": 3, "vllm_gpus": 1},
+                    training__per_device_train_batch_size=2, training__gradient_accumulation_steps=2)
+    assert cli("config", "render", two, "--no-gate").code == 0
+    one = write_run(tmp_path / "one", model, training__per_device_train_batch_size=2,
+                    training__gradient_accumulation_steps=2)
+    res = cli("config", "render", one, "--no-gate")
+    assert res.code == 2 and "= 4) must be divisible by num_generations (8)" in res.err
+    with tempfile.TemporaryDirectory() as out, pytest.raises(ValueError, match="divisible by num_generations"):
+        GRPOConfig(output_dir=out, use_cpu=True, bf16=False, per_device_train_batch_size=2,
+                   gradient_accumulation_steps=2, num_generations=8)  # TRL itself, one process
