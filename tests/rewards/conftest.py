@@ -66,7 +66,7 @@ class JudgeScript:
         self.lock = threading.Lock()
 
     def reply(self, body: dict) -> tuple[int, str]:
-        system, user = body["messages"][0]["content"], body["messages"][1]["content"]
+        user = body["messages"][1]["content"]
         match = _QUOTE.search(user)
         if match is None:
             return 200, "SCORE: 0"

@@ -106,12 +106,18 @@ def test_bad_spec_is_one_line_exit_2_nothing_written(cli, tmp_path, bad, field):
     assert not out.exists()
 
 
-def test_rendered_code_compiles_for_every_type_alone():
+def test_rendered_code_for_every_type_alone_imports_only_what_it_uses():
     from finetune.rewards.render import DOC_EXAMPLES
 
     for entry in DOC_EXAMPLES.values():
-        files = render_sources(reward_specs([entry]))
-        assert files["rewards.py"].count(f"def {entry['name']}(") == 1
+        text = render_sources(reward_specs([entry]))["rewards.py"]
+        assert text.count(f"def {entry['name']}(") == 1
+        tree = ast.parse(text)
+        imported = {alias.name.split(".")[0] for node in tree.body if isinstance(node, ast.Import)
+                    for alias in node.names}
+        used = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
+        assert imported <= used | {"rewards_mathpool", "rewards_sandbox"} and "annotations" not in used, \
+            (entry["type"], sorted(imported - used))
 
 
 def test_committed_reference_doc_matches_templates(repo_root):

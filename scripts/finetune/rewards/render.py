@@ -21,8 +21,9 @@ TEMPLATES = Path(__file__).resolve().parent / "templates"
 TYPE_ORDER = ("format", "exact_match", "math", "json_schema", "unit_tests", "judge", "length_penalty")
 SANDBOX_RUNNER = Path(__file__).resolve().parents[1] / "sandbox" / "runner.py"
 HELPER_FILES = {"mathpool": "rewards_mathpool.py", "sandbox": "rewards_sandbox.py"}
-STDLIB_IMPORTS = ("decimal", "hashlib", "json", "math", "os", "re", "sys", "time", "warnings")
-_TYPE_STDLIB = {"judge": ("concurrent.futures", "urllib.error", "urllib.request"), "unit_tests": ("dataclasses",)}
+STDLIB_IMPORTS = ("json", "re", "warnings")  # what the shared plumbing uses; the rest per type below
+_TYPE_STDLIB = {"exact_match": ("decimal",), "unit_tests": ("dataclasses",), "length_penalty": ("math",),
+                "judge": ("concurrent.futures", "hashlib", "os", "time", "urllib.error", "urllib.request")}
 _TYPE_PACKAGES = {"json_schema": ("jsonschema",)}
 TRL_REQUIREMENT = "trl==1.16.0"  # length penalties call trl.rewards.get_soft_overlong_punishment
 
@@ -130,7 +131,8 @@ def render_sources(rewards: list[Any], *, run_name: str = "run", spec_path: str 
     planned = plan(rewards, max_completion_length, source_path)
     types_used = [t for t in TYPE_ORDER if any(r.type == t for r in rewards)]
     packages, helpers = _requirements(rewards)
-    stdlib = sorted(set(STDLIB_IMPORTS).union(*(_TYPE_STDLIB.get(t, ()) for t in types_used)))
+    stdlib = sorted(set(STDLIB_IMPORTS).union(*(_TYPE_STDLIB.get(t, ()) for t in types_used),
+                                              ("os", "sys") if helpers else ()))
     third_party = [m for t in types_used for m in _TYPE_PACKAGES.get(t, ())]
     helper_files = [HELPER_FILES[h] for h in helpers]
     env = environment()
