@@ -101,10 +101,12 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cpu", action="store_true", help="smoke test on CPU: use_cpu, no bf16, no vLLM")
     parser.add_argument("--max-steps", type=int, default=-1, help="stop after N optimiser steps")
-    parser.add_argument("--vllm-server-host", default='VLLM_HOST',
-                        help="address of the `trl vllm-serve` node (launch.sh passes it)")
+    parser.add_argument("--vllm-server-host", default=None,
+                        help="address of node 0, the `trl vllm-serve` node (launch.sh passes $VLLM_HOST)")
     args, _ = parser.parse_known_args(argv)
     cpu = args.cpu
+    if args.vllm_server_host is None and not cpu:
+        parser.error("--vllm-server-host is required: the address of node 0, where `trl vllm-serve` runs")
     os.chdir(RUN_DIR)  # output_dir and data paths are relative to the run directory
     check_gate()
 

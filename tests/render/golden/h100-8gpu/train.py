@@ -102,7 +102,7 @@ def main(argv=None) -> None:
     parser.add_argument("--cpu", action="store_true", help="smoke test on CPU: use_cpu, no bf16, no vLLM")
     parser.add_argument("--max-steps", type=int, default=-1, help="stop after N optimiser steps")
     parser.add_argument("--vllm-server-host", default='127.0.0.1',
-                        help="address of the `trl vllm-serve` node (launch.sh passes it)")
+                        help="address of the `trl vllm-serve` process (launch.sh starts it on this node)")
     args, _ = parser.parse_known_args(argv)
     cpu = args.cpu
     os.chdir(RUN_DIR)  # output_dir and data paths are relative to the run directory
