@@ -59,14 +59,23 @@ class _RewardBase(BaseModel):
             raise ValueError(f"'{v}' is reserved in rewards.py; choose another name")
         return v
 
+    @field_validator("role")
+    @classmethod
+    def _allowed_role(cls, v: Optional[Role]) -> Optional[Role]:
+        if v is not None and v not in cls.allowed_roles:
+            raise ValueError(f"role '{v}' is not allowed for this type (allowed: {', '.join(cls.allowed_roles)})")
+        return v
+
+    @field_validator("threshold")
+    @classmethod
+    def _threshold_range(cls, v: Optional[float]) -> Optional[float]:
+        if v is not None and cls.default_role != "shaping" and not (0 < v <= cls.max_score):
+            raise ValueError(f"threshold {v} must be in (0, {cls.max_score}]")
+        return v
+
     @model_validator(mode="after")
-    def _role_and_threshold(self):
-        if self.role is not None and self.role not in self.allowed_roles:
-            raise ValueError(f"role '{self.role}' is not allowed for type '{self.type}' "  # type: ignore[attr-defined]
-                             f"(allowed: {', '.join(self.allowed_roles)})")
+    def _partial_credit_threshold(self):
         if self.threshold is not None and self.effective_role != "shaping":
-            if not (0 < self.threshold <= self.max_score):
-                raise ValueError(f"threshold {self.threshold} must be in (0, {self.max_score}]")
             if self.has_partial_credit and self.threshold <= PARTIAL_CEILING:
                 raise ValueError(f"threshold {self.threshold} must be above {PARTIAL_CEILING}: partial "
                                  f"credit is capped at {PARTIAL_CEILING} so it never outranks a full pass")
