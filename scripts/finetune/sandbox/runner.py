@@ -97,6 +97,7 @@ from __future__ import annotations
 import ast
 import atexit
 import json
+import logging
 import math
 import os
 import queue
@@ -1577,6 +1578,8 @@ class SandboxPool:
             self._stop_zygotes()
             raise SandboxUnavailable(f"isolation={isolation!r} was asked for, but this host grants only "
                                      f"'{self.isolation.level}' ({'; '.join(self.isolation.notes)})")
+        logging.getLogger(__name__).info("%s; %d workers, running at level %s", self.isolation.describe(),
+                                         self.workers, self.isolation_level)
         _LIVE_POOLS.add(self)
         self._threads = [threading.Thread(target=self._worker, args=(z,), daemon=True,
                                           name=f"sandbox-{z.slot}") for z in self._zygotes]
