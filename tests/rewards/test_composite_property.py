@@ -27,7 +27,7 @@ TESTS = ["assert add(1, 2) == 3", "assert add(2, 5) == 7"]
 weights = st.floats(0.05, 5.0)
 
 LAYOUTS = {"tag": ["none", "answer", "think", "prefilled", "both"], "boxed": ["none", "boxed"],
-           "hash": ["none", "hash"], "json": ["json"]}
+           "hash": ["none", "hash"], "json": ["json", "schema"]}
 KINDS = {"tag": [(), ("exact_match",), ("math",), ("exact_match", "math"), ("json_schema",), ("unit_tests",),
                  ("json_schema", "json_schema")],
          "boxed": [(), ("exact_match",), ("math",), ("exact_match", "math")],
@@ -35,7 +35,7 @@ KINDS = {"tag": [(), ("exact_match",), ("math",), ("exact_match", "math"), ("jso
 FORMAT_OF = {"answer": [("answer_tag", False)], "think": [("think_answer", False)],
              "prefilled": [("think_answer", True)], "both": [("answer_tag", False), ("think_answer", False)],
              "boxed": [("boxed", False)], "hash": [("hash_answer", False)], "json": [("json_object", False)],
-             "none": []}
+             "schema": [("json_schema", False)], "none": []}
 PAYLOAD_OF = {"exact_match": "number", "math": "number", "json_schema": "json", "unit_tests": "code"}
 
 
@@ -62,7 +62,10 @@ def specs(draw, dialect: str, layout: str, kinds: tuple, judge: bool, judge_url:
         entries.append(entry)
 
     for pattern, prefilled in FORMAT_OF[layout]:
-        add({"type": "format", "pattern": pattern, "prefilled_think": prefilled})
+        if pattern == "json_schema":  # a schema check in the format role (binary)
+            add({"type": "json_schema", "role": "format", "schema": {"type": "object"}, "extract": "auto"})
+        else:
+            add({"type": "format", "pattern": pattern, "prefilled_think": prefilled})
     extract = {"tag": "answer_tag", "boxed": "boxed", "hash": "hash_answer", "json": "auto"}[dialect]
     for kind in kinds:
         if kind == "exact_match":
