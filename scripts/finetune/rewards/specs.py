@@ -102,13 +102,13 @@ class _RewardBase(BaseModel):
 
 
 class FormatReward(_RewardBase):
-    """The required structure parses: tags, a final \\boxed{}, `#### N`, or a JSON object (binary)."""
+    """The required structure parses: tags, a final `\\boxed{}`, `#### N`, or a JSON object (binary)."""
 
     type: Literal["format"]
     pattern: Literal["answer_tag", "think_answer", "boxed", "hash_answer", "json_object"] = "answer_tag"
-    prefilled_think: bool = Field(False, description="The chat template already opened <think> "
+    prefilled_think: bool = Field(False, description="The chat template already opened `<think>` "
                                   "(trl#6966), so the completion starts inside it. Also assumed when a "
-                                  "plain-text prompt ends with <think>.")
+                                  "plain-text prompt ends with `<think>`.")
     default_role: ClassVar[Role] = "format"
     allowed_roles: ClassVar[tuple[Role, ...]] = ("format",)
 
@@ -117,17 +117,22 @@ class ExactMatchReward(_RewardBase):
     """The last extracted answer equals the gold answer after normalisation (binary)."""
 
     type: Literal["exact_match"]
-    answer_column: str = "answer"
-    extract: Extract = "answer_tag"
-    normalize: list[Literal["strip", "whitespace", "case", "numeric", "punct"]] = ["strip", "whitespace", "numeric"]
+    answer_column: str = Field("answer", description="Column holding the gold answer (or a list of them).")
+    extract: Extract = Field("answer_tag", description="Where the final answer is: the last `<answer>` block, "
+                             "`\\boxed{}`, `#### N` line, last number on the final line, or the whole text.")
+    normalize: list[Literal["strip", "whitespace", "case", "numeric", "punct"]] = Field(
+        ["strip", "whitespace", "numeric"], description="Applied to answer and gold alike: strip ends, collapse "
+        "whitespace, casefold, numbers (1,000 = 1000 = 1000.0), surrounding punctuation/brackets.")
 
 
 class MathReward(_RewardBase):
     """math-verify equivalence with the gold answer, in worker processes with per-item deadlines."""
 
     type: Literal["math"]
-    answer_column: str = "answer"
-    extract: Literal["boxed", "answer_tag", "any"] = "any"
+    answer_column: str = Field("answer", description="Column holding the gold answer (LaTeX or plain).")
+    extract: Literal["boxed", "answer_tag", "any"] = Field("any", description="boxed: the `\\boxed{}` content; "
+                                                            "answer_tag: the `<answer>` block; any: math-verify "
+                                                            "searches the whole completion.")
     timeout_s: float = Field(2.0, gt=0, le=600, description="Deadline per completion (parse + verify).")
     workers: int = Field(2, ge=1, le=64, description="Worker processes running math-verify.")
     packages: ClassVar[tuple[str, ...]] = ("math-verify==0.9.0", "latex2sympy2_extended==1.11.0")
@@ -142,9 +147,10 @@ class JsonSchemaReward(_RewardBase):
     schema_column: Optional[str] = Field(None, description="Column holding a per-row schema instead.")
     extract: Literal["auto", "answer_tag", "none"] = Field("auto", description="auto: a ```json fenced "
                                                             "block if present, else the whole completion.")
-    partial_credit: bool = False
-    max_bytes: int = Field(100_000, gt=0)
-    max_depth: int = Field(64, gt=0, le=1000)
+    partial_credit: bool = Field(False, description="An invalid object earns PARTIAL_CEILING × the share of "
+                                 "top-level properties that validate.")
+    max_bytes: int = Field(100_000, gt=0, description="Larger JSON scores 0 without being parsed.")
+    max_depth: int = Field(64, gt=0, le=1000, description="Deeper nesting scores 0 without being parsed.")
     allowed_roles: ClassVar[tuple[Role, ...]] = ("correctness", "format")
     packages: ClassVar[tuple[str, ...]] = ("jsonschema==4.26.0",)
 
@@ -180,17 +186,21 @@ class UnitTestReward(_RewardBase):
     """The completion's code passes the row's tests in the sandbox (fraction passed, or all-or-nothing)."""
 
     type: Literal["unit_tests"]
-    tests_column: str = "tests"
-    test_format: Literal["stdin_stdout", "function_call", "assert"] = "assert"
+    tests_column: str = Field("tests", description="Column holding the row's tests (list, dict or JSON text).")
+    test_format: Literal["stdin_stdout", "function_call", "assert"] = Field(
+        "assert", description="assert: MBPP test_list / HumanEval test source; stdin_stdout: "
+        "[{input, output}] or APPS {inputs, outputs}; function_call: [{args, kwargs, expected}].")
     entry_point_column: Optional[str] = Field(None, description="Column naming the function to call "
                                               "(test_format: function_call).")
     extract: Literal["fenced", "answer_tag", "none"] = Field("fenced", description="fenced: the last "
                                                               "```python block (else the whole text).")
-    all_or_nothing: bool = False
-    timeout_s: float = Field(5.0, gt=0, le=600)
-    memory_mb: int = Field(512, gt=0)
-    workers: Optional[int] = Field(None, ge=1)
-    min_isolation: Literal["namespaces", "unprivileged", "process"] = "namespaces"
+    all_or_nothing: bool = Field(False, description="1.0 only when every test passes, else 0 (default: "
+                                 "PARTIAL_CEILING × fraction passed).")
+    timeout_s: float = Field(5.0, gt=0, le=600, description="Wall-clock limit of one execution.")
+    memory_mb: int = Field(512, gt=0, description="Address-space limit of one execution.")
+    workers: Optional[int] = Field(None, ge=1, description="Parallel executions (default: CPU count).")
+    min_isolation: Literal["namespaces", "unprivileged", "process"] = Field(
+        "namespaces", description="Refuse to run untrusted code on a host that grants less isolation.")
     helpers: ClassVar[tuple[str, ...]] = ("sandbox",)
 
     @property
@@ -207,13 +217,16 @@ class JudgeReward(_RewardBase):
     type: Literal["judge"]
     endpoint: str = Field("http://localhost:8000/v1", description="Base URL of an OpenAI-compatible "
                           "server (e.g. `vllm serve`); /chat/completions is appended.")
-    model: str
-    rubric: str = Field(min_length=1)
-    max_points: int = Field(10, ge=1, le=100)
-    timeout_s: float = Field(30.0, gt=0, le=600)
-    retries: int = Field(2, ge=0, le=10)
-    concurrency: int = Field(8, ge=1, le=256)
-    cache: bool = True
+    model: str = Field(description="Model name the judge server serves.")
+    rubric: str = Field(min_length=1, description="Scoring rubric (system message; the completion cannot alter it).")
+    max_points: int = Field(10, ge=1, le=100, description="The judge scores 0..max_points; the reward is "
+                            "points / max_points.")
+    timeout_s: float = Field(30.0, gt=0, le=600, description="Per request.")
+    retries: int = Field(2, ge=0, le=10, description="Extra attempts after a timeout, 5xx, 429 or a reply "
+                         "that is not exactly `SCORE: <n>`.")
+    concurrency: int = Field(8, ge=1, le=256, description="Requests in flight at most.")
+    cache: bool = Field(True, description="Reuse scores of identical (prompt, completion); disable_caches() "
+                        "bypasses it.")
     api_key_env: Optional[str] = Field(None, description="Environment variable holding the API key.")
     max_tokens: int = Field(16, ge=1, description="The judge must answer `SCORE: <n>`; nothing longer.")
 
@@ -239,7 +252,9 @@ class LengthPenaltyReward(_RewardBase):
     """
 
     type: Literal["length_penalty"]
-    mode: Literal["soft_overlong", "budget"] = "soft_overlong"
+    mode: Literal["soft_overlong", "budget"] = Field("soft_overlong", description="soft_overlong: DAPO ramp "
+                                                      "ending at max_completion_length; budget: ramp after "
+                                                      "`budget` tokens.")
     wraps: Optional[str] = Field(None, description="Only penalise completions on which this reward "
                                  "passes (e.g. long correct answers); default: every completion.")
     max_completion_length: Optional[int] = Field(None, gt=0, description="Default: generation."
