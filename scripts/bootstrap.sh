@@ -10,19 +10,28 @@
 #                                      reinstalls it alone, without touching the dependencies)
 # A second run with both stamps present does nothing and says so.
 #
-#   scripts/bootstrap.sh            install or update, reporting each step
-#   scripts/bootstrap.sh --dry-run  print what it would run, change nothing
-# Exit: 0 ok (or up to date), 2 bad setup (CLAUDE_PLUGIN_DATA unset or inside the plugin), else pip's code.
+#   scripts/bootstrap.sh [DATA_DIR]            install or update, reporting each step
+#   scripts/bootstrap.sh [DATA_DIR] --dry-run  print what it would run, change nothing
+# DATA_DIR defaults to $CLAUDE_PLUGIN_DATA (commands pass "${CLAUDE_PLUGIN_DATA}", which Claude Code
+# substitutes, so the script works whether or not the variable is exported to the shell).
+# Exit: 0 ok (or up to date), 2 bad setup (no data folder, or one inside the plugin), else pip's code.
 set -euo pipefail
 
 DRY_RUN=0
+DATA_ARG=""
 for arg in "$@"; do
   case "$arg" in
     --dry-run) DRY_RUN=1 ;;
-    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
-    *) echo "bootstrap: unknown argument '$arg' — fix: use --dry-run or nothing" >&2; exit 2 ;;
+    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+    -*) echo "bootstrap: unknown option '$arg' — fix: use --dry-run, or pass only the data folder" >&2; exit 2 ;;
+    *)
+      if [ -n "$DATA_ARG" ]; then
+        echo "bootstrap: more than one data folder ('$DATA_ARG', '$arg') — fix: pass one" >&2; exit 2
+      fi
+      DATA_ARG="$arg" ;;
   esac
 done
+if [ -n "$DATA_ARG" ]; then CLAUDE_PLUGIN_DATA="$DATA_ARG"; fi
 
 PYTHON="${PYTHON:-python3}"
 if ! command -v "$PYTHON" >/dev/null 2>&1; then
@@ -31,7 +40,7 @@ if ! command -v "$PYTHON" >/dev/null 2>&1; then
 fi
 ROOT="${CLAUDE_PLUGIN_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}"
 if [ -z "${CLAUDE_PLUGIN_DATA:-}" ]; then
-  echo "bootstrap: CLAUDE_PLUGIN_DATA is not set — fix: run it from Claude Code, or set CLAUDE_PLUGIN_DATA to a folder outside the plugin" >&2
+  echo "bootstrap: no data folder: CLAUDE_PLUGIN_DATA is not set and none was given — fix: pass \"\${CLAUDE_PLUGIN_DATA}\" (a folder outside the plugin)" >&2
   exit 2
 fi
 # Resolved paths and the two content hashes, computed by Python (portable: no GNU-only tools).
