@@ -132,3 +132,33 @@ def test_reference_doc_shows_the_rendered_code():
     assert source[start:source.index("\n\n\n", start)] in doc
     for bug in ("trl#6966", "Visual-RFT#176", "open-r1#86", "signal.alarm"):
         assert bug in doc
+
+
+R1_TEMPLATE = ("{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}{% endfor %}"
+               "{% if add_generation_prompt %}<|assistant|><think>\n{% endif %}")
+PLAIN_TEMPLATE = "{% for m in messages %}{{ m['content'] }}{% endfor %}{% if add_generation_prompt %}A:{% endif %}"
+
+
+@pytest.mark.parametrize("template, prefilled, ok", [
+    (R1_TEMPLATE, False, False), (R1_TEMPLATE, True, True), (PLAIN_TEMPLATE, False, True), (PLAIN_TEMPLATE, True, False),
+])
+def test_prefilled_think_checked_against_the_chat_template(cli, tmp_path, template, prefilled, ok):
+    """trl#6966: refuse a think_answer format reward that contradicts the model's chat template."""
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "tokenizer_config.json").write_text(json.dumps({"chat_template": template, "eos_token": "<|end|>"}))
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(f"name: t\nmodel: ./model\ndataset: {{path: d.jsonl}}\nrewards:\n"
+                    f"  - {{name: format, type: format, pattern: think_answer, prefilled_think: {str(prefilled).lower()}}}\n")
+    result = cli("rewards", "render", spec, "-o", tmp_path / "out")
+    assert result.code == (0 if ok else 2), result
+    if not ok:
+        assert "rewards[0].prefilled_think" in result.err and f"set prefilled_think: {str(not prefilled).lower()}" \
+            in result.err
+        assert not (tmp_path / "out").exists()
+
+
+def test_tiny_model_template_has_no_think_prefill(tiny_model_dir):
+    from finetune.rewards.render import generation_prompt_suffix
+
+    assert generation_prompt_suffix(tiny_model_dir).endswith("<|assistant|>")

@@ -158,6 +158,67 @@ def _render_helper(helper: str) -> str:
     raise KeyError(helper)
 
 
+def generation_prompt_suffix(model_dir: Path) -> Optional[str]:
+    """The text a local model's chat template ends a generation prompt with, or None when unknown.
+
+    Best effort, no model load: reads tokenizer_config.json / chat_template.jinja and renders the
+    template for one user message (hub ids and unusual templates give None).
+    """
+    try:
+        template = None
+        config: dict[str, Any] = {}
+        if (model_dir / "tokenizer_config.json").is_file():
+            config = json.loads((model_dir / "tokenizer_config.json").read_text(encoding="utf-8"))
+            template = config.get("chat_template")
+        if isinstance(template, list):  # named templates: use the default one
+            template = next((t.get("template") for t in template if t.get("name") == "default"), None)
+        if template is None and (model_dir / "chat_template.jinja").is_file():
+            template = (model_dir / "chat_template.jinja").read_text(encoding="utf-8")
+        if not isinstance(template, str):
+            return None
+        from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+        def token(name: str) -> str:
+            value = config.get(name)
+            return value.get("content", "") if isinstance(value, dict) else (value or "")
+
+        def raise_exception(message: str):
+            raise ValueError(message)
+
+        env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+        env.globals["raise_exception"] = raise_exception
+        return env.from_string(template).render(
+            messages=[{"role": "user", "content": "Q"}], add_generation_prompt=True,
+            bos_token=token("bos_token"), eos_token=token("eos_token"))
+    except Exception:
+        return None
+
+
+def check_prefilled_think(spec: Any) -> None:
+    """trl#6966: a think_answer format reward must know whether the chat template opens <think>.
+
+    With the wrong setting every completion scores 0 on format, so this is refused before rendering.
+    Only checked for a local model folder whose chat template can be rendered.
+    """
+    model_dir = spec.resolve_path(spec.model)
+    if not model_dir.is_dir():
+        return
+    suffix = generation_prompt_suffix(model_dir)
+    if suffix is None:
+        return
+    opens_think = suffix.rstrip().endswith("<think>")
+    for index, r in enumerate(spec.rewards):
+        if r.type == "format" and r.pattern == "think_answer" and r.prefilled_think != opens_think:
+            if opens_think:
+                what = ("the model's chat template already opens <think> (trl#6966), so completions start "
+                        "inside it and this reward would score every completion 0")
+            else:
+                what = ("the model's chat template does not open <think>, so completions start with it and "
+                        "this reward would score every completion 0")
+            raise _fail(f"rewards[{index}].prefilled_think", what, f"set prefilled_think: {str(opens_think).lower()}",
+                        spec.source)
+
+
 def render_rewards(spec: Any, out_dir: str | Path) -> list[Path]:
     """Write rewards.py and its helpers for ``spec`` (a RunSpec) into ``out_dir``, all or nothing.
 
@@ -168,6 +229,7 @@ def render_rewards(spec: Any, out_dir: str | Path) -> list[Path]:
 
     out_dir = Path(out_dir)
     source = spec.source
+    check_prefilled_think(spec)
     files = render_sources(
         list(spec.rewards), run_name=spec.name, spec_path=str(source.name if source else "spec.yaml"),
         section_digest=reward_section_digest(spec.reward_section()),
@@ -209,7 +271,9 @@ _DOC_NOTES: dict[str, list[str]] = {
     "format": [
         "trl#6966: with a chat template that pre-fills `<think>` (Qwen3, DeepSeek-R1 style), the completion "
         "starts inside the thinking block, so TRL's `think_format_reward` is 0 for every completion. Set "
-        "`prefilled_think: true` (it is also assumed when a plain-text prompt ends with `<think>`).",
+        "`prefilled_think: true` (it is also assumed when a plain-text prompt ends with `<think>`). For a local "
+        "model folder, `finetune rewards render` renders its chat template and refuses a `think_answer` reward "
+        "whose `prefilled_think` contradicts it.",
         "Structure is parsed with `str.find`, not `.*?` regexes: a megabyte of unclosed tags stays linear.",
         "An empty `<answer></answer>` is malformed (0), as are two answer blocks or text after the last one.",
     ],
