@@ -94,11 +94,13 @@ def test_train_py_in_two_processes(tmp_path, tiny_model_dir):
                      training__per_device_train_batch_size=2, training__gradient_accumulation_steps=2)
     assert main(["config", "render", str(spec), "--no-gate"]) == 0
     assert "--num_processes 2" in (run / "config" / "launch.sh").read_text()
-    # `accelerate launch --cpu --num_processes 2` without an MPI install falls back to ONE process
-    # (accelerate 1.16's simple launcher); torchrun starts two real ranks that Accelerate runs as
-    # MULTI_CPU over gloo. At one process TRL would raise (2 × 1 × 2 = 4 is not a group of 8), so a
-    # finished run proves TRL saw the 2 training processes the renderer validated for.
-    _run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(_free_port()),
+    # `accelerate launch --cpu --num_processes 2` falls back to ONE process in accelerate 1.16 unless MPI
+    # is installed (its simple launcher). `--multi_gpu` selects accelerate's torchrun launcher; the
+    # script's use_cpu=True then makes Accelerate run the two ranks as MULTI_CPU over gloo. At one
+    # process TRL would raise (2 × 1 × 2 = 4 is not a group of 8), so a finished run proves TRL saw
+    # the 2 training processes the renderer validated for.
+    _run([sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
+          "--main_process_port", str(_free_port()),
           "config/train.py", "--cpu", "--max-steps", "2"], run, timeout=400)
     _assert_reward_logs(run / "train" / "trainer_state.json")
 
