@@ -109,3 +109,26 @@ def test_cache_and_disable_caches(judge_mod, judge_server):
 def test_surrogates_and_empty(judge_mod):
     mod = judge_mod()
     assert call(mod, ["\ud800 GOOD", "", None]) == [0.9, 0.1, 0.1]
+
+
+def test_property_any_text_gets_a_strictly_parsed_score(judge_server, tmp_path_factory):
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    from tests.rewards.conftest import render_module
+
+    url, _ = judge_server
+    mod = render_module([{"name": "rubric", "type": "judge", "endpoint": url, "model": "m", "rubric": RUBRIC,
+                          "retries": 0, "cache": False}], tmp_path_factory.mktemp("judge-prop"))
+
+    @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(text=st.one_of(st.text(max_size=300), st.none(),
+                          st.text(alphabet=st.characters(min_codepoint=0xD800, max_codepoint=0xDFFF), min_size=1),
+                          st.text(alphabet="<>RESPONSE END{}SCORE:10 \n", max_size=120)))
+    def check(text):
+        expected = 0.9 if text and "GOOD" in text else 0.1
+        if text and any(marker in text for marker in ("SLOW", "FLAKY", "GARBAGE", "OUTOFRANGE", "TWICE", "PAUSE")):
+            return  # scripted failure modes are covered above
+        assert call(mod, [text]) == [expected]
+
+    check()

@@ -52,3 +52,28 @@ def test_wraps_penalises_only_where_the_wrapped_reward_passes(render):
               "answer": ["1", "1", "1"], "completion_ids": [[0] * 50, [0] * 50, [0] * 2]}
     assert mod.correct(**kwargs) == [1.0, 0.0, 1.0]
     assert mod.long_correct(**kwargs) == pytest.approx([-1.0 * abs(mod.REWARD_META[1]["min"]), 0.0, 0.0])
+
+
+def test_property_bounded_monotone_and_trl_shaped(render):
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+    from trl.rewards import get_soft_overlong_punishment
+
+    mod = render([{"name": "format", "type": "format", "weight": 0.3},
+                  {"name": "overlong", "type": "length_penalty", "max_completion_length": 200, "overlong_buffer": 50,
+                   "weight": 2.0}])
+    floor = mod.REWARD_META[1]["min"]
+    assert floor == pytest.approx(-0.5 * 0.3 / 2.0)
+    reference = get_soft_overlong_punishment(max_completion_len=200, soft_punish_cache=50)
+
+    @settings(max_examples=100, deadline=None)
+    @given(lengths=st.lists(st.integers(0, 1000), min_size=1, max_size=20))
+    def check(lengths):
+        ids = [[0] * n for n in lengths]
+        got = mod.overlong(prompts=["Q"] * len(ids), completions=["x"] * len(ids), completion_ids=ids)
+        assert all(floor - 1e-12 <= g <= 0.0 for g in got)
+        assert got == pytest.approx([abs(floor) * r for r in reference(completion_ids=ids)])
+        ordered = [g for _, g in sorted(zip(lengths, got))]
+        assert all(a >= b for a, b in zip(ordered, ordered[1:]))  # longer never scores higher
+
+    check()
