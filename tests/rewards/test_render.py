@@ -57,7 +57,9 @@ def test_cli_renders_standalone_files(cli, spec_file, tmp_path):
                      if isinstance(node, ast.ImportFrom) and node.module}
         assert "finetune" not in imported, file
     # Import it in a clean interpreter, from its folder only, as `trl grpo` does through PYTHONPATH.
-    probe = ("import sys, rewards; assert 'finetune' not in sys.modules; import json; "
+    # Picklable by reference, as TRL's async rollout worker needs to send reward functions to a child.
+    probe = ("import sys, pickle, rewards; assert 'finetune' not in sys.modules; import json; "
+             "assert pickle.loads(pickle.dumps(rewards.REWARD_FUNCS)) == rewards.REWARD_FUNCS; "
              "print(json.dumps([[f.__name__ for f in rewards.REWARD_FUNCS], rewards.REWARD_WEIGHTS, rewards.REWARD_META]))")
     done = subprocess.run([sys.executable, "-c", probe], cwd=out, capture_output=True, text=True, timeout=60,
                           env={"PYTHONPATH": str(out), "PATH": "/usr/bin:/bin"})
