@@ -10,8 +10,9 @@ and after → diagnose (with the PNG) → report.md + report.html linking every 
 directory shows a FAIL: a deliberately broken reward (substring match) caught by the gate, after
 which Phase 2 refuses to render.
 
-Who reads the samples (contract 5): on a terminal the user reads them (terminal review); otherwise
-the demo's independent checker (:mod:`finetune.demo_checker`) reads them, recorded as reader
+Who reads the samples (contract 5): on a terminal the user reads them (terminal review) unless they
+hand the reading to the checker when asked; otherwise the demo's independent checker
+(:mod:`finetune.demo_checker`) reads them, recorded as reader
 ``agent`` with every note saying "independent checker (demo), not a person", and the demo records
 the confirmation itself under the name ``finetune demo (no person)``. The gate therefore PASSes on
 a reading no person made; every output says so, and a real run needs the user's confirmation.
@@ -29,7 +30,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
-import html as html_lib
 import io
 import json
 import os
@@ -152,7 +152,7 @@ class _Runner:
                 p.status = "ok" if expect == 0 else "failed (expected)"
                 if expect:
                     said = [ln.strip() for ln in buf.getvalue().splitlines() if ln.strip()]
-                    p.detail = said[-1] if said else ""
+                    p.detail = (said[-1] if said else "").replace(str(self.result.out) + os.sep, "")
             else:
                 p.status = "error"
                 tail = [ln for ln in buf.getvalue().splitlines() if ln.strip()][-3:]
@@ -231,7 +231,7 @@ def checker_verdicts(run_dir: Path, spec) -> tuple[Path, dict[str, int]]:
     from finetune.inspect import review
 
     items, _ = review.review_items(run_dir, spec)
-    scored = {json.loads(line)["id"]: json.loads(line) for line in (run_dir / rundir.SCORED).read_text().splitlines() if line}
+    scored = {row["id"]: row for row in map(json.loads, filter(None, (run_dir / rundir.SCORED).read_text().splitlines()))}
     rows, counts = [], {"read": 0, "accept": 0, "reject": 0}
     for it in items:
         row = scored[it["id"]]
@@ -353,7 +353,14 @@ def run_demo(out: str | Path, *, reader: str = "auto", seeds: tuple[int, ...] = 
     console = console or Console(highlight=False)
     out = Path(out).resolve()
     _prepare_out(out)
-    interactive = reader == "terminal" or (reader == "auto" and sys.stdin.isatty() and sys.stdout.isatty())
+    interactive = reader == "terminal"
+    if reader == "auto" and sys.stdin.isatty() and sys.stdout.isatty():
+        from rich.prompt import Prompt
+
+        # the rule: on a terminal the user reads; the user may hand it to the checker instead
+        interactive = Prompt.ask("Phase 1 needs 50-100 samples read. Who reads them: you (terminal review, a few "
+                                 "minutes) or the demo's independent checker (not a person)?",
+                                 choices=["you", "checker"], default="you", console=console) == "you"
     from finetune.demo_checker import READER_LABEL
 
     result = DemoResult(out=out, reader="user (terminal review)" if interactive else f"{READER_LABEL}")
@@ -465,8 +472,10 @@ def _phases(run: _Runner, result: DemoResult, out: Path, interactive: bool, seed
     run.stage("FAIL demo: review sheet", ["inspect", "review", str(bad), "--format", "md"])
     bad_spec_obj = load_spec(bad_spec)
     _checker_reads(run, bad, bad_spec_obj, facts, "fail")
-    run.stage("FAIL demo: gate", ["inspect", "gate", str(bad)], expect=1)
+    fail_gate = run.stage("FAIL demo: gate", ["inspect", "gate", str(bad)], expect=1)
     facts["gate_fail"] = json.loads((bad / rundir.GATE).read_text())
+    fail_gate.detail = "FAIL — " + "; ".join(r.split(":")[0] for r in facts["gate_fail"]["reasons"])
+    console.print(f"{'':>17}  the broken reward is caught: {fail_gate.detail}", highlight=False)
     run.stage("FAIL demo: Phase 2 refuses", ["config", "render", str(bad_spec)], expect=1)
 
     # --- Phase 2 ---
@@ -571,7 +580,10 @@ def report_markdown(result: DemoResult) -> str:
              f"Every phase of `/finetune` on the embedded toy task (copy three digits into `<answer>…</answer>`), "
              f"on CPU, in **{f.get('wall_seconds', '?')} s**.", "",
              f"**Reader of the samples: {result.reader}.**"]
-    if "terminal" not in result.reader:
+    if "terminal" in result.reader:
+        lines += ["", "> The FAIL demonstration (`fail/`) is read by the demo's independent checker, not a person, "
+                      f"with the demo's own confirmation (\"{CHECKER_USER}\")."]
+    else:
         lines += ["", "> The gate's reading was made by the demo's independent checker, not a person, and the "
                       f"confirmation in `pass/confirmation.json` was recorded by the demo itself as "
                       f"\"{CHECKER_USER}\". A real run needs the user's own reading or confirmation (contract 5)."]
@@ -676,12 +688,12 @@ def write_report(result: DemoResult) -> None:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("-o", "--out", default="finetune-demo", metavar="DIR",
-                        help="folder for the demo's run directories and report (default: ./finetune-demo; "
+    parser.add_argument("-o", "--out", default="runs/demo", metavar="DIR",
+                        help="folder for the demo's run directories and report (default: ./runs/demo; "
                              "must be new, empty, or an earlier demo's)")
     parser.add_argument("--reader", choices=["auto", "checker", "terminal"], default="auto",
                         help="who reads the samples: you in a terminal review, or the demo's independent checker "
-                             "(auto: you when stdin/stdout are a terminal)")
+                             "(auto: on a terminal it asks, defaulting to you; otherwise the checker)")
     parser.add_argument("--seeds", type=int, default=len(DEFAULT_SEEDS), metavar="N",
                         help=f"GRPO seeds for the before/after measurement (default {len(DEFAULT_SEEDS)})")
     parser.add_argument("--steps", type=int, default=DEMO_STEPS, help=f"GRPO steps per seed (default {DEMO_STEPS})")

@@ -14,7 +14,6 @@ builds the same weights.
 
 from __future__ import annotations
 
-import json
 import random
 import time
 from dataclasses import asdict, dataclass, field
