@@ -211,7 +211,7 @@ def test_an_unavailable_stage_is_named_not_pretended(tmp_path, monkeypatch):
 
     monkeypatch.setitem(cli_mod.GROUPS, "diagnose", ("finetune.not_landed_yet", "Phase 4"))
     result = demo.DemoResult(out=tmp_path, reader=LABEL)
-    runner = demo._Runner(result, Console(file=io.StringIO()), quiet_stages=False)
+    runner = demo._Runner(result, Console(file=io.StringIO()))
     with pytest.raises(demo._Stop) as stop:
         runner.stage("Phase 4: diagnose", ["diagnose", str(tmp_path)])
     assert stop.value.phase.status == "unavailable" and "finetune.not_landed_yet" in stop.value.phase.detail
@@ -219,3 +219,23 @@ def test_an_unavailable_stage_is_named_not_pretended(tmp_path, monkeypatch):
     demo.write_report(result)
     md = (tmp_path / "report.md").read_text()
     assert "stopped at 'Phase 4: diagnose' (unavailable)" in md and "finetune.not_landed_yet" in md
+
+
+def test_toy_training_refuses_once_the_gate_no_longer_holds(demo_run, tmp_path):
+    """The demo trains only while the PASS still binds the files, as the rendered train.py does."""
+    import shutil
+
+    from finetune import demo
+    from finetune.errors import CheckFailed
+    from finetune.spec import load_spec
+
+    run_dir = tmp_path / "pass"
+    shutil.copytree(demo_run.out / "pass", run_dir, ignore=shutil.ignore_patterns("train*", "diagnosis"))
+    spec_text = (run_dir / "spec.yaml").read_text().replace("../model", str(demo_run.out / "model")) \
+        .replace("../data/", str(demo_run.out / "data") + "/")
+    (run_dir / "spec.yaml").write_text(spec_text)
+    with (run_dir / rundir.REWARDS).open("a") as fh:
+        fh.write("\n# edited after the gate PASSed\n")
+    with pytest.raises(CheckFailed, match="refusing to train: changed since the gate PASSed: rewards.py"):
+        demo.train_toy(run_dir, load_spec(run_dir / "spec.yaml"), 3407, run_dir / "train", 10, lambda i, n: None)
+    assert not (run_dir / "train").exists()

@@ -100,17 +100,16 @@ class DemoResult:
     facts: dict[str, Any] = field(default_factory=dict)
     started: float = field(default_factory=time.perf_counter)
 
-    def phase(self, name: str) -> Phase | None:
-        return next((p for p in self.phases if p.name == name), None)
-
 
 # ----------------------------------------------------------------------------------------------
 # running the product's stages
 
 
 class _Runner:
-    def __init__(self, result: DemoResult, console, quiet_stages: bool):
-        self.result, self.console, self.quiet = result, console, quiet_stages
+    """Runs the phases in order, records each one, and stops at the first that cannot go on."""
+
+    def __init__(self, result: DemoResult, console):
+        self.result, self.console = result, console
         self.logs = result.out / "logs"
 
     def _announce(self, p: Phase) -> None:
@@ -158,7 +157,7 @@ class _Runner:
                 tail = [ln for ln in buf.getvalue().splitlines() if ln.strip()][-3:]
                 p.detail = f"exit {code}, expected {expect}: " + " | ".join(tail)
         self._announce(p)
-        if p.status in ("error", "unavailable") and not self.quiet:
+        if p.status in ("error", "unavailable"):
             raise _Stop(p)
         return p
 
@@ -172,9 +171,11 @@ class _Runner:
             p.status = "ok"
         except ImportError as exc:
             p.status, p.detail = "unavailable", f"cannot be imported ({exc})"
+        except (CheckFailed, UserError) as exc:  # e.g. training refused because the gate no longer holds
+            p.status, p.detail = "error", str(exc)
         p.seconds = time.perf_counter() - started
         self._announce(p)
-        if p.status == "unavailable":
+        if p.status != "ok":
             raise _Stop(p)
         return p
 
@@ -364,7 +365,7 @@ def run_demo(out: str | Path, *, reader: str = "auto", seeds: tuple[int, ...] = 
     from finetune.demo_checker import READER_LABEL
 
     result = DemoResult(out=out, reader="user (terminal review)" if interactive else f"{READER_LABEL}")
-    run = _Runner(result, console, quiet_stages=False)
+    run = _Runner(result, console)
     threads = torch.get_num_threads()
     # a tiny model gains nothing from a second thread, and on a shared box two threads thrash
     torch.set_num_threads(1)
