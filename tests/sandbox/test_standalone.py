@@ -42,3 +42,31 @@ def test_rendered_copy_runs_a_batch_without_the_plugin(tmp_path):
                          timeout=120, cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[True, True, True, False] False"
+
+
+def test_two_copies_of_the_runner_never_hand_out_the_same_pool_slot():
+    """The runner is imported as finetune.sandbox.runner and, rendered, as rewards_sandbox (possibly
+    re-imported fresh by the inspector): every copy in a process must share one slot registry, or two
+    live pools could run candidates under the same uid."""
+    import importlib.util
+    import sys
+
+    from finetune.sandbox import runner
+
+    copies = []
+    for name in ("_copy_a_rewards_sandbox", "_copy_b_rewards_sandbox"):
+        spec = importlib.util.spec_from_file_location(name, runner.__file__)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+        copies.append(module)
+    claimed = []
+    try:
+        claimed = [runner._claim_pool_index(), copies[0]._claim_pool_index(), copies[1]._claim_pool_index()]
+        assert len(set(claimed)) == 3
+        assert len({runner._uid_block(i) for i in claimed}) == 3
+    finally:
+        with runner._pool_indices_lock:
+            runner._pool_indices.difference_update(claimed)
+        for name in ("_copy_a_rewards_sandbox", "_copy_b_rewards_sandbox"):
+            sys.modules.pop(name, None)

@@ -127,8 +127,11 @@ ISOLATION_LEVELS = ("process", "unprivileged", "namespaces")
 _UID_BASE = 2_000_000_000
 _UID_BLOCK = 128
 _POOLS_PER_PROCESS = 16
-_pool_indices: set = set()
-_pool_indices_lock = threading.Lock()
+# The registry lives on `sys`, not in this module: the runner is imported both as
+# finetune.sandbox.runner and as rewards_sandbox (and the inspector may re-import a fresh copy), and
+# every copy in one process must see the same claimed indices or two live pools could share a uid.
+_pool_indices, _pool_indices_lock = sys.__dict__.setdefault(
+    "_llm_finetuning_sandbox_pool_indices", (set(), threading.Lock()))
 
 
 def _uid_block(pool_index: int) -> int:
