@@ -39,19 +39,37 @@ def tiny_moe_model_dir(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def demo_run(tmp_path_factory):
-    """`finetune demo` run once per session (reader: its independent checker); the DemoResult.
+    """`finetune demo` run once per test session (reader: its independent checker); the DemoResult.
 
     Shared by tests/test_demo.py and tests/test_finetune_command.py (which reuses its model and data).
+    Under pytest-xdist every worker would build its own session fixture; the workers of one session
+    share a temp root, so the first one runs the demo under a lock and the others read its record.
     """
+    import fcntl
     import io
+    import json
 
     from rich.console import Console
 
-    from finetune.demo import run_demo
+    from finetune.demo import DemoResult, Phase, run_demo
 
-    console = Console(file=io.StringIO(), width=160)
-    result = run_demo(tmp_path_factory.mktemp("demo") / "out", reader="checker", console=console)
-    result.console_text = console.file.getvalue()
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        root = tmp_path_factory.mktemp("demo")
+    else:
+        root = tmp_path_factory.getbasetemp().parent / "shared-demo"
+        root.mkdir(exist_ok=True)
+    out, console_file = root / "out", root / "console.txt"
+    with open(root / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (out / "demo.json").is_file() and console_file.is_file():
+            record = json.loads((out / "demo.json").read_text())
+            result = DemoResult(out=out.resolve(), reader=record["reader"], facts=record["facts"],
+                                phases=[Phase(**p) for p in record["phases"]])
+        else:
+            console = Console(file=io.StringIO(), width=160)
+            result = run_demo(out, reader="checker", console=console)
+            console_file.write_text(console.file.getvalue())
+    result.console_text = console_file.read_text()
     return result
 
 
