@@ -351,7 +351,8 @@ def run_demo(out: str | Path, *, reader: str = "auto", seeds: tuple[int, ...] = 
     import torch
     from rich.console import Console
 
-    console = console or Console(highlight=False)
+    # bound to the real stdout now: stage output is redirected into logs/, the progress bars are not
+    console = console or Console(highlight=False, file=sys.stdout)
     out = Path(out).resolve()
     _prepare_out(out)
     interactive = reader == "terminal"
