@@ -17,8 +17,6 @@ import pytest
 
 from finetune import demo_checker, rundir
 
-pytestmark = pytest.mark.slow
-
 LABEL = demo_checker.READER_LABEL
 
 
@@ -30,6 +28,7 @@ def _json(path: Path):
 # the whole demo
 
 
+@pytest.mark.slow
 def test_every_phase_ran(demo_run):
     assert not demo_run.facts.get("stopped_at"), demo_run.facts.get("stopped_at")
     statuses = {p.name: p.status for p in demo_run.phases}
@@ -41,6 +40,7 @@ def test_every_phase_ran(demo_run):
         assert any(n.startswith(prefix) for n in statuses), prefix
 
 
+@pytest.mark.slow
 def test_base_success_is_partial(demo_run):
     """RL's precondition: the base model sometimes succeeds (5-60%), at inspection and at low temperature."""
     facts = demo_run.facts
@@ -51,6 +51,7 @@ def test_base_success_is_partial(demo_run):
     assert all(0.05 <= b <= 0.60 for b in heldout_before), heldout_before
 
 
+@pytest.mark.slow
 def test_gate_passes_for_the_composite_reward(demo_run):
     from finetune.inspect.gate import verify_gate
     from finetune.spec import load_spec
@@ -68,6 +69,7 @@ def test_gate_passes_for_the_composite_reward(demo_run):
     assert len(verdicts) >= 50 and all(v["note"].startswith(f"[{LABEL}]") for v in verdicts)
 
 
+@pytest.mark.slow
 def test_gate_catches_the_broken_reward(demo_run):
     bad = demo_run.out / "fail"
     assert "substring" in (bad / rundir.REWARDS).read_text()
@@ -81,6 +83,7 @@ def test_gate_catches_the_broken_reward(demo_run):
     assert not (bad / rundir.CONFIG_DIR / "train.py").exists()  # Phase 2 refused: nothing launchable
 
 
+@pytest.mark.slow
 def test_rendered_config_is_the_base_recipe_and_valid(demo_run):
     import dataclasses as dc
     import py_compile
@@ -102,6 +105,7 @@ def test_rendered_config_is_the_base_recipe_and_valid(demo_run):
     assert "| `learning_rate` | `5e-07` | `0.001` |" in brief
 
 
+@pytest.mark.slow
 def test_training_raised_heldout_reward_on_both_seeds(demo_run):
     runs = demo_run.facts["heldout"]["runs"]
     assert [r["seed"] for r in runs] == [3407, 3408]
@@ -119,6 +123,7 @@ def test_training_raised_heldout_reward_on_both_seeds(demo_run):
     assert _json(demo_run.out / "pass" / "heldout.json")["runs"] == runs
 
 
+@pytest.mark.slow
 def test_diagnosis_report_and_plot(demo_run):
     diag = demo_run.out / "pass" / "diagnosis"
     d = _json(diag / "diagnosis.json")
@@ -129,6 +134,7 @@ def test_diagnosis_report_and_plot(demo_run):
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
 
 
+@pytest.mark.slow
 def test_report_links_resolve(demo_run):
     out = demo_run.out
     md = (out / "report.md").read_text()
@@ -147,6 +153,7 @@ def test_report_links_resolve(demo_run):
     assert LABEL in md and "not a person" in html
 
 
+@pytest.mark.slow
 def test_console_labels_the_reader(demo_run):
     text = demo_run.console_text
     assert f"reader: {LABEL}" in text
@@ -182,6 +189,7 @@ def test_checker_reads_the_prompt_not_the_gold():
     assert demo_checker.expected_digits("What is 2 plus 2") is None
 
 
+@pytest.mark.slow
 def test_model_build_is_deterministic(tmp_path):
     from finetune import demo_task
     from finetune.hashing import sha256_file
@@ -221,6 +229,7 @@ def test_an_unavailable_stage_is_named_not_pretended(tmp_path, monkeypatch):
     assert "stopped at 'Phase 4: diagnose' (unavailable)" in md and "finetune.not_landed_yet" in md
 
 
+@pytest.mark.slow
 def test_toy_training_refuses_once_the_gate_no_longer_holds(demo_run, tmp_path):
     """The demo trains only while the PASS still binds the files, as the rendered train.py does."""
     import shutil
