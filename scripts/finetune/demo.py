@@ -573,6 +573,12 @@ def _artefacts(out: Path) -> list[tuple[str, list[str]]]:
             ("stage logs", logs)]
 
 
+def _example_cell(example: dict[str, Any]) -> str:
+    text = example["completion"].replace("`", "'").replace("\n", " ")
+    shown = f"`{text}`" if text.strip() else "(empty)"
+    return f"{shown} — {example['checker']}".replace("|", "\\|")
+
+
 def report_markdown(result: DemoResult) -> str:
     """report.md: what ran, what it showed, and a link to every artefact (relative to DIR)."""
     out, f = result.out, result.facts
@@ -649,6 +655,11 @@ def report_markdown(result: DemoResult) -> str:
             lines.append(f"| {r['seed']} | {r['before']['reward']:.3f} | {r['after']['reward']:.3f} | "
                          f"{r['before']['checker_accept']:.0%} | {r['after']['checker_accept']:.0%} | "
                          f"{_link(out, 'pass/' + r['output_dir'] + '/trainer_state.json')} |")
+        first = h["runs"][0]
+        lines += ["", f"Held-out samples of seed {first['seed']}, before and after (the checker's reading):", "",
+                  "| prompt | before | after |", "|---|---|---|"]
+        for b, a in zip(first["before"]["examples"], first["after"]["examples"]):
+            lines.append(f"| {b['prompt']} | {_example_cell(b)} | {_example_cell(a)} |")
     if "diagnosis" in f:
         d = f["diagnosis"]
         lines += ["", "## Phase 4: diagnosis", "",
