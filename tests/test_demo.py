@@ -248,3 +248,22 @@ def test_toy_training_refuses_once_the_gate_no_longer_holds(demo_run, tmp_path):
     with pytest.raises(CheckFailed, match="refusing to train: changed since the gate PASSed: rewards.py"):
         demo.train_toy(run_dir, load_spec(run_dir / "spec.yaml"), 3407, run_dir / "train", 10, lambda i, n: None)
     assert not (run_dir / "train").exists()
+
+
+@pytest.mark.slow
+def test_a_person_reading_in_the_terminal_needs_no_confirmation(tmp_path, monkeypatch):
+    """--reader terminal: the user reads the samples (here: agrees with the rewards each time)."""
+    from rich.console import Console
+
+    from finetune.demo import run_demo
+
+    monkeypatch.setattr("sys.stdin", io.StringIO("y\n\n" * 100))  # "agree?" then an empty note, per sample
+    result = run_demo(tmp_path / "demo", reader="terminal", seeds=(3407,), steps=10,
+                      console=Console(file=io.StringIO(), width=160))
+    assert not result.facts.get("stopped_at"), result.facts.get("stopped_at")
+    gate = _json(tmp_path / "demo" / "pass" / rundir.GATE)
+    assert gate["status"] == "PASS" and gate["readers"] == ["human"] and gate["confirmation"] is None
+    assert not (tmp_path / "demo" / "pass" / "confirmation.json").exists()
+    assert _json(tmp_path / "demo" / "fail" / rundir.GATE)["status"] == "FAIL"
+    md = (tmp_path / "demo" / "report.md").read_text()
+    assert "Reader of the samples: user (terminal review)" in md and "read by the demo's independent checker" in md
