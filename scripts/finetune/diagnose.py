@@ -80,11 +80,15 @@ PAPERS: dict[str, dict[str, str]] = {
 
 MIN_POINTS = 10  # fewer logged training steps cannot support a trend test: verdict "insufficient"
 P_SIGNIFICANT = 0.05  # Spearman's test level for "this series trends"
-# Entropy collapse: the token entropy falls to at most half its starting level, reaches that half in the
-# first 2/3 of the run (steeply, early — leaving a later window to judge the reward), and after that
-# point the reward does not keep rising (a significant trend that also gains >= FLAT_GAIN of its scale).
+# Entropy collapse: the token entropy ends at most half its starting level, and once the fall has
+# settled the reward does not keep rising (a significant trend that also gains >= FLAT_GAIN): the
+# policy stopped exploring without getting better. A fall that comes with a still-rising reward, or
+# with the reward at its maximum, is learning / convergence, not collapse.
 ENTROPY_DROP = 0.5
-ENTROPY_EARLY = 2 / 3
+# The reward is judged after the fall has settled (entropy within 10% of the way from its final level
+# to its start), over at least 5 points.
+ENTROPY_SETTLED = 0.1
+MIN_PLATEAU_POINTS = 5
 # A reward within 5% of its known maximum after the drop is a solved task, not a collapse.
 SOLVED_FRACTION = 0.95
 # Length drift: mean completion length rises by >= 25% with a significant positive trend, tracks the
@@ -94,7 +98,7 @@ LENGTH_REWARD_RHO = 0.5
 # Run health, judged on the second half of the run (the state the run is in, not its warm-up).
 ZERO_STD_MAJORITY = 0.5  # median frac_reward_zero_std above this: most groups give no gradient
 CLIPPED_MAJORITY = 0.5  # median completions/clipped_ratio above this: most completions truncated
-FLAT_GAIN = 0.05  # reward change under 5% of the reward's scale and no significant trend: flat
+FLAT_GAIN = 0.05  # reward not rising (no significant upward trend, gain under 5% of its scale): flat
 KL_LIMIT = 1.0  # nats per token (TRL logs the mean per-token k3 estimate); healthy runs stay far below
 WINDOW_FRACTION = 0.2  # start/end levels are medians over the first/last 20% of the points (>= 3)
 
@@ -380,8 +384,13 @@ def _spec_config(spec) -> dict[str, Any]:
 
 
 def load_context(run: Path, log_file: Path, spec_path: Optional[Path] = None,
-                 model: Optional[str] = None, correctness: Optional[list[str]] = None) -> RunContext:
-    """Find the spec, the run's GRPOConfig kwargs, the reward roles and the model config."""
+                 model: Optional[str] = None, correctness: Optional[list[str]] = None,
+                 logged_rewards: Optional[set[str]] = None) -> RunContext:
+    """Find the spec, the run's GRPOConfig kwargs, the reward roles and the model config.
+
+    ``logged_rewards`` (the names behind ``rewards/<name>/mean`` in the logs) keeps a spec that
+    does not describe this run's rewards from assigning roles to nothing.
+    """
     from finetune.spec import load_spec
 
     ctx = RunContext(run_dir=_run_dir_of(run, log_file))
@@ -407,24 +416,29 @@ def load_context(run: Path, log_file: Path, spec_path: Optional[Path] = None,
             ctx.notes.append("no grpo_config.yaml, training_args.bin or spec found: the current config is "
                              "unknown, so the recommended change is shown against the base GRPO recipe")
 
-    # reward roles: the spec > rewards.py's REWARD_META > --correctness
-    if ctx.spec is not None:
+    # reward roles: the spec > rewards.py's REWARD_META > --correctness; only names the logs carry count
+    meta_path = ctx.run_dir / rundir.REWARDS
+    meta = _reward_meta_from_rewards_py(meta_path) if meta_path.is_file() else None
+    for m in meta or []:
+        for src, dst in (("max", ctx.maxima), ("min", ctx.minima)):
+            if isinstance(m.get("name"), str) and isinstance(m.get(src), (int, float)):
+                dst[m["name"]] = float(m[src])
+    spec_names = [r.name for r in ctx.spec.rewards] if ctx.spec is not None else []
+    if spec_names and (logged_rewards is None or set(spec_names) & logged_rewards):
         for r in ctx.spec.rewards:
             ctx.roles[r.name] = r.effective_role
             ctx.weights[r.name] = r.weight
         ctx.roles_source = str(ctx.spec_path)
-    else:
-        meta = _reward_meta_from_rewards_py(ctx.run_dir / rundir.REWARDS) if (ctx.run_dir / rundir.REWARDS).is_file() else None
-        if meta:
-            weights = ctx.config.get("reward_weights") or [1.0] * len(meta)
-            for m, w in zip(meta, weights):
-                if isinstance(m.get("name"), str):
-                    ctx.roles[m["name"]] = str(m.get("role"))
-                    ctx.weights[m["name"]] = float(w)
-                    for src, dst in (("max", ctx.maxima), ("min", ctx.minima)):
-                        if isinstance(m.get(src), (int, float)):
-                            dst[m["name"]] = float(m[src])
-            ctx.roles_source = f"{ctx.run_dir / rundir.REWARDS} (REWARD_META)"
+    elif meta:
+        if spec_names:
+            ctx.notes.append(f"the spec's rewards ({', '.join(spec_names)}) are not in the logs: reward roles "
+                             f"taken from {meta_path} instead")
+        weights = ctx.config.get("reward_weights") or [1.0] * len(meta)
+        for m, w in zip(meta, weights):
+            if isinstance(m.get("name"), str):
+                ctx.roles[m["name"]] = str(m.get("role"))
+                ctx.weights[m["name"]] = float(w)
+        ctx.roles_source = f"{meta_path} (REWARD_META)"
     if correctness:
         for name in correctness:
             ctx.roles[name] = "correctness"
@@ -640,16 +654,21 @@ class Diagnoser:
                            f"({moved}; a collapse loses ≥ {ENTROPY_DROP:.0%})", ev)
         step_halved = e.steps[halved_at]
         ev["halved_at_step"] = step_halved
-        position = (halved_at + 1) / len(e)
-        if position > ENTROPY_EARLY:
-            return Finding(ENTROPY_COLLAPSE, "clear", f"entropy halved only late (step {step_halved}, "
-                           f"{position:.0%} into the run): too late to judge the reward after it", ev)
+        # where the fall settled: the running median within ENTROPY_SETTLED of the final level
+        floor = t["end"] + ENTROPY_SETTLED * (start - t["end"])
+        settled_at = next((i for i in range(halved_at, len(e))
+                           if _median(e.values[max(0, i - 1): i + 2]) <= floor), len(e) - 1)
+        step_settled = e.steps[settled_at]
+        ev["settled_at_step"] = step_settled
+        # the reward is judged after the fall settled; when too few points follow it (a fall still
+        # going at the end of the log), after the halving; failing that, over the whole run
+        judged_from = next(c for c in (settled_at, halved_at, 0) if len(e) - c >= MIN_PLATEAU_POINTS or c == 0)
+        ev["reward_judged_from_step"] = e.steps[judged_from]
         reward = self.correctness_series() or self.logs.get(K_REWARD)
         if reward is None:
             return Finding(ENTROPY_COLLAPSE, "not_evaluated", "entropy halved but no reward was logged", ev)
-        after = _after(reward, step_halved)
-        rt = trend(after)
-        ev["reward_after_collapse"] = rt
+        rt = trend(_after(reward, e.steps[judged_from]))
+        ev["reward_after_fall"] = rt
         name = reward.key.split("/")[1] if reward.key.startswith("rewards/") else None
         maximum = sum(self.ctx.weights.get(n, 1.0) * self.ctx.maxima[n] for n in self.ctx.roles
                       if n in self.ctx.maxima) if reward.key == K_REWARD else self.ctx.maxima.get(name or "")
@@ -661,11 +680,12 @@ class Diagnoser:
         ev["reward_gain_after_over_scale"] = gain
         if rises(rt) and gain >= FLAT_GAIN:
             return Finding(ENTROPY_COLLAPSE, "clear", f"entropy fell but {reward.key} kept rising after step "
-                           f"{step_halved} (rho {rt['spearman_rho']:.2f}, p {rt['p_value']:.2g}): learning", ev)
+                           f"{e.steps[judged_from]} (rho {rt['spearman_rho']:.2f}, p {rt['p_value']:.2g}): learning", ev)
         return Finding(ENTROPY_COLLAPSE, "symptom",
-                       f"entropy fell {drop:.0%} ({start:.3g} → {t['end']:.3g}), halved by step {step_halved}, while "
-                       f"{reward.key} plateaued after it ({rt['start']:.3g} → {rt['end']:.3g}, rho "
-                       f"{rt['spearman_rho']:.2f}, p {rt['p_value']:.2g})", ev, (e.steps[0], step_halved))
+                       f"entropy fell {drop:.0%} ({start:.3g} → {t['end']:.3g}; halved by step {step_halved}, "
+                       f"settled by step {step_settled}) and {reward.key} plateaued after it ({rt['start']:.3g} → "
+                       f"{rt['end']:.3g}, rho {rt['spearman_rho']:.2f}, p {rt['p_value']:.2g})", ev,
+                       (e.steps[0], step_settled))
 
     def length_drift(self) -> Finding:
         length, reward = self.logs.get(K_LENGTH), self.logs.get(K_REWARD)
@@ -749,10 +769,11 @@ class Diagnoser:
         scale = self.reward_scale(K_REWARD)
         gain = (t["end"] - t["start"]) / scale
         ev = {"reward_trend": t, "gain_over_scale": gain, "scale": scale, "threshold": FLAT_GAIN}
-        if t["p_value"] < P_SIGNIFICANT or abs(gain) >= FLAT_GAIN:
+        if rises(t) or gain >= FLAT_GAIN:
             return Finding(FLAT_REWARD, "clear", f"reward {t['start']:.3g} → {t['end']:.3g} (rho "
                            f"{t['spearman_rho']:.2f}, p {t['p_value']:.2g})", ev)
-        return Finding(FLAT_REWARD, "symptom", f"reward flat: {t['start']:.3g} → {t['end']:.3g} ({gain:+.1%} of its "
+        how = "fell" if t["spearman_rho"] < 0 and t["p_value"] < P_SIGNIFICANT else "flat"
+        return Finding(FLAT_REWARD, "symptom", f"reward {how}: {t['start']:.3g} → {t['end']:.3g} ({gain:+.1%} of its "
                        f"scale, rho {t['spearman_rho']:.2f}, p {t['p_value']:.2g})", ev, (t["first_step"], t["last_step"]))
 
     def kl_blowup(self) -> Finding:
@@ -863,7 +884,8 @@ def diagnose(run: str | Path, *, spec: str | Path | None = None, model: str | No
     """Read RUN's logs and context, run every detector, and return the diagnosis document."""
     run = Path(run)
     logs = load_logs(run)
-    ctx = load_context(run, logs.source, Path(spec) if spec else None, model, correctness)
+    logged = {k.split("/")[1] for k in logs.series if k.startswith("rewards/") and k.endswith("/mean")}
+    ctx = load_context(run, logs.source, Path(spec) if spec else None, model, correctness, logged or None)
     d = Diagnoser(logs, ctx)
     findings = d.run_all()
     symptoms = [f for f in findings if f.status == "symptom"]
@@ -906,7 +928,7 @@ def diagnose(run: str | Path, *, spec: str | Path | None = None, model: str | No
             "current_variant": ctx.spec.variant if ctx.spec is not None else None,
         },
         "thresholds": {"min_points": MIN_POINTS, "p_significant": P_SIGNIFICANT, "entropy_drop": ENTROPY_DROP,
-                       "entropy_early": round(ENTROPY_EARLY, 4), "length_rise": LENGTH_RISE,
+                       "entropy_settled": ENTROPY_SETTLED, "length_rise": LENGTH_RISE,
                        "length_reward_rho": LENGTH_REWARD_RHO, "zero_std_majority": ZERO_STD_MAJORITY,
                        "clipped_majority": CLIPPED_MAJORITY, "flat_gain": FLAT_GAIN, "kl_limit": KL_LIMIT},
         "plugin_version": __version__,

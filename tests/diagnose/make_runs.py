@@ -10,8 +10,9 @@ wrote. The scenarios are built to show one behaviour each:
   DAPO's clip-higher targets).
 * ``length`` — a correctness reward the model never earns plus a shaping reward that pays per
   character: completions grow, the total reward follows them, correctness stays flat (Dr.GRPO).
-* ``healthy`` — a learnable correctness reward (answer with digits) at a moderate learning rate:
-  the reward rises, entropy eases down without collapsing.
+* ``healthy`` — a format reward and a dense correctness reward (closeness of the opening
+  ``<answer>N</answer>`` to the gold sum) at a moderate learning rate: the reward rises, entropy and
+  length stay put, the KL stays small.
 * ``moe`` — a few plain-GRPO steps of the tiny Qwen3-MoE: the structure alone requires GSPO.
 
 Each run directory looks like a pipeline run directory: ``rewards.py`` (the reward module the run
@@ -115,9 +116,11 @@ BASE_KWARGS = dict(
     warmup_steps=0, weight_decay=0.0, max_grad_norm=1.0, logging_steps=1,
 )
 SCENARIO_KWARGS = {
-    "collapse": dict(learning_rate=1e-2, beta=0.01, max_steps=40, max_completion_length=12),
+    "collapse": dict(learning_rate=1e-2, beta=0.01, max_steps=40, max_completion_length=16),
     "length": dict(learning_rate=1e-3, beta=0.01, max_steps=24, max_completion_length=32),
-    "healthy": dict(learning_rate=1e-3, beta=0.01, max_steps=30),
+    # Four prompts a step and 80 steps, so the reward's rise stands well out of the sampling noise;
+    # beta 0.04 (the GRPO paper's value) keeps the tiny policy near its start (per-token KL < 0.5).
+    "healthy": dict(learning_rate=5e-4, beta=0.04, max_steps=80, per_device_train_batch_size=16),
     "moe": dict(learning_rate=1e-3, beta=0.01, max_steps=8),
 }
 
@@ -175,13 +178,13 @@ def make_run(scenario: str, run_dir: str | Path, model_dir: str | Path, seed: in
     return run_dir
 
 
-def warm_start(model_dir: str | Path, out_dir: str | Path, steps: int = 20, lr: float = 3e-3,
+def warm_start(model_dir: str | Path, out_dir: str | Path, steps: int = 30, lr: float = 3e-3,
                seed: int = 0) -> Path:
     """A few supervised steps on "<answer>{a+b}</answer>" so the policy ends its completions.
 
     A randomly initialised model almost never samples the end token (most completions would hit the
-    length cap), which is not what a GRPO run starts from. Twenty steps teach it to stop while its
-    token entropy stays around 2 nats: a barely-tuned "SFT checkpoint".
+    length cap), which is not what a GRPO run starts from. Thirty steps teach it the answer format
+    and to stop, with its token entropy still around 1.5 nats: a barely-tuned "SFT checkpoint".
     """
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer

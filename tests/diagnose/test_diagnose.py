@@ -1,0 +1,340 @@
+"""`finetune diagnose` on logs of REAL short GRPO runs (trained by make_runs.py in this session)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+import yaml
+
+pytestmark = pytest.mark.slow
+
+
+def _diagnosis(run_dir: Path) -> dict:
+    return json.loads((run_dir / "diagnosis" / "diagnosis.json").read_text())
+
+
+def _names(doc: dict) -> list[str]:
+    return [s["name"] for s in doc["symptoms"]]
+
+
+def _check(doc: dict, name: str) -> dict:
+    return next(c for c in doc["checks"] if c["name"] == name)
+
+
+@pytest.fixture(scope="module")
+def diagnosed(grpo_runs, tmp_path_factory):
+    """Each run diagnosed once through the CLI, into its own output folder (-o)."""
+    from finetune.cli import main
+
+    out = {}
+    for scenario, run_dir in grpo_runs.items():
+        target = tmp_path_factory.mktemp(f"diag-{scenario}")
+        assert main(["diagnose", str(run_dir), "-o", str(target)]) == 0
+        out[scenario] = (target, _diagnosis(target))
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# the four runs, each classified
+
+
+def test_collapse_run_is_entropy_collapse_and_gets_dapo(diagnosed):
+    target, doc = diagnosed["collapse"]
+    assert doc["verdict"] == "symptom"
+    assert "entropy_collapse" in _names(doc)
+    sym = next(s for s in doc["symptoms"] if s["name"] == "entropy_collapse")
+    ev = sym["evidence"]
+    assert ev["drop_fraction"] >= 0.5 and ev["entropy_trend"]["spearman_rho"] < 0
+    assert sym["window"]["from_step"] <= ev["halved_at_step"] <= ev["settled_at_step"] == sym["window"]["to_step"]
+    assert doc["recommended_variant"] == "dapo"
+    change = doc["recommended_change"]
+    assert change["kind"] == "variant" and change["arxiv"] == "2503.14476"
+    # the exact delta against the run's own grpo_config.yaml (plain GRPO, beta 0.01)
+    assert change["kwargs"]["loss_type"] == {"from": "grpo", "to": "dapo"}
+    assert change["kwargs"]["epsilon_high"] == {"from": 0.2, "to": 0.28}
+    assert change["kwargs"]["beta"] == {"from": 0.01, "to": 0.0}
+    assert change["kwargs"]["mask_truncated_completions"] == {"from": False, "to": True}
+    assert "epsilon" not in change["kwargs"]  # 0.2 in both: not a change
+
+
+def test_length_run_is_length_drift_and_gets_dr_grpo(diagnosed):
+    target, doc = diagnosed["length"]
+    assert doc["verdict"] == "symptom"
+    assert "length_drift" in _names(doc) and "entropy_collapse" not in _names(doc)
+    ev = next(s for s in doc["symptoms"] if s["name"] == "length_drift")["evidence"]
+    assert ev["length_rise"] >= 0.25 and ev["length_trend"]["p_value"] < 0.05
+    assert ev["length_vs_reward"]["spearman_rho"] >= 0.5
+    assert ev["correctness_trend"]["key"] == "rewards/correctness/mean"  # the role came from REWARD_META
+    assert doc["recommended_variant"] == "dr_grpo"
+    kwargs = doc["recommended_change"]["kwargs"]
+    assert kwargs["loss_type"] == {"from": "grpo", "to": "dr_grpo"}
+    assert kwargs["scale_rewards"] == {"from": "group", "to": "none"}
+    assert doc["recommended_change"]["arxiv"] == "2503.20783"
+
+
+def test_healthy_run_stays_on_grpo(diagnosed):
+    target, doc = diagnosed["healthy"]
+    assert doc["symptoms"] == [], doc["symptoms"]
+    assert doc["verdict"] == "healthy"
+    assert doc["recommended_variant"] == "grpo" and doc["recommended_change"] is None
+    assert "stay on GRPO" in doc["headline"]
+    # every detector ran: a healthy verdict is not an absence of data
+    assert {c["name"]: c["status"] for c in doc["checks"]} == {
+        "moe_without_gspo": "clear", "nan": "clear", "entropy_collapse": "clear", "length_drift": "clear",
+        "kl_blowup": "clear", "truncation": "clear", "zero_variance_groups": "clear", "flat_reward": "clear"}
+
+
+def test_moe_run_requires_gspo(diagnosed):
+    target, doc = diagnosed["moe"]
+    assert "moe_without_gspo" in _names(doc)
+    ev = next(s for s in doc["symptoms"] if s["name"] == "moe_without_gspo")["evidence"]
+    assert ev["num_experts"] == 4 and ev["importance_sampling_level"] == "token"
+    assert doc["recommended_variant"] == "gspo"
+    kwargs = doc["recommended_change"]["kwargs"]
+    assert kwargs["importance_sampling_level"] == {"from": "token", "to": "sequence"}
+    assert kwargs["epsilon"] == {"from": 0.2, "to": 0.0003}
+    # GSPO only acts off-policy: two optimiser steps per generation (the run had one)
+    assert kwargs["steps_per_generation"]["to"] == 2
+
+
+def test_outputs_written_together(diagnosed):
+    for scenario, (target, doc) in diagnosed.items():
+        files = sorted(p.name for p in (target / "diagnosis").iterdir())
+        assert files == ["curves.png", "diagnosis.json", "report.md"], files
+        png = (target / "diagnosis" / "curves.png").read_bytes()
+        assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
+        report = (target / "diagnosis" / "report.md").read_text()
+        assert report.startswith(f"# Diagnosis: {doc['verdict']}")
+        for s in doc["symptoms"]:
+            assert f"**{s['name']}**" in report
+
+
+def test_report_shows_the_kwargs_delta(diagnosed):
+    _, doc = diagnosed["length"]
+    report = (diagnosed["length"][0] / "diagnosis" / "report.md").read_text()
+    for k, v in doc["recommended_change"]["kwargs"].items():
+        assert f"| `{k}` | `{v['from']}` | `{v['to']}` |" in report
+
+
+# ----------------------------------------------------------------------------------------------
+# inputs: trainer_state.json, checkpoint folders, JSONL, roles
+
+
+def test_trainer_state_path_and_checkpoint_dir_give_the_same_verdict(run_copy, cli):
+    run = run_copy("collapse")
+    state = run / "train" / "trainer_state.json"
+    assert cli("diagnose", state).code == 0
+    first = _diagnosis(run)
+    ckpt = run / "train" / "checkpoint-40"
+    ckpt.mkdir()
+    state.rename(ckpt / "trainer_state.json")
+    res = cli("diagnose", run)
+    assert res.code == 0, res
+    again = _diagnosis(run)
+    assert again["run"]["log"].endswith("checkpoint-40/trainer_state.json")
+    assert (first["verdict"], _names(first)) == (again["verdict"], _names(again))
+
+
+def test_jsonl_log_in_the_run_dir(run_copy, cli):
+    run = run_copy("length")
+    history = json.loads((run / "train" / "trainer_state.json").read_text())["log_history"]
+    log = run / "train" / "logs.jsonl"
+    log.write_text("".join(json.dumps(e) + "\n" for e in history))
+    res = cli("diagnose", log)
+    assert res.code == 0, res
+    assert "length_drift" in _names(_diagnosis(run))
+
+
+def test_correctness_role_needed_for_length_drift(grpo_runs, tmp_path, cli):
+    history = json.loads((grpo_runs["length"] / "train" / "trainer_state.json").read_text())["log_history"]
+    log = tmp_path / "bare.jsonl"  # no spec, config or rewards.py beside it
+    log.write_text("".join(json.dumps(e) + "\n" for e in history))
+    assert cli("diagnose", log).code == 0
+    doc = _diagnosis(tmp_path)
+    assert _check(doc, "length_drift")["status"] == "not_evaluated"
+    assert any("correctness" in c for c in doc["caveats"])
+    assert cli("diagnose", log, "--correctness", "correctness").code == 0
+    assert "length_drift" in _names(_diagnosis(tmp_path))
+
+
+def test_zero_std_fraction_not_read_per_group_under_batch_scaling(run_copy, cli):
+    run = run_copy("healthy")
+    cfg_path = run / "config" / "grpo_config.yaml"
+    cfg = yaml.safe_load(cfg_path.read_text())
+    cfg["scale_rewards"] = "batch"
+    cfg_path.write_text(yaml.safe_dump(cfg))
+    assert cli("diagnose", run).code == 0
+    check = _check(_diagnosis(run), "zero_variance_groups")
+    assert check["status"] == "not_evaluated" and "batch" in check["why"]
+
+
+def test_nan_in_a_real_log_is_a_symptom_without_a_variant(run_copy, cli):
+    run = run_copy("healthy")
+    state_path = run / "train" / "trainer_state.json"
+    state = json.loads(state_path.read_text())
+    train = [e for e in state["log_history"] if "loss" in e]
+    train[len(train) // 2]["loss"] = math.nan
+    state_path.write_text(json.dumps(state))  # json writes NaN, as TRL does
+    assert cli("diagnose", run).code == 0
+    doc = _diagnosis(run)
+    assert "nan" in _names(doc) and doc["verdict"] == "symptom"
+    nan = next(s for s in doc["symptoms"] if s["name"] == "nan")
+    assert nan["evidence"]["first_step_per_key"] == {"loss": train[len(train) // 2]["step"]}
+    assert doc["recommended_variant"] == "grpo" and doc["recommended_change"]["kind"] == "health"
+
+
+def test_too_few_steps_is_insufficient(run_copy, cli):
+    run = run_copy("healthy")
+    state_path = run / "train" / "trainer_state.json"
+    state = json.loads(state_path.read_text())
+    state["log_history"] = state["log_history"][:6]
+    state_path.write_text(json.dumps(state))
+    assert cli("diagnose", run).code == 0
+    doc = _diagnosis(run)
+    assert doc["verdict"] == "insufficient" and doc["symptoms"] == []
+    assert doc["recommended_variant"] == "grpo" and doc["recommended_change"] is None
+
+
+# ----------------------------------------------------------------------------------------------
+# malformed / truncated / empty logs: one line, exit 2, nothing written
+
+
+def _truncated(text: str) -> str:
+    return text[: len(text) // 2]
+
+
+def _jsonl_broken(text: str) -> str:
+    lines = [json.dumps(e) for e in json.loads(text)["log_history"]]
+    lines[3] = lines[3][:20]
+    return "\n".join(lines) + "\n"
+
+
+def _not_a_dict(text: str) -> str:
+    state = json.loads(text)
+    state["log_history"][2] = [1, 2, 3]
+    return json.dumps(state)
+
+
+def _string_metric(text: str) -> str:
+    state = json.loads(text)
+    state["log_history"][2]["reward"] = "high"
+    return json.dumps(state)
+
+
+def _summary_only(text: str) -> str:
+    state = json.loads(text)
+    state["log_history"] = [e for e in state["log_history"] if "train_runtime" in e]
+    return json.dumps(state)
+
+
+@pytest.mark.parametrize("name,mutate", [
+    ("trainer_state.json", lambda t: ""),
+    ("trainer_state.json", _truncated),
+    ("logs.jsonl", _jsonl_broken),
+    ("trainer_state.json", _not_a_dict),
+    ("trainer_state.json", _string_metric),
+    ("trainer_state.json", _summary_only),
+    ("trainer_state.json", lambda t: json.dumps({"global_step": 3})),
+], ids=["empty", "truncated", "jsonl-bad-line", "entry-not-dict", "string-metric", "no-training-entries",
+        "no-log-history"])
+def test_bad_logs_exit_2_with_one_line(grpo_runs, tmp_path, cli, name, mutate):
+    text = (grpo_runs["healthy"] / "train" / "trainer_state.json").read_text()
+    bad = tmp_path / name
+    bad.write_text(mutate(text))
+    res = cli("diagnose", bad)
+    assert res.code == 2, res
+    assert len(res.err.strip().splitlines()) == 1 and "Traceback" not in res.err
+    assert not (tmp_path / "diagnosis").exists()
+
+
+def test_missing_run_exits_2(tmp_path, cli):
+    res = cli("diagnose", tmp_path / "nope")
+    assert res.code == 2 and len(res.err.strip().splitlines()) == 1
+    res = cli("diagnose", tmp_path)  # a folder without any trainer_state.json
+    assert res.code == 2 and "trainer_state.json" in res.err
+
+
+# ----------------------------------------------------------------------------------------------
+# --apply: the spec gets the variant (original kept), config/ is re-rendered by the renderer
+
+SPEC_ROWS = [{"prompt": f"What is {a} plus {b}?", "answer": str(a + b)} for a, b in [(1, 2), (3, 4), (5, 6), (7, 8)]]
+
+
+COLLAPSE_REWARDS = """\
+  - {name: lottery, type: judge, model: judge, rubric: "Score the answer from 0 to 10.", weight: 1.0}
+"""
+HEALTHY_REWARDS = """\
+  - {name: answer_format, type: format, pattern: answer_tag, weight: 0.5}
+  - {name: closeness, type: exact_match, answer_column: answer, extract: answer_tag, weight: 1.0}
+"""
+
+
+def _write_spec(run: Path, model: Path, rewards: str) -> Path:
+    """A run spec beside the run (its rewards named as the run's), to be edited by --apply."""
+    (run / "data").mkdir(exist_ok=True)
+    (run / "data" / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in SPEC_ROWS))
+    text = f"""# the run spec (comments survive --apply)
+name: tiny-run
+model: {model}
+dataset: {{path: data/train.jsonl, prompt_column: prompt, answer_column: answer}}
+rewards:
+{rewards}hardware: {{profile: h100-80gb, gpus: 1, nodes: 1}}
+variant: grpo   # plain GRPO first
+generation: {{max_prompt_length: 64, max_completion_length: 32}}
+training: {{per_device_train_batch_size: 8, gradient_accumulation_steps: 1, num_generations: 8, logging_steps: 1}}
+"""
+    (run / "spec.yaml").write_text(text)
+    return run / "spec.yaml"
+
+
+def test_apply_switches_the_variant_and_rerenders(run_copy, grpo_runs, cli):
+    run = run_copy("collapse")
+    model = Path(yaml.safe_load((grpo_runs["collapse"] / "config" / "grpo_config.yaml").read_text())["model_name_or_path"])
+    spec = _write_spec(run, model, COLLAPSE_REWARDS)
+    original = spec.read_text()
+    res = cli("diagnose", run, "--apply", "--no-gate")
+    assert res.code == 0, res
+    doc = _diagnosis(run)
+    assert doc["recommended_variant"] == "dapo" and doc["run"]["reward_roles_source"] == str(spec)
+    assert "applied: variant dapo" in res.out
+    new = spec.read_text()
+    assert "variant: dapo   # plain GRPO first" in new and new.replace("variant: dapo", "variant: grpo") == original
+    kept = list(run.glob("spec.before-dapo.*.yaml"))
+    assert len(kept) == 1 and kept[0].read_text() == original
+    rendered = yaml.safe_load((run / "config" / "grpo_config.yaml").read_text())
+    for name, change in doc["recommended_change"]["kwargs"].items():
+        assert rendered[name] == change["to"], name  # the renderer wrote exactly the recommended values
+
+
+def test_apply_on_a_healthy_run_changes_nothing(run_copy, grpo_runs, cli):
+    run = run_copy("healthy")
+    model = Path(yaml.safe_load((grpo_runs["healthy"] / "config" / "grpo_config.yaml").read_text())["model_name_or_path"])
+    spec = _write_spec(run, model, HEALTHY_REWARDS)
+    before = spec.read_bytes()
+    config_before = (run / "config" / "grpo_config.yaml").read_bytes()
+    res = cli("diagnose", run, "--apply", "--no-gate")
+    assert res.code == 0, res
+    assert "nothing applied" in res.out and "stay on GRPO" in res.out
+    assert spec.read_bytes() == before and (run / "config" / "grpo_config.yaml").read_bytes() == config_before
+    assert not list(run.glob("spec.before-*"))
+
+
+def test_config_from_trls_saved_training_args(run_copy, cli):
+    """Without a grpo_config.yaml the delta is computed against TRL's own training_args.bin."""
+    import torch
+    from trl import GRPOConfig
+
+    run = run_copy("collapse")
+    cfg = yaml.safe_load((run / "config" / "grpo_config.yaml").read_text())
+    (run / "config" / "grpo_config.yaml").unlink()
+    kwargs = {k: v for k, v in cfg.items() if k not in ("model_name_or_path", "reward_funcs")}
+    args = GRPOConfig(output_dir=str(run / "train"), use_cpu=True, bf16=False, report_to="none",
+                      **{**kwargs, "epsilon_high": 0.25})
+    torch.save(args, run / "train" / "training_args.bin")  # what Trainer.save_model writes
+    assert cli("diagnose", run, "--model", cfg["model_name_or_path"]).code == 0
+    doc = _diagnosis(run)
+    assert doc["run"]["config_source"].endswith("training_args.bin")
+    assert doc["recommended_change"]["kwargs"]["epsilon_high"] == {"from": 0.25, "to": 0.28}
