@@ -24,7 +24,7 @@ import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Optional
+from typing import Any, Optional
 
 from finetune import atomic, rundir
 from finetune.errors import UserError

@@ -338,3 +338,30 @@ def test_config_from_trls_saved_training_args(run_copy, cli):
     doc = _diagnosis(run)
     assert doc["run"]["config_source"].endswith("training_args.bin")
     assert doc["recommended_change"]["kwargs"]["epsilon_high"] == {"from": 0.25, "to": 0.28}
+
+
+def test_apply_renders_gspo_off_policy_for_the_moe_run(run_copy, grpo_runs, cli):
+    run = run_copy("moe")
+    model = Path(yaml.safe_load((grpo_runs["moe"] / "config" / "grpo_config.yaml").read_text())["model_name_or_path"])
+    _write_spec(run, model, HEALTHY_REWARDS)
+    res = cli("diagnose", run, "--apply", "--no-gate")
+    assert res.code == 0, res
+    assert "applied: variant gspo" in res.out
+    rendered = yaml.safe_load((run / "config" / "grpo_config.yaml").read_text())
+    assert rendered["importance_sampling_level"] == "sequence" and rendered["loss_type"] == "grpo"
+    # off-policy, or GSPO changes nothing
+    assert rendered["steps_per_generation"] > rendered["gradient_accumulation_steps"] or rendered["num_iterations"] > 1
+
+
+def test_apply_refused_by_the_renderer_leaves_spec_and_config(run_copy, grpo_runs, cli):
+    """Without a PASS gate record the renderer refuses: the spec and config/ stay as they were."""
+    run = run_copy("collapse")
+    model = Path(yaml.safe_load((grpo_runs["collapse"] / "config" / "grpo_config.yaml").read_text())["model_name_or_path"])
+    spec = _write_spec(run, model, COLLAPSE_REWARDS)
+    before, config_before = spec.read_bytes(), (run / "config" / "grpo_config.yaml").read_bytes()
+    res = cli("diagnose", run, "--apply")  # no --no-gate, no gate.json
+    assert res.code in (1, 2), res
+    assert "Traceback" not in res.err and res.err.strip()
+    assert spec.read_bytes() == before and not list(run.glob("spec.before-*"))
+    assert (run / "config" / "grpo_config.yaml").read_bytes() == config_before
+    assert _diagnosis(run)["recommended_variant"] == "dapo"  # the diagnosis itself stands
