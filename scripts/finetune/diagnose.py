@@ -1087,7 +1087,9 @@ def apply_variant(ctx: RunContext, doc: dict[str, Any], *, no_gate: bool = False
     from finetune import render as renderer
 
     try:
-        _, target = renderer.render(spec_path, None, no_gate=no_gate)
+        # the renderer reads gate.json and this diagnosis from the run directory, wherever the spec lives
+        out = None if spec_path.parent.resolve() == ctx.run_dir.resolve() else ctx.run_dir
+        _, target = renderer.render(spec_path, out, no_gate=no_gate)
     except (UserError, CheckFailed):
         atomic.write_bytes(spec_path, original)  # the spec and config/ stay consistent with each other
         kept.unlink(missing_ok=True)

@@ -365,3 +365,16 @@ def test_apply_refused_by_the_renderer_leaves_spec_and_config(run_copy, grpo_run
     assert spec.read_bytes() == before and not list(run.glob("spec.before-*"))
     assert (run / "config" / "grpo_config.yaml").read_bytes() == config_before
     assert _diagnosis(run)["recommended_variant"] == "dapo"  # the diagnosis itself stands
+
+
+def test_apply_with_a_spec_kept_elsewhere_renders_into_the_run(run_copy, grpo_runs, cli, tmp_path):
+    run = run_copy("collapse")
+    model = Path(yaml.safe_load((grpo_runs["collapse"] / "config" / "grpo_config.yaml").read_text())["model_name_or_path"])
+    elsewhere = tmp_path / "specs"
+    elsewhere.mkdir()
+    spec = _write_spec(elsewhere, model, COLLAPSE_REWARDS)
+    res = cli("diagnose", run, "--spec", spec, "--apply", "--no-gate")
+    assert res.code == 0, res
+    assert "variant: dapo" in spec.read_text() and len(list(elsewhere.glob("spec.before-dapo.*.yaml"))) == 1
+    assert yaml.safe_load((run / "config" / "grpo_config.yaml").read_text())["loss_type"] == "dapo"
+    assert not (elsewhere / "config").exists()
