@@ -831,19 +831,39 @@ def variant_delta(config: dict[str, Any], variant: str) -> dict[str, dict[str, A
     return delta
 
 
-def recommend(findings: list[Finding], config: dict[str, Any]) -> tuple[str, Optional[dict[str, Any]]]:
-    """(recommended_variant, recommended_change) for the highest-priority symptom; none → stay on GRPO."""
+def current_variant(config: dict[str, Any], spec: Any = None) -> str:
+    """The variant the run trained with: the spec's, else read off its config (grpo when unknown)."""
+    if spec is not None:
+        return spec.variant
+    if config.get("importance_sampling_level") == "sequence":
+        return "gspo"
+    if config.get("loss_type") == "dr_grpo":
+        return "dr_grpo"
+    if config.get("loss_type") == "dapo" and (config.get("epsilon_high") or 0) > (config.get("epsilon") or 0.2):
+        return "dapo"
+    return "grpo"
+
+
+def recommend(findings: list[Finding], config: dict[str, Any],
+              current: str = "grpo") -> tuple[str, Optional[dict[str, Any]]]:
+    """(recommended_variant, recommended_change) for the highest-priority symptom; none → stay on ``current``."""
     from finetune.spec import BASE_LEARNING_RATE
 
     shown = {f.name: f for f in findings if f.status == "symptom"}
     if not shown:
-        return "grpo", None
+        return current, None
     name = next(n for n in PRIORITY if n in shown)
     variant = {ENTROPY_COLLAPSE: "dapo", LENGTH_DRIFT: "dr_grpo", MOE_WITHOUT_GSPO: "gspo"}.get(name)
     if variant is not None:
-        return variant, {"kind": "variant", "addresses": name, "variant": variant,
-                         "kwargs": variant_delta(config, variant), **PAPERS[variant],
-                         "apply": "finetune diagnose RUN --apply (sets `variant` in the spec and re-renders config/)"}
+        delta = variant_delta(config, variant)
+        if variant != current or delta:
+            return variant, {"kind": "variant", "addresses": name, "variant": variant, "kwargs": delta,
+                             **PAPERS[variant],
+                             "apply": "finetune diagnose RUN --apply (sets `variant` in the spec and re-renders config/)"}
+        # already on the variant meant for this symptom: switching again changes nothing
+        return current, {"kind": "health", "addresses": name, "variant": current, "kwargs": {},
+                         "action": f"the run already trains with {variant}'s settings and still shows {name}: read "
+                                   "its completions around the marked window and fix the reward or the data"}
     change: dict[str, Any] = {"kind": "health", "addresses": name, "kwargs": {}}
     if name == NAN:
         change["action"] = ("find the first non-finite metric (evidence.first_step_per_key): a reward returning "
@@ -871,8 +891,8 @@ def recommend(findings: list[Finding], config: dict[str, Any]) -> tuple[str, Opt
     elif name == FLAT_REWARD:
         change["action"] = ("no config change: the reward is not moving. Re-check base success and the reward "
                             "(`finetune inspect`) before training longer")
-    change["variant"] = "grpo"
-    return "grpo", change
+    change["variant"] = current
+    return current, change
 
 
 # ----------------------------------------------------------------------------------------------
@@ -896,18 +916,20 @@ def diagnose(run: str | Path, *, spec: str | Path | None = None, model: str | No
         verdict = "insufficient"
     else:
         verdict = "healthy"
-    variant, change = recommend(findings, ctx.config)
+    current = current_variant(ctx.config, ctx.spec)
+    variant, change = recommend(findings, ctx.config, current)
     if verdict != "symptom":
-        variant, change = "grpo", None
+        variant, change = current, None
+    stay = "GRPO" if current == "grpo" else current
     if change is None:
-        headline = ("stay on GRPO: no symptom in the logs, so no variant is warranted (never pre-emptively)"
+        headline = (f"stay on {stay}: no symptom in the logs, so no variant is warranted (never pre-emptively)"
                     if verdict == "healthy" else
-                    f"stay on GRPO: too little to judge ({len(logs.entries)} logged steps; "
+                    f"stay on {stay}: too little to judge ({len(logs.entries)} logged steps; "
                     f"{MIN_POINTS} needed for the trend tests)")
     elif change["kind"] == "variant":
         headline = f"switch to {variant}: {change['addresses']} (arXiv {change['arxiv']})"
     else:
-        headline = f"stay on GRPO; fix {change['addresses']} first"
+        headline = f"stay on {stay}; fix {change['addresses']} first"
     from finetune import __version__
 
     doc = {
@@ -925,7 +947,7 @@ def diagnose(run: str | Path, *, spec: str | Path | None = None, model: str | No
             "spec": str(ctx.spec_path) if ctx.spec_path else None, "config_source": ctx.config_source,
             "reward_roles": ctx.roles, "reward_roles_source": ctx.roles_source,
             "correctness_keys": d.correctness_keys(), "model": ctx.model_source,
-            "current_variant": ctx.spec.variant if ctx.spec is not None else None,
+            "current_variant": current,
         },
         "thresholds": {"min_points": MIN_POINTS, "p_significant": P_SIGNIFICANT, "entropy_drop": ENTROPY_DROP,
                        "entropy_settled": ENTROPY_SETTLED, "length_rise": LENGTH_RISE,
@@ -1005,7 +1027,7 @@ def report_md(doc: dict[str, Any]) -> str:
     lines += ["", "## Recommendation", ""]
     change = doc["recommended_change"]
     if change is None:
-        lines += [f"Stay on GRPO (`recommended_variant: {doc['recommended_variant']}`). No variant is switched "
+        lines += [f"Stay on `{doc['recommended_variant']}`. No variant is switched "
                   "without its symptom.", ""]
     else:
         lines += [f"One change, against `{change['addresses']}`:", ""]

@@ -378,3 +378,18 @@ def test_apply_with_a_spec_kept_elsewhere_renders_into_the_run(run_copy, grpo_ru
     assert "variant: dapo" in spec.read_text() and len(list(elsewhere.glob("spec.before-dapo.*.yaml"))) == 1
     assert yaml.safe_load((run / "config" / "grpo_config.yaml").read_text())["loss_type"] == "dapo"
     assert not (elsewhere / "config").exists()
+
+
+def test_a_run_already_on_the_variant_is_not_told_to_switch_again(run_copy, cli):
+    """The collapse run re-labelled as DAPO: the symptom stands, but no second switch is proposed."""
+    run = run_copy("collapse")
+    cfg_path = run / "config" / "grpo_config.yaml"
+    cfg = yaml.safe_load(cfg_path.read_text())
+    cfg.update(loss_type="dapo", epsilon_high=0.28, beta=0.0, mask_truncated_completions=True)
+    cfg_path.write_text(yaml.safe_dump(cfg))
+    assert cli("diagnose", run).code == 0
+    doc = _diagnosis(run)
+    assert "entropy_collapse" in _names(doc)
+    assert doc["run"]["current_variant"] == "dapo" and doc["recommended_variant"] == "dapo"
+    assert doc["recommended_change"]["kind"] == "health" and doc["recommended_change"]["kwargs"] == {}
+    assert doc["headline"].startswith("stay on dapo")
