@@ -181,34 +181,38 @@ def find_log_file(run: Path) -> Path:
 
 
 def _parse_json_file(path: Path) -> list[Any]:
+    """The logged dicts of a trainer_state.json (its log_history), a JSON list, or a JSONL file."""
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
         raise UserError(f"not UTF-8 text (byte {exc.start})", where=str(path), fix="pass the run's log file") from None
     if not text.strip():
         raise UserError("the log file is empty", where=str(path), fix="pass the log of a run that trained")
-    if path.suffix == ".jsonl":
-        rows = []
-        for n, line in enumerate(text.splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError as exc:
-                raise UserError(f"malformed or truncated JSON line ({exc.msg} at column {exc.colno})",
-                                where=f"{path}:{n}", fix="remove or repair that line") from None
-        return rows
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise UserError(f"malformed or truncated JSON ({exc.msg})", where=f"{path}:{exc.lineno}",
-                        fix="pass a complete trainer_state.json (copy it again once the run has saved it)") from None
-    if isinstance(doc, dict) and "log_history" in doc:
-        doc = doc["log_history"]
-    if not isinstance(doc, list):
-        raise UserError("no log_history list in this JSON", where=str(path),
-                        fix="pass TRL's trainer_state.json, or a JSONL with one logged dict per line")
-    return doc
+    if path.suffix != ".jsonl":
+        try:
+            doc = json.loads(text)
+        except json.JSONDecodeError as exc:
+            if exc.msg != "Extra data":  # "Extra data" after the first object: a JSONL under another name
+                raise UserError(f"malformed or truncated JSON ({exc.msg})", where=f"{path}:{exc.lineno}",
+                                fix="pass a complete trainer_state.json (copy it again once the run has saved "
+                                    "it)") from None
+        else:
+            if isinstance(doc, dict) and "log_history" in doc:
+                doc = doc["log_history"]
+            if not isinstance(doc, list):
+                raise UserError("no log_history list in this JSON", where=str(path),
+                                fix="pass TRL's trainer_state.json, or a JSONL with one logged dict per line")
+            return doc
+    rows = []
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError as exc:
+            raise UserError(f"malformed or truncated JSON line ({exc.msg} at column {exc.colno})",
+                            where=f"{path}:{n}", fix="remove or repair that line") from None
+    return rows
 
 
 def _number(value: Any) -> Optional[float]:

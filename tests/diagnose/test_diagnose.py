@@ -146,6 +146,9 @@ def test_jsonl_log_in_the_run_dir(run_copy, cli):
     res = cli("diagnose", log)
     assert res.code == 0, res
     assert "length_drift" in _names(_diagnosis(run))
+    misnamed = log.rename(log.with_suffix(".json"))  # one dict per line under a .json name
+    assert cli("diagnose", misnamed).code == 0
+    assert _diagnosis(run)["run"]["log"] == str(misnamed) and "length_drift" in _names(_diagnosis(run))
 
 
 def test_correctness_role_needed_for_length_drift(grpo_runs, tmp_path, cli):
