@@ -225,6 +225,12 @@ def _number(value: Any) -> Optional[float]:
     return None
 
 
+def _is_read_metric(key: str) -> bool:
+    """A TRL metric this diagnosis reads (a malformed value there is bad input, not noise)."""
+    return key in TRAINING_KEYS or key in (K_CLIPPED, K_ZERO_STD, "reward_std") or key.startswith(
+        ("rewards/", "completions/", "clip_ratio/"))
+
+
 def load_logs(run: str | Path) -> Logs:
     """Read the training entries of a run's log history. Malformed, truncated or empty → UserError."""
     path = find_log_file(Path(run))
@@ -232,6 +238,7 @@ def load_logs(run: str | Path) -> Logs:
     where = lambda i: f"{path}: entry {i + 1}"  # noqa: E731
     by_step: dict[int, dict[str, Any]] = {}
     notes: list[str] = []
+    ignored: set[str] = set()
     for i, row in enumerate(rows):
         if not isinstance(row, dict):
             raise UserError(f"a logged entry is {type(row).__name__}, not a dict", where=where(i),
@@ -251,19 +258,21 @@ def load_logs(run: str | Path) -> Logs:
             if key == "step" or key.startswith("eval_"):
                 continue
             num = _number(value)
-            if num is None:
-                if value is None:
-                    num = math.nan
-                else:
-                    raise UserError(f"'{key}' is {value!r}, not a number", where=where(i),
-                                    fix="repair the entry (metrics are numbers; NaN may be written as NaN)")
-            clean[key] = num
+            if num is None and value is not None:
+                if not _is_read_metric(key):  # something else's field (a string, a list): not ours to judge
+                    ignored.add(key)
+                    continue
+                raise UserError(f"'{key}' is {value!r}, not a number", where=where(i),
+                                fix="repair the entry (metrics are numbers; NaN may be written as NaN)")
+            clean[key] = math.nan if num is None else num
         if int(step) in by_step:
             notes.append(f"step {int(step)} is logged twice (a resumed run?); the later entry is used")
         by_step[int(step)] = clean
     if not by_step:
         raise UserError("no training entries in the log (empty, or only summary / eval entries)", where=str(path),
                         fix="pass the log of a run that trained and logged (logging_steps)")
+    if ignored:
+        notes.append(f"non-numeric fields ignored (not metrics this diagnosis reads): {', '.join(sorted(ignored))}")
     entries = [by_step[s] for s in sorted(by_step)]
     keys = sorted({k for e in entries for k in e if k not in NOT_METRICS})
     series = {k: Series(k, [e["step"] for e in entries if k in e], [e[k] for e in entries if k in e]) for k in keys}

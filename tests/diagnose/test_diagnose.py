@@ -396,3 +396,15 @@ def test_a_run_already_on_the_variant_is_not_told_to_switch_again(run_copy, cli)
     assert doc["run"]["current_variant"] == "dapo" and doc["recommended_variant"] == "dapo"
     assert doc["recommended_change"]["kind"] == "health" and doc["recommended_change"]["kwargs"] == {}
     assert doc["headline"].startswith("stay on dapo")
+
+
+def test_foreign_non_numeric_fields_are_ignored_not_fatal(run_copy, cli):
+    run = run_copy("healthy")
+    state_path = run / "train" / "trainer_state.json"
+    state = json.loads(state_path.read_text())
+    for e in state["log_history"]:
+        e["note"] = "logged by a callback"
+    state_path.write_text(json.dumps(state))
+    assert cli("diagnose", run).code == 0
+    doc = _diagnosis(run)
+    assert doc["verdict"] == "healthy" and any("note" in c for c in doc["caveats"])
