@@ -157,3 +157,14 @@ def test_router_skill_example_answers_route_as_the_skill_says(cli, repo_root, tm
     data = json.loads(result.out)
     assert (data["route"], data["provisional"]) == (GRPO, True)
     assert "routes\nto `grpo-rlvr-training`, provisionally" in text
+
+
+def test_cli_survives_a_closed_pipe(tmp_path):
+    """`finetune route ... | head -1`: the reader closing the pipe is not a traceback."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        f"'{sys.executable}' -m finetune --help | head -1", shell=True, capture_output=True, text=True, timeout=60)
+    assert "Traceback" not in proc.stderr
+    assert proc.stdout.strip()
