@@ -116,11 +116,12 @@ BASE_KWARGS = dict(
     warmup_steps=0, weight_decay=0.0, max_grad_norm=1.0, logging_steps=1,
 )
 SCENARIO_KWARGS = {
-    "collapse": dict(learning_rate=1e-2, beta=0.01, max_steps=40, max_completion_length=16),
+    "collapse": dict(learning_rate=1e-2, beta=0.01, max_steps=50, max_completion_length=16),
     "length": dict(learning_rate=1e-3, beta=0.01, max_steps=24, max_completion_length=32),
-    # Four prompts a step and 80 steps, so the reward's rise stands well out of the sampling noise;
-    # beta 0.04 (the GRPO paper's value) keeps the tiny policy near its start (per-token KL < 0.5).
-    "healthy": dict(learning_rate=5e-4, beta=0.04, max_steps=80, per_device_train_batch_size=16),
+    # Four prompts a step and 80 steps, so the reward's rise stands well out of the sampling noise; a
+    # small step and a firm KL leash (beta 0.08) keep the 2-layer policy near its start. Checked healthy
+    # on 8 of 8 seeds; lr 5e-4 / beta 0.04 drifted into KL > 1 on 2 of 8 (the tiny model is touchy).
+    "healthy": dict(learning_rate=3e-4, beta=0.08, max_steps=80, per_device_train_batch_size=16),
     "moe": dict(learning_rate=1e-3, beta=0.01, max_steps=8),
 }
 

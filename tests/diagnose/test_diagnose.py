@@ -128,13 +128,13 @@ def test_trainer_state_path_and_checkpoint_dir_give_the_same_verdict(run_copy, c
     state = run / "train" / "trainer_state.json"
     assert cli("diagnose", state).code == 0
     first = _diagnosis(run)
-    ckpt = run / "train" / "checkpoint-40"
+    ckpt = run / "train" / "checkpoint-50"
     ckpt.mkdir()
     state.rename(ckpt / "trainer_state.json")
     res = cli("diagnose", run)
     assert res.code == 0, res
     again = _diagnosis(run)
-    assert again["run"]["log"].endswith("checkpoint-40/trainer_state.json")
+    assert again["run"]["log"].endswith("checkpoint-50/trainer_state.json")
     assert (first["verdict"], _names(first)) == (again["verdict"], _names(again))
 
 
