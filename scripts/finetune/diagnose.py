@@ -1152,6 +1152,38 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="with --apply, FOR TESTS ONLY: render without a Phase 1 gate record")
 
 
+def carried_variant_licence(doc: dict[str, Any], previous_path: Path) -> Optional[dict[str, Any]]:
+    """Keep the evidence that licensed the run's current variant when its diagnosis is rewritten.
+
+    A run already on DAPO / Dr.GRPO / GSPO is usually healthy on re-diagnosis (the variant fixed the
+    symptom), so the new diagnosis.json no longer names the symptom that licensed it. Without carrying
+    the licence forward, re-rendering that run's spec would be refused (contract 6). The licence keeps
+    the original evidence, so it is still a diagnosis that names the symptom, never a pre-emptive switch.
+    """
+    from finetune.variants import VARIANT_SYMPTOM
+
+    current = doc["run"].get("current_variant")
+    if current not in VARIANT_SYMPTOM:
+        return None
+    symptom = VARIANT_SYMPTOM[current]
+    if any(s.get("name") == symptom for s in doc["symptoms"]):
+        return None  # this diagnosis itself names the symptom
+    try:
+        previous = json.loads(previous_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(previous, dict):
+        return None
+    carried = previous.get("variant_licence")
+    if isinstance(carried, dict) and carried.get("variant") == current and carried.get("symptom") == symptom:
+        return carried
+    for s in previous.get("symptoms") or []:
+        if isinstance(s, dict) and s.get("name") == symptom:
+            return {"variant": current, "symptom": symptom, "evidence": s,
+                    "diagnosed": {"time": previous.get("time"), "log": (previous.get("run") or {}).get("log")}}
+    return None
+
+
 def run(args: argparse.Namespace) -> int:
     doc, logs, ctx, findings = diagnose(args.run, spec=args.spec, model=args.model, correctness=args.correctness)
     out_dir = Path(args.out) if args.out else ctx.run_dir
@@ -1159,6 +1191,9 @@ def run(args: argparse.Namespace) -> int:
         raise UserError("--apply writes the run's spec and config/, but -o sends the diagnosis elsewhere",
                         where="-o", fix="drop -o when using --apply (the renderer reads the run directory)")
     correctness = Diagnoser(logs, ctx).correctness_series()
+    licence = carried_variant_licence(doc, out_dir / rundir.DIAGNOSIS)
+    if licence:
+        doc["variant_licence"] = licence
     target = write_outputs(out_dir, doc, logs, correctness)
     print(f"{doc['verdict']}: {doc['headline']}")
     for s in doc["symptoms"]:

@@ -223,6 +223,11 @@ def _check_variant(spec, info, diagnosis: Optional[dict[str, Any]], run_dir: Pat
     names = [s.get("name") for s in (diagnosis or {}).get("symptoms", []) if isinstance(s, dict)]
     if symptom in names:
         return f"{run_dir / rundir.DIAGNOSIS} names the symptom '{symptom}'"
+    carried = (diagnosis or {}).get("variant_licence")
+    if isinstance(carried, dict) and carried.get("variant") == spec.variant and carried.get("symptom") == symptom:
+        when = (carried.get("diagnosed") or {}).get("time") or "an earlier diagnosis"
+        return (f"{run_dir / rundir.DIAGNOSIS} carries the licence of {when}, which named the symptom "
+                f"'{symptom}' on the base run")
     seen = f"it names {names}" if diagnosis else "there is none"
     raise CheckFailed(f"variant '{spec.variant}' is used only against the symptom '{symptom}', shown by a "
                       f"diagnosis of a base GRPO run ({run_dir / rundir.DIAGNOSIS}; {seen}) — never pre-emptively. "

@@ -398,6 +398,36 @@ def test_a_run_already_on_the_variant_is_not_told_to_switch_again(run_copy, cli)
     assert doc["headline"].startswith("stay on dapo")
 
 
+def test_rediagnosing_a_run_on_its_variant_keeps_the_licence(run_copy, grpo_runs, cli):
+    """Switch the collapse run to DAPO, then diagnose it again on logs that no longer show the symptom
+    (the healthy run's, standing in for a DAPO run that recovered). The new diagnosis.json carries the
+    original evidence forward, so the DAPO spec can still be rendered (contract 6) — and only because
+    of that evidence: without the carried licence the renderer refuses it."""
+    import shutil
+
+    run = run_copy("collapse")
+    model = Path(yaml.safe_load((grpo_runs["collapse"] / "config" / "grpo_config.yaml").read_text())["model_name_or_path"])
+    spec = _write_spec(run, model, COLLAPSE_REWARDS)
+    assert cli("diagnose", run, "--apply", "--no-gate").code == 0
+    assert "variant: dapo" in spec.read_text()
+    shutil.copy(grpo_runs["healthy"] / "train" / "trainer_state.json", run / "train" / "trainer_state.json")
+    for checkpoint in (run / "train").glob("checkpoint-*"):
+        shutil.rmtree(checkpoint)
+    res = cli("diagnose", run)
+    assert res.code == 0, res
+    doc = _diagnosis(run)
+    assert doc["run"]["current_variant"] == "dapo" and "entropy_collapse" not in _names(doc)
+    licence = doc["variant_licence"]
+    assert licence["variant"] == "dapo" and licence["symptom"] == "entropy_collapse"
+    assert licence["evidence"]["name"] == "entropy_collapse"
+    assert cli("config", "render", spec, "--no-gate").code == 0
+
+    del doc["variant_licence"]
+    (run / "diagnosis" / "diagnosis.json").write_text(json.dumps(doc))
+    refused = cli("config", "render", spec, "--no-gate")
+    assert refused.code == 1 and "entropy_collapse" in refused.err
+
+
 def test_foreign_non_numeric_fields_are_ignored_not_fatal(run_copy, cli):
     run = run_copy("healthy")
     state_path = run / "train" / "trainer_state.json"
