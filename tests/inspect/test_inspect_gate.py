@@ -177,9 +177,10 @@ def test_reward_module_that_does_not_match_the_spec_is_bad_input(cli, make_run):
     assert not (run / "scored.jsonl").exists()
 
 
-def test_rendered_rewards_resist_every_probe(cli, make_run):
+@pytest.mark.parametrize("correctness", ["exact_match", "math"])
+def test_rendered_rewards_resist_every_probe(cli, make_run, correctness):
     """The rewards `finetune rewards render` writes for this spec: no probe passes, no flag is raised."""
-    run = make_run("good")
+    run = make_run("good", correctness=correctness)
     (run / "rewards.py").unlink()
     assert cli("rewards", "render", run / "spec.yaml").code == 0
     r = cli("inspect", "score", run)

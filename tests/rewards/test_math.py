@@ -42,6 +42,16 @@ def test_answer_tag_and_hedging(mod):
     assert scores(mod.boxed_math, completions[-1:], golds[-1:]) == [0.0]
 
 
+def test_gold_hidden_in_markup_is_not_credited(mod):
+    """math-verify searches its whole input: a gold hidden in an HTML comment or struck through beside
+    a wrong shown answer must not verify (the inspection gate's html_wrapped / markdown_wrapped probes)."""
+    hidden = ["<answer><!-- 54 --><b>55</b></answer>", "<answer>~~54~~ **55**</answer>",
+              "<answer><b>54</b></answer>", "<answer><!-- 55 -->54</answer>"]
+    assert scores(mod.tag_math, hidden, ["54"] * 4) == [0.0, 0.0, 1.0, 1.0]
+    assert scores(mod.boxed_math, ["\\boxed{<!-- 54 -->55}"], ["54"]) == [0.0]
+    assert scores(mod.any_math, ["It is <!-- 54 --> 55"], ["54"]) == [0.0]
+
+
 def test_unusable_gold_is_not_applicable(mod):
     # open-r1#86: an unparseable gold must not score 1.0; None leaves the row out.
     result = scores(mod.any_math, ["\\boxed{1}"] * 4, [None, "", "this is not mathematics at all", {"a": 1}])
