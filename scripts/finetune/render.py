@@ -582,7 +582,9 @@ def build_plan(spec, run_dir: Path, *, preview: bool = False, no_gate: bool = Fa
 
     rec = _recommend(info, hw, spec)
     topo = _topology(spec, hw, rec)
-    zero_stage = 0 if topo.cpu or topo.training_processes == 1 else (rec.zero_stage if rec.zero_stage in (2, 3) else 3)
+    # contract 8: the sharding stage is memory.recommend()'s (0 = plain DDP, e.g. LoRA whose trainable
+    # state is tiny); one training process never shards.
+    zero_stage = 0 if topo.cpu or topo.training_processes == 1 else rec.zero_stage
     method = _pick(spec.method, rec, "method", "method")
     pdbs = _pick(t.per_device_train_batch_size, rec, "per_device_train_batch_size", "training.per_device_train_batch_size")
     ga = _pick(t.gradient_accumulation_steps, rec, "gradient_accumulation_steps", "training.gradient_accumulation_steps")
@@ -817,9 +819,7 @@ def _context(plan: RenderPlan) -> dict[str, Any]:
         "memory_table": _memory_table(plan.estimate),
         "algorithm_fields": ALGORITHM_FIELDS, "zero_stage": plan.zero_stage,
         "model_summary": plan.model_info.summary(), "vllm_tp": topo.vllm_gpus,
-        "zero_reason": (rec_reasons.get("zero_stage", "") if plan.recommendation.zero_stage == plan.zero_stage else
-                        f"ZeRO-{plan.zero_stage} over {topo.training_processes} training processes "
-                        "(memory.recommend() found unsharded DDP fits; sharding only adds headroom)"),
+        "zero_reason": rec_reasons.get("zero_stage", ""),
     }
 
 
@@ -840,7 +840,8 @@ def render_files(plan: RenderPlan) -> dict[str, str]:
     files["launch.sh"] = env.get_template("launch.sh.j2").render(**ctx)
     if not plan.topology.cpu and plan.topology.training_processes > 1:
         files["accelerate.yaml"] = env.get_template("accelerate.yaml.j2").render(**ctx)
-        files[f"deepspeed_zero{plan.zero_stage}.json"] = env.get_template("deepspeed.json.j2").render(**ctx)
+        if plan.zero_stage:
+            files[f"deepspeed_zero{plan.zero_stage}.json"] = env.get_template("deepspeed.json.j2").render(**ctx)
     return files
 
 

@@ -109,10 +109,13 @@ def revalidate(config_dir: Path) -> None:
 
         acc = load_config_from_file(str(acc_path))
         processes = acc.num_processes
-        assert acc.distributed_type == "DEEPSPEED"
-        ds_file = Path(acc.deepspeed_config["deepspeed_config_file"])
-        assert ds_file.parent.name == "config"
-        check_deepspeed(json.loads((config_dir / ds_file.name).read_text()))
+        if acc.distributed_type == "MULTI_GPU":  # memory.recommend() chose plain DDP (zero_stage 0)
+            assert not list(config_dir.glob("deepspeed_zero*.json"))
+        else:
+            assert acc.distributed_type == "DEEPSPEED"
+            ds_file = Path(acc.deepspeed_config["deepspeed_config_file"])
+            assert ds_file.parent.name == "config"
+            check_deepspeed(json.loads((config_dir / ds_file.name).read_text()))
     # TRL's batch rule for the target's training processes, then the real GRPOConfig
     assert (cfg["per_device_train_batch_size"] * processes * cfg["steps_per_generation"]) % cfg["num_generations"] == 0
     built = _build_grpo_config(cfg, processes)
@@ -237,6 +240,26 @@ def test_zero3_for_a_model_that_needs_sharding(cli, tmp_path):
     revalidate(config_dir)
     zero = json.loads((config_dir / "deepspeed_zero3.json").read_text())["zero_optimization"]
     assert zero["stage"] == 3 and zero["stage3_gather_16bit_weights_on_model_save"] is True
+
+
+def test_sharding_stage_is_the_memory_recommendation(cli, tmp_path):
+    """Contract 8: the renderer takes memory.recommend()'s ZeRO stage as-is. LoRA on 8 GPUs keeps only
+    adapter states, so the recommendation is plain DDP: no DeepSpeed config is rendered."""
+    from finetune.hardware import resolve_hardware
+    from finetune.memory import recommend
+    from finetune.models import load_model_info
+    from finetune.spec import HardwareSpec
+
+    hw = resolve_hardware(HardwareSpec(profile="h100-80gb", gpus=8))
+    rec = recommend(load_model_info(HUB_MODEL), hw, "lora", max_prompt_length=64, max_completion_length=16)
+    config_dir = _render(cli, tmp_path, "lora8", method="lora", hardware={"profile": "h100-80gb", "gpus": 8})
+    acc = yaml.safe_load((config_dir / "accelerate.yaml").read_text())
+    if rec.zero_stage == 0:
+        assert acc["distributed_type"] == "MULTI_GPU" and not list(config_dir.glob("deepspeed_zero*.json"))
+        assert "plain DDP" in (config_dir / "BRIEF.md").read_text()
+    else:
+        assert acc["distributed_type"] == "DEEPSPEED" and (config_dir / f"deepspeed_zero{rec.zero_stage}.json").exists()
+    revalidate(config_dir)
 
 
 def test_cpu_target_has_no_vllm(cli, tmp_path):
