@@ -125,7 +125,13 @@ def judge_server():
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
-                self.wfile.write(data)
+                if "DRIP" in json.dumps(body):  # a byte every 0.1 s: no single socket read ever times out
+                    for i in range(len(data)):
+                        self.wfile.write(data[i:i + 1])
+                        self.wfile.flush()
+                        time.sleep(0.1)
+                else:
+                    self.wfile.write(data)
             except (BrokenPipeError, ConnectionResetError):
                 pass  # the client gave up (its timeout is under test)
             finally:

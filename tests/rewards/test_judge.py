@@ -81,6 +81,15 @@ def test_retry_timeout_and_unreachable(judge_mod, render):
     assert call(dead, ["GOOD"]) == [None]
 
 
+def test_a_dripping_judge_is_cut_off_by_the_request_deadline(judge_mod):
+    """A server that answers one byte at a time never trips a per-read socket timeout; the request's
+    own deadline (timeout_s for the whole reply) must still end it: None, in bounded time."""
+    mod = judge_mod(retries=1, timeout_s=0.5)
+    start = time.perf_counter()
+    assert call(mod, ["DRIP GOOD"]) == [None]
+    assert time.perf_counter() - start < 6  # undripped, the reply alone would take ~20 s per attempt
+
+
 def test_concurrency_limit(judge_mod, judge_server):
     _, script = judge_server
     mod = judge_mod(concurrency=3, cache=False)
