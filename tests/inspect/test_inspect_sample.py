@@ -65,6 +65,13 @@ def test_sample_tiny_model_then_score(cli, tiny_model_dir, tmp_path):
     assert b["verdict"] == "never_succeeds" and "lora-qlora-recipes" in b["message"]
     assert "base_never_succeeds" in {f["id"] for f in report["flags"]}
     assert b["predicted_frac_reward_zero_std"] == 1.0
+    # no written reason clears it: the route is SFT, not an acknowledged GRPO run
+    r = cli("inspect", "ack", run, "base_never_succeeds", "--reason", "we want to try GRPO on it anyway, really")
+    assert r.code == 2 and "cannot be acknowledged" in r.err and "lora-qlora-recipes" in r.err
+    (run / "acks.json").write_text(json.dumps({"base_never_succeeds": {"reason": "hand-edited", "by": "x"}}))
+    cli("inspect", "gate", run)
+    gate = json.loads((run / "gate.json").read_text())
+    assert gate["status"] == "FAIL" and "base_never_succeeds" in " ".join(gate["reasons"])
     cut = sum(s["truncated"] for s in samples)
     assert ("truncated" in {f["id"] for f in report["flags"]}) == (cut >= len(samples) / 2)
 

@@ -87,7 +87,7 @@ def evaluate(run_dir: str | Path, spec) -> dict[str, Any]:
     acks = V.load_acks(run_dir)
     flags = []
     for f in report.get("flags", []):
-        ack = acks.get(f["id"])
+        ack = None if f["id"] in V.UNWAIVABLE_FLAGS else acks.get(f["id"])  # even if acks.json was hand-edited
         flags.append({**f, "status": "acknowledged" if ack else "open", **({"ack": ack} if ack else {})})
     open_flags = [f["id"] for f in flags if f["status"] == "open"]
     if open_flags:

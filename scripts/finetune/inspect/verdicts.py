@@ -192,6 +192,15 @@ def load_json(path: Path) -> Any:
                         fix="re-create it with the finetune command that writes it") from None
 
 
+# Flags no written reason can clear. A model that never succeeds gives every GRPO group identical
+# rewards, so no advantage and no learning: the seed routes it back to SFT, and only a new base-success
+# measurement (after SFT) can clear this flag.
+UNWAIVABLE_FLAGS = {
+    "base_never_succeeds": "the model never succeeds on the task, so GRPO has nothing to sharpen "
+                           "(RL re-weights what already works; it does not install a skill)",
+}
+
+
 def load_acks(run_dir: str | Path) -> dict[str, dict[str, Any]]:
     return load_json(Path(run_dir) / ACKS) or {}
 
@@ -203,6 +212,9 @@ def acknowledge(run_dir: str | Path, flag_id: str, reason: str, by: str | None,
     if flag_id in probe_ids or flag_id.startswith("probe:"):
         raise UserError(f"'{flag_id}' is a hack probe; a passing probe cannot be waived", where=flag_id,
                         fix="fix the reward so the probe fails, then re-run `finetune inspect score`")
+    if flag_id in UNWAIVABLE_FLAGS:
+        raise UserError(f"'{flag_id}' cannot be acknowledged: {UNWAIVABLE_FLAGS[flag_id]}", where=flag_id,
+                        fix="go back to SFT (skills/lora-qlora-recipes), then sample and score again")
     if flag_id not in known_flags:
         raise UserError(f"no red flag '{flag_id}' in the score report", where=flag_id,
                         fix="one of: " + (", ".join(known_flags) or "(none: nothing to acknowledge)"))
