@@ -403,7 +403,8 @@ def reference_doc() -> str:
         "",
         "With `trl grpo --config grpo.yaml`, put the run directory on `PYTHONPATH` and list "
         "`reward_funcs: [rewards.format, rewards.correctness]`. The module also exposes `REWARD_META` (one "
-        "`{name, type, role, threshold, min, max}` per function, read by the inspection gate) and "
+        "`{name, type, role, threshold, min, max, gated_on_format}` per function, read by the inspection gate; "
+        "`gated_on_format` is true for a correctness reward that scores 0 on a completion failing a format reward) and "
         "`disable_caches()` (the gate's determinism re-score bypasses the judge cache).",
         "",
         "Calling convention (TRL 1.16): `f(prompts=..., completions=..., completion_ids=..., **columns, "
