@@ -448,8 +448,10 @@ def _dataset_stats(spec) -> tuple[DatasetStats, str]:
             raise UserError(f"column '{col}' not in the dataset (columns: {columns})", where=where,
                             fix="name an existing column")
     tokenizer = None
-    model_path = spec.resolve_path(spec.model)
-    if model_path.is_dir() and any((model_path / f).is_file() for f in ("tokenizer.json", "tokenizer_config.json")):
+    from finetune import hub
+
+    model_path = hub.cached_model(spec.model, spec.source.parent if spec.source else None)  # local or HF cache
+    if model_path is not None and any((model_path / f).is_file() for f in ("tokenizer.json", "tokenizer_config.json")):
         from transformers import AutoTokenizer
 
         tokenizer = AutoTokenizer.from_pretrained(str(model_path))
