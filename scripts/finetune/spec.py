@@ -87,7 +87,10 @@ class TrainingSpec(_Strict):
                                                 "(on-policy); GSPO renders 2 × that (off-policy).")
     max_steps: int = Field(-1, description="Stop after N optimiser steps (-1: run num_train_epochs).")
     num_train_epochs: float = Field(1.0, gt=0, description="Passes over the prompts.")
-    logging_steps: int = Field(10, ge=1, description="Log every N steps (diagnose reads these).")
+    logging_steps: int = Field(10, ge=1, description="Log every N steps (diagnose reads these; it needs 10 "
+                               "log points, which config render checks).")
+    warmup_steps: int = Field(10, ge=0, description="Linear warm-up before the constant learning rate; "
+                              "config render warns when it is over 20% of the optimiser steps.")
     save_steps: int = Field(200, ge=1, description="Checkpoint every N steps.")
     seed: int = Field(BASE_SEED, description="The seed's reference seed.")
     gradient_checkpointing: Optional[bool] = Field(None, description="null: from finetune.memory.recommend().")
