@@ -12,6 +12,7 @@ from pathlib import Path
 
 from finetune import rundir
 from finetune.errors import CheckFailed, UserError
+from finetune.types import count
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -33,7 +34,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p = sub.add_parser("review", help="write the reading sheet (md, html) or review in the terminal")
     p.add_argument("run")
     p.add_argument("--format", choices=["md", "html", "terminal"], default="md")
-    p.add_argument("-n", type=int, default=None, help="samples to select (default: max(min_read, 60), ≤ 100)")
+    p.add_argument("-n", type=count(1, 100000), default=None, help="samples to select (default: max(min_read, 60), ≤ 100)")
 
     p = sub.add_parser("verdict", help="record verdicts (one, or a JSONL file) — never edit JSON by hand")
     p.add_argument("run")
