@@ -85,7 +85,9 @@ def scored_digests(run_dir: str | Path) -> dict[str, str]:
     path = Path(run_dir) / rundir.SCORED
     if not path.is_file():
         raise UserError(f"no {rundir.SCORED} in {run_dir}", fix="run `finetune inspect score RUN` first")
-    return {obj["id"]: sample_digest(obj) for _, obj in read_jsonl(path)}
+    from finetune.inspect.runfiles import check_scored
+
+    return {obj["id"]: sample_digest(obj) for obj in check_scored(read_jsonl(path), path)}
 
 
 def record_verdicts(run_dir: str | Path, new: list[Verdict], source: str = "verdict") -> Path:
