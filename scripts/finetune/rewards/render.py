@@ -13,7 +13,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Optional
 
-from finetune import __version__, atomic, literals, rundir
+from finetune import __version__, literals, rundir
 from finetune.errors import UserError
 from finetune.rewards.specs import PARTIAL_CEILING, ordering_margin, penalty_floors
 
@@ -236,13 +236,12 @@ def render_rewards(spec: Any, out_dir: str | Path) -> list[Path]:
         list(spec.rewards), run_name=spec.name, spec_path=str(source.name if source else "spec.yaml"),
         section_digest=reward_section_digest(spec.reward_section()),
         max_completion_length=spec.generation.max_completion_length, source_path=source)
-    with atomic.staged_dir(out_dir) as staging:
-        for name, text in files.items():
-            (staging / name).write_text(text, encoding="utf-8")
-    for stale in HELPER_FILES.values():
-        if stale not in files and (out_dir / stale).is_file():
-            (out_dir / stale).unlink()
-    return [out_dir / name for name in files]
+    # One commit, staged inside the run directory: rewards.py, its helpers and the removal of helpers
+    # this spec no longer needs land together (a crash leaves the old set or, after the next run, the new).
+    from finetune import commit
+
+    stale = tuple(h for h in HELPER_FILES.values() if h not in files and (out_dir / h).is_file())
+    return commit.commit_files(out_dir, files, remove=stale)
 
 
 # ------------------------------------------------------------------------------------------------
