@@ -219,21 +219,27 @@ def check_prefilled_think(spec: Any) -> None:
                         spec.source)
 
 
+def spec_sources(spec: Any) -> dict[str, str]:
+    """File name → text of what ``render_rewards`` writes for ``spec`` (nothing written; `finetune status`
+    compares it with the run directory)."""
+    from finetune.hashing import reward_section_digest
+
+    source = spec.source
+    check_prefilled_think(spec)
+    return render_sources(
+        list(spec.rewards), run_name=spec.name, spec_path=str(source.name if source else "spec.yaml"),
+        section_digest=reward_section_digest(spec.reward_section()),
+        max_completion_length=spec.generation.max_completion_length, source_path=source)
+
+
 def render_rewards(spec: Any, out_dir: str | Path) -> list[Path]:
     """Write rewards.py and its helpers for ``spec`` (a RunSpec) into ``out_dir``, all or nothing.
 
     Helpers a previous render wrote and this spec no longer needs are removed, so the gate never
     binds a stale file. Returns the written paths.
     """
-    from finetune.hashing import reward_section_digest
-
     out_dir = Path(out_dir)
-    source = spec.source
-    check_prefilled_think(spec)
-    files = render_sources(
-        list(spec.rewards), run_name=spec.name, spec_path=str(source.name if source else "spec.yaml"),
-        section_digest=reward_section_digest(spec.reward_section()),
-        max_completion_length=spec.generation.max_completion_length, source_path=source)
+    files = spec_sources(spec)
     with atomic.staged_dir(out_dir) as staging:
         for name, text in files.items():
             (staging / name).write_text(text, encoding="utf-8")
