@@ -37,6 +37,8 @@ class RewardInfo:
     max: float | None
     weight: float
     func: Callable[..., Any] = field(repr=False)
+    # a correctness reward that scores 0 on malformed output by design (REWARD_META "gated_on_format")
+    gated_on_format: bool = False
 
     def passes(self, value: float | None) -> bool:
         """A score passes when it is a finite number at or above the reward's threshold."""
@@ -44,7 +46,8 @@ class RewardInfo:
 
     def meta(self) -> dict[str, Any]:
         return {"name": self.name, "type": self.type, "role": self.role, "threshold": self.threshold,
-                "min": self.min, "max": self.max, "weight": self.weight}
+                "min": self.min, "max": self.max, "weight": self.weight,
+                "gated_on_format": self.gated_on_format}
 
 
 @dataclass
@@ -108,7 +111,8 @@ def load_rewards(run_dir: str | Path, spec_reward_names: list[str] | None = None
                                   threshold=float(meta["threshold"]),
                                   min=None if meta.get("min") is None else float(meta["min"]),
                                   max=None if meta.get("max") is None else float(meta["max"]),
-                                  weight=float(weight), func=func))
+                                  weight=float(weight), func=func,
+                                  gated_on_format=meta.get("gated_on_format") is True))
     names = [r.name for r in rewards]
     if spec_reward_names is not None and names != list(spec_reward_names):
         raise UserError(f"rewards.py defines {names} but the spec names {list(spec_reward_names)}",

@@ -18,7 +18,7 @@ from typing import Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from finetune import atomic, rundir
+from finetune import atomic, jsonio, rundir
 from finetune.errors import UserError
 from finetune.hashing import sha256_file
 
@@ -49,22 +49,7 @@ class Verdict(BaseModel):
 
 def read_jsonl(path: Path) -> list[tuple[int, Any]]:
     """(line number, parsed JSON) for each non-blank line; a bad line → UserError file:line."""
-    out = []
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise UserError(f"file not found: {path}", fix="check the path") from None
-    except UnicodeDecodeError:
-        raise UserError("not UTF-8 text", where=str(path), fix="save the file as UTF-8") from None
-    for n, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            out.append((n, json.loads(line)))
-        except json.JSONDecodeError as exc:
-            raise UserError(f"invalid JSON: {exc.msg}", where=f"{path}:{n}",
-                            fix="write one JSON object per line") from None
-    return out
+    return jsonio.read_jsonl(path)
 
 
 def parse_verdicts(path: Path) -> list[Verdict]:
@@ -183,13 +168,10 @@ def confirm(run_dir: str | Path, user: str, statement: str | None) -> Path:
 
 
 def load_json(path: Path) -> Any:
-    if not path.is_file():
+    """A run file's JSON, or None when absent; unreadable / invalid → UserError naming the path."""
+    if not path.exists():
         return None
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise UserError(f"invalid JSON: {exc.msg}", where=f"{path}:{exc.lineno}",
-                        fix="re-create it with the finetune command that writes it") from None
+    return jsonio.read_json(path)
 
 
 # Flags no written reason can clear. A model that never succeeds gives every GRPO group identical

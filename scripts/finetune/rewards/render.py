@@ -13,7 +13,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Optional
 
-from finetune import __version__, atomic, rundir
+from finetune import __version__, atomic, literals, rundir
 from finetune.errors import UserError
 from finetune.rewards.registry import HELPERS, KINDS, TYPE_ORDER
 from finetune.rewards.specs import PARTIAL_CEILING, ordering_margin, penalty_floors
@@ -30,7 +30,7 @@ def environment():
 
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), undefined=jinja2.StrictUndefined,
                              trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True, autoescape=False)
-    env.filters["pyrepr"] = repr
+    literals.register(env)
     env.filters["tuple"] = tuple
     env.filters["tojson_compact"] = lambda v: json.dumps(v, sort_keys=True, separators=(",", ":"))
     env.globals["partial_ceiling"] = PARTIAL_CEILING
@@ -197,10 +197,12 @@ def check_prefilled_think(spec: Any) -> None:
     """trl#6966: a think_answer format reward must know whether the chat template opens <think>.
 
     With the wrong setting every completion scores 0 on format, so this is refused before rendering.
-    Only checked for a local model folder whose chat template can be rendered.
+    Only checked for a model folder (local or in the HF cache) whose chat template can be rendered.
     """
-    model_dir = spec.resolve_path(spec.model)
-    if not model_dir.is_dir():
+    from finetune import hub
+
+    model_dir = hub.cached_model(spec.model, spec.source.parent if spec.source else None)  # local or HF cache
+    if model_dir is None:
         return
     suffix = generation_prompt_suffix(model_dir)
     if suffix is None:
@@ -309,7 +311,8 @@ def reference_doc() -> str:
         "",
         "With `trl grpo --config grpo.yaml`, put the run directory on `PYTHONPATH` and list "
         "`reward_funcs: [rewards.format, rewards.correctness]`. The module also exposes `REWARD_META` (one "
-        "`{name, type, role, threshold, min, max}` per function, read by the inspection gate) and "
+        "`{name, type, role, threshold, min, max, gated_on_format}` per function, read by the inspection gate; "
+        "`gated_on_format` is true for a correctness reward that scores 0 on a completion failing a format reward) and "
         "`disable_caches()` (the gate's determinism re-score bypasses the judge cache).",
         "",
         "Calling convention (TRL 1.16): `f(prompts=..., completions=..., completion_ids=..., **columns, "
