@@ -50,6 +50,10 @@ class _Planned:
     limit: Optional[int] = None
     wrapped: Any = None
 
+    @property
+    def template(self) -> str:
+        return KINDS[self.spec.type].template
+
 
 def _fail(loc: str, what: str, fix: str, spec_path: Optional[Path]) -> UserError:
     where = str(spec_path) if spec_path else "spec"
@@ -127,12 +131,14 @@ def render_sources(rewards: list[Any], *, run_name: str = "run", spec_path: str 
     third_party = [m for t in types_used for m in KINDS[t].imports]
     helper_files = [HELPER_FILES[h] for h in helpers]
     env = environment()
-    libraries = [str(env.get_template(KINDS[t].template).module.library()).strip() for t in types_used]
+    # Kinds whose library macro renders nothing (their code lives in helpers) add no section.
+    library_templates = [KINDS[t].template for t in types_used
+                         if str(env.get_template(KINDS[t].template).module.library()).strip()]
     text = env.get_template("rewards.py.j2").render(
         run_name=run_name, spec_path=spec_path, section_digest=section_digest or "-" * 16, rewards=planned,
         packages=packages, helper_files=helper_files, helper_modules=[f[:-3] for f in helper_files],
         stdlib_imports=stdlib, package_imports=third_party, types_used=types_used,
-        libraries=[lib for lib in libraries if lib], functions=[function_source(p) for p in planned],
+        library_templates=library_templates,
         gated=any(p.role == "format" for p in planned), margin=ordering_margin(rewards) or 0.0)
     files = {rundir.REWARDS: text}
     for helper in helpers:
@@ -140,16 +146,6 @@ def render_sources(rewards: list[Any], *, run_name: str = "run", spec_path: str 
     for name, source in files.items():
         compile(source, name, "exec")  # a template bug must fail here, not on the training box
     return files
-
-
-def function_source(p: _Planned) -> str:
-    """The rendered function of one planned reward (its kind's template macro ``reward``)."""
-    module = environment().get_template(KINDS[p.spec.type].template).module
-    if p.spec.type == "length_penalty":
-        return str(module.reward(p.spec, p.floor, p.limit, p.wrapped)).strip()
-    if p.spec.type == "format":
-        return str(module.reward(p.spec)).strip()
-    return str(module.reward(p.spec, p.gated)).strip()
 
 
 def _render_helper(helper: str) -> str:
@@ -433,6 +429,6 @@ def _render_gate(format_plans: list[_Planned]) -> str:
     source = environment().get_template("rewards.py.j2").render(
         run_name="doc", spec_path="spec.yaml", section_digest="-" * 16, rewards=format_plans, packages=[],
         helper_files=[], helper_modules=[], stdlib_imports=[], package_imports=[], types_used=[], gated=True,
-        margin=0.0, libraries=[], functions=[function_source(p) for p in format_plans])
+        margin=0.0, library_templates=[])
     start = source.index("_FORMAT_REWARDS = ")
     return source[start:source.index("REWARD_FUNCS = ")]
