@@ -134,10 +134,10 @@ def evaluate(run_dir: str | Path, spec, rescore: bool = True) -> dict[str, Any]:
         reasons.append(f"{len(disagreements)} disagreement(s) between reward and reading: {fp} false positive "
                        f"(reward-hacking risk), {fn} false negative (lost signal); fix the reward first")
 
-    acks = V.load_acks(run_dir)
+    acks = V.acks_for(run_dir, report.get("flags", []))  # schema-checked, bound to each flag, never unwaivable
     flags = []
     for f in report.get("flags", []):
-        ack = None if f["id"] in V.UNWAIVABLE_FLAGS else acks.get(f["id"])  # even if acks.json was hand-edited
+        ack = acks.get(f["id"])
         flags.append({**f, "status": "acknowledged" if ack else "open", **({"ack": ack} if ack else {})})
     open_flags = [f["id"] for f in flags if f["status"] == "open"]
     if open_flags:
@@ -151,7 +151,7 @@ def evaluate(run_dir: str | Path, spec, rescore: bool = True) -> dict[str, Any]:
 
     humans = sum(v.reader == "human" for v in read)
     agents = len(read) - humans
-    confirmation = V.load_json(run_dir / V.CONFIRMATION)
+    confirmation = V.load_confirmation(run_dir)
     confirmed = False
     if agents:
         verdicts_path = run_dir / rundir.VERDICTS

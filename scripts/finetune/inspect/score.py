@@ -13,7 +13,7 @@ from math import comb
 from pathlib import Path
 from typing import Any
 
-from finetune import atomic, rundir
+from finetune import jsonio, rundir
 from finetune.errors import UserError
 from finetune.hashing import reward_files, reward_section_digest, sha256_file
 from finetune.inspect import flags as flags_mod
@@ -233,9 +233,11 @@ def score_run(run_dir: str | Path, spec, console=None) -> dict[str, Any]:
     with Progress(console=console, transient=True, disable=console is None) as bar:
         task = bar.add_task("scoring", total=steps)
         rows, report = compute_isolated(run_dir, spec, on_progress=lambda: bar.advance(task))
-    scored_path = atomic.write_jsonl(run_dir / rundir.SCORED, rows)
+    # A NaN/inf score is stored as null (jsonio refuses raw non-finite JSON); the report's `non_finite`
+    # count and the `non_finite` flag keep what happened.
+    scored_path = jsonio.write_jsonl(run_dir / rundir.SCORED, rows, nonfinite="null")
     report["scored_sha256"] = sha256_file(scored_path)
-    atomic.write_json(run_dir / rundir.SCORE_REPORT, report)
+    jsonio.write_json(run_dir / rundir.SCORE_REPORT, report, nonfinite="null")
     return report
 
 
