@@ -240,10 +240,12 @@ def _report_binding(run_dir: Path, spec) -> str:
 
 
 def run_gate(run_dir: str | Path, spec) -> dict[str, Any]:
+    from finetune.inspect.isolate import RewardAborted
+
     try:
         record = evaluate(run_dir, spec)
-    except UserError as exc:
-        # the re-score could not run (the reward code exited, ...): an earlier PASS must not survive it
+    except RewardAborted as exc:
+        # the re-score could not run (the reward code exited): an earlier PASS must not survive it
         if (Path(run_dir) / rundir.GATE).is_file():
             write_gate_record(run_dir, {"status": "FAIL", "reasons": [exc.line()], "hashes": {}, "inputs": {},
                                         "versions": _versions(), "time": V.now()})

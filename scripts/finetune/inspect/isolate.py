@@ -19,6 +19,10 @@ from finetune.errors import UserError
 IMPORT = "(import of rewards.py)"  # what the child is doing before any reward is called
 
 
+class RewardAborted(UserError):
+    """The reward code ended the scoring process (exit 2); the gate voids an earlier PASS on it."""
+
+
 class RewardExited(BaseException):
     """Raised in the child when reward code raises SystemExit (a BaseException, so no reward catches it)."""
 
@@ -125,7 +129,7 @@ def _outcome(outcome: tuple[str, Any] | None, exitcode: int | None, current: str
     fix = "remove the exit from the reward code (a reward must return scores, never end the process)"
     if outcome is None:
         reward = current if current == IMPORT else f"reward '{current}'"
-        raise UserError(f"the reward code ended the scoring process (exit status {exitcode}) during {reward}",
+        raise RewardAborted(f"the reward code ended the scoring process (exit status {exitcode}) during {reward}",
                         where=what, fix=fix)
     kind, payload = outcome
     if kind == "result":
@@ -133,7 +137,7 @@ def _outcome(outcome: tuple[str, Any] | None, exitcode: int | None, current: str
     if kind == "exited":
         reward, code = payload
         during = reward if reward == IMPORT else f"reward '{reward}'"
-        raise UserError(f"the reward code called sys.exit({code!r}) during {during}", where=what, fix=fix)
+        raise RewardAborted(f"the reward code called sys.exit({code!r}) during {during}", where=what, fix=fix)
     if kind == "user_error":
         message, where, fix_ = payload
         raise UserError(message, where=where, fix=fix_)
