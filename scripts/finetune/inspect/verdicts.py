@@ -69,8 +69,8 @@ def parse_verdicts(path: Path) -> list[Verdict]:
 def load_verdicts(run_dir: str | Path) -> dict[str, Verdict]:
     """The run's verdicts by sample id (a later line for the same id replaces an earlier one)."""
     path = Path(run_dir) / rundir.VERDICTS
-    if not path.is_file():
-        return {}
+    if not path.exists():
+        return {}  # (a directory in its place is read, and refused, by jsonio: never taken for "no verdicts")
     return {v.id: v for v in parse_verdicts(path)}
 
 
