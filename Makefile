@@ -26,7 +26,11 @@ lint: $(STAMP)
 	$(BIN)/finetune lint .
 	$(BIN)/finetune docs --check
 	for d in skills/*/; do $(BIN)/agentskills validate "$$d" || exit 1; done
-	npx --yes @anthropic-ai/claude-code@$(CLAUDE_CODE_VERSION) plugin validate --strict --profile directory .
+	# the directory profile validates plugin.json and the marketplace; it must print no advice
+	out=$$(npx --yes @anthropic-ai/claude-code@$(CLAUDE_CODE_VERSION) plugin validate --strict --profile directory .); \
+	  rc=$$?; echo "$$out"; [ $$rc -eq 0 ] || exit $$rc; \
+	  if echo "$$out" | grep -q 'Advice'; then echo 'plugin validate printed advice (see above)'; exit 1; fi
+	npx --yes @anthropic-ai/claude-code@$(CLAUDE_CODE_VERSION) plugin validate --strict .claude-plugin/marketplace.json
 
 test: $(STAMP)
 	@command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium >/dev/null) || echo "warning: chromium not installed; browser tests will be skipped"

@@ -38,6 +38,24 @@ def tiny_moe_model_dir(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def hf_home(tmp_path_factory, tiny_model_dir) -> Path:
+    """HF_HOME (and HF_HUB_CACHE) for the session: a temp Hugging Face cache holding the tiny model as
+    ``HUB_REPO_ID``, so hub ids resolve through the real huggingface_hub code, fully offline."""
+    from hfcache_helpers import HUB_REPO_ID, install_in_hf_cache
+
+    home = tmp_path_factory.mktemp("hf-home")
+    install_in_hf_cache(tiny_model_dir, home / "hub", HUB_REPO_ID)
+    saved = {k: os.environ.get(k) for k in ("HF_HOME", "HF_HUB_CACHE")}
+    os.environ["HF_HOME"], os.environ["HF_HUB_CACHE"] = str(home), str(home / "hub")
+    yield home
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+
+
+@pytest.fixture(scope="session")
 def demo_run(tmp_path_factory):
     """`finetune demo` run once per test session (reader: its independent checker); the DemoResult.
 

@@ -49,6 +49,22 @@ def test_claude_plugin_validate_strict(repo_root):
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
     assert "Validation passed" in out.stdout
+    # the directory profile's advice (e.g. "no line installs the plugin from a marketplace") must be empty
+    assert "Advice" not in out.stdout, out.stdout[out.stdout.find("Advice"):]
+    assert f"Validating marketplace manifest: {repo_root / '.claude-plugin' / 'marketplace.json'}" in out.stdout
+
+
+def test_marketplace_lists_this_plugin_and_readme_installs_it(repo_root):
+    market = json.loads((repo_root / ".claude-plugin" / "marketplace.json").read_text())
+    manifest = json.loads((repo_root / ".claude-plugin" / "plugin.json").read_text())
+    [entry] = [p for p in market["plugins"] if p["name"] == manifest["name"]]
+    assert entry["source"] == "./" and entry["version"] == manifest["version"]
+    assert entry["description"] == manifest["description"]
+    owner_repo = manifest["repository"].removeprefix("https://github.com/")
+    readme = (repo_root / "README.md").read_text()
+    assert f"/plugin install {manifest['name']} --marketplace {owner_repo}" in readme
+    assert f"/plugin marketplace add {owner_repo}" in readme
+    assert f"/plugin install {manifest['name']}@{market['name']}" in readme
 
 
 @pytest.mark.parametrize("skill", SKILLS)

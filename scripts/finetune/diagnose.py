@@ -1143,7 +1143,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-o", "--out", metavar="DIR",
                         help="write DIR/diagnosis/ (default: the run directory)")
     parser.add_argument("--spec", metavar="SPEC", help="the run spec (default: spec.yaml in the run directory)")
-    parser.add_argument("--model", metavar="PATH", help="model folder / config.json (default: from the config or spec)")
+    parser.add_argument("--model", metavar="MODEL", help="hub id, model folder or config.json (default: from the config "
+                        "or spec); a hub id's config.json comes from the HF cache or the hub")
     parser.add_argument("--correctness", metavar="NAME", action="append",
                         help="name of a correctness reward (rewards/NAME/mean) when no spec or REWARD_META says so")
     parser.add_argument("--apply", action="store_true",

@@ -1048,7 +1048,8 @@ def _estimate_from(model: ModelInfo, hardware: Hardware, rec: Recommendation, *,
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """`finetune memory SPEC | --model M [--profile P] [--gpus N] [--method X] ...`."""
     parser.add_argument("spec", nargs="?", help="run spec (spec.yaml) or run directory; writes memory.md there")
-    parser.add_argument("--model", help="hub id (bundled config) or local model folder, instead of a spec")
+    parser.add_argument("--model", help="hub id (HF cache, bundled config, or config.json alone from the hub) or local "
+                        "model folder, instead of a spec")
     parser.add_argument("--model-config", help="config.json for a model that is not bundled")
     parser.add_argument("--profile", help="hardware profile (h100-80gb, a100-40gb, rtx-4090-24gb, dgx-spark, ...)")
     parser.add_argument("--gpus", type=int, help="GPUs per node")

@@ -160,21 +160,6 @@ def _looks_like_path(value: str) -> bool:
     return value.startswith((".", "/", "~")) or value.endswith(".json") or value.count("/") > 1
 
 
-def _hub_cache_config(repo_id: str) -> Path | None:
-    """config.json of ``repo_id`` if the Hugging Face cache already holds it (no network)."""
-    import os
-
-    if repo_id.count("/") != 1:
-        return None
-    try:
-        from huggingface_hub import try_to_load_from_cache
-
-        hit = try_to_load_from_cache(repo_id, "config.json", cache_dir=os.environ.get("HF_HUB_CACHE"))
-    except (ImportError, ValueError, OSError):  # no hub client, or not a valid repo id
-        return None
-    return Path(hit) if isinstance(hit, str) and Path(hit).is_file() else None
-
-
 def _adapter_base(value: str, base_dir: Path | None) -> str | None:
     """The base model a PEFT adapter folder names (adapter_config.json), if ``value`` is one."""
     p = Path(value).expanduser()
@@ -193,7 +178,8 @@ def resolve_config_path(model: str, model_config: str | None = None, base_dir: s
     """Find the config.json describing ``model`` (see :func:`load_model_info`).
 
     Order: ``model_config``; a local folder / config.json; a PEFT adapter folder's base model; the
-    Hugging Face cache (offline); the bundled configs.
+    Hugging Face cache (offline); the bundled configs; config.json alone from the hub
+    (:func:`finetune.hub.resolve_config`; one line naming the id and HF_HUB_OFFLINE when it cannot).
     """
     base = Path(base_dir) if base_dir is not None else None
     if model_config:
@@ -210,17 +196,28 @@ def resolve_config_path(model: str, model_config: str | None = None, base_dir: s
     adapter_base = _adapter_base(model, base)
     if adapter_base and adapter_base != model:
         return resolve_config_path(adapter_base, None, base)
-    found = _hub_cache_config(model)
+    from finetune import hub
+
+    found = hub.resolve_config(model, base, download=False)  # the HF cache, no network
     if found is not None:
         return found
     if _looks_like_path(model):
         raise UserError(f"no config.json at '{model}'", where="model",
                         fix="point `model` at a saved model folder, or add `model_config: path/to/config.json`")
+    # bundled public configs before the network: estimates (and the generated docs) stay offline-stable
     found = _bundled_config(model)
-    if found is None:
-        raise UserError(f"no config for model '{model}' (no hub access here, and it is not bundled)", where="model",
+    if found is not None:
+        return found
+    if not hub.is_repo_id(model):
+        raise UserError(f"no config for model '{model}' (not a folder, a hub id org/name, or bundled)", where="model",
                         fix="add `model_config: path/to/config.json` to the spec (or --model-config), "
                             "or use one of: " + ", ".join(bundled_models()))
+    try:
+        found = hub.resolve_config(model, base)  # config.json alone, from the hub
+    except UserError as exc:
+        raise UserError(exc.what, where="model", fix=f"{exc.fix}; or add `model_config: path/to/config.json` to "
+                        "the spec (--model-config)") from None
+    assert found is not None  # a hub id: resolve_config returns a path or raises
     return found
 
 

@@ -15,12 +15,11 @@ import difflib
 import json
 import math
 import re
-import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from finetune import __version__, rundir
+from finetune import __version__, literals, rundir
 from finetune.errors import CheckFailed, UserError
 from finetune.variants import ALGORITHM_FIELDS, VARIANT_SYMPTOM, Pinned, algorithm_kwargs
 
@@ -449,8 +448,10 @@ def _dataset_stats(spec) -> tuple[DatasetStats, str]:
             raise UserError(f"column '{col}' not in the dataset (columns: {columns})", where=where,
                             fix="name an existing column")
     tokenizer = None
-    model_path = spec.resolve_path(spec.model)
-    if model_path.is_dir() and any((model_path / f).is_file() for f in ("tokenizer.json", "tokenizer_config.json")):
+    from finetune import hub
+
+    model_path = hub.cached_model(spec.model, spec.source.parent if spec.source else None)  # local or HF cache
+    if model_path is not None and any((model_path / f).is_file() for f in ("tokenizer.json", "tokenizer_config.json")):
         from transformers import AutoTokenizer
 
         tokenizer = AutoTokenizer.from_pretrained(str(model_path))
@@ -776,27 +777,12 @@ def _validate_with_trl(kw: dict[str, Setting], topo: Topology) -> None:
 # ----------------------------------------------------------------------------------------------
 # rendering
 
-def _py(value: Any) -> str:
-    return repr(value)
-
-
-def _yaml_scalar(value: Any) -> str:
-    import yaml
-
-    text = yaml.safe_dump(value, default_flow_style=True, width=10_000).strip()
-    return text[:-4].rstrip() if text.endswith("\n...") or text.endswith(" ...") else text.removesuffix("...").strip()
-
-
 def _env():
     import jinja2
 
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), undefined=jinja2.StrictUndefined,
                              keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True)
-    env.filters["py"] = _py
-    env.filters["yml"] = _yaml_scalar
-    env.filters["sh"] = shlex.quote
-    env.filters["json"] = lambda v: json.dumps(v, indent=2)
-    return env
+    return literals.register(env)
 
 
 def _context(plan: RenderPlan) -> dict[str, Any]:

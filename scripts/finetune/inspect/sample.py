@@ -234,11 +234,12 @@ def run_sample(spec, run_dir: str | Path, *, import_file: str | None = None, imp
         return info
 
     rows = load_rows(spec)
-    model_path = spec.resolve_path(spec.model)
-    if not model_path.exists():
-        raise UserError(f"model not found: {model_path}", where="model",
-                        fix="sampling needs the model locally: a folder with config.json, weights and tokenizer "
-                            "(or import completions with --import FILE)")
+    from finetune import hub
+
+    try:  # a local folder, the HF cache, or a hub download (progress bar), as transformers resolves it
+        model_path = hub.resolve_model(spec.model, spec.source.parent if spec.source else None, console=console)
+    except UserError as exc:
+        raise UserError(exc.what, where=exc.where, fix=f"{exc.fix} (or import completions with --import FILE)") from None
     reqs = _requests(spec, rows, _pick(len(rows), insp.prompts, seed), insp.per_prompt, "p")
     b = insp.base_success
     base_reqs = _requests(spec, rows, _pick(len(rows), b.prompts, seed + 1), b.samples_per_prompt, "b") if base else []

@@ -13,7 +13,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Optional
 
-from finetune import __version__, atomic, rundir
+from finetune import __version__, atomic, literals, rundir
 from finetune.errors import UserError
 from finetune.rewards.specs import PARTIAL_CEILING, ordering_margin, penalty_floors
 
@@ -35,7 +35,7 @@ def environment():
 
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), undefined=jinja2.StrictUndefined,
                              trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True, autoescape=False)
-    env.filters["pyrepr"] = repr
+    literals.register(env)
     env.filters["tuple"] = tuple
     env.filters["tojson_compact"] = lambda v: json.dumps(v, sort_keys=True, separators=(",", ":"))
     env.globals["partial_ceiling"] = PARTIAL_CEILING
@@ -198,10 +198,12 @@ def check_prefilled_think(spec: Any) -> None:
     """trl#6966: a think_answer format reward must know whether the chat template opens <think>.
 
     With the wrong setting every completion scores 0 on format, so this is refused before rendering.
-    Only checked for a local model folder whose chat template can be rendered.
+    Only checked for a model folder (local or in the HF cache) whose chat template can be rendered.
     """
-    model_dir = spec.resolve_path(spec.model)
-    if not model_dir.is_dir():
+    from finetune import hub
+
+    model_dir = hub.cached_model(spec.model, spec.source.parent if spec.source else None)  # local or HF cache
+    if model_dir is None:
         return
     suffix = generation_prompt_suffix(model_dir)
     if suffix is None:
