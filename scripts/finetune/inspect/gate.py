@@ -104,10 +104,10 @@ def evaluate(run_dir: str | Path, spec) -> dict[str, Any]:
         reasons.append(f"{len(disagreements)} disagreement(s) between reward and reading: {fp} false positive "
                        f"(reward-hacking risk), {fn} false negative (lost signal); fix the reward first")
 
-    acks = V.load_acks(run_dir)
+    acks = V.acks_for(run_dir, report.get("flags", []))  # schema-checked, bound to each flag, never unwaivable
     flags = []
     for f in report.get("flags", []):
-        ack = None if f["id"] in V.UNWAIVABLE_FLAGS else acks.get(f["id"])  # even if acks.json was hand-edited
+        ack = acks.get(f["id"])
         flags.append({**f, "status": "acknowledged" if ack else "open", **({"ack": ack} if ack else {})})
     open_flags = [f["id"] for f in flags if f["status"] == "open"]
     if open_flags:
@@ -121,7 +121,7 @@ def evaluate(run_dir: str | Path, spec) -> dict[str, Any]:
 
     humans = sum(v.reader == "human" for v in read)
     agents = len(read) - humans
-    confirmation = V.load_json(run_dir / V.CONFIRMATION)
+    confirmation = V.load_confirmation(run_dir)
     confirmed = False
     if agents:
         verdicts_path = run_dir / rundir.VERDICTS
@@ -180,6 +180,8 @@ def verify_gate(run_dir: str | Path, spec) -> GateCheck:
     changed = sorted(k for k in set(bound) | set(now_hashes) if bound.get(k) != now_hashes.get(k))
     inputs = record.get("inputs") or {}
     changed += sorted(k for k in inputs if not (run_dir / k).is_file() or sha256_file(run_dir / k) != inputs[k])
+    # a file the gate judged absent (acks.json, confirmation.json added after PASS) changes the judgement too
+    changed += sorted(k for k in EXTRA_INPUTS if k not in inputs and (run_dir / k).is_file())
     if changed:
         return GateCheck(False, "changed since the gate PASSed: " + ", ".join(changed)
                          + "; re-run `finetune inspect score` and `finetune inspect gate`", record)

@@ -13,7 +13,7 @@ from math import comb
 from pathlib import Path
 from typing import Any
 
-from finetune import atomic, rundir
+from finetune import jsonio, rundir
 from finetune.errors import UserError
 from finetune.hashing import reward_files, reward_section_digest, sha256_file
 from finetune.inspect import flags as flags_mod
@@ -221,7 +221,9 @@ def score_run(run_dir: str | Path, spec, console=None) -> dict[str, Any]:
     for row in rows:
         row["flags"] = [f["id"] for f in flag_list if row["id"] in f["sample_ids"]]
 
-    scored_path = atomic.write_jsonl(run_dir / rundir.SCORED, rows)
+    # A NaN/inf score is stored as null (jsonio refuses raw non-finite JSON); the report's `non_finite`
+    # count and the `non_finite` flag keep what happened.
+    scored_path = jsonio.write_jsonl(run_dir / rundir.SCORED, rows, nonfinite="null")
     report = {
         "inputs": inputs,
         "scored_sha256": sha256_file(scored_path),
@@ -233,7 +235,7 @@ def score_run(run_dir: str | Path, spec, console=None) -> dict[str, Any]:
         "controls": probe_result["controls"],
         "layout_accepted_by_format_rewards": probe_result["layout_accepted"],
     }
-    atomic.write_json(run_dir / rundir.SCORE_REPORT, report)
+    jsonio.write_json(run_dir / rundir.SCORE_REPORT, report, nonfinite="null")
     return report
 
 
