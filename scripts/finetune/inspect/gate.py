@@ -54,6 +54,18 @@ def listing(items: list[str], limit: int = 8) -> str:
     return shown if len(items) <= limit else f"{shown} and {len(items) - limit} more — see gate.json"
 
 
+def _later(a: Any, b: Any) -> bool:
+    """Is ISO time ``a`` after ``b``? (False when either is missing or unreadable.)"""
+    from datetime import datetime, timezone
+
+    try:
+        ta, tb = (datetime.fromisoformat(str(t)) for t in (a, b))
+    except ValueError:
+        return False
+    ta, tb = (t if t.tzinfo else t.replace(tzinfo=timezone.utc) for t in (ta, tb))
+    return ta > tb
+
+
 def _blind_record(run_dir: Path, read: list) -> dict[str, Any]:
     """Which read samples' scores the reader saw before or after judging (reveals.json + the verdicts).
 
@@ -61,7 +73,7 @@ def _blind_record(run_dir: Path, read: list) -> dict[str, Any]:
     verdict; changed_after_reveal: the reader changed a blind verdict after seeing the rewards."""
     reveals = V.load_reveals(run_dir)
     after = [v.id for v in read if v.id in reveals and v.first_verdict is None
-             and v.time and str(reveals[v.id].get("time", "")) < v.time]
+             and _later(v.time, reveals[v.id].get("time"))]
     return {"revealed": sum(v.id in reveals for v in read), "judged_after_reveal": after,
             "changed_after_reveal": [v.id for v in read if v.changed_after_reveal]}
 
