@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from finetune import __version__, literals, rundir
+from finetune import __version__, jsonio, literals, rundir
 from finetune.errors import CheckFailed, UserError
 from finetune.variants import ALGORITHM_FIELDS, VARIANT_SYMPTOM, Pinned, algorithm_kwargs
 
@@ -209,10 +209,7 @@ def _load_diagnosis(run_dir: Path) -> Optional[dict[str, Any]]:
     path = run_dir / rundir.DIAGNOSIS
     if not path.is_file():
         return None
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise UserError(f"unreadable diagnosis: {exc}", where=str(path), fix="re-run `finetune diagnose`") from None
+    return jsonio.read_json_object(path, what="the diagnosis", fix="re-run `finetune diagnose`")
 
 
 def _check_variant(spec, info, diagnosis: Optional[dict[str, Any]], run_dir: Path) -> Optional[str]:
@@ -408,15 +405,7 @@ def _load_rows(spec) -> tuple[list[dict[str, Any]], str]:
     if not path.exists():
         raise UserError(f"dataset not found: {path}", where="dataset.path", fix="point it at the training data")
     if fmt == "jsonl":
-        rows = []
-        with open(path, encoding="utf-8") as fh:
-            for i, line in enumerate(fh, 1):
-                if line.strip():
-                    try:
-                        rows.append(json.loads(line))
-                    except json.JSONDecodeError as exc:
-                        raise UserError(f"invalid JSON line: {exc.msg}", where=f"{path}:{i}",
-                                        fix="one JSON object per line") from None
+        rows = [obj for _, obj in jsonio.read_jsonl(path, fix="one JSON object per line")]
         return rows, fmt
     if fmt == "parquet":
         import pyarrow.parquet as pq

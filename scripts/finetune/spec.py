@@ -142,6 +142,15 @@ class RunSpec(_Strict):
             raise ValueError("use letters, digits, '.', '_' or '-' (max 64 characters)")
         return v
 
+    @field_validator("model")
+    @classmethod
+    def _model_name(cls, v: str) -> str:
+        # Checked as a local folder before it is taken for a hub id: a name no filesystem can hold
+        # (ENAMETOOLONG, NUL) is refused here with one line instead of an OSError later.
+        if "\x00" in v or any(len(part.encode("utf-8", "surrogatepass")) > 255 for part in v.split("/")):
+            raise ValueError("not a hub id or a path (a NUL, or a path component over 255 bytes)")
+        return v
+
     @model_validator(mode="after")
     def _unique_reward_names(self) -> "RunSpec":
         seen: set[str] = set()
@@ -200,6 +209,12 @@ def _is_tag(x: Any) -> bool:
 def parse_spec(data: Any, path: Path, lines: dict[tuple, int] | None = None) -> RunSpec:
     if not isinstance(data, dict):
         raise UserError("the run spec must be a YAML mapping", where=str(path), fix="see examples/spec.yaml")
+    from finetune.literals import check_text
+
+    unencodable = check_text(data)
+    if unencodable:  # a lone surrogate ("\ud800") is a str no file can hold: refuse before anything is written
+        raise UserError(f"{unencodable[0]}: a lone surrogate (\\ud800-\\udfff) is not text", where=str(path),
+                        fix="remove the escape or write the character it was meant to be")
     try:
         spec = RunSpec.model_validate(data)
     except ValidationError as exc:
