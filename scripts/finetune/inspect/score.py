@@ -201,7 +201,7 @@ def compute(run_dir: str | Path, spec, *, caches: bool = True, channel=None) -> 
         scores = {r.name: values[r.name][i] for r in rm.rewards}
         errs = {r.name: e for r in rm.rewards if (e := errors[r.name][i])}
         rows.append({**s, "rewards": scores, "errors": errs, **_row_verdicts(rm, scores, errs)})
-    base = _base_report(rm, spec, rows, base_samples, base_scores)
+    base = _base_report(rm, spec, rows, base_samples, base_scores, _base_temperature(run_dir))
     flag_list = flags_mod.detect(rm, spec, rows, rescored, probe_result, base)
     for row in rows:
         row["flags"] = [f["id"] for f in flag_list if row["id"] in f["sample_ids"]]
@@ -220,7 +220,7 @@ def compute(run_dir: str | Path, spec, *, caches: bool = True, channel=None) -> 
 
 
 def _base_report(rm: RewardModule, spec, rows: list[dict[str, Any]], base_samples: list[dict[str, Any]],
-                 base_scores) -> dict[str, Any]:
+                 base_scores, base_temperature: float | None) -> dict[str, Any]:
     g = spec.training.num_generations
     groups: dict[Any, list[bool]] = {}
     if base_scores:
@@ -229,7 +229,7 @@ def _base_report(rm: RewardModule, spec, rows: list[dict[str, Any]], base_sample
             scores = {r.name: bv[r.name][i] for r in rm.rewards}
             errs = {r.name: e for r in rm.rewards if (e := be[r.name][i])}
             groups.setdefault(s["row"], []).append(_row_verdicts(rm, scores, errs)["success"])
-        base = base_success(groups, g, rundir.BASE_SAMPLES, _base_temperature(run_dir))
+        base = base_success(groups, g, rundir.BASE_SAMPLES, base_temperature)
     else:
         for row in rows:
             groups.setdefault(row["row"], []).append(row["success"])
