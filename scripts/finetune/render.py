@@ -15,12 +15,11 @@ import difflib
 import json
 import math
 import re
-import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from finetune import __version__, rundir
+from finetune import __version__, literals, rundir
 from finetune.errors import CheckFailed, UserError
 from finetune.variants import ALGORITHM_FIELDS, VARIANT_SYMPTOM, Pinned, algorithm_kwargs
 
@@ -778,27 +777,12 @@ def _validate_with_trl(kw: dict[str, Setting], topo: Topology) -> None:
 # ----------------------------------------------------------------------------------------------
 # rendering
 
-def _py(value: Any) -> str:
-    return repr(value)
-
-
-def _yaml_scalar(value: Any) -> str:
-    import yaml
-
-    text = yaml.safe_dump(value, default_flow_style=True, width=10_000).strip()
-    return text[:-4].rstrip() if text.endswith("\n...") or text.endswith(" ...") else text.removesuffix("...").strip()
-
-
 def _env():
     import jinja2
 
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), undefined=jinja2.StrictUndefined,
                              keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True)
-    env.filters["py"] = _py
-    env.filters["yml"] = _yaml_scalar
-    env.filters["sh"] = shlex.quote
-    env.filters["json"] = lambda v: json.dumps(v, indent=2)
-    return env
+    return literals.register(env)
 
 
 def _context(plan: RenderPlan) -> dict[str, Any]:

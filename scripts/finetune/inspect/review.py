@@ -144,11 +144,19 @@ def markdown(run_dir: Path, items: list[dict[str, Any]], meta: dict[str, Any]) -
     return "\n".join(lines)
 
 
+def environment():
+    """The review page's Jinja environment: HTML autoescape, strict names, the project's escaping filters."""
+    from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
+
+    from finetune import literals
+
+    return literals.register(Environment(loader=PackageLoader("finetune.inspect", "templates"),
+                                         autoescape=select_autoescape(["html"]), undefined=StrictUndefined))
+
+
 def html(items: list[dict[str, Any]], meta: dict[str, Any]) -> str:
     """A self-contained page: no network, data embedded, verdicts kept in localStorage and exported."""
-    from jinja2 import Environment, PackageLoader, select_autoescape
-
-    env = Environment(loader=PackageLoader("finetune.inspect", "templates"), autoescape=select_autoescape(["html"]))
+    env = environment()
     data = json.dumps({"items": items, "meta": meta}, ensure_ascii=False).replace("</", "<\\/")
     return env.get_template("review.html.j2").render(meta=meta, data=data)
 

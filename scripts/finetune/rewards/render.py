@@ -13,7 +13,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Optional
 
-from finetune import __version__, atomic, rundir
+from finetune import __version__, atomic, literals, rundir
 from finetune.errors import UserError
 from finetune.rewards.specs import PARTIAL_CEILING, ordering_margin, penalty_floors
 
@@ -35,7 +35,7 @@ def environment():
 
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), undefined=jinja2.StrictUndefined,
                              trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True, autoescape=False)
-    env.filters["pyrepr"] = repr
+    literals.register(env)
     env.filters["tuple"] = tuple
     env.filters["tojson_compact"] = lambda v: json.dumps(v, sort_keys=True, separators=(",", ":"))
     env.globals["partial_ceiling"] = PARTIAL_CEILING
