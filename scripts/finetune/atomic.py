@@ -7,7 +7,6 @@ only ever replaced by a complete new version.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import shutil
 import tempfile
@@ -39,11 +38,17 @@ def write_text(path: str | Path, text: str, mode: int | None = None) -> Path:
 
 
 def write_json(path: str | Path, obj: Any) -> Path:
-    return write_text(path, json.dumps(obj, indent=2, sort_keys=False, ensure_ascii=False) + "\n")
+    """Kept for callers; the encoding rules live in :mod:`finetune.jsonio` (the one JSON writer)."""
+    from finetune import jsonio
+
+    return jsonio.write_json(path, obj)
 
 
 def write_jsonl(path: str | Path, rows: Iterable[Any]) -> Path:
-    return write_text(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+    """Kept for callers; see :func:`finetune.jsonio.write_jsonl`."""
+    from finetune import jsonio
+
+    return jsonio.write_jsonl(path, rows)
 
 
 @contextlib.contextmanager

@@ -31,7 +31,6 @@ import argparse
 import contextlib
 import dataclasses
 import io
-import json
 import os
 import re
 import shutil
@@ -41,7 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from finetune import atomic, rundir
+from finetune import atomic, jsonio, rundir
 from finetune.errors import CheckFailed, UserError
 
 DATA = Path(__file__).parent / "data" / "demo"
@@ -232,7 +231,7 @@ def checker_verdicts(run_dir: Path, spec) -> tuple[Path, dict[str, int]]:
     from finetune.inspect import review
 
     items, _ = review.review_items(run_dir, spec)
-    scored = {row["id"]: row for row in map(json.loads, filter(None, (run_dir / rundir.SCORED).read_text().splitlines()))}
+    scored = {row["id"]: row for _, row in jsonio.read_jsonl(run_dir / rundir.SCORED)}
     rows, counts = [], {"read": 0, "accept": 0, "reject": 0}
     for it in items:
         row = scored[it["id"]]
@@ -416,7 +415,7 @@ def _phases(run: _Runner, result: DemoResult, out: Path, interactive: bool, seed
         with bar() as b:
             t = b.add_task("warm-up of the tiny model", total=recipe.steps)
             demo_task.build_demo_model(out / "model", train_strings, recipe, lambda i, n: b.update(t, completed=i))
-        info = json.loads((out / "model" / "DEMO_MODEL.json").read_text())
+        info = jsonio.read_json(out / "model" / "DEMO_MODEL.json")
         facts["model"] = info
         return (f"2-layer Qwen3 (hidden {recipe.hidden}), {recipe.steps} noisy warm-up steps, loss "
                 f"{info['loss_first']:.2f} → {info['loss_last']:.2f}")
@@ -434,7 +433,7 @@ def _phases(run: _Runner, result: DemoResult, out: Path, interactive: bool, seed
         b.add_task("sampling completions and base-success samples", total=None)
         run.stage("Phase 1: sample", ["inspect", "sample", str(spec_path)])
     run.stage("Phase 1: score (flags, probes, base success)", ["inspect", "score", str(good)])
-    report = json.loads((good / rundir.SCORE_REPORT).read_text())
+    report = jsonio.read_json(good / rundir.SCORE_REPORT)
     base = report["base_success"]
     facts["base_success"] = {k: base.get(k) for k in ("mean_success", "verdict", "temperature", "samples", "prompts")}
     facts["sampled_success"] = next((r["pass_rate"] for r in report["rewards"] if r["role"] == "correctness"), None)
@@ -453,7 +452,7 @@ def _phases(run: _Runner, result: DemoResult, out: Path, interactive: bool, seed
     else:
         _checker_reads(run, good, spec, facts, "pass")
     run.stage("Phase 1: gate", ["inspect", "gate", str(good)])  # a FAIL here stops the demo, as it stops /finetune
-    facts["gate_pass"] = json.loads((good / rundir.GATE).read_text())
+    facts["gate_pass"] = jsonio.read_json(good / rundir.GATE)
 
     # --- the FAIL demonstration: the same samples, a deliberately broken reward ---
     bad_spec = bad / rundir.SPEC
@@ -473,7 +472,7 @@ def _phases(run: _Runner, result: DemoResult, out: Path, interactive: bool, seed
     bad_spec_obj = load_spec(bad_spec)
     _checker_reads(run, bad, bad_spec_obj, facts, "fail")
     fail_gate = run.stage("FAIL demo: gate", ["inspect", "gate", str(bad)], expect=1)
-    facts["gate_fail"] = json.loads((bad / rundir.GATE).read_text())
+    facts["gate_fail"] = jsonio.read_json(bad / rundir.GATE)
     fail_gate.detail = "FAIL — " + "; ".join(r.split(":")[0] for r in facts["gate_fail"]["reasons"])
     console.print(f"{'':>17}  the broken reward is caught: {fail_gate.detail}", highlight=False)
     run.stage("FAIL demo: Phase 2 refuses", ["config", "render", str(bad_spec)], expect=1)
@@ -522,7 +521,7 @@ def _phases(run: _Runner, result: DemoResult, out: Path, interactive: bool, seed
     run.stage("Phase 4: diagnose", ["diagnose", str(good)])
     diag = good / rundir.DIAGNOSIS
     if diag.is_file():
-        d = json.loads(diag.read_text())
+        d = jsonio.read_json(diag)
         facts["diagnosis"] = {"verdict": d.get("verdict"), "symptoms": [s.get("name") for s in d.get("symptoms", [])],
                               "recommended_variant": d.get("recommended_variant")}
 

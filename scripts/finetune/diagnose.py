@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from finetune import atomic, rundir
+from finetune import atomic, jsonio, rundir
 from finetune.errors import UserError
 
 # ----------------------------------------------------------------------------------------------
@@ -201,7 +201,7 @@ def _parse_json_file(path: Path) -> list[Any]:
         raise UserError("the log file is empty", where=str(path), fix="pass the log of a run that trained")
     if path.suffix != ".jsonl":
         try:
-            doc = json.loads(text)
+            doc = jsonio.loads(text, allow_nan=True)  # TRL writes NaN for a NaN loss: that is a symptom here
         except json.JSONDecodeError as exc:
             if exc.msg != "Extra data":  # "Extra data" after the first object: a JSONL under another name
                 raise UserError(f"malformed or truncated JSON ({exc.msg})", where=f"{path}:{exc.lineno}",
@@ -215,14 +215,14 @@ def _parse_json_file(path: Path) -> list[Any]:
                                 fix="pass TRL's trainer_state.json, or a JSONL with one logged dict per line")
             return doc
     rows = []
-    lines = text.splitlines()
+    lines = text.split("\n")  # \n only: U+2028 inside a string is not a line break
     if path.name == rundir.METRICS and not text.endswith("\n"):
         lines = lines[:-1]  # the live log's last line is still being written: read up to the last whole one
     for n, line in enumerate(lines, 1):
         if not line.strip():
             continue
         try:
-            rows.append(json.loads(line))
+            rows.append(jsonio.loads(line, allow_nan=True))
         except json.JSONDecodeError as exc:
             raise UserError(f"malformed or truncated JSON line ({exc.msg} at column {exc.colno})",
                             where=f"{path}:{n}", fix="remove or repair that line") from None
@@ -1083,8 +1083,7 @@ def write_outputs(out_dir: Path, doc: dict[str, Any], logs: Logs, correctness: O
     with atomic.staged_dir(target) as tmp:
         plot(logs, doc, correctness, tmp / "curves.png")
         (tmp / "report.md").write_text(report_md(doc), encoding="utf-8")
-        (tmp / "diagnosis.json").write_text(json.dumps(doc, indent=2, ensure_ascii=False, allow_nan=False) + "\n",
-                                            encoding="utf-8")
+        (tmp / "diagnosis.json").write_text(jsonio.dumps(doc, indent=2) + "\n", encoding="utf-8")
     return target
 
 
@@ -1184,7 +1183,7 @@ def carried_variant_licence(doc: dict[str, Any], previous_path: Path) -> Optiona
     if any(s.get("name") == symptom for s in doc["symptoms"]):
         return None  # this diagnosis itself names the symptom
     try:
-        previous = json.loads(previous_path.read_text(encoding="utf-8"))
+        previous = jsonio.loads(previous_path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
     if not isinstance(previous, dict):

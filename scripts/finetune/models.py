@@ -276,12 +276,9 @@ def _to_disk(path: Path, info: ModelInfo) -> None:
 
 
 def _read_config(path: str) -> dict[str, Any]:
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"cannot read {path}: {exc}", where=path, fix="pass a readable config.json") from None
-    except json.JSONDecodeError as exc:
-        raise UserError(f"invalid JSON: {exc.msg}", where=f"{path}:{exc.lineno}", fix="fix the config.json") from None
+    from finetune import jsonio
+
+    data = jsonio.read_json(path, fix="fix the config.json")
     if not isinstance(data, dict) or "model_type" not in data:
         raise UserError("not a transformers config.json (no model_type)", where=path,
                         fix="pass the model's own config.json")

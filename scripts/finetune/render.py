@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from finetune import __version__, literals, rundir
+from finetune import __version__, jsonio, literals, rundir
 from finetune.errors import CheckFailed, UserError
 from finetune.variants import ALGORITHM_FIELDS, VARIANT_SYMPTOM, Pinned, algorithm_kwargs
 
@@ -38,6 +38,7 @@ _SPEC_OWNED = {
     "learning_rate": "training.learning_rate", "per_device_train_batch_size": "training.per_device_train_batch_size",
     "gradient_accumulation_steps": "training.gradient_accumulation_steps", "seed": "training.seed",
     "max_steps": "training.max_steps", "num_train_epochs": "training.num_train_epochs",
+    "warmup_steps": "training.warmup_steps",
     "logging_steps": "training.logging_steps", "save_steps": "training.save_steps",
     "optim": "training.optimizer", "output_dir": "(the run directory's train/)",
     "use_vllm": "hardware", "vllm_mode": "hardware.gpus / hardware.vllm_gpus", "generation_batch_size":
@@ -117,6 +118,7 @@ class RenderPlan:
     gate: Optional[dict[str, Any]]
     diagnosis: Optional[dict[str, Any]]
     warnings: list[str] = field(default_factory=list)
+    run_length: Any = None  # finetune.runlength.RunLength of the rendered values
 
     @property
     def generation_batch_size(self) -> int:
@@ -206,10 +208,7 @@ def _load_diagnosis(run_dir: Path) -> Optional[dict[str, Any]]:
     path = run_dir / rundir.DIAGNOSIS
     if not path.is_file():
         return None
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise UserError(f"unreadable diagnosis: {exc}", where=str(path), fix="re-run `finetune diagnose`") from None
+    return jsonio.read_json_object(path, what="the diagnosis", fix="re-run `finetune diagnose`")
 
 
 def _check_variant(spec, info, diagnosis: Optional[dict[str, Any]], run_dir: Path) -> Optional[str]:
@@ -405,15 +404,7 @@ def _load_rows(spec) -> tuple[list[dict[str, Any]], str]:
     if not path.exists():
         raise UserError(f"dataset not found: {path}", where="dataset.path", fix="point it at the training data")
     if fmt == "jsonl":
-        rows = []
-        with open(path, encoding="utf-8") as fh:
-            for i, line in enumerate(fh, 1):
-                if line.strip():
-                    try:
-                        rows.append(json.loads(line))
-                    except json.JSONDecodeError as exc:
-                        raise UserError(f"invalid JSON line: {exc.msg}", where=f"{path}:{i}",
-                                        fix="one JSON object per line") from None
+        rows = [obj for _, obj in jsonio.read_jsonl(path, fix="one JSON object per line")]
         return rows, fmt
     if fmt == "parquet":
         import pyarrow.parquet as pq
@@ -554,6 +545,7 @@ def _relative(path: Path, run_dir: Path) -> str:
 
 def build_plan(spec, run_dir: Path, *, preview: bool = False, no_gate: bool = False) -> RenderPlan:
     """Validate ``spec`` for its target hardware and compute every rendered value. Writes nothing."""
+    from finetune.runlength import MAX_WARMUP_FRACTION
     from finetune.spec import BASE_BETA, MIN_NUM_GENERATIONS
 
     run_dir = Path(run_dir)
@@ -633,7 +625,9 @@ def build_plan(spec, run_dir: Path, *, preview: bool = False, no_gate: bool = Fa
         "learning_rate": Setting(t.learning_rate, "the seed's settled GRPO learning rate (contract 7)"
                                  if math.isclose(t.learning_rate, 5e-7) else "training.learning_rate, allowed under contract 7", "spec"),
         "lr_scheduler_type": Setting("constant_with_warmup", "flat after a short warm-up: RL rewards move slowly"),
-        "warmup_steps": Setting(10, "short warm-up before the flat learning rate"),
+        "warmup_steps": Setting(t.warmup_steps, "training.warmup_steps: a short warm-up before the flat "
+                                f"learning rate (the run-length check keeps it within {MAX_WARMUP_FRACTION:.0%} "
+                                "of the steps)", "spec"),
         "weight_decay": Setting(0.0, "no decay: the update is already KL/clip-bounded"),
         "max_grad_norm": Setting(1.0, "clip gradient spikes from rare high-advantage groups"),
         "optim": Setting(optim.value, optim.reason, optim.source),
@@ -703,6 +697,8 @@ def build_plan(spec, run_dir: Path, *, preview: bool = False, no_gate: bool = Fa
     # TRL's batch rule for the target's real process count, then the installed GRPOConfig itself
     _check_batch(kw, topo, spec)
     _validate_with_trl(kw, topo)
+    length = _run_length(kw, topo, stats.rows)
+    warnings += length.warnings
 
     est = _estimate(info, hw, spec, rec, kw, topo, zero_stage)
     if est.verdict == "does not fit":
@@ -734,7 +730,20 @@ def build_plan(spec, run_dir: Path, *, preview: bool = False, no_gate: bool = Fa
                 "task_type": "CAUSAL_LM"}
     return RenderPlan(spec, run_dir, preview, no_gate, info, hw, topo, rec, est, zero_stage, algorithm, kw, sections,
                       model_ref, dataset, peft, method.value == "qlora", stats, gate_record if gate_ok else None,
-                      diagnosis, warnings)
+                      diagnosis, warnings, length)
+
+
+def _run_length(kw: dict[str, Setting], topo: Topology, rows: int):
+    """Optimiser steps, log points, warm-up and checkpoints of exactly the rendered values."""
+    from finetune.runlength import run_length
+
+    v = lambda k: kw[k].value  # noqa: E731
+    return run_length(rows=rows, num_generations=v("num_generations"),
+                      per_device_train_batch_size=v("per_device_train_batch_size"),
+                      processes=topo.training_processes, gradient_accumulation_steps=v("gradient_accumulation_steps"),
+                      steps_per_generation=v("steps_per_generation"), num_iterations=v("num_iterations"),
+                      num_train_epochs=v("num_train_epochs"), max_steps=v("max_steps"),
+                      logging_steps=v("logging_steps"), warmup_steps=v("warmup_steps"), save_steps=v("save_steps"))
 
 
 def grpo_kwargs(plan: RenderPlan) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from typing import Any, Callable, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from finetune import __version__, atomic, rundir
+from finetune import __version__, atomic, jsonio, rundir
 from finetune.errors import UserError
 
 ROUTE_FILE = rundir.ROUTE
@@ -252,12 +252,7 @@ def add_arguments(parser) -> None:
 
 def _load_answers_file(path: Path) -> tuple[dict[str, Any], dict[tuple, int]]:
     if path.suffix.lower() == ".json":
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise UserError(f"file not found: {path}", fix="check the path") from None
-        except json.JSONDecodeError as exc:
-            raise UserError(f"invalid JSON: {exc.msg}", where=f"{path}:{exc.lineno}", fix="fix the JSON") from None
+        data = jsonio.read_json(path, fix="fix the JSON")
         lines: dict[tuple, int] = {}
     else:
         from finetune.yamlio import load_with_lines

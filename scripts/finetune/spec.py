@@ -87,7 +87,10 @@ class TrainingSpec(_Strict):
                                                 "(on-policy); GSPO renders 2 × that (off-policy).")
     max_steps: int = Field(-1, description="Stop after N optimiser steps (-1: run num_train_epochs).")
     num_train_epochs: float = Field(1.0, gt=0, description="Passes over the prompts.")
-    logging_steps: int = Field(10, ge=1, description="Log every N steps (diagnose reads these).")
+    logging_steps: int = Field(10, ge=1, description="Log every N steps (diagnose reads these; it needs 10 "
+                               "log points, which config render checks).")
+    warmup_steps: int = Field(10, ge=0, description="Linear warm-up before the constant learning rate; "
+                              "config render warns when it is over 20% of the optimiser steps.")
     save_steps: int = Field(200, ge=1, description="Checkpoint every N steps.")
     seed: int = Field(BASE_SEED, description="The seed's reference seed.")
     gradient_checkpointing: Optional[bool] = Field(None, description="null: from finetune.memory.recommend().")
@@ -137,6 +140,15 @@ class RunSpec(_Strict):
 
         if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", v):
             raise ValueError("use letters, digits, '.', '_' or '-' (max 64 characters)")
+        return v
+
+    @field_validator("model")
+    @classmethod
+    def _model_name(cls, v: str) -> str:
+        # Checked as a local folder before it is taken for a hub id: a name no filesystem can hold
+        # (ENAMETOOLONG, NUL) is refused here with one line instead of an OSError later.
+        if "\x00" in v or any(len(part.encode("utf-8", "surrogatepass")) > 255 for part in v.split("/")):
+            raise ValueError("not a hub id or a path (a NUL, or a path component over 255 bytes)")
         return v
 
     @model_validator(mode="after")
@@ -197,6 +209,12 @@ def _is_tag(x: Any) -> bool:
 def parse_spec(data: Any, path: Path, lines: dict[tuple, int] | None = None) -> RunSpec:
     if not isinstance(data, dict):
         raise UserError("the run spec must be a YAML mapping", where=str(path), fix="see examples/spec.yaml")
+    from finetune.literals import check_text
+
+    unencodable = check_text(data)
+    if unencodable:  # a lone surrogate ("\ud800") is a str no file can hold: refuse before anything is written
+        raise UserError(f"{unencodable[0]}: a lone surrogate (\\ud800-\\udfff) is not text", where=str(path),
+                        fix="remove the escape or write the character it was meant to be")
     try:
         spec = RunSpec.model_validate(data)
     except ValidationError as exc:

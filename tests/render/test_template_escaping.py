@@ -31,6 +31,7 @@ CODE_VALUES = {
     "kwargs.num_generations.value", "kwargs.gradient_accumulation_steps.value",
     "kwargs.vllm_max_model_length.value", "kwargs.vllm_server_timeout.value", "s.value",
     "counts.get", "memory_table",
+    "plan.run_length.to_markdown",  # finetune.runlength: a table of counts computed from the rendered numbers
 }
 NUMERIC_FILTERS = {"int", "round", "length", "count", "float", "abs"}
 MACRO_NAMES = {"library", "reward"}

@@ -28,6 +28,8 @@ SYSTEM_PROMPT = None
 REWARD_NAMES = ['format_ok', 'correct']  # TRL logs rewards/<name>/mean
 REWARD_WEIGHTS_RENDERED = [0.2, 1.0]
 
+TRL_VERSION = '1.16.0'  # every algorithm field below assumes this TRL's semantics
+
 # --- the Phase 1 gate record this config relies on (DESIGN.md contract 5) ---
 GATE_REQUIRED = False
 GATE_HASHES = {}
@@ -52,6 +54,19 @@ def bound_hashes(run_dir: Path) -> dict:
             out[name] = sha256_file(run_dir / name)
     out["spec:rewards"] = REWARD_SECTION_SHA256
     return out
+
+
+def check_trl() -> None:
+    """Refuse another TRL: a renamed field crashes, a changed default silently trains another algorithm."""
+    try:
+        import trl
+    except ImportError as exc:
+        sys.exit(f"refusing to train: TRL is not importable ({exc}) — fix: {sys.executable} -m pip install "
+                 f"'trl=={TRL_VERSION}'")
+    found = getattr(trl, "__version__", "unknown")
+    if found != TRL_VERSION:
+        sys.exit(f"refusing to train: TRL {found} is installed but this config was rendered for TRL {TRL_VERSION} "
+                 f"— fix: {sys.executable} -m pip install 'trl=={TRL_VERSION}' (or re-render under TRL {found})")
 
 
 def check_gate() -> None:
@@ -145,6 +160,7 @@ def main(argv=None) -> None:
     args, _ = parser.parse_known_args(argv)
     cpu = args.cpu
     os.chdir(RUN_DIR)  # output_dir and data paths are relative to the run directory
+    check_trl()
     check_gate()
 
     sys.path.insert(0, str(RUN_DIR))
@@ -192,7 +208,7 @@ def main(argv=None) -> None:
         # optimisation
         learning_rate=5e-07,  # the seed's settled GRPO learning rate (contract 7)
         lr_scheduler_type='constant_with_warmup',  # flat after a short warm-up: RL rewards move slowly
-        warmup_steps=10,  # short warm-up before the flat learning rate
+        warmup_steps=10,  # training.warmup_steps: a short warm-up before the flat learning rate (the run-length check keeps it within 20% of the steps)
         weight_decay=0.0,  # no decay: the update is already KL/clip-bounded
         max_grad_norm=1.0,  # clip gradient spikes from rare high-advantage groups
         optim='adamw_torch',  # memory.recommend(): AdamW with fp32 states fits

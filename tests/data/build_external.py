@@ -1,0 +1,240 @@
+"""Build tests/data/reward_external.jsonl: Math-Verify's own parametrised test cases wrapped as model
+completions, plus verifier-pitfall families from published reports.
+
+Usage: python tests/data/build_external.py MATH_VERIFY_GIT_DIR [COMMIT]
+(e.g. a clone of https://github.com/huggingface/Math-Verify). Only the derived, labelled rows are
+committed (tests/data/README.md gives attribution and licence); Math-Verify's code is not. Deterministic
+for a given commit.
+
+Wrapping: a case (gold, pred, expected) becomes a row whose completion is what a model would write for
+that pred: a bare expression (optionally in $ $ / \\( \\) / \\[ \\]) is put in a final box after a line of
+reasoning (kind boxed_math); a pred that is already prose or already boxed is used as written (kind
+math_any / boxed_math). Where a test's "gold" argument is the model output (test_boxed, open_thoughts:
+the long text holds the boxes), the roles are swapped. The label is Math-Verify's expected value except
+where a careful reader disagrees (OVERRIDES, each with its reason) or where the expectation depends on a
+tolerance/strictness argument other than the default (marked ambiguous).
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+FILES = ["tests/test_all.py", "tests/test_boxed.py", "tests/test_numina_cases.py", "tests/test_open_thoughts.py",
+         "tests/test_yujianll.py", "tests/test_strict.py"]
+PROMPT = "Solve the problem. Put your final answer within \\boxed{}."
+PROMPT_ANY = "Solve the problem and state the final answer."
+DELIMS = [("$$", "$$"), ("$", "$"), ("\\(", "\\)"), ("\\[", "\\]")]
+
+# (gold, pred) -> (accept, reason): a careful reader disagrees with the test's expectation.
+OVERRIDES = {
+    ("$1 - \\frac{1}{\\mathrm{e}}$", "$1 + \\frac{1}{\\mathrm{e}}$"): (False, "1 + 1/e is not 1 - 1/e (the test "
+                                                                        "pins a parser quirk)"),
+}
+# Cases whose judgement is a convention no rule settles (decimal comma, spacing inside delimiters, ...).
+AMBIGUOUS = {
+    ("1000.99", "1000,99"): "decimal comma vs thousands comma",
+    ("1,22", "1.22"): "decimal comma",
+    ("2.74", "Soucis : 2,74 $ a.."): "decimal comma in French prose",
+    ("0,111", "0.111"): "decimal comma",
+    ("$9$", "Answer $ \n 9 \n $"): "inline math broken over lines: parser convention",
+    ("$9$", "Answer \\( \n 9 \n \\)"): "inline math broken over lines: parser convention",
+}
+
+# Tests written as raw strings with doubled backslashes before command names (r"\\le", r"\\boxed"):
+# the author meant one backslash (math-verify reads both the same way), so the wrapped row has one.
+RAW_DOUBLED = {"test_set_rel_assymetry", "test_boxed"}
+
+
+def _cases(source: str, path: str):
+    """(test name, gold, pred, expected, extra kwargs) for every literal parametrize case in ``source``."""
+    tree = ast.parse(source)
+    for node in tree.body:
+        if not isinstance(node, ast.FunctionDef):
+            continue
+        for deco in node.decorator_list:
+            if not (isinstance(deco, ast.Call) and getattr(deco.func, "attr", "") == "parametrize"):
+                continue
+            names = [n.strip() for n in ast.literal_eval(deco.args[0]).split(",")]
+            try:
+                values = ast.literal_eval(deco.args[1])
+            except ValueError:  # f-strings or computed cases: not literal, left out
+                continue
+            for case in values:
+                params = dict(zip(names, case))
+                expected = params.pop("expected", params.pop("result", None))
+                if "gold" not in params or "pred" not in params or expected is None:
+                    continue
+                yield f"{Path(path).stem}::{node.name}", params.pop("gold"), params.pop("pred"), int(expected), params
+
+
+def _strip_delims(text: str) -> str | None:
+    t = text.strip()
+    for left, right in DELIMS:
+        if t.startswith(left) and t.endswith(right) and len(t) > len(left) + len(right):
+            inner = t[len(left):-len(right)].strip()
+            return inner if "$" not in inner and "\\(" not in inner else None
+    return t if "$" not in t and "\\(" not in t and "\\[" not in t else None
+
+
+def _looks_like_answer(expr: str) -> bool:
+    """A bare expression a model would box (no sentence around it)."""
+    bare = re.sub(r"\\[A-Za-z]+", "", expr)
+    words = re.findall(r"[A-Za-z']{2,}", bare)
+    prose = any(len(w) >= 4 for w in words) or len(words) >= 2
+    return "\n" not in expr and not prose and "boxed" not in expr
+
+
+def wrap(gold: str, pred: str):
+    """(kind, completion, gold) for one case."""
+    if "boxed" in gold and "boxed" not in pred:  # the test's 'gold' is the model output
+        gold, pred = pred, gold
+    inner = _strip_delims(pred)
+    if inner is not None and _looks_like_answer(inner):
+        return "boxed_math", f"Working through the problem step by step gives the result.\n\nThe final answer is " \
+                             f"$\\boxed{{{inner}}}$.", gold
+    kind = "boxed_math" if re.search(r"(?<!\\)\\boxed\{", pred) else "math_any"
+    return kind, pred, gold
+
+
+def math_verify_rows(repo: Path, commit: str) -> list[dict]:
+    rows, seen = [], set()
+    for path in FILES:
+        source = subprocess.run(["git", f"--git-dir={repo}", "show", f"{commit}:{path}"], capture_output=True,
+                                text=True, check=True).stdout
+        for test, gold, pred, expected, extra in _cases(source, path):
+            if extra.get("strict") is False:
+                continue  # the strict=True twin is kept; non-strict variable matching is a setting
+            if "allow_set_relation_comp" in extra:
+                expected = 1  # a relation and its interval name the same set (the test's True variant)
+            key = (gold, pred)
+            if key in seen:
+                continue
+            seen.add(key)
+            accept, reason = bool(expected), f"Math-Verify expects {'equal' if expected else 'not equal'}"
+            ambiguous = key in AMBIGUOUS or extra.get("precision", 6) != 6
+            if key in OVERRIDES:
+                accept, reason = OVERRIDES[key]
+            elif key in AMBIGUOUS:
+                reason += f"; ambiguous: {AMBIGUOUS[key]}"
+            elif ambiguous:
+                reason += f"; ambiguous: holds only at precision {extra['precision']}"
+            if test.split("::")[1] in RAW_DOUBLED:
+                gold, pred = (re.sub(r"\\\\(?=[A-Za-z])", r"\\", t) for t in (gold, pred))
+            kind, completion, gold_col = wrap(gold, pred)
+            rows.append({"kind": kind, "prompt": PROMPT if kind == "boxed_math" else PROMPT_ANY,
+                         "completion": completion, "gold": gold_col,
+                         "accept": accept, "reason": reason, "rule": f"mv:{test.split('::')[1]}",
+                         "ambiguous": ambiguous, "source": f"Math-Verify {path} ({test.split('::')[1]})"})
+    return rows
+
+
+def _fam(rule, source, cases):
+    return [{"kind": kind, "prompt": PROMPT, "completion": completion, "gold": gold, "accept": accept,
+             "reason": reason, "rule": rule, "ambiguous": False, "source": source}
+            for kind, completion, gold, accept, reason in cases]
+
+
+def pitfall_rows() -> list[dict]:
+    """Verifier-pitfall families from published reports, each a small set of right and wrong cases."""
+    b = "boxed_math"
+    rows = []
+    rows += _fam("pit:gold_partial_parse", "issue 12 (measured on TRL accuracy_reward and open-r1; verl not "
+                 "affected)", [
+        (b, "So the answer is $\\boxed{10}$.", "10\\sqrt{2}", False, "coefficient of 10\\sqrt{2}"),
+        (b, "So the answer is $\\boxed{10\\sqrt{2}}$.", "10\\sqrt{2}", True, "the gold itself"),
+        (b, "So the answer is $\\boxed{7}$.", "[-2, 7]", False, "one endpoint"),
+        (b, "So the answer is $\\boxed{[-2, 7]}$.", "[-2, 7]", True, "the interval"),
+        (b, "So the answer is $\\boxed{7}$.", "3, 5, 7", False, "last element only"),
+        (b, "So the answer is $\\boxed{3, 5, 7}$.", "3, 5, 7", True, "the whole list"),
+        (b, "So the answer is $\\boxed{2}$.", "2\\pi", False, "coefficient of 2\\pi"),
+        (b, "So the answer is $\\boxed{2\\pi}$.", "2\\pi", True, "the gold itself"),
+        (b, "So the answer is $\\boxed{3}$.", "3\\sqrt{3}", False, "coefficient of 3\\sqrt{3}"),
+        (b, "So the answer is $\\boxed{5}$.", "5 - \\sqrt{2}", False, "first term only"),
+        (b, "So the answer is $\\boxed{2}$.", "\\frac{\\pi}{2}", False, "denominator of \\pi/2"),
+        (b, "So the answer is $\\boxed{\\frac{\\pi}{2}}$.", "\\frac{\\pi}{2}", True, "the gold itself"),
+        (b, "So the answer is $\\boxed{4}$.", "(4, 5)", False, "one coordinate"),
+        (b, "So the answer is $\\boxed{(4,5)}$.", "(4, 5)", True, "the point"),
+    ])
+    rows += _fam("pit:unparseable_gold", "open-r1#293, huggingface/cookbook#335 (reward 1 when the gold "
+                 "does not parse)", [
+        (b, "The answer is $\\boxed{42}$.", "\\text{the midpoints form a regular hexagon}", False,
+         "a number is not the stated geometric fact"),
+        (b, "I am not sure.", "\\text{Tuesday}", False, "no answer at all"),
+        (b, "The answer is $\\boxed{1}$.", "", False, "empty gold: nothing can be correct"),
+    ])
+    rows += _fam("pit:argument_order", "open-r1#557 (verify(answer, gold) vs verify(gold, answer))", [
+        (b, "Thus $\\boxed{x = 5}$.", "5", True, "x = 5 names the value 5"),
+        (b, "Thus $\\boxed{5}$.", "x = 5", True, "5 is the value of x"),
+        (b, "Hence $\\boxed{-2 \\le x \\le 7}$.", "[-2, 7]", True, "the inequality names the interval"),
+        (b, "Hence $\\boxed{x \\ge -2}$.", "[-2, 7]", False, "a half-line is not the interval"),
+    ])
+    rows += _fam("pit:reasoning_content", "huggingface/trl#4563 (answers inside reasoning bias the grader)", [
+        ("boxed_math", "<think>\nMaybe \\boxed{12}? Let me recompute... 3 x 5 = 15.\n</think>\n\nThe answer is "
+         "$\\boxed{15}$.", "15", True, "final box after the reasoning is right"),
+        ("boxed_math", "<think>\nIt should be \\boxed{15}. Hmm, but the problem says 3 x 4.\n</think>\n\nThe "
+         "answer is $\\boxed{12}$.", "15", False, "the gold appears only in the reasoning"),
+        ("boxed_math", "<think>\nThe product 3 x 5 is \\boxed{15} and then I need to", "15", False,
+         "truncated inside the reasoning: no final answer"),
+    ])
+    rows += _fam("pit:hedge", "issue 12 (hedges credited by math-verify based rewards)", [
+        (b, "$\\boxed{12 \\text{ or } 13}$", "12", False, "\\text{ or } hedge"),
+        (b, "$\\boxed{7.5 \\text{ or 8 hours}}$", "7.5", False, "hedge with unit"),
+        (b, "$\\boxed{13 \\text{ (or 14)}}$", "13", False, "parenthetical alternative"),
+        (b, "$\\boxed{13}$ or $\\boxed{14}$", "13", False, "two different boxes"),
+        (b, "$\\boxed{13}$, i.e. $\\boxed{13}$", "13", True, "same value twice"),
+        (b, "$\\boxed{\\pm 3}$", "3", False, "\\pm where the gold is single"),
+        (b, "$\\boxed{7}$\n\nNo wait, it is 6.", "7", False, "retraction after the box"),
+        (b, "$\\boxed{12 \\text{ hours}}$", "12", True, "a unit is not a hedge"),
+    ])
+    rows += _fam("pit:multi_answer", "issue 12 (legitimate multi-answer output refused)", [
+        (b, "The roots are $\\boxed{2}$ and $\\boxed{3}$.", "2, 3", True, "both roots boxed"),
+        (b, "The roots are $\\boxed{3}$ and $\\boxed{2}$.", "2, 3", True, "both roots, other order"),
+        (b, "The root is $\\boxed{2}$.", "2, 3", False, "one root of two"),
+        (b, "$x = \\boxed{-1}$ or $x = \\boxed{1}$", "\\pm 1", True, "both signs boxed"),
+    ])
+    rows += _fam("pit:tex_shorthand", "issue 12 (valid TeX shorthand refused)", [
+        (b, "$\\boxed{\\frac13}$", "\\frac{1}{3}", True, "\\frac13"),
+        (b, "$\\boxed{\\sqrt3}$", "\\sqrt{3}", True, "\\sqrt3"),
+        (b, "$\\boxed{\\tfrac12}$", "\\frac{1}{2}", True, "\\tfrac12"),
+        (b, "$\\boxed{\\dfrac{3}{4}}$", "\\frac{3}{4}", True, "\\dfrac"),
+        (b, "$\\boxed{2\\sqrt5}$", "2\\sqrt{5}", True, "\\sqrt5"),
+    ])
+    rows += _fam("pit:number_forms", "issue 12 (thousands separators, e-notation, Unicode digits refused)", [
+        (b, "$\\boxed{1\\,200}$", "1200", True, "thin space"),
+        (b, "$\\boxed{1 200}$", "1200", True, "plain space"),
+        (b, "$\\boxed{1{,}200}$", "1200", True, "{,}"),
+        (b, "$\\boxed{1.2e4}$", "12000", True, "e-notation"),
+        (b, "$\\boxed{1.2e4}$", "1200", False, "e-notation of another number"),
+        (b, "$\\boxed{１２００}$", "1200", True, "full-width digits"),
+        (b, "$\\boxed{١٢٠٠}$", "1200", True, "Arabic-Indic digits"),
+        (b, "$\\boxed{1200.0}$", "1,200", True, "decimal vs comma gold"),
+    ])
+    return rows
+
+
+def main() -> None:
+    if len(sys.argv) < 2:
+        sys.exit("usage: build_external.py MATH_VERIFY_GIT_DIR [COMMIT]")
+    repo = Path(sys.argv[1])
+    commit = sys.argv[2] if len(sys.argv) > 2 else subprocess.run(
+        ["git", f"--git-dir={repo}", "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+    rows = math_verify_rows(repo, commit) + pitfall_rows()
+    out = []
+    for i, r in enumerate(rows, 1):
+        accept = r.pop("accept")
+        out.append({"id": f"x{i:04d}", **r, "columns": {"answer": r["gold"]},
+                    "label": {"accept": accept, "correct": accept,
+                              "well_formed": r["kind"] != "boxed_math" or "\\boxed{" in r["completion"]}})
+    (HERE / "reward_external.jsonl").write_text(
+        "".join(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n" for r in out), encoding="utf-8")
+    print(f"{len(out)} rows from Math-Verify {commit[:12]} + pitfall families")
+
+
+if __name__ == "__main__":
+    main()
