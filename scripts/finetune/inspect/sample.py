@@ -204,34 +204,39 @@ def _generate(sampler, reqs, k, g, temperature, progress, task) -> list[dict[str
     return rows
 
 
-def _load_import(path: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def _load_import(path: str, prompt_column: str = "prompt") -> tuple[list[dict[str, Any]], dict[str, Any]]:
     src = Path(path)
-    rows = load_samples(src)  # validates every line; a bad line → UserError file:line
+    rows = load_samples(src, prompt_column)  # validates every line; a bad line → UserError file:line
     for r in rows:
         r.setdefault("source", "import")
     return rows, {"file": str(src.resolve()), "sha256": sha256_file(src), "rows": len(rows)}
 
 
-def _import_all(import_file: str | None, import_base: str | None, run_dir: Path, info: dict[str, Any]) -> None:
+def _import_all(import_file: str | None, import_base: str | None, run_dir: Path, info: dict[str, Any],
+                prompt_column: str, base_temperature: float | None) -> None:
     """Validate every imported file before writing any: `--import good --import-base bad` writes nothing."""
-    loaded = {target: _load_import(src) for target, src in ((rundir.SAMPLES, import_file),
-                                                             (rundir.BASE_SAMPLES, import_base)) if src}
+    loaded = {target: _load_import(src, prompt_column) for target, src in ((rundir.SAMPLES, import_file),
+                                                                           (rundir.BASE_SAMPLES, import_base)) if src}
     for target, (rows, record) in loaded.items():
         jsonio.write_jsonl(run_dir / target, rows)
-        key = "imported" if target == rundir.SAMPLES else "imported_base"
-        info[key] = record
-        info["samples" if target == rundir.SAMPLES else "base_samples"] = record["rows"]
+        if target == rundir.SAMPLES:
+            info["imported"], info["samples"] = record, record["rows"]
+        else:
+            # the temperature the imported base samples were drawn at, as the user states it (None: unknown,
+            # which makes base success provisional)
+            info["imported_base"], info["base_samples"] = {**record, "temperature": base_temperature}, record["rows"]
     jsonio.write_json(run_dir / SAMPLE_INFO, info)
 
 
 def run_sample(spec, run_dir: str | Path, *, import_file: str | None = None, import_base: str | None = None,
-               base: bool = True, device: str | None = None, backend: str = "auto", console=None) -> dict[str, Any]:
+               base: bool = True, device: str | None = None, backend: str = "auto", console=None,
+               base_temperature: float | None = None) -> dict[str, Any]:
     """Write samples.jsonl (+ base_samples.jsonl) and sample_info.json; return the info record."""
     run_dir = Path(run_dir)
     insp, g, seed = spec.inspection, spec.generation, spec.training.seed
     info: dict[str, Any] = {"time": datetime.now(timezone.utc).isoformat(timespec="seconds"), "seed": seed}
     if import_file or import_base:
-        _import_all(import_file, import_base, run_dir, info)
+        _import_all(import_file, import_base, run_dir, info, spec.dataset.prompt_column, base_temperature)
         return info
 
     rows = load_rows(spec)
