@@ -40,6 +40,9 @@ def test_markdown_sheet(cli, make_run):
     assert md.count("\n### ") == 60 and "Read at least 50" in md
     assert "passing hack probes" in md and "hedged" in md and "correct_without_answer:correctness" in md
     assert f"finetune inspect verdict {run} --id " in md and "--reader agent" in md
+    from finetune.invocation import runnable
+
+    assert f"`{runnable()} inspect verdict {run} --id " in md  # the venv's script: runs as printed
     r = cli("inspect", "review", run, "-n", "20")
     assert r.code == 2 and "outside 50..100" in r.err
 

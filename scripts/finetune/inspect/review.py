@@ -103,7 +103,9 @@ def _fmt(v: Any) -> str:
 
 def markdown(run_dir: Path, items: list[dict[str, Any]], meta: dict[str, Any]) -> str:
     """The agent's reading sheet: instructions, flags and probes, then each sample with the command
-    that records its verdict."""
+    that records its verdict (the venv's console script, so the agent can run it as printed)."""
+    from finetune.invocation import runnable
+
     lines = [f"# Reward inspection sheet — {meta['run']}", "",
              f"{meta['selected']} of {meta['scored']} scored samples (stratified over reward values; every "
              f"flagged sample included). Read at least {meta['min_read']}.", "",
@@ -114,7 +116,7 @@ def markdown(run_dir: Path, items: list[dict[str, Any]], meta: dict[str, Any]) -
              "a reward failing what you accept is a false negative (lost signal). If they disagree, fix the "
              "reward first.", "",
              "An agent's reading passes the gate only after the user confirms it: "
-             f"`finetune inspect confirm {run_dir} --user NAME`.", "", "## Rewards", "",
+             f"`{runnable()} inspect confirm {run_dir} --user NAME`.", "", "## Rewards", "",
              "| reward | type | role | pass threshold | weight |", "|---|---|---|---|---|"]
     for m in meta["rewards"]:
         lines.append(f"| {m['name']} | {m['type']} | {m['role']} | {_fmt(m['threshold'])} | {_fmt(m['weight'])} |")
@@ -139,7 +141,7 @@ def markdown(run_dir: Path, items: list[dict[str, Any]], meta: dict[str, Any]) -
             score = f"error: {r['error']}".replace("|", "\\|") if r["error"] else _fmt(r["score"])
             lines.append(f"| {r['name']} | {r['role']} | {score} | {_fmt(r['threshold'])} | {'yes' if r['pass'] else 'no'} |")
         lines += ["", f"Rewards' view: **{'accept' if it['reward_view'] else 'reject'}**", "",
-                  f"`finetune inspect verdict {run_dir} --id {it['id']} --accept|--reject [--correct|--incorrect] "
+                  f"`{runnable()} inspect verdict {run_dir} --id {it['id']} --accept|--reject [--correct|--incorrect] "
                   "[--well-formed|--malformed] --note \"...\" --reader agent`", ""]
     return "\n".join(lines)
 
