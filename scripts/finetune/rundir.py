@@ -24,6 +24,7 @@ GATE = "gate.json"
 CONFIG_DIR = "config"
 MEMORY = "memory.md"
 TRAIN_DIR = "train"
+METRICS = "metrics.jsonl"  # in TRAIN_DIR: every logged step, appended live by the rendered train.py
 DIAGNOSIS_DIR = "diagnosis"
 DIAGNOSIS = "diagnosis/diagnosis.json"
 
