@@ -68,7 +68,15 @@ def test_sample_tiny_model_then_score(cli, tiny_model_dir, tmp_path):
     # no written reason clears it: the route is SFT, not an acknowledged GRPO run
     r = cli("inspect", "ack", run, "base_never_succeeds", "--reason", "we want to try GRPO on it anyway, really")
     assert r.code == 2 and "cannot be acknowledged" in r.err and "lora-qlora-recipes" in r.err
+    # a hand-written acks.json is bad input; even a well-formed, bound one cannot waive it
     (run / "acks.json").write_text(json.dumps({"base_never_succeeds": {"reason": "hand-edited", "by": "x"}}))
+    r = cli("inspect", "gate", run)
+    assert r.code == 2 and "acks.json" in r.err
+    from finetune.inspect.verdicts import flag_digest
+
+    flag = next(f for f in report["flags"] if f["id"] == "base_never_succeeds")
+    (run / "acks.json").write_text(json.dumps({"base_never_succeeds": {
+        "reason": "we want to try GRPO on it anyway, really", "by": "x", "time": "t", "flag_sha256": flag_digest(flag)}}))
     cli("inspect", "gate", run)
     gate = json.loads((run / "gate.json").read_text())
     assert gate["status"] == "FAIL" and "base_never_succeeds" in " ".join(gate["reasons"])

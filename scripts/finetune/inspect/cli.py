@@ -176,7 +176,7 @@ def _ack(args) -> int:
 
     spec, run_dir = _run_dir_and_spec(args.run)
     report = score.load_report(run_dir)
-    path = V.acknowledge(run_dir, args.flag, args.reason, args.by, [f["id"] for f in report["flags"]],
+    path = V.acknowledge(run_dir, args.flag, args.reason, args.by, report["flags"],
                          [p["id"] for p in report["probes"]])
     print(f"acknowledged {args.flag} in {path}")
     return 0

@@ -10,6 +10,8 @@ section voids the PASS.
 
 from __future__ import annotations
 
+import json
+import math
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -48,8 +50,54 @@ def _versions() -> dict[str, str]:
     return out
 
 
-def evaluate(run_dir: str | Path, spec) -> dict[str, Any]:
-    """Judge the run directory; return the gate record (status PASS or FAIL with reasons)."""
+def _canonical(value: Any) -> str:
+    """JSON text for comparing a re-score with what was written (non-finite numbers as null, as written)."""
+    def clean(v: Any) -> Any:
+        if isinstance(v, float) and not math.isfinite(v):
+            return None
+        if isinstance(v, dict):
+            return {str(k): clean(x) for k, x in v.items()}
+        if isinstance(v, (list, tuple)):
+            return [clean(x) for x in v]
+        return v
+
+    return json.dumps(clean(value), sort_keys=True, ensure_ascii=True)
+
+
+def rescore_differences(run_dir: Path, spec, rows: list[dict[str, Any]], report: dict[str, Any]) -> list[str]:
+    """Re-run the scoring (isolated, caches off) and say where scored.jsonl / score_report.json differ.
+
+    The gate trusts neither file: a PASS needs the reward, run now, to give exactly the scores the
+    reader's verdicts were compared with, and exactly the report's flags and probes.
+    """
+    from finetune.inspect.score import compute_isolated
+
+    new_rows, new_report = compute_isolated(run_dir, spec, caches=False)
+    out: list[str] = []
+    written = {str(r.get("id")): r for r in rows}
+    fresh = {str(r.get("id")): r for r in new_rows}
+    differing = sorted(k for k in set(written) | set(fresh)
+                       if k not in written or k not in fresh or _canonical(written[k]) != _canonical(fresh[k]))
+    if differing or len(rows) != len(new_rows):
+        example = differing[0] if differing else "-"
+        fields = sorted(f for f in set(written.get(example, {})) | set(fresh.get(example, {}))
+                        if _canonical(written.get(example, {}).get(f)) != _canonical(fresh.get(example, {}).get(f)))
+        out.append(f"{rundir.SCORED} does not match the gate's own re-score of rewards.py on {len(differing)} "
+                   f"sample(s) (e.g. {example}: {', '.join(fields) or 'missing'}); re-run `finetune inspect score`")
+    keys = [k for k in dict.fromkeys([*report, *new_report]) if k != "scored_sha256"]
+    bad = [k for k in keys if _canonical(report.get(k)) != _canonical(new_report.get(k))]
+    if bad:
+        out.append(f"{rundir.SCORE_REPORT} does not match the gate's own re-score ({', '.join(bad)} differ); "
+                   "re-run `finetune inspect score`")
+    return out
+
+
+def evaluate(run_dir: str | Path, spec, rescore: bool = True) -> dict[str, Any]:
+    """Judge the run directory; return the gate record (status PASS or FAIL with reasons).
+
+    With ``rescore`` (always, from the CLI) rewards.py is run again on the samples in an isolated
+    child and must reproduce scored.jsonl and score_report.json exactly.
+    """
     from finetune.inspect.score import load_scored, load_report, report_is_current
 
     run_dir = Path(run_dir)
@@ -61,6 +109,8 @@ def evaluate(run_dir: str | Path, spec) -> dict[str, Any]:
     changed = report_is_current(run_dir, spec, report)
     if changed:
         reasons.append(f"the score report is stale ({changed}); re-run `finetune inspect score`")
+    elif rescore:
+        reasons += rescore_differences(run_dir, spec, rows, report)
 
     verdicts = V.load_verdicts(run_dir)
     by_id = {r["id"]: r for r in rows}
@@ -84,10 +134,10 @@ def evaluate(run_dir: str | Path, spec) -> dict[str, Any]:
         reasons.append(f"{len(disagreements)} disagreement(s) between reward and reading: {fp} false positive "
                        f"(reward-hacking risk), {fn} false negative (lost signal); fix the reward first")
 
-    acks = V.load_acks(run_dir)
+    acks = V.acks_for(run_dir, report.get("flags", []))  # schema-checked, bound to each flag, never unwaivable
     flags = []
     for f in report.get("flags", []):
-        ack = None if f["id"] in V.UNWAIVABLE_FLAGS else acks.get(f["id"])  # even if acks.json was hand-edited
+        ack = acks.get(f["id"])
         flags.append({**f, "status": "acknowledged" if ack else "open", **({"ack": ack} if ack else {})})
     open_flags = [f["id"] for f in flags if f["status"] == "open"]
     if open_flags:
@@ -101,7 +151,7 @@ def evaluate(run_dir: str | Path, spec) -> dict[str, Any]:
 
     humans = sum(v.reader == "human" for v in read)
     agents = len(read) - humans
-    confirmation = V.load_json(run_dir / V.CONFIRMATION)
+    confirmation = V.load_confirmation(run_dir)
     confirmed = False
     if agents:
         verdicts_path = run_dir / rundir.VERDICTS
@@ -153,17 +203,52 @@ def verify_gate(run_dir: str | Path, spec) -> GateCheck:
         status = record.get("status") if isinstance(record, dict) else None
         return GateCheck(False, f"the gate record says {status or 'nothing valid'}, not PASS", record)
     bound = record.get("hashes") or {}
+    bound = bound if isinstance(bound, dict) else {}
     now_hashes = bound_hashes(run_dir, spec.reward_section())
     changed = sorted(k for k in set(bound) | set(now_hashes) if bound.get(k) != now_hashes.get(k))
     inputs = record.get("inputs") or {}
-    changed += sorted(k for k in inputs if not (run_dir / k).is_file() or sha256_file(run_dir / k) != inputs[k])
+    inputs = inputs if isinstance(inputs, dict) else {}
+    now_inputs = _input_hashes(run_dir)  # a file added after the PASS (acks.json, confirmation.json) counts too
+    changed += sorted(k for k in set(inputs) | set(now_inputs) if inputs.get(k) != now_inputs.get(k))
     if changed:
         return GateCheck(False, "changed since the gate PASSed: " + ", ".join(changed)
                          + "; re-run `finetune inspect score` and `finetune inspect gate`", record)
+    stale = _report_binding(run_dir, spec)
+    if stale:
+        return GateCheck(False, f"the score report no longer matches the files it scored ({stale}); re-run "
+                         "`finetune inspect score` and `finetune inspect gate`", record)
+    try:  # re-judge from the bound files (no re-score): a FAIL record whose status was edited stays a FAIL
+        again = evaluate(run_dir, spec, rescore=False)
+    except UserError as exc:
+        return GateCheck(False, f"the gate's inputs cannot be re-read: {exc.line()}", record)
+    if again["status"] != "PASS":
+        return GateCheck(False, "the files the record binds do not PASS the gate: " + "; ".join(again["reasons"]),
+                         record)
     return GateCheck(True, "gate PASS holds: rewards, scored samples, verdicts and reward spec unchanged", record)
 
 
+def _report_binding(run_dir: Path, spec) -> str:
+    """'' when score_report.json was computed from the rewards, spec section and samples there now."""
+    from finetune.inspect.score import load_report, report_is_current
+
+    try:
+        return report_is_current(run_dir, spec, load_report(run_dir))
+    except UserError as exc:
+        return exc.what
+    except (AttributeError, TypeError):
+        return f"{rundir.SCORE_REPORT} is not a score report"
+
+
 def run_gate(run_dir: str | Path, spec) -> dict[str, Any]:
-    record = evaluate(run_dir, spec)
+    from finetune.inspect.isolate import RewardAborted
+
+    try:
+        record = evaluate(run_dir, spec)
+    except RewardAborted as exc:
+        # the re-score could not run (the reward code exited): an earlier PASS must not survive it
+        if (Path(run_dir) / rundir.GATE).is_file():
+            write_gate_record(run_dir, {"status": "FAIL", "reasons": [exc.line()], "hashes": {}, "inputs": {},
+                                        "versions": _versions(), "time": V.now()})
+        raise
     write_gate_record(run_dir, record)
     return record

@@ -132,28 +132,34 @@ def _stats(r, values: list[float | None], errors: list[str | None], rows) -> dic
             "pass_rate": sum(row["passes"][r.name] for row in rows) / len(rows) if rows else None}
 
 
-def score_run(run_dir: str | Path, spec, console=None) -> dict[str, Any]:
-    """Score samples (and base samples), detect flags, run probes; write scored.jsonl + report."""
+def compute(run_dir: str | Path, spec, *, caches: bool = True, channel=None) -> tuple[list[dict[str, Any]],
+                                                                                     dict[str, Any]]:
+    """Score samples (and base samples), detect flags, run probes: ``(rows, report)``; writes nothing.
+
+    Pure given the run directory's files: ``inspect score`` writes its result, ``inspect gate`` runs
+    it again (``caches=False``: no judge answer is reused) and compares. ``channel`` (an
+    :class:`finetune.inspect.isolate.Channel` when run in the isolated child) hears which reward is
+    called and each progress step. ``report["scored_sha256"]`` is left None for the writer to fill.
+    """
     run_dir = Path(run_dir)
-    samples_path = run_dir / rundir.SAMPLES
-    if not samples_path.is_file():
-        raise UserError(f"no {rundir.SAMPLES} in {run_dir}", fix="run `finetune inspect sample SPEC` (or --import FILE)")
     rm = load_rewards(run_dir, [r.name for r in spec.rewards])
-    samples = load_samples(samples_path)
+    if channel is not None:
+        for r in rm.rewards:
+            r.func = channel.guard(r.name, r.func)
+    if not caches:
+        rm.disable_caches()
+    samples = load_samples(run_dir / rundir.SAMPLES)
     base_path = run_dir / rundir.BASE_SAMPLES
     base_samples = load_samples(base_path) if base_path.is_file() else []
     inputs = scored_inputs(run_dir, spec)
+    step = channel.progress if channel is not None else None
 
-    from rich.progress import Progress
-
-    with Progress(console=console, transient=True, disable=console is None) as bar:
-        task = bar.add_task("scoring", total=len(rm.rewards) * (3 if base_samples else 2) + 1)
-        step = lambda: bar.advance(task)  # noqa: E731
-        values, errors = _score_all(rm, samples, step)
-        rm.disable_caches()  # the determinism re-score must not be answered from a judge cache
-        rescored, _ = _score_all(rm, samples, step)
-        base_scores = _score_all(rm, base_samples, step) if base_samples else None
-        probe_result = probes_mod.run_probes(rm, spec, samples)
+    values, errors = _score_all(rm, samples, step)
+    rm.disable_caches()  # the determinism re-score must not be answered from a judge cache
+    rescored, _ = _score_all(rm, samples, step)
+    base_scores = _score_all(rm, base_samples, step) if base_samples else None
+    probe_result = probes_mod.run_probes(rm, spec, samples)
+    if step:
         step()
 
     rows = []
@@ -161,7 +167,26 @@ def score_run(run_dir: str | Path, spec, console=None) -> dict[str, Any]:
         scores = {r.name: values[r.name][i] for r in rm.rewards}
         errs = {r.name: e for r in rm.rewards if (e := errors[r.name][i])}
         rows.append({**s, "rewards": scores, "errors": errs, **_row_verdicts(rm, scores, errs)})
+    base = _base_report(rm, spec, rows, base_samples, base_scores)
+    flag_list = flags_mod.detect(rm, spec, rows, rescored, probe_result, base)
+    for row in rows:
+        row["flags"] = [f["id"] for f in flag_list if row["id"] in f["sample_ids"]]
+    report = {
+        "inputs": inputs,
+        "scored_sha256": None,
+        "samples": len(rows),
+        "rewards": [_stats(r, values[r.name], errors[r.name], rows) for r in rm.rewards],
+        "base_success": base,
+        "flags": flag_list,
+        "probes": probe_result["probes"],
+        "controls": probe_result["controls"],
+        "layout_accepted_by_format_rewards": probe_result["layout_accepted"],
+    }
+    return rows, report
 
+
+def _base_report(rm: RewardModule, spec, rows: list[dict[str, Any]], base_samples: list[dict[str, Any]],
+                 base_scores) -> dict[str, Any]:
     g = spec.training.num_generations
     groups: dict[Any, list[bool]] = {}
     if base_scores:
@@ -181,25 +206,37 @@ def score_run(run_dir: str | Path, spec, console=None) -> dict[str, Any]:
         totals.setdefault(row["row"], []).append(row["total"])
     multi = [t for t in totals.values() if len(t) > 1]
     base["observed_zero_std_groups"] = (sum(max(t) - min(t) <= 1e-12 for t in multi) / len(multi)) if multi else None
+    return base
 
-    flag_list = flags_mod.detect(rm, spec, rows, rescored, probe_result, base)
-    for row in rows:
-        row["flags"] = [f["id"] for f in flag_list if row["id"] in f["sample_ids"]]
 
+def compute_isolated(run_dir: str | Path, spec, *, caches: bool = True, on_progress=None
+                     ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """:func:`compute` in a child process: a reward that exits or kills its process is a UserError naming it."""
+    from finetune.inspect import isolate
+
+    run_dir = Path(run_dir)
+    if not (run_dir / rundir.SAMPLES).is_file():
+        raise UserError(f"no {rundir.SAMPLES} in {run_dir}", fix="run `finetune inspect sample SPEC` (or --import FILE)")
+    if not (run_dir / rundir.REWARDS).is_file():
+        raise UserError(f"no {rundir.REWARDS} in {run_dir}", where=str(run_dir),
+                        fix="run `finetune rewards render SPEC` first")
+    return isolate.run(compute, run_dir, spec, what=str(run_dir / rundir.REWARDS), on_progress=on_progress,
+                       caches=caches)
+
+
+def score_run(run_dir: str | Path, spec, console=None) -> dict[str, Any]:
+    """Score in an isolated child (:func:`compute_isolated`), then write scored.jsonl + score_report.json."""
+    run_dir = Path(run_dir)
+    from rich.progress import Progress
+
+    steps = len(spec.rewards) * (3 if (run_dir / rundir.BASE_SAMPLES).is_file() else 2) + 1
+    with Progress(console=console, transient=True, disable=console is None) as bar:
+        task = bar.add_task("scoring", total=steps)
+        rows, report = compute_isolated(run_dir, spec, on_progress=lambda: bar.advance(task))
     # A NaN/inf score is stored as null (jsonio refuses raw non-finite JSON); the report's `non_finite`
     # count and the `non_finite` flag keep what happened.
     scored_path = jsonio.write_jsonl(run_dir / rundir.SCORED, rows, nonfinite="null")
-    report = {
-        "inputs": inputs,
-        "scored_sha256": sha256_file(scored_path),
-        "samples": len(rows),
-        "rewards": [_stats(r, values[r.name], errors[r.name], rows) for r in rm.rewards],
-        "base_success": base,
-        "flags": flag_list,
-        "probes": probe_result["probes"],
-        "controls": probe_result["controls"],
-        "layout_accepted_by_format_rewards": probe_result["layout_accepted"],
-    }
+    report["scored_sha256"] = sha256_file(scored_path)
     jsonio.write_json(run_dir / rundir.SCORE_REPORT, report, nonfinite="null")
     return report
 

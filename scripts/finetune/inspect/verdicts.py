@@ -18,9 +18,9 @@ from typing import Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from finetune import atomic, jsonio, rundir
+from finetune import atomic, jsonio, locks, rundir
 from finetune.errors import UserError
-from finetune.hashing import sha256_file
+from finetune.hashing import canonical_json, sha256_file
 
 CONFIRMATION = "confirmation.json"
 ACKS = "acks.json"
@@ -96,6 +96,11 @@ def record_verdicts(run_dir: str | Path, new: list[Verdict], source: str = "verd
     sample has changed since.
     """
     run_dir = Path(run_dir)
+    with locks.file_lock(run_dir / rundir.VERDICTS):  # re-read under the lock: no concurrent verdict is lost
+        return _merge_verdicts(run_dir, new, source)
+
+
+def _merge_verdicts(run_dir: Path, new: list[Verdict], source: str) -> Path:
     known = scored_digests(run_dir)
     for v in new:
         if v.id not in known:
@@ -152,6 +157,11 @@ def confirm(run_dir: str | Path, user: str, statement: str | None) -> Path:
     run_dir = Path(run_dir)
     if not user.strip():
         raise UserError("empty --user", where="--user", fix="give the name of the person confirming")
+    with locks.file_lock(run_dir / CONFIRMATION):  # the verdicts hashed are the verdicts counted
+        return _write_confirmation(run_dir, user, statement)
+
+
+def _write_confirmation(run_dir: Path, user: str, statement: str | None) -> Path:
     verdicts = load_verdicts(run_dir)
     if not verdicts:
         raise UserError(f"no verdicts in {run_dir}", fix="record verdicts with `finetune inspect verdict` first")
@@ -164,7 +174,8 @@ def confirm(run_dir: str | Path, user: str, statement: str | None) -> Path:
         "agent_verdicts": agent,
         "verdicts": len(verdicts),
     }
-    return atomic.write_json(run_dir / CONFIRMATION, record)
+    Confirmation.model_validate(record)  # what the command writes is what the gate accepts
+    return jsonio.write_json(run_dir / CONFIRMATION, record)
 
 
 def load_json(path: Path) -> Any:
@@ -183,14 +194,89 @@ UNWAIVABLE_FLAGS = {
 }
 
 
+class Confirmation(BaseModel):
+    """confirmation.json as `finetune inspect confirm` writes it; anything else is bad input."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    user: str = Field(min_length=1, pattern=r"\S")
+    statement: str = Field(min_length=1)
+    time: str = Field(min_length=1)
+    verdicts_sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    agent_verdicts: int = Field(ge=0)
+    verdicts: int = Field(ge=1)
+
+
+class Ack(BaseModel):
+    """One entry of acks.json as `finetune inspect ack` writes it: bound to the flag it waived."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    reason: str = Field(min_length=MIN_ACK_REASON_CHARS)
+    by: str = Field(min_length=1)
+    time: str = Field(min_length=1)
+    flag_sha256: str = Field(pattern=r"^[0-9a-f]{64}$", description="digest of the flag as the score report "
+                             "stated it when acknowledged; a changed flag needs a new acknowledgement")
+
+
+def _validated(path: Path, model: type[BaseModel], data: Any, what: str, fix: str) -> Any:
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        field = ".".join(str(x) for x in err["loc"]) or "(top level)"
+        raise UserError(f"{what}: {field}: {err['msg']}", where=str(path), fix=fix) from None
+
+
+def load_confirmation(run_dir: str | Path) -> dict[str, Any] | None:
+    """confirmation.json validated against what `inspect confirm` writes (None when absent)."""
+    path = Path(run_dir) / CONFIRMATION
+    data = load_json(path)
+    if data is None:
+        return None
+    fix = "delete it and run `finetune inspect confirm RUN --user NAME` (never edit it by hand)"
+    return _validated(path, Confirmation, data, "not a confirmation written by `finetune inspect confirm`",
+                      fix).model_dump()
+
+
+def flag_digest(flag: dict[str, Any]) -> str:
+    """sha256 of a flag as the score report states it (what an acknowledgement is bound to)."""
+    return hashlib.sha256(canonical_json({k: v for k, v in flag.items() if k not in ("status", "ack")})).hexdigest()
+
+
 def load_acks(run_dir: str | Path) -> dict[str, dict[str, Any]]:
-    return load_json(Path(run_dir) / ACKS) or {}
+    """acks.json validated against what `inspect ack` writes; a hand-written entry is bad input."""
+    path = Path(run_dir) / ACKS
+    data = load_json(path)
+    if data is None:
+        return {}
+    fix = "delete it and acknowledge with `finetune inspect ack RUN FLAG --reason TEXT` (never edit it by hand)"
+    if not isinstance(data, dict):
+        raise UserError(f"acks.json must be a JSON object, found {type(data).__name__}", where=str(path), fix=fix)
+    return {str(k): _validated(path, Ack, v, f"acknowledgement '{k}' was not written by `finetune inspect ack`",
+                               fix).model_dump() for k, v in data.items()}
+
+
+def acks_for(run_dir: str | Path, flags: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The acknowledgements that hold for these flags: valid, waivable, and bound to the flag as it is now.
+
+    The one validator the gate and verify_gate call: an ack of a flag whose evidence changed since (new
+    samples, a new reward) no longer counts.
+    """
+    acks = load_acks(run_dir)
+    out = {}
+    for f in flags:
+        ack = acks.get(f.get("id"))
+        if ack and f.get("id") not in UNWAIVABLE_FLAGS and ack["flag_sha256"] == flag_digest(f):
+            out[f["id"]] = ack
+    return out
 
 
 def acknowledge(run_dir: str | Path, flag_id: str, reason: str, by: str | None,
-                known_flags: list[str], probe_ids: list[str]) -> Path:
+                flags: list[dict[str, Any]], probe_ids: list[str]) -> Path:
     """Acknowledge a red flag with a written reason. Passing probes cannot be waived (contract 4)."""
     run_dir = Path(run_dir)
+    known_flags = [f["id"] for f in flags]
     if flag_id in probe_ids or flag_id.startswith("probe:"):
         raise UserError(f"'{flag_id}' is a hack probe; a passing probe cannot be waived", where=flag_id,
                         fix="fix the reward so the probe fails, then re-run `finetune inspect score`")
@@ -203,6 +289,11 @@ def acknowledge(run_dir: str | Path, flag_id: str, reason: str, by: str | None,
     if len(reason.strip()) < MIN_ACK_REASON_CHARS:
         raise UserError(f"reason too short ({len(reason.strip())} characters)", where="--reason",
                         fix=f"write why this flag is acceptable (at least {MIN_ACK_REASON_CHARS} characters)")
-    acks = load_acks(run_dir)
-    acks[flag_id] = {"reason": reason.strip(), "by": by or "unknown", "time": now()}
-    return atomic.write_json(run_dir / ACKS, acks)
+    if by is not None and not by.strip():
+        raise UserError("empty --by", where="--by", fix="name who acknowledges it, or leave --by out")
+    flag = next(f for f in flags if f["id"] == flag_id)
+    entry = {"reason": reason.strip(), "by": (by or "unknown").strip(), "time": now(), "flag_sha256": flag_digest(flag)}
+    with locks.file_lock(run_dir / ACKS):  # re-read under the lock: a concurrent ack is not lost
+        acks = load_acks(run_dir)
+        acks[flag_id] = Ack.model_validate(entry).model_dump()
+        return jsonio.write_json(run_dir / ACKS, acks)

@@ -1,0 +1,144 @@
+"""Run user reward code in a child process, so an exit during scoring is an error, never a success.
+
+A rewards.py that calls ``sys.exit(0)`` or ``os._exit(0)`` while imported or while scoring would
+otherwise end ``finetune inspect score`` / ``gate`` with status 0 having written nothing (issue 18
+item 8). Here the work runs in a fresh process (multiprocessing ``forkserver``, else ``spawn``: no
+state of the parent is inherited); the child reports which reward it is calling before each call,
+so when it dies or exits the parent raises a UserError (exit 2) naming that reward.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import traceback
+from typing import Any, Callable
+
+from finetune.errors import UserError
+
+IMPORT = "(import of rewards.py)"  # what the child is doing before any reward is called
+
+
+class RewardAborted(UserError):
+    """The reward code ended the scoring process (exit 2); the gate voids an earlier PASS on it."""
+
+
+class RewardExited(BaseException):
+    """Raised in the child when reward code raises SystemExit (a BaseException, so no reward catches it)."""
+
+    def __init__(self, reward: str, code: Any):
+        super().__init__(reward, code)
+        self.reward, self.code = reward, code
+
+
+class Channel:
+    """The child's side: report progress and which reward is running."""
+
+    def __init__(self, conn):
+        self._conn = conn
+        self.current = IMPORT
+
+    def calling(self, reward: str) -> None:
+        if reward != self.current:
+            self.current = reward
+            self._conn.send(("calling", reward))
+
+    def progress(self) -> None:
+        self._conn.send(("progress", None))
+
+    def guard(self, name: str, func: Callable[..., Any]) -> Callable[..., Any]:
+        """``func`` wrapped: announces ``name`` and turns SystemExit into RewardExited."""
+        channel = self
+
+        def guarded(*args, **kwargs):
+            channel.calling(name)
+            try:
+                return func(*args, **kwargs)
+            except SystemExit as exc:
+                raise RewardExited(name, exc.code) from None
+
+        guarded.__name__ = getattr(func, "__name__", name)
+        return guarded
+
+
+def _child(conn, env: dict[str, str], cwd: str, target: Callable[..., Any], args: tuple, kwargs: dict) -> None:
+    # a forkserver started earlier holds the environment of that moment: take the caller's, as a plain
+    # subprocess would (judge endpoints and API keys come from the environment)
+    os.environ.clear()
+    os.environ.update(env)
+    os.chdir(cwd)
+    channel = Channel(conn)
+    try:
+        result = target(*args, channel=channel, **kwargs)
+    except RewardExited as exc:
+        conn.send(("exited", (exc.reward, exc.code)))
+    except SystemExit as exc:  # at import time, or outside any reward call
+        conn.send(("exited", (channel.current, exc.code)))
+    except UserError as exc:
+        conn.send(("user_error", (exc.what, exc.where, exc.fix)))
+    except BaseException:  # a bug: carry the child's traceback to the parent
+        conn.send(("crash", traceback.format_exc()))
+    else:
+        conn.send(("result", result))
+    finally:
+        conn.close()
+
+
+def _context():
+    methods = multiprocessing.get_all_start_methods()
+    return multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
+
+
+def run(target: Callable[..., Any], *args: Any, what: str, on_progress: Callable[[], None] | None = None,
+        **kwargs: Any) -> Any:
+    """``target(*args, channel=Channel, **kwargs)`` in a child process; its return value, or UserError.
+
+    ``target`` and its arguments must be picklable (a module-level function). ``what`` names the
+    reward module in messages (its path).
+    """
+    ctx = _context()
+    recv, send = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=_child, args=(send, dict(os.environ), os.getcwd(), target, args, kwargs), daemon=True)
+    proc.start()
+    send.close()
+    current = IMPORT
+    outcome: tuple[str, Any] | None = None
+    try:
+        while outcome is None:
+            try:
+                kind, payload = recv.recv()
+            except EOFError:  # the child died without a word: os._exit, a signal, the OOM killer
+                break
+            if kind == "calling":
+                current = payload
+            elif kind == "progress":
+                if on_progress:
+                    on_progress()
+            else:
+                outcome = (kind, payload)
+    finally:
+        recv.close()
+        proc.join(timeout=30)
+        if proc.is_alive():
+            proc.kill()
+            proc.join()
+    return _outcome(outcome, proc.exitcode, current, what)
+
+
+def _outcome(outcome: tuple[str, Any] | None, exitcode: int | None, current: str, what: str) -> Any:
+    fix = "remove the exit from the reward code (a reward must return scores, never end the process)"
+    if outcome is None:
+        reward = current if current == IMPORT else f"reward '{current}'"
+        raise RewardAborted(f"the reward code ended the scoring process (exit status {exitcode}) during {reward}",
+                        where=what, fix=fix)
+    kind, payload = outcome
+    if kind == "result":
+        return payload
+    if kind == "exited":
+        reward, code = payload
+        during = reward if reward == IMPORT else f"reward '{reward}'"
+        raise RewardAborted(f"the reward code called sys.exit({code!r}) during {during}", where=what, fix=fix)
+    if kind == "user_error":
+        message, where, fix_ = payload
+        raise UserError(message, where=where, fix=fix_)
+    raise RuntimeError(f"scoring failed in the child process:\n{payload}")
