@@ -4,8 +4,9 @@ The seed's rule: train plain GRPO first and switch to a variant only when its fa
 entropy collapse / degenerate long CoT → DAPO, reward or length rising regardless of quality →
 Dr.GRPO, a mixture-of-experts model → GSPO (required, not optional). Never pre-emptively.
 
-RUN is a TRL output directory (trainer_state.json, or its newest checkpoint-*/), a run directory
-(its ``train/`` is the output directory), a ``trainer_state.json``, or a JSONL file of logged dicts.
+RUN is a TRL output directory (trainer_state.json; else the live ``metrics.jsonl`` the rendered
+train.py appends at every logged step; else its newest checkpoint-*/), a run directory (its ``train/``
+is the output directory), a ``trainer_state.json``, or a JSONL file of logged dicts.
 Every symptom carries its evidence (steps, values, trend statistics) so a reader can check it; the
 thresholds are module constants, named and explained below.
 
@@ -218,8 +219,13 @@ def _newest_checkpoint(folder: Path) -> Optional[Path]:
     return max(found)[1] if found else None
 
 
-def find_log_file(run: Path) -> Path:
-    """The log file behind RUN (a file, a TRL output dir, or a run dir whose train/ is one)."""
+def choose_log_file(run: Path) -> Path:
+    """The log file behind RUN (a file, a TRL output dir, or a run dir whose train/ is one).
+
+    Per folder: the final trainer_state.json (save_state at the end of training); else the live
+    ``metrics.jsonl`` the rendered train.py appends at every logged step, unless a checkpoint's
+    trainer_state.json is newer (a run not launched through train.py); else the newest checkpoint.
+    """
     if run.is_file():
         return run
     if not run.is_dir():
@@ -229,11 +235,16 @@ def find_log_file(run: Path) -> Path:
         if (folder / "trainer_state.json").is_file():
             return folder / "trainer_state.json"
         newest = _newest_checkpoint(folder) if folder.is_dir() else None
+        live = folder / rundir.METRICS
+        if live.is_file() and live.stat().st_size > 0 and (
+                newest is None or live.stat().st_mtime_ns >= newest.stat().st_mtime_ns):
+            return live
         if newest is not None:
             return newest
-    raise UserError(f"no trainer_state.json in {run} (nor in its train/ or checkpoint-*/ folders)", where=str(run),
-                    fix="pass the TRL output_dir of a run that saved its state (save_strategy other than 'no', "
-                        "or trainer.state.save_to_json), or a JSONL of its logged dicts")
+    raise UserError(f"no trainer_state.json or {rundir.METRICS} in {run} (nor in its train/ or checkpoint-*/ "
+                    "folders)", where=str(run),
+                    fix="pass the output_dir of a run that logged a step (the rendered train.py writes "
+                        f"train/{rundir.METRICS} live), a trainer_state.json, or a JSONL of its logged dicts")
 
 
 def _parse_json_file(path: Path) -> list[Any]:
@@ -260,7 +271,10 @@ def _parse_json_file(path: Path) -> list[Any]:
                                 fix="pass TRL's trainer_state.json, or a JSONL with one logged dict per line")
             return doc
     rows = []
-    for n, line in enumerate(text.split("\n"), 1):  # \n only: U+2028 inside a string is not a line break
+    lines = text.split("\n")  # \n only: U+2028 inside a string is not a line break
+    if path.name == rundir.METRICS and not text.endswith("\n"):
+        lines = lines[:-1]  # the live log's last line is still being written: read up to the last whole one
+    for n, line in enumerate(lines, 1):
         if not line.strip():
             continue
         try:
@@ -289,7 +303,7 @@ def _is_read_metric(key: str) -> bool:
 
 def load_logs(run: str | Path) -> Logs:
     """Read the training entries of a run's log history. Malformed, truncated or empty → UserError."""
-    path = find_log_file(Path(run))
+    path = choose_log_file(Path(run))
     rows = _parse_json_file(path)
     where = lambda i: f"{path}: entry {i + 1}"  # noqa: E731
     by_step: dict[int, dict[str, Any]] = {}

@@ -19,11 +19,13 @@ SCORED = "scored.jsonl"
 SCORE_REPORT = "score_report.json"
 REVIEW_MD = "review.md"
 REVIEW_HTML = "review.html"
+REVIEW_KEY = "review_key.md"  # the rewards' view of the sheet's samples, opened after the verdicts
 VERDICTS = "verdicts.jsonl"
 GATE = "gate.json"
 CONFIG_DIR = "config"
 MEMORY = "memory.md"
 TRAIN_DIR = "train"
+METRICS = "metrics.jsonl"  # in TRAIN_DIR: every logged step, appended live by the rendered train.py
 DIAGNOSIS_DIR = "diagnosis"
 DIAGNOSIS = "diagnosis/diagnosis.json"
 
