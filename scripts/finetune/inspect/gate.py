@@ -199,7 +199,7 @@ def evaluate(run_dir: str | Path, spec, rescore: bool = True) -> dict[str, Any]:
     return {
         "status": status,
         "reasons": reasons,
-        "hashes": bound_hashes(run_dir, spec.reward_section()),
+        "hashes": bound_hashes(run_dir, spec.reward_section(), **spec.filter_binding()),
         "inputs": _input_hashes(run_dir),
         "counts": {"scored": len(rows), "read": len(read), "min_read": min_read, "stale_verdicts": len(stale),
                    "agreed": len(read) - len({d["id"] for d in disagreements}),
@@ -239,7 +239,7 @@ def verify_gate(run_dir: str | Path, spec) -> GateCheck:
         return GateCheck(False, f"the gate record says {status or 'nothing valid'}, not PASS", record)
     bound = record.get("hashes") or {}
     bound = bound if isinstance(bound, dict) else {}
-    now_hashes = bound_hashes(run_dir, spec.reward_section())
+    now_hashes = bound_hashes(run_dir, spec.reward_section(), **spec.filter_binding())
     changed = sorted(k for k in set(bound) | set(now_hashes) if bound.get(k) != now_hashes.get(k))
     inputs = record.get("inputs") or {}
     inputs = inputs if isinstance(inputs, dict) else {}
