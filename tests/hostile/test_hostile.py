@@ -71,3 +71,25 @@ def test_family_4_line_separators_keep_the_run_usable(text, damaged):
     from finetune.inspect.verdicts import load_verdicts
 
     assert load_verdicts(run)[first].note == text
+
+
+@pytest.mark.parametrize("content", [b"[1]", b'"PASS"', b"\xff\xfe", b"{", b'{"status": NaN}'])
+def test_train_py_refuses_a_damaged_gate_record_in_one_line(tmp_path, content):
+    """Family 9 on the GPU box: the rendered train.py reading a hand-damaged gate.json."""
+    import importlib.util
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "render"))
+    from render_fixtures import write_run
+
+    from finetune.cli import main
+
+    spec = write_run(tmp_path / "run", "Qwen/Qwen3-1.7B")
+    assert main(["config", "render", str(spec), "--no-gate"]) == 0
+    loader = importlib.util.spec_from_file_location("rendered_train_hostile", spec.parent / "config" / "train.py")
+    module = importlib.util.module_from_spec(loader)
+    loader.loader.exec_module(module)
+    module.GATE_REQUIRED = True
+    (spec.parent / "gate.json").write_bytes(content)
+    with pytest.raises(SystemExit) as exc:
+        module.check_gate()
+    assert str(exc.value).startswith("refusing to train:") and "gate" in str(exc.value)

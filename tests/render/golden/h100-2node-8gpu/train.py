@@ -85,6 +85,8 @@ def check_gate() -> None:
         gate = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         sys.exit(f"refusing to train: no readable gate record at {path} ({exc})")
+    if not isinstance(gate, dict):  # a hand-edited `[1]` is a refusal with the path, not a traceback
+        sys.exit(f"refusing to train: {path} is not a gate record (a JSON object); re-run `finetune inspect gate`")
     if gate.get("status") != "PASS":
         sys.exit(f"refusing to train: {path} says {gate.get('status')!r}, not PASS")
     if gate.get("hashes") != GATE_HASHES:
