@@ -19,6 +19,7 @@ SCORED = "scored.jsonl"
 SCORE_REPORT = "score_report.json"
 REVIEW_MD = "review.md"
 REVIEW_HTML = "review.html"
+REVIEW_KEY = "review_key.md"  # the rewards' view of the sheet's samples, opened after the verdicts
 VERDICTS = "verdicts.jsonl"
 GATE = "gate.json"
 CONFIG_DIR = "config"

@@ -214,7 +214,8 @@ def _import(path: str, run_dir: Path, target: str, prompt_column: str = "prompt"
 
 
 def run_sample(spec, run_dir: str | Path, *, import_file: str | None = None, import_base: str | None = None,
-               base: bool = True, device: str | None = None, backend: str = "auto", console=None) -> dict[str, Any]:
+               base: bool = True, device: str | None = None, backend: str = "auto", console=None,
+               base_temperature: float | None = None) -> dict[str, Any]:
     """Write samples.jsonl (+ base_samples.jsonl) and sample_info.json; return the info record."""
     run_dir = Path(run_dir)
     insp, g, seed = spec.inspection, spec.generation, spec.training.seed
@@ -224,7 +225,11 @@ def run_sample(spec, run_dir: str | Path, *, import_file: str | None = None, imp
             info["imported"] = _import(import_file, run_dir, rundir.SAMPLES, spec.dataset.prompt_column)
             info["samples"] = info["imported"]["rows"]
         if import_base:
-            info["imported_base"] = _import(import_base, run_dir, rundir.BASE_SAMPLES, spec.dataset.prompt_column)
+            # the temperature the imported base samples were drawn at, as the user states it (None: unknown,
+            # which makes base success provisional)
+            info["imported_base"] = {**_import(import_base, run_dir, rundir.BASE_SAMPLES,
+                                                     spec.dataset.prompt_column),
+                                     "temperature": base_temperature}
             info["base_samples"] = info["imported_base"]["rows"]
         atomic.write_json(run_dir / SAMPLE_INFO, info)
         return info

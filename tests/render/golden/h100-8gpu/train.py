@@ -33,7 +33,8 @@ TRL_VERSION = '1.16.0'  # every algorithm field below assumes this TRL's semanti
 # --- the Phase 1 gate record this config relies on (DESIGN.md contract 5) ---
 GATE_REQUIRED = False
 GATE_HASHES = {}
-REWARD_SECTION_SHA256 = '321019e4220ce1d89d4838797fe5040337d118def58aea6bce3f4146d7f0d0b8'  # sha256 of the spec's reward section (weights included)
+REWARD_SECTION_SHA256 = 'a4ec549c44c3a23c85e8075c1d34951618d90ded26b66d39eb79e6ffcfade1d3'  # sha256 of the spec's reward section (weights included)
+DATA_FILTER_SHA256 = None  # sha256 of the spec's dataset.filter (finetune data filter), or None
 
 
 def sha256_file(path: Path) -> str:
@@ -53,6 +54,10 @@ def bound_hashes(run_dir: Path) -> dict:
         if (run_dir / name).is_file():
             out[name] = sha256_file(run_dir / name)
     out["spec:rewards"] = REWARD_SECTION_SHA256
+    if DATA_FILTER_SHA256 is not None:  # train on exactly the filtered file the gate record binds
+        out["spec:dataset.filter"] = DATA_FILTER_SHA256
+        data = Path(DATASET["path"]) if Path(DATASET["path"]).is_absolute() else run_dir / DATASET["path"]
+        out["dataset.filter:file"] = sha256_file(data) if data.is_file() else "missing"
     return out
 
 
