@@ -1482,7 +1482,7 @@ def reference_doc() -> str:
           "Scored rows have a known setup; the error is this estimator's. Unscored rows (setup partly "
           "unknown, another framework's kernels, SFT rather than GRPO) are shown as reported, with what "
           "this module says for the part it can size. `benchmarks/bench_memory.py` prints the same rows beside "
-          "accelerate's estimator. Sources: ../shared/reference/memory-figures.md.", "",
+          "accelerate's estimator. Sources: [sources.md](sources.md#memory-figures-and-formulas).", "",
           "| figure | source | setup | published | ours | error | scored |", "|---|---|---|---:|---:|---:|---|"]
     for c in checks:
         L.append(f"| {c.what} | {c.source} | {c.setup}{'; ' + c.note if c.note else ''} | {c.published:g} {c.unit} | "
@@ -1523,7 +1523,7 @@ def reference_doc() -> str:
           "log-sum-exp statistics and recomputes the tiles in the backward pass. For the same 8 × 20,480 "
           "completion tokens of Llama-3.1-8B (LoRA) its head needs "
           f"{gib(fused_head_bytes(_doc_llama8(), 8 * 20_480, head_trainable=False)):.1f} GiB instead of "
-          f"{gib(logits_bytes(8, 20_480, 128_256)):.1f} GiB. (../shared/reference/memory-figures.md's "
+          f"{gib(logits_bytes(8, 20_480, 128_256)):.1f} GiB. ([sources.md](sources.md#memory-figures-and-formulas)'s "
           "B × T × V × 4 logits term describes earlier TRL releases and other trainers; `estimate()` sizes "
           "those with `fused_lm_head=False`.) TRL has neither activation offloading nor weight sharing with "
           "vLLM, so long completions still cost activations (B·T·(L·2h + one layer) with checkpointing) and a "
