@@ -13,7 +13,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Optional
 
-from finetune import __version__, atomic, literals, rundir
+from finetune import __version__, literals, rundir
 from finetune.errors import UserError
 from finetune.rewards.registry import HELPERS, KINDS, TYPE_ORDER
 from finetune.rewards.specs import PARTIAL_CEILING, ordering_margin, penalty_floors
@@ -237,13 +237,13 @@ def render_rewards(spec: Any, out_dir: str | Path) -> list[Path]:
     """
     out_dir = Path(out_dir)
     files = spec_sources(spec)
-    with atomic.staged_dir(out_dir) as staging:
-        for name, text in files.items():
-            (staging / name).write_text(text, encoding="utf-8")
-    for stale in out_dir.glob("rewards_*.py"):  # the gate binds every rewards_*.py: leave none stale
-        if stale.name not in files and stale.is_file():
-            stale.unlink()
-    return [out_dir / name for name in files]
+    # One commit, staged inside the run directory: rewards.py, its helpers and the removal of every helper
+    # this spec no longer needs (the gate binds every rewards_*.py) land together — a crash leaves the old
+    # set or, after the next run, the new one.
+    from finetune import commit
+
+    stale = tuple(p.name for p in out_dir.glob("rewards_*.py") if p.name not in files and p.is_file())
+    return commit.commit_files(out_dir, files, remove=stale)
 
 
 # ------------------------------------------------------------------------------------------------
