@@ -177,6 +177,14 @@ def detect(rm: RewardModule, spec, rows: list[dict[str, Any]], rescored: dict[st
             if golds and len(failing) == len(golds):
                 flags.append(_flag("gold_answer_fails", r.name, "a well-formed completion carrying the gold answer "
                                    "does not pass: the reward cannot be satisfied (lost signal)", failing))
+    for r in rm.rewards:
+        lost = [c for c in controls if c.get("expect_pass") and r.name in c.get("failed_by", [])]
+        if lost:
+            kinds = sorted({c["probe"] for c in lost})
+            flags.append(_flag("lost_signal", r.name, f"fails {len(lost)} correct answer(s) written the way instruct "
+                               f"models write them ({', '.join(kinds)}): GRPO would push the model away from a correct, "
+                               "normal style; fix the reward (trailing_text, extract) or acknowledge why",
+                               [c["id"] for c in lost], controls=kinds))
     cut = [row["id"] for row in rows if row.get("truncated")]
     if rows and len(cut) >= TRUNCATED_SHARE * len(rows):
         flags.append(_flag("truncated", None, f"{len(cut)} of {len(rows)} completions stopped at "
