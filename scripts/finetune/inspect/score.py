@@ -266,6 +266,12 @@ def score_run(run_dir: str | Path, spec, console=None) -> dict[str, Any]:
     run_dir = Path(run_dir)
     from rich.progress import Progress
 
+    from finetune.rewards.columns import check_dataset, check_samples
+
+    check_dataset(spec, required=False)  # a column a reward reads must exist: exit 2, nothing written
+    for name in (rundir.SAMPLES, rundir.BASE_SAMPLES):
+        if (run_dir / name).is_file():
+            check_samples(spec, load_samples(run_dir / name), str(run_dir / name))
     steps = len(spec.rewards) * (3 if (run_dir / rundir.BASE_SAMPLES).is_file() else 2) + 1
     with Progress(console=console, transient=True, disable=console is None) as bar:
         task = bar.add_task("scoring", total=steps)
