@@ -143,6 +143,95 @@ def cases() -> list[Case]:
     return out
 
 
+def build_base_run(run: Path) -> Path:
+    """A complete run directory made by the real commands: spec, data, rewards.py, samples, scored,
+    report, verdicts (agent), confirmation, one acknowledged flag."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "inspect"))
+    from inspect_helpers import MODULES, craft_samples, verdicts_for
+
+    from finetune.cli import main
+
+    run.mkdir(parents=True)
+    (run / "spec.yaml").write_text(SPEC)
+    samples = [s for s in craft_samples(per_prompt=8) if s["kind"] == "right"]  # constant rewards: flags to ack
+    rows = [{k: v for k, v in r.items() if k != "kind"} for r in samples]
+    _write_jsonl(run / "data.jsonl", [{"prompt": r["prompt"], "answer": r["columns"]["answer"]} for r in rows])
+    shutil.copy(MODULES / "good.py", run / "rewards.py")
+    _write_jsonl(run / "samples.jsonl", rows)
+    assert main(["inspect", "score", str(run)]) == 0
+    _write_jsonl(run.parent / "v.jsonl", verdicts_for(samples, reader="agent"))
+    assert main(["inspect", "verdict", str(run), "--file", str(run.parent / "v.jsonl")]) == 0
+    (run.parent / "v.jsonl").unlink()
+    assert main(["inspect", "confirm", str(run), "--user", "Ada"]) == 0
+    assert main(["inspect", "ack", str(run), "base_saturated", "--reason",
+                 "a curated easy split: the full set varies"]) == 0
+    return run
+
+
+def damaged_copy(base: Path, side: Path, case: Case) -> tuple[Path, Path, Path]:
+    """A copy of the base run under ``side`` (plus a good import file beside it), with the case's damage."""
+    side.mkdir(parents=True)
+    run = side / "run"
+    shutil.copytree(base, run)
+    (side / "good.jsonl").write_text(json.dumps({"prompt": "p", "completion": "c"}) + "\n")
+    case.damage(run)
+    return run, run / "spec.yaml", side
+
+
+def snapshot(folder: Path) -> dict[str, bytes | None]:
+    return {str(p.relative_to(folder)): (p.read_bytes() if p.is_file() else None) for p in sorted(folder.rglob("*"))}
+
+
+def invoke(case: Case, argv: list[str]) -> tuple[int, str]:
+    """Run one invocation: a real process for ``case.subprocess``, else ``finetune.cli.main`` in-process."""
+    import contextlib
+    import io
+    import subprocess
+    import sys
+
+    if case.subprocess:
+        r = subprocess.run([sys.executable, "-m", "finetune", *argv], capture_output=True, text=True, timeout=120)
+        return r.returncode, r.stderr
+    from finetune.cli import main
+
+    err, out = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
+        try:
+            code = main(argv)
+        except SystemExit as exc:  # argparse --help / --version only
+            code = exc.code if isinstance(exc.code, int) else 2
+        except BaseException as exc:  # noqa: BLE001 — an escaped exception is the defect being looked for
+            import traceback
+
+            code, _ = 99, traceback.print_exc(file=err)
+    return code, err.getvalue()
+
+
+def check(case: Case, run: Path, spec: Path, side: Path, first: str = "p0000-s00") -> str:
+    """'' when the case behaves (see the module doc), else what went wrong."""
+    argv = [a.format(run=run, spec=spec, tmp=side, first=first) for a in case.verb]
+    before = snapshot(side)
+    code, err = invoke(case, argv)
+    if "Traceback" in err:
+        return "traceback: " + err[-1500:]
+    if (run / MARKER).exists() or (side / MARKER).exists():
+        return "a spec string executed a command"
+    if case.code is None:
+        return "" if code in (0, 1, 2) else f"exit {code}: {err[-1000:]}"
+    if code != case.code:
+        return f"exit {code}, expected {case.code}: {err[-1000:]}"
+    if case.expect not in err:
+        return f"'{case.expect}' not in: {err[-1000:]}"
+    lines = err.strip().splitlines()
+    if case.code == 2 and [ln for ln in lines if ln.startswith("error:")] != lines[-1:]:
+        return "not one error line at the end: " + err[-1000:]  # a --no-gate warning may precede it
+    if snapshot(side) != before:
+        return "bad input wrote something"
+    return ""
+
+
 def _write_jsonl(path: Path, rows: list) -> None:
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
 
