@@ -36,6 +36,7 @@ REGISTRY: tuple[Target, ...] = (
     Target("references/reward-functions.md", "finetune.docs:reward_reference"),
     Target("references/grpo-memory.md", "finetune.memory:reference_doc"),
     Target("references/run-spec.md", "finetune.spec:reference_doc"),
+    Target("references/diagnosis.md", "finetune.diagnose:reference_doc"),
     Target("references/grpo-recipe.md", "finetune.docs:grpo_recipe_reference"),
     Target("skills/finetuning-method-selection/SKILL.md", "finetune.route:skill_table", region="routes"),
     Target("README.md", "finetune.docs:cli_table", region="cli"),
