@@ -5,7 +5,6 @@
 set -euo pipefail
 RUN_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$RUN_DIR"
-export PYTHONPATH="$RUN_DIR${PYTHONPATH:+:$PYTHONPATH}"  # rewards.py is imported from the run directory
 
 # One GPU: vLLM runs colocated inside the training process (vllm_mode: colocate).
 exec python config/train.py "$@"

@@ -5,7 +5,6 @@
 set -euo pipefail
 RUN_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$RUN_DIR"
-export PYTHONPATH="$RUN_DIR${PYTHONPATH:+:$PYTHONPATH}"  # rewards.py is imported from the run directory
 
 # 2 nodes × 8 GPUs. Run this script on EVERY node with:
 #   NODE_RANK   0 on the generation node, 1..1 on the training nodes

@@ -5,7 +5,6 @@
 set -euo pipefail
 RUN_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$RUN_DIR"
-export PYTHONPATH="$RUN_DIR${PYTHONPATH:+:$PYTHONPATH}"  # rewards.py is imported from the run directory
 
 # 8 GPUs on one node: `trl vllm-serve` on GPU(s) 0, training on the other 7.
 VLLM_LOG="$RUN_DIR/train/vllm-serve.log"
