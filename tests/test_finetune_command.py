@@ -1,7 +1,8 @@
 """commands/finetune.md runs exactly as written, in order, so the command cannot drift from the scripts.
 
 The test parses the command's ```bash blocks (one invocation per line), substitutes what Claude Code
-substitutes (${CLAUDE_PLUGIN_ROOT}, ${CLAUDE_PLUGIN_DATA}, $ARGUMENTS) and runs every invocation with
+substitutes (${CLAUDE_PLUGIN_ROOT}, ${CLAUDE_PLUGIN_DATA}) and what the agent writes for $RUN (the run
+directory it decided from $ARGUMENTS) and runs every invocation with
 bash in a real subprocess, in the order of the Markdown. The placeholders the command asks the agent to
 fill (ID, VERDICT, NOTE for each verdict; USER_NAME, STATEMENT for the confirmation) are filled by the
 test acting as the agent, whose reading is the demo's independent checker. The per-sample verdict line
@@ -53,7 +54,7 @@ def invocations(body: str) -> list[Invocation]:
     """Every script invocation of the command's ```bash blocks, in order, with its phase."""
     out: list[Invocation] = []
     phase = "(before Phase 0)"
-    for m in re.finditer(r"^## (Phase \d)[^\n]*$|^```bash\n(.*?)^```", body, re.S | re.M):
+    for m in re.finditer(r"^## (Phase \d)[^\n]*$|^[ \t]*```bash\n(.*?)^[ \t]*```", body, re.S | re.M):
         if m.group(1):
             phase = m.group(1)
             continue
@@ -78,19 +79,10 @@ def test_frontmatter_and_phases():
     front, body, calls = _command()
     assert front["description"] and len(front["description"]) <= 1024
     assert front["argument-hint"]
-    rules = [r.strip() for r in front["allowed-tools"].split(",")]
-    bash_rules = [r for r in rules if r.startswith("Bash")]
-    assert "Bash(${CLAUDE_PLUGIN_ROOT}/scripts/bootstrap.sh:*)" in bash_rules
-    assert "Bash(${CLAUDE_PLUGIN_DATA}/venv/bin/finetune:*)" in bash_rules
-    for rule in bash_rules:  # tight: only the plugin's own scripts
-        assert re.fullmatch(r"Bash\(\$\{CLAUDE_PLUGIN_(ROOT|DATA)\}/[^ :()]+:\*\)", rule), rule
+    # allowed-tools against every call: tests/test_command_permissions.py
     headings = re.findall(r"^## (Phase \d)", body, re.M)
     assert headings == [f"Phase {i}" for i in range(5)]
-    # every invocation is the bootstrap or the venv's finetune, and an allowed-tools rule covers it
-    prefixes = [r[len("Bash("):-len(":*)")] for r in bash_rules]
-    for call in calls:
-        exe = shlex.split(call.line.replace("$", "\\$"))[0].replace("\\$", "$")
-        assert exe in prefixes, f"{call.line!r} is not covered by allowed-tools {bash_rules}"
+    for call in calls:  # every invocation is the bootstrap or the venv's finetune
         assert call.line.startswith(('"${CLAUDE_PLUGIN_ROOT}/scripts/', FINETUNE)), call.line
     assert calls[0].line == '"${CLAUDE_PLUGIN_ROOT}/scripts/bootstrap.sh" "${CLAUDE_PLUGIN_DATA}"'
     verbs = [_verb(c.line) for c in calls if c.condition is None]
@@ -143,7 +135,7 @@ def _plugin_data(tmp: Path) -> Path:
 
 def _substitute(line: str, data: Path, run_dir: Path) -> str:
     return (line.replace("${CLAUDE_PLUGIN_ROOT}", str(ROOT)).replace("${CLAUDE_PLUGIN_DATA}", str(data))
-            .replace("$ARGUMENTS", str(run_dir)))
+            .replace("$RUN", str(run_dir)))
 
 
 def _bash(line: str, env: dict[str, str]) -> subprocess.CompletedProcess:
@@ -217,19 +209,26 @@ def test_command_runs_as_written(demo_run, tmp_path, capsys):
             # Phase 3 happened off-screen: the training engineer's run left its logs in train/
             shutil.copytree(demo_run.out / "pass" / "train", run_dir / "train",
                             ignore=shutil.ignore_patterns("*.safetensors"))
+            (run_dir / "train" / "trainer_state.json").touch()  # copytree keeps the demo's (older) times
         done = _bash(line, user)
         assert done.returncode == 0, (call.phase, line, done.stdout[-3000:], done.stderr[-3000:])
         if "bootstrap.sh" in call.line:
             assert "up to date" in done.stdout
+        if verb == "status":  # a run directory with only the user's files resumes at Phase 0
+            assert "resume: Phase 0 - route (missing)" in done.stdout, done.stdout
         ran.append(verb)
 
-    assert ran[:2] == ["bootstrap", "route"] and "config render" in ran and ran[-1] == "diagnose"
+    assert ran[:3] == ["bootstrap", "status", "route"] and "config render" in ran and ran[-1] == "diagnose"
     assert json.loads((run_dir / "route.json").read_text())["route"] == "grpo-rlvr-training"
     gate = json.loads((run_dir / "gate.json").read_text())
     assert gate["status"] == "PASS" and gate["confirmation"]["user"] == "Test User"
     assert (run_dir / "config" / "train.py").is_file() and (run_dir / "memory.md").is_file()
     assert (run_dir / "review.html").is_file()
     assert json.loads((run_dir / "diagnosis" / "diagnosis.json").read_text())["verdict"] in ("healthy", "symptom")
+    # the same status line, once every phase has run: nothing to resume
+    status = next(c for c in calls if _verb(c.line) == "status")
+    done = _bash(_substitute(status.line, data, run_dir), {})
+    assert done.returncode == 0 and "resume: nothing to do" in done.stdout, done.stdout
 
 
 # ------------------------------------------------------------------------------------------------

@@ -274,6 +274,23 @@ def test_command_allowed_tools_must_be_scoped(cli, plugin, baseline):
     assert not [f for f in new_findings(cli, plugin, baseline) if f[0] == "commands/scoped.md"]
 
 
+def test_command_rules_match_the_calls_as_written(cli, plugin, baseline):
+    commands = plugin / "commands"
+    commands.mkdir(exist_ok=True)
+    call = '"${CLAUDE_PLUGIN_DATA}/venv/bin/finetune" route -o "runs/x"'
+    body = f"\n```bash\n{call}\n```\n"
+    (commands / "unquoted.md").write_text(  # the issue-19 bug: quoted calls, an unquoted rule
+        "---\ndescription: Does things.\nallowed-tools:\n  - Bash(${CLAUDE_PLUGIN_DATA}/venv/bin/finetune:*)\n"
+        "---\n" + body)
+    (commands / "task.md").write_text("---\ndescription: Does things.\nallowed-tools: Read, Task\n---\nBody\n")
+    (commands / "quoted.md").write_text(
+        "---\ndescription: Does things.\nallowed-tools:\n  - Agent\n"
+        "  - 'Bash(\"${CLAUDE_PLUGIN_DATA}/venv/bin/finetune\" route:*)'\n---\n" + body)
+    assert_planted(cli, plugin, "commands/unquoted.md", "matches no command the body runs")
+    assert_planted(cli, plugin, "commands/task.md", "the subagent tool is 'Agent'")
+    assert not [f for f in new_findings(cli, plugin, baseline) if f[0] == "commands/quoted.md"]
+
+
 def test_links_inside_code_blocks_are_not_links(cli, plugin, baseline):
     skill = plugin / "skills" / "eval-harness-first" / "SKILL.md"
     skill.write_text(skill.read_text() + "\n```text\n[not a link](nowhere.md)\n```\n")

@@ -23,6 +23,7 @@ GROUPS: dict[str, tuple[str, str]] = {
     "config": ("finetune.render", "Phase 2: render the validated GRPO config and launch files"),
     "memory": ("finetune.memory", "estimate GPU memory for a run spec or a model"),
     "diagnose": ("finetune.diagnose", "Phase 4: read training logs, detect symptoms, pick a variant"),
+    "status": ("finetune.status", "where a run directory stands: the phase /finetune resumes at"),
     "lint": ("finetune.lint", "lint skills, commands, agents and references"),
     "demo": ("finetune.demo", "run every phase on the embedded toy task on CPU"),
     "docs": ("finetune.docs", "regenerate (or --check) the generated reference docs"),

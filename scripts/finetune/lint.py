@@ -312,12 +312,40 @@ def check_command(path: Path, text: str) -> list[Finding]:
     elif tools is not None:
         rules = [tools] if isinstance(tools, str) else tools
         rules = [r.strip() for rule in rules for r in re.split(r",\s*(?![^()]*\))", rule) if r.strip()]
+        calls = _command_calls(text)
         for rule in rules:
+            line = _key_line(text, "allowed-tools")
             if re.fullmatch(r"Bash(?:\(\s*(?:\*|:\*)?\s*\))?", rule):
-                findings.append(Finding(path, _key_line(text, "allowed-tools"),
-                                        f"allowed-tools rule '{rule}' allows any shell command; scope it, e.g. "
-                                        "Bash(${CLAUDE_PLUGIN_ROOT}/scripts/bootstrap.sh:*)"))
+                findings.append(Finding(path, line, f"allowed-tools rule '{rule}' allows any shell command; scope "
+                                        "it, e.g. Bash(${CLAUDE_PLUGIN_ROOT}/scripts/bootstrap.sh:*)"))
+            elif re.fullmatch(r"Task(?:\(.*\))?", rule):
+                findings.append(Finding(path, line, f"allowed-tools rule '{rule}': the subagent tool is 'Agent' "
+                                        "in Claude Code 2.1.63 and later"))
+            elif (m := re.fullmatch(r"Bash\((.*\$\{CLAUDE_PLUGIN_(?:ROOT|DATA)\}.*)\)", rule)) and calls and \
+                    not any(bash_rule_covers(m.group(1), c) for c in calls):
+                findings.append(Finding(path, line, f"allowed-tools rule '{rule}' matches no command the body runs "
+                                        "(write the rule exactly as the calls are written, quotes included)"))
     return findings
+
+
+def bash_rule_covers(specifier: str, call: str) -> bool:
+    """Claude Code's matching of a Bash rule's specifier: 'PREFIX:*' / 'PREFIX *' by prefix, else exact."""
+    if specifier.endswith(":*"):
+        prefix = specifier[:-2]
+        return call == prefix or call.startswith(prefix + " ")
+    if specifier.endswith(" *"):
+        return call == specifier[:-2] or call.startswith(specifier[:-1])
+    return call == specifier
+
+
+def _command_calls(text: str) -> list[str]:
+    """Each command line of a Markdown text's shell blocks (comments and '# only if:' notes dropped)."""
+    calls = []
+    for block in code_blocks(text):
+        if block.lang in ("bash", "sh", "shell"):
+            calls += [ln.strip().partition(" # ")[0].strip() for ln in block.text.splitlines()
+                      if ln.strip() and not ln.strip().startswith("#")]
+    return calls
 
 
 def check_agent(path: Path, text: str) -> list[Finding]:

@@ -61,11 +61,12 @@ def specs(draw, dialect: str, layout: str, kinds: tuple, judge: bool, judge_url:
         entry["weight"] = draw(weights)
         entries.append(entry)
 
+    trailing = draw(st.sampled_from(["allow", "forbid"]))  # one setting for every format reward of the spec
     for pattern, prefilled in FORMAT_OF[layout]:
         if pattern == "json_schema":  # a schema check in the format role (binary)
             add({"type": "json_schema", "role": "format", "schema": {"type": "object"}, "extract": "auto"})
         else:
-            add({"type": "format", "pattern": pattern, "prefilled_think": prefilled})
+            add({"type": "format", "pattern": pattern, "prefilled_think": prefilled, "trailing_text": trailing})
     extract = {"tag": "answer_tag", "boxed": "boxed", "hash": "hash_answer", "json": "auto"}[dialect]
     for kind in kinds:
         if kind == "exact_match":
@@ -93,7 +94,7 @@ def specs(draw, dialect: str, layout: str, kinds: tuple, judge: bool, judge_url:
              "budget": 100 if mode == "budget" else None, "max_penalty": draw(st.floats(0.1, 10.0)),
              "wraps": draw(st.one_of(st.none(), st.sampled_from(targets)))})
     payload = PAYLOAD_OF[kinds[0]] if kinds else ("json" if dialect == "json" else "number")
-    return payload, [{k: v for k, v in e.items() if v is not None} for e in entries]
+    return payload, trailing == "forbid", [{k: v for k, v in e.items() if v is not None} for e in entries]
 
 
 def payloads(payload: str) -> tuple[str, str]:
@@ -106,7 +107,9 @@ def payloads(payload: str) -> tuple[str, str]:
             "```python\ndef add(a, b):\n    return a - b\n```")
 
 
-def completions(dialect: str, layout: str, payload: str) -> dict[str, list[str]]:
+def completions(dialect: str, layout: str, payload: str, forbid: bool) -> dict[str, list[str]]:
+    """Correct, wrong and malformed completions; text after the final container is malformed only when
+    the spec's format rewards say ``trailing_text: forbid`` (by default prose after it is allowed)."""
     right, wrong = payloads(payload)
     if dialect == "tag":
         think = "" if layout == "prefilled" else "<think>"
@@ -115,20 +118,24 @@ def completions(dialect: str, layout: str, payload: str) -> dict[str, list[str]]
             return f"{think}{note}</think>\n<answer>{body}</answer>"
 
         formatted = {"correct": [wrap(right, "GOOD")], "wrong": [wrap(wrong, "hmm")]}
-        malformed = [f"{think}GOOD</think>\n<answer>{right}</answer> trailing words",   # text after the answer
-                     f"{think}GOOD\n<answer>{right}</answer>",                         # think never closed
-                     f"<answer>{right}</answer><answer>{right}</answer>",               # two answer blocks
+        malformed = [f"{think}GOOD\n<answer>{right}</answer>",                         # think never closed
+                     f"{think}GOOD</think>\n<answer>{right}",                          # answer never closed
                      "GOOD " + right]                                                   # no structure at all
         if layout == "answer":
-            malformed = malformed[::2] + malformed[3:]  # think-free layouts: only break the answer block
+            malformed = malformed[1:]  # think-free layouts: only break the answer block
+        if forbid:
+            malformed.append(f"{think}GOOD</think>\n<answer>{right}</answer> trailing words")
         formatted["malformed"] = malformed
         return formatted
     if dialect == "boxed":
-        return {"correct": [f"GOOD so \\boxed{{{right}}}"], "wrong": [f"so \\boxed{{{wrong}}}"],
-                "malformed": [f"GOOD \\boxed{{{right}}} and more words", f"GOOD \\boxed{{{right}"]}
+        return {"correct": [f"GOOD so \\boxed{{{right}}}", f"GOOD so \\(\\boxed{{{right}}}\\)."]
+                + ([] if forbid else [f"GOOD so \\(\\boxed{{{right}}}\\) in all."]),
+                "wrong": [f"so \\boxed{{{wrong}}}"],
+                "malformed": [f"GOOD \\boxed{{{right}", f"GOOD \\boxed{{}} {right}", f"GOOD {right}"]
+                + ([f"GOOD \\boxed{{{right}}} and more words"] if forbid else [])}
     if dialect == "hash":
         return {"correct": [f"GOOD\n#### {right}"], "wrong": [f"so\n#### {wrong}"],
-                "malformed": [f"GOOD\n#### {right}\nmore", f"GOOD #### {right}\n#### {right}"]}
+                "malformed": [f"GOOD {right}", f"GOOD\n####\n"] + ([f"GOOD\n#### {right}\nmore"] if forbid else [])}
     return {"correct": [right], "wrong": [wrong], "malformed": [right + " trailing", right[:-1]]}
 
 
@@ -153,9 +160,9 @@ def test_ordering_holds_for_every_renderable_spec(dialect, layout, kinds, judge,
     @settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
     @given(case=specs(dialect, layout, kinds, judge, url))
     def check(case):
-        payload, entries = case
+        payload, forbid, entries = case
         module = render_module(entries, root / f"run{next(_RUN)}", max_completion_length=256)
-        groups = completions(dialect, layout, payload)
+        groups = completions(dialect, layout, payload, forbid)
         has_format = any(m["role"] == "format" for m in module.REWARD_META)
         has_correct = any(m["role"] == "correctness" for m in module.REWARD_META)
         long, short = 10_000, 1

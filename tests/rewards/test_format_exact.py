@@ -25,6 +25,9 @@ def mod(tmp_path_factory):
         {"name": "boxed_fmt", "type": "format", "pattern": "boxed"},
         {"name": "hash_fmt", "type": "format", "pattern": "hash_answer"},
         {"name": "json_fmt", "type": "format", "pattern": "json_object"},
+        {"name": "strict_tag", "type": "format", "pattern": "answer_tag", "trailing_text": "forbid"},
+        {"name": "strict_boxed", "type": "format", "pattern": "boxed", "trailing_text": "forbid"},
+        {"name": "strict_hash", "type": "format", "pattern": "hash_answer", "trailing_text": "forbid"},
         {"name": "correct", "type": "exact_match"},
     ], tmp_path_factory.mktemp("fmt"))
 
@@ -53,7 +56,7 @@ def one(func, completion, prompt="Q", **cols):
     ("<answer></answer>", 0.0),  # empty answer is malformed
     ("<answer>  </answer>", 0.0),
     ("<answer>1</answer><answer>2</answer>", 0.0),
-    ("<answer>42</answer> trailing text", 0.0),
+    ("<answer>42</answer> trailing text", 1.0),  # prose after the answer is how instruct models write
     ("<answer>42", 0.0),
     ("<answer><answer>4</answer>", 0.0),
     ("42", 0.0),
@@ -87,11 +90,21 @@ def test_prefilled_conversational_prompt(mod):
 @pytest.mark.parametrize("func, text, expected", [
     ("boxed_fmt", "so $\\boxed{\\frac{1}{2}}$.", 1.0),
     ("boxed_fmt", "\\boxed{}", 0.0),
-    ("boxed_fmt", "\\boxed{3} and then more words", 0.0),
+    ("boxed_fmt", "\\boxed{3} and then more words", 1.0),  # trailing_text: allow (default)
+    ("boxed_fmt", "Therefore, Natalia sold \\(\\boxed{72}\\) clips in April and May.", 1.0),
+    ("boxed_fmt", "**\\boxed{72}**\n\nI hope it is correct.", 1.0),
     ("boxed_fmt", "\\boxed{3", 0.0),
+    ("boxed_fmt", "\\boxed{3} and \\boxed{4", 0.0),  # the last box never closes (truncated)
+    ("strict_boxed", "\\boxed{3} and then more words", 0.0),
+    ("strict_boxed", "so $\\boxed{3}$.", 1.0),
+    ("strict_tag", "<answer>42</answer> trailing text", 0.0),
+    ("strict_tag", "<answer>42</answer>\n", 1.0),
     ("hash_fmt", "work\n#### 72", 1.0),
-    ("hash_fmt", "#### 1\n#### 2", 0.0),
-    ("hash_fmt", "#### 72\nmore", 0.0),
+    ("hash_fmt", "#### 1\n#### 2", 1.0),  # structure holds; correctness refuses the two values
+    ("hash_fmt", "#### 72\nmore", 1.0),
+    ("hash_fmt", "work\n####\n", 0.0),
+    ("strict_hash", "#### 72\nmore", 0.0),
+    ("strict_hash", "work\n#### 72", 1.0),
     ("json_fmt", '{"a": 1}', 1.0),
     ("json_fmt", 'text\n```json\n{"a": [1, 2]}\n```\n', 1.0),
     ("json_fmt", "[1, 2]", 0.0),
@@ -127,6 +140,17 @@ def test_conversational_and_none_completions(mod, ungated):
     ("tag", "<answer>0.50</answer>", ".5", 1.0),
     ("boxed", "\\boxed{1} wait \\boxed{2}", "2", 0.0),
     ("boxed", "thus \\boxed{12}", 12, 1.0),
+    ("boxed", "Natalia sold $\\boxed{72}$ clips altogether.", "72", 1.0),
+    ("boxed", "\\boxed{12 \\text{ or } 13}", "12", 0.0),       # hedge inside \text{}
+    ("boxed", "\\boxed{13 \\text{ (or 14)}}", "13", 0.0),      # parenthetical alternative
+    ("boxed", "\\boxed{7}\n\nNo wait, it is 6.", "7", 0.0),   # retraction after the box
+    ("boxed", "\\boxed{3\\,600}", "3600", 1.0),               # thin-space thousands
+    ("boxed", "\\boxed{3{,}600}", "3,600", 1.0),
+    ("boxed", "\\boxed{3.6e3}", "3600", 1.0),
+    ("boxed", "\\boxed{３６００}", "3600", 1.0),                  # full-width digits
+    ("boxed", "\\boxed{5} and again \\boxed{5.0}", "5", 1.0),  # the same value twice is fine
+    ("tag", "<answer>yes/no</answer>", "yes/no", 1.0),         # a gold that itself names alternatives
+    ("tag", "<answer>yes/no</answer>", "yes", 0.0),
     ("hashed", "steps\n#### 1,234", "1234", 1.0),
     ("last", "we get 3 then 4\nso 17", "17", 1.0),
     ("last", "it is 3 or 4", "4", 0.0),  # hedged final line
@@ -170,7 +194,8 @@ def test_megabyte_inputs_are_fast(mod, ungated):
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(text=ADVERSARIAL, gold=st.one_of(st.none(), st.text(max_size=20), st.integers()))
 def test_never_raises_and_stays_in_range(mod, ungated, text, gold):
-    for func in (mod.format, mod.think_fmt, mod.prefilled_fmt, mod.boxed_fmt, mod.hash_fmt, mod.json_fmt):
+    for func in (mod.format, mod.think_fmt, mod.prefilled_fmt, mod.boxed_fmt, mod.hash_fmt, mod.json_fmt,
+                 mod.strict_tag, mod.strict_boxed, mod.strict_hash):
         assert one(func, text) in (0.0, 1.0)
     for func in (mod.correct, ungated.tag, ungated.boxed, ungated.hashed, ungated.last, ungated.whole):
         assert one(func, text, answer=gold) in (0.0, 1.0, None)

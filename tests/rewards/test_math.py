@@ -73,7 +73,7 @@ def test_deadline_holds_off_the_main_thread(mod):
     elapsed = time.perf_counter() - start
     assert not thread.is_alive(), "math reward hung"
     assert out["scores"] == [None, 1.0, None, 0.0]
-    assert logged == [("rewards/boxed_math/errors", 2.0)]
+    assert logged == [("rewards/boxed_math/errors", 2.0), ("rewards/boxed_math/unusable_gold", 0.0)]
     assert elapsed < 20  # two timeouts in parallel plus one worker restart each
     # The pool recovered: the next batch is scored normally.
     assert scores(mod.boxed_math, ["\\boxed{3}"], ["3"]) == [1.0]
@@ -90,3 +90,39 @@ def test_megabyte_completion_is_bounded(mod):
     start = time.perf_counter()
     assert scores(mod.boxed_math, ["1+" * 500_000 + "\\boxed{2}"], ["2"])[0] in (0.0, 1.0, None)
     assert time.perf_counter() - start < 15
+
+
+@pytest.mark.parametrize("completion, gold, expected", [
+    ("\\boxed{10}", "10\\sqrt{2}", 0.0),          # a plain-LaTeX gold is parsed whole, not cut to its last number
+    ("\\boxed{10\\sqrt{2}}", "10\\sqrt{2}", 1.0),
+    ("\\boxed{7}", "[-2, 7]", 0.0),
+    ("\\boxed{[-2, 7]}", "[-2, 7]", 1.0),
+    ("\\boxed{7}", "3, 5, 7", 0.0),
+    ("\\boxed{2}", "2\\pi", 0.0),
+    ("\\boxed{2} and \\boxed{3}", "2, 3", 1.0),    # several boxes naming exactly the gold's values
+    ("\\boxed{2} and \\boxed{3}", "2 \\text{ and } 3", 1.0),
+    ("\\boxed{2} and \\boxed{3}", "3", 0.0),       # several different boxes for a single gold: a hedge
+    ("\\boxed{\\frac13}", "\\frac{1}{3}", 1.0),     # TeX shorthand
+    ("\\boxed{\\sqrt3}", "\\sqrt{3}", 1.0),
+    ("\\boxed{3\\,600}", "3600", 1.0),
+    ("\\boxed{1.2e4}", "12000", 1.0),
+    ("\\boxed{12 \\text{ or } 13}", "12", 0.0),
+    ("\\boxed{7.5 \\text{ or 8 hours}}", "7.5", 0.0),
+    ("\\boxed{13 \\text{ (or 14)}}", "13", 0.0),
+    ("\\boxed{7.5 \\text{ hours}}", "7.5", 1.0),
+    ("\\boxed{7}\n\nNo wait, it is 6.", "7", 0.0),
+    ("Therefore, Natalia sold \\(\\boxed{72}\\) clips in April and May.", "72", 1.0),
+    ("\\boxed{\\pm 3}", "3", 0.0),
+    ("\\boxed{\\pm 3}", "\\pm 3", 1.0),
+])
+def test_reads_like_a_careful_reader(mod, completion, gold, expected):
+    assert scores(mod.boxed_math, [completion], [gold]) == [expected]
+
+
+def test_unusable_gold_is_counted_and_reasons_logged(mod):
+    logged, extra = [], {}
+    out = scores(mod.any_math, ["\\boxed{72}", "\\boxed{1} or \\boxed{2}"], ["seventy-two apples in total", "1"],
+                 log_metric=lambda k, v: logged.append((k, v)), log_extra=lambda c, v: extra.setdefault(c, v))
+    assert out == [None, 0.0]
+    assert ("rewards/any_math/unusable_gold", 1.0) in logged
+    assert extra == {"any_math/why": ["unusable_gold", "several_values"]}

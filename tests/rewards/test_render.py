@@ -42,7 +42,8 @@ def test_cli_renders_standalone_files(cli, spec_file, tmp_path):
     out = tmp_path / "out"
     result = cli("rewards", "render", spec_file, "-o", out)
     assert result.code == 0, result
-    assert sorted(p.name for p in out.iterdir()) == ["rewards.py", "rewards_mathpool.py", "rewards_sandbox.py"]
+    assert sorted(p.name for p in out.iterdir()) == ["rewards.py", "rewards_answers.py", "rewards_mathpool.py",
+                                                           "rewards_sandbox.py"]
     text = (out / "rewards.py").read_text()
     header = ast.get_docstring(ast.parse(text))
     assert "toy-arith" in header and "spec.yaml" in header and "llm-finetuning 0.1.0" in header
@@ -79,7 +80,7 @@ def test_default_run_dir_and_stale_helpers_removed(cli, spec_file):
     assert (spec_file.parent / "rewards_mathpool.py").is_file()
     spec_file.write_text(SPEC.split("  - {name: math_ok")[0] + "generation: {max_completion_length: 256}\n")
     assert cli("rewards", "render", spec_file.parent).code == 0
-    assert sorted(p.name for p in spec_file.parent.glob("rewards*.py")) == ["rewards.py"]
+    assert sorted(p.name for p in spec_file.parent.glob("rewards*.py")) == ["rewards.py", "rewards_answers.py"]
 
 
 @pytest.mark.parametrize("bad, field", [
@@ -120,7 +121,7 @@ def test_rendered_code_for_every_type_alone_imports_only_what_it_uses():
         imported = {alias.name.split(".")[0] for node in tree.body if isinstance(node, ast.Import)
                     for alias in node.names}
         used = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
-        assert imported <= used | {"rewards_mathpool", "rewards_sandbox"} and "annotations" not in used, \
+        assert imported <= used | {"rewards_mathpool", "rewards_sandbox", "rewards_answers"} and "annotations" not in used, \
             (entry["type"], sorted(imported - used))
 
 
@@ -132,7 +133,7 @@ def test_committed_reference_doc_matches_templates(repo_root):
 def test_reference_doc_shows_the_rendered_code():
     doc = reference_doc()
     source = render_sources(reward_specs([{"name": "format", "type": "format", "pattern": "think_answer"}]))["rewards.py"]
-    start = source.index("def _format_score(")
+    start = source.index("def _format_reason(")
     assert source[start:source.index("\n\n\n", start)] in doc
     for bug in ("trl#6966", "Visual-RFT#176", "open-r1#86", "signal.alarm"):
         assert bug in doc

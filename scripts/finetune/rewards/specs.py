@@ -22,7 +22,10 @@ from typing import Annotated, Any, ClassVar, Literal, Optional, Union
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 Role = Literal["format", "correctness", "shaping"]
-Extract = Literal["answer_tag", "boxed", "hash_answer", "last_number", "none"]
+Extract = Literal["answer_tag", "boxed", "hash_answer", "answer_is", "last_number", "none"]
+Trailing = Literal["allow", "forbid"]
+_TRAILING_DOC = ("allow: prose, punctuation, markdown and closing remarks may follow the final answer container "
+                 "(how instruct models write); forbid: only closing delimiters and punctuation may (a bare format).")
 
 # Partial credit never reaches this fraction of a full pass, so a partly-right answer can never
 # outrank a fully right one in the composite, whatever the weights.
@@ -44,8 +47,6 @@ class _RewardBase(BaseModel):
     allowed_roles: ClassVar[tuple[Role, ...]] = ("correctness",)
     max_score: ClassVar[float] = 1.0
     min_score: ClassVar[float] = 0.0
-    packages: ClassVar[tuple[str, ...]] = ()  # pip requirements of the rendered code
-    helpers: ClassVar[tuple[str, ...]] = ()  # rewards_<what>.py modules rendered beside rewards.py
 
     @field_validator("name")
     @classmethod
@@ -109,6 +110,7 @@ class FormatReward(_RewardBase):
     prefilled_think: bool = Field(False, description="The chat template already opened `<think>` "
                                   "(trl#6966), so the completion starts inside it. Also assumed when a "
                                   "plain-text prompt ends with `<think>`.")
+    trailing_text: Trailing = Field("allow", description=_TRAILING_DOC)
     default_role: ClassVar[Role] = "format"
     allowed_roles: ClassVar[tuple[Role, ...]] = ("format",)
 
@@ -119,7 +121,9 @@ class ExactMatchReward(_RewardBase):
     type: Literal["exact_match"]
     answer_column: str = Field("answer", description="Column holding the gold answer (or a list of them).")
     extract: Extract = Field("answer_tag", description="Where the final answer is: the last `<answer>` block, "
-                             "`\\boxed{}`, `#### N` line, last number on the final line, or the whole text.")
+                             "`\\boxed{}`, `#### N` line, 'the answer is X' sentence, last number on the final "
+                             "line, or the whole text.")
+    trailing_text: Trailing = Field("allow", description=_TRAILING_DOC)
     normalize: list[Literal["strip", "whitespace", "case", "numeric", "punct"]] = Field(
         ["strip", "whitespace", "numeric"], description="Applied to answer and gold alike: strip ends, collapse "
         "whitespace, casefold, numbers (1,000 = 1000 = 1000.0), surrounding punctuation/brackets.")
@@ -130,13 +134,13 @@ class MathReward(_RewardBase):
 
     type: Literal["math"]
     answer_column: str = Field("answer", description="Column holding the gold answer (LaTeX or plain).")
-    extract: Literal["boxed", "answer_tag", "any"] = Field("any", description="boxed: the `\\boxed{}` content; "
-                                                            "answer_tag: the `<answer>` block; any: math-verify "
-                                                            "searches the whole completion.")
+    extract: Literal["boxed", "answer_tag", "hash_answer", "answer_is", "any"] = Field(
+        "any", description="boxed: the last `\\boxed{}`; answer_tag: the last `<answer>` block; hash_answer: the "
+        "`#### N` line; answer_is: the last 'the answer is X' sentence; any: the first of those present, else "
+        "math-verify searches the whole completion.")
+    trailing_text: Trailing = Field("allow", description=_TRAILING_DOC)
     timeout_s: float = Field(2.0, gt=0, le=600, description="Deadline per completion (parse + verify).")
     workers: int = Field(2, ge=1, le=64, description="Worker processes running math-verify.")
-    packages: ClassVar[tuple[str, ...]] = ("math-verify==0.9.0", "latex2sympy2_extended==1.11.0")
-    helpers: ClassVar[tuple[str, ...]] = ("mathpool",)
 
 
 class JsonSchemaReward(_RewardBase):
@@ -152,7 +156,6 @@ class JsonSchemaReward(_RewardBase):
     max_bytes: int = Field(100_000, gt=0, description="Larger JSON scores 0 without being parsed.")
     max_depth: int = Field(64, gt=0, le=1000, description="Deeper nesting scores 0 without being parsed.")
     allowed_roles: ClassVar[tuple[Role, ...]] = ("correctness", "format")
-    packages: ClassVar[tuple[str, ...]] = ("jsonschema==4.26.0",)
 
     @field_validator("schema_")
     @classmethod
@@ -201,7 +204,6 @@ class UnitTestReward(_RewardBase):
     workers: Optional[int] = Field(None, ge=1, description="Parallel executions (default: CPU count).")
     min_isolation: Literal["namespaces", "unprivileged", "process"] = Field(
         "namespaces", description="Refuse to run untrusted code on a host that grants less isolation.")
-    helpers: ClassVar[tuple[str, ...]] = ("sandbox",)
 
     @property
     def has_partial_credit(self) -> bool:
@@ -278,23 +280,21 @@ class LengthPenaltyReward(_RewardBase):
         return self
 
 
-RewardSpec = Annotated[
-    Union[FormatReward, ExactMatchReward, MathReward, JsonSchemaReward, UnitTestReward, JudgeReward,
-          LengthPenaltyReward],
-    Field(discriminator="type"),
-]
+def __getattr__(name: str):
+    # The spec union and the type table are derived from the registry (one entry per kind).
+    if name in ("RewardSpec", "REWARD_TYPES"):
+        from finetune.rewards import registry
 
-REWARD_TYPES: dict[str, type[_RewardBase]] = {
-    "format": FormatReward, "exact_match": ExactMatchReward, "math": MathReward,
-    "json_schema": JsonSchemaReward, "unit_tests": UnitTestReward, "judge": JudgeReward,
-    "length_penalty": LengthPenaltyReward,
-}
+        return getattr(registry, name)
+    raise AttributeError(name)
+
 
 # Module-level names of a rendered rewards.py that a reward function must not shadow (builtins too,
 # except `format`, which the templates never call so that a format reward may be named `format`).
 _RESERVED_NAMES = {"REWARD_FUNCS", "REWARD_WEIGHTS", "REWARD_META", "PARTIAL_CEILING", "disable_caches",
                    "annotations", "concurrent", "dataclasses", "decimal", "hashlib", "json", "jsonschema", "math",
-                   "os", "re", "sys", "time", "urllib", "warnings", "rewards_mathpool", "rewards_sandbox"}
+                   "os", "re", "sys", "time", "urllib", "warnings", "rewards_mathpool", "rewards_sandbox", "rewards_answers",
+                   "rewards_user"}
 
 
 def ordering_margin(rewards: list[Any]) -> Optional[float]:

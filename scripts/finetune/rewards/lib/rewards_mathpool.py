@@ -1,4 +1,4 @@
-"""math-verify in worker processes with a deadline per item — rendered by llm-finetuning {{ version }}.
+"""math-verify in worker processes with a deadline per item — copied verbatim beside rewards.py.
 
 Why: math-verify's own timeouts use signal.alarm, which only works on the main thread (TRL's
 accuracy_reward therefore disables them elsewhere, and a pathological expression can hang a
@@ -7,8 +7,10 @@ and restarted, and its item scores None. A batch therefore takes at most about
 ceil(items / workers) × timeout, whatever the input.
 
 Protocol: a worker is ``python rewards_mathpool.py --worker``; it reads one JSON job per line on
-stdin ({"gold", "answer", "mode"}) and writes one JSON line {"score": 1.0 | 0.0 | null, "status"}.
-Requires: Python >= 3.10 (POSIX), math-verify, latex2sympy2_extended. Imports nothing else.
+stdin ({"gold", "answer", "mode", "several"}) and writes one JSON line {"score": 1.0 | 0.0 | null,
+"status"}. The client side, :func:`math_scores`, reads the final answer with ``rewards_answers``
+(the last container; hedges, retractions and several different values refused) before any job is sent.
+Requires: Python >= 3.10 (POSIX), math-verify, latex2sympy2_extended, and rewards_answers.py beside it.
 """
 
 from __future__ import annotations
@@ -152,6 +154,73 @@ def _close_pools() -> None:
         pool.close()
 
 
+# ------------------------------------------------------------------------------- client side --
+
+_AND = re.compile(r"\s*(?:\\text\{\s*and\s*\}|\\quad|(?<![A-Za-z\\])and(?![A-Za-z]))\s*")
+
+
+def gold_text(gold) -> str | None:
+    """The gold as the worker should read it (None when there is none): digits, thousands and TeX
+    shorthand normalised, 'a and b' written as the set 'a, b'."""
+    import rewards_answers as answers
+
+    if gold is None or isinstance(gold, (dict, list, bool)) or not str(gold).strip():
+        return None
+    text = answers.normalise_latex(answers.unwrap(str(gold)))
+    return _AND.sub(", ", text) if " and " in text or "\\text{" in text or "\\quad" in text else text
+
+
+def answer_job(text: str, how: str, trailing: str) -> tuple:
+    """(job fields or None, reason id): what the worker should verify for one completion."""
+    import rewards_answers as answers
+
+    values, reason = answers.final_answers(text, how, trailing)
+    if reason == "no_container" and how == "any":
+        whole = answers.shown(text)  # no container at all: let math-verify search the shown text
+        return ({"answer": answers.normalise_latex(whole), "mode": "any", "several": False} if whole else None,
+                "ok" if whole else "no_container")
+    if reason not in ("ok", "several_values"):
+        return None, reason
+    values = [answers.normalise_latex(answers.strip_units(v)) for v in values]
+    return {"answer": "\\boxed{" + ", ".join(values) + "}", "mode": "boxed", "several": len(values) > 1}, reason
+
+
+def math_scores(texts: list, golds: list, how: str, workers: int, timeout_s: float, skip: list,
+                trailing: str = "allow") -> tuple:
+    """(scores, errors, whys, unusable): 1.0 / 0.0 / None per row, rows that errored or timed out, the
+    reason id per row and the rows whose gold no reading accounts for (None: not applicable)."""
+    scores: list = [None] * len(texts)
+    whys: list = ["ok"] * len(texts)
+    jobs, where, unusable = [], [], 0
+    for i, (text, gold) in enumerate(zip(texts, golds)):
+        gold = gold_text(gold)
+        if gold is None:
+            whys[i] = "no_gold"
+            continue
+        if skip[i]:
+            scores[i], whys[i] = 0.0, "format_failed"
+            continue
+        job, whys[i] = answer_job(text, how, trailing)
+        if job is None:
+            scores[i] = 0.0
+            continue
+        jobs.append({**job, "gold": gold})
+        where.append(i)
+    errors = 0
+    if jobs:
+        for i, (score, status) in zip(where, get_pool(workers, timeout_s).verify(jobs)):
+            scores[i] = score
+            if status in ("timeout", "error"):
+                errors += 1
+                whys[i] = status
+            elif status == "unusable_gold":
+                unusable += 1
+                whys[i] = status
+            elif score == 0.0:
+                whys[i] = "several_values" if whys[i] == "several_values" else "not_equal"
+    return scores, errors, whys, unusable
+
+
 # ------------------------------------------------------------------------------- worker side --
 
 def _worker_main() -> None:
@@ -182,15 +251,12 @@ def _worker_main() -> None:
             if gold not in gold_cache:
                 if len(gold_cache) > 4096:
                     gold_cache.clear()
-                parsed = parse(gold, parsing_timeout=None)
-                # A bare LaTeX gold ("(x+1)^2") lacks the $...$ anchors parse() looks for; retry it
-                # anchored, but never prose (a word outside a \\command), which would parse as symbols.
-                if not parsed and not _WORD.search(gold):
-                    parsed = parse(f"${gold}$", parsing_timeout=None)
-                gold_cache[gold] = parsed
+                gold_cache[gold] = _read_gold(gold, parse)
             gold_parsed = gold_cache[gold]
             if not gold_parsed:
-                reply = {"score": None, "status": "unparseable_gold"}
+                reply = {"score": None, "status": "unusable_gold"}
+            elif job.get("several") and not _several_values(gold_parsed):
+                reply = {"score": 0.0, "status": "ok"}  # several different answers for a single gold: a hedge
             else:
                 answer = parse(job["answer"], extraction_config=configs[job["mode"]],
                                extraction_mode="first_match", parsing_timeout=None)
@@ -200,6 +266,34 @@ def _worker_main() -> None:
             reply = {"score": None, "status": "error"}
         out.write(json.dumps(reply).encode("ascii") + b"\n")
         out.flush()
+
+
+def _read_gold(gold: str, parse) -> list:
+    """The gold parsed WHOLE, or [] when no reading accounts for all of it.
+
+    Plain LaTeX ("10\\sqrt{2}", "[-2, 7]", "3, 5, 7") is read as one math expression first: an
+    unanchored parse would pick its last number (10, 7, 7) and credit a partial answer. Prose is
+    read unanchored, and only kept when the extracted expression is the whole gold.
+    """
+    if not _WORD.search(gold):
+        parsed = parse(f"${gold}$", parsing_timeout=None)
+        if parsed:
+            return parsed
+    parsed = parse(gold, parsing_timeout=None)
+    if parsed and len(parsed) > 1 and _squash(parsed[-1]) == _squash(gold):
+        return parsed
+    return []
+
+
+def _squash(text) -> str:
+    return re.sub(r"[\s$]|\\[,;! ]", "", str(text))
+
+
+def _several_values(parsed: list) -> bool:
+    """The gold names several values (a set, an interval's endpoints, ±): several boxes may name them."""
+    from sympy import FiniteSet, Interval
+
+    return any(isinstance(p, (FiniteSet, Interval)) and not getattr(p, "is_empty", False) for p in parsed[:1])
 
 
 if __name__ == "__main__" and "--worker" in sys.argv:

@@ -1,0 +1,318 @@
+"""Final-answer extraction the way a careful reader reads — copied verbatim beside rewards.py.
+
+Standalone (stdlib only): the renderer copies this file into the run directory as
+``rewards_answers.py`` and the inspection gate binds its sha256 like rewards.py itself.
+
+The rules (each one has a reason id; ``REASONS`` says what it means, the reward reference documents it):
+
+* The final answer is the LAST answer container (``\\boxed{}``, ``<answer>``, a ``####`` line, a
+  "the answer is ..." sentence). Prose, punctuation, markdown emphasis, math delimiters and closing
+  remarks after it are allowed unless the spec says ``trailing_text: forbid``.
+* Several containers with different values are a hedge; the same value twice is fine.
+* A container naming more than one candidate (``or``, ``\\text{ or }``, "either", a parenthetical
+  alternative, word/word alternatives) is a hedge.
+* A retraction after the final container ("... no wait, it is 6") voids it.
+* Number forms are normalised: thin-space / ``{,}`` / space / comma thousands, ``3600.0``,
+  ``3.6e3``, Unicode digits; TeX shorthand ``\\frac13``, ``\\sqrt3``, ``\\tfrac12`` is expanded.
+"""
+
+from __future__ import annotations
+
+import decimal
+import re
+import unicodedata
+
+# reason id -> what it means (the gate groups disagreements by these ids)
+REASONS = {
+    "ok": "a single final answer was found",
+    "no_container": "no answer container (box, <answer>, ####, 'the answer is') in the completion",
+    "empty_container": "the final answer container is empty",
+    "unbalanced": "the answer container is not closed (truncated or unbalanced output)",
+    "trailing_text": "text follows the final answer container and the spec forbids trailing text",
+    "several_values": "several answer containers with different values (a hedge)",
+    "hedge_or": "the final answer names alternatives ('or', 'either', '/' or a parenthetical alternative)",
+    "retraction": "the completion retracts its final answer after the container ('no wait, ...')",
+}
+
+_BOXED = ("\\boxed{", "\\fbox{")
+_HASH = re.compile(r"^[ \t>*_]*####[ \t]*(.*?)[ \t]*$", re.M)
+_ANSWER_IS = re.compile(r"(?:final answer|the answer|answer)\s*(?:is|:|=)\s*:?\s*(.+)", re.I)
+_HEDGE_WORDS = re.compile(r"(?:\\text\{[^{}]*\b(?:or|either|maybe|possibly)\b[^{}]*\}|(?<![\\A-Za-z])"
+                          r"(?:or|either|maybe|possibly|perhaps|otherwise)(?![A-Za-z]))", re.I)
+_WORD_SLASH = re.compile(r"(?<![\\\w])[A-Za-z]{1,20}\s*/\s*[A-Za-z]{1,20}(?!\w)")
+_RETRACTION = re.compile(
+    r"\b(?:no,?\s+wait|wait|actually|correction|oops|scratch that|i made an? (?:mistake|error)|"
+    r"that(?:'s| is| was) (?:wrong|incorrect|not right)|is (?:wrong|incorrect)|should (?:be|have been)|"
+    r"instead|rather|re-?calculat\w*|mistake)\b", re.I)
+_SPACES = re.compile(r"\s+")
+
+# ------------------------------------------------------------------------------------ containers --
+
+
+def _balanced(text: str, open_at: int) -> int:
+    """Index just after the brace group whose '{' is at ``open_at - 1``; -1 when it never closes."""
+    depth, i = 1, open_at
+    while i < len(text):
+        ch = text[i]
+        if ch == "\\" and i + 1 < len(text) and text[i + 1] in "{}":
+            i += 2
+            continue
+        if ch == "{":
+            depth += 1
+        elif ch == "}":
+            depth -= 1
+            if depth == 0:
+                return i + 1
+        i += 1
+    return -1
+
+
+def boxed(text: str) -> tuple:
+    """([(content, end)], closed): every \\boxed{...} / \\fbox{...} in order; closed is False when the
+    last one never closes (a truncated completion)."""
+    found, pos = [], 0
+    while True:
+        starts = [(text.find(m, pos), m) for m in _BOXED]
+        starts = [(s, m) for s, m in starts if s >= 0]
+        if not starts:
+            return found, True
+        start, marker = min(starts)
+        end = _balanced(text, start + len(marker))
+        if end < 0:
+            return found, False
+        found.append((text[start + len(marker):end - 1], end))
+        pos = end
+
+
+def tag_blocks(text: str, tag: str = "answer") -> tuple:
+    """([(content, end)], closed) for every <tag>...</tag>; closed is False for an unclosed or nested tag."""
+    opening, closing = f"<{tag}>", f"</{tag}>"
+    found, pos = [], 0
+    while True:
+        start = text.find(opening, pos)
+        if start < 0:
+            break
+        end = text.find(closing, start + len(opening))
+        if end < 0:
+            return found, False
+        content = text[start + len(opening):end]
+        if opening in content:
+            return found, False
+        found.append((content, end + len(closing)))
+        pos = end + len(closing)
+    return found, text.count(closing) == len(found)
+
+
+def hash_lines(text: str) -> list:
+    return [(m.group(1), m.end()) for m in _HASH.finditer(text)]
+
+
+def answer_is(text: str) -> list:
+    """The last 'the answer is X' sentence (GPT-style closing line), as [(X, end)]."""
+    out = []
+    for line_match in re.finditer(r"[^\n]+", text):
+        line = line_match.group(0)
+        match = None
+        for match in _ANSWER_IS.finditer(line):
+            pass
+        if match is not None:
+            value = match.group(1).strip()
+            value = re.split(r"(?<=[^\d\\])[.!;](?:\s|$)|\.\s", value + " ", maxsplit=1)[0].strip()
+            out.append((value, line_match.start() + match.end(1)))
+    return out[-1:]
+
+
+def containers(text: str, how: str) -> tuple:
+    """([(content, end)], closed) for extraction ``how`` (boxed, answer_tag, hash_answer, answer_is, any)."""
+    if how == "boxed":
+        return boxed(text)
+    if how == "answer_tag":
+        return tag_blocks(text, "answer")
+    if how == "hash_answer":
+        return hash_lines(text), True
+    if how == "answer_is":
+        return answer_is(text), True
+    if how == "any":
+        for kind in ("boxed", "answer_tag", "hash_answer", "answer_is"):
+            found, closed = containers(text, kind)
+            if found or not closed:
+                return found, closed
+        return [], True
+    raise ValueError(f"unknown extraction {how!r}")
+
+
+# ------------------------------------------------------------------------------------ values --
+
+_DELIMS = re.compile(r"^(?:\$\$|\$|\\\(|\\\[)\s*|\s*(?:\$\$|\$|\\\)|\\\])$")
+_EMPHASIS = re.compile(r"^(\*\*|__|\*|`)(.+)\1$", re.S)
+_TEXT_WRAP = re.compile(r"^\\(?:text|textbf|mathrm|mathbf)\{([^{}]*)\}$")
+_THOUSANDS = re.compile(r"(?<=\d)(?:\\,|\\!|\\;|\\ |\{,\}|~|[\u2009\u202f\u00a0\u2006 ]|,)(?=\d{3}(?!\d))")
+_SHORT_FRAC = re.compile(r"\\[dt]?frac\s*(\d)\s*(\d)")
+_SHORT_FRAC1 = re.compile(r"\\[dt]?frac\s*(\d)\s*(\{)")
+_SHORT_SQRT = re.compile(r"\\sqrt\s*(\d)")
+_SCI = re.compile(r"^([+-]?(?:\d+\.?\d*|\.\d+))(?:[eE]([+-]?\d+)|\s*(?:\\times|\\cdot|×)\s*10\^\{?([+-]?\d+)\}?)?$")
+_UNIT_TAIL = re.compile(r"(?:\s*(?:\\(?:text|mathrm|mbox)\{\s*[A-Za-z][A-Za-z .\-/]*\}|\\?%|\^\\circ|\^\{\\circ\}|°))+$")
+_PLAIN_NUMBER = re.compile(r"^[+-]?(?:\d+\.?\d*|\.\d+)$")
+
+
+def ascii_digits(value: str) -> str:
+    """Unicode decimal digits (full-width, Arabic-Indic, Devanagari, ...) as ASCII digits."""
+    if value.isascii():
+        return value
+    out = []
+    for ch in value:
+        digit = unicodedata.decimal(ch, None) if not ch.isascii() else None
+        if digit is not None:
+            out.append(str(digit))
+        elif ch in "\uff0e\uff0c\uff0d\u2212":  # full-width . , - and the minus sign
+            out.append({"\uff0e": ".", "\uff0c": ",", "\uff0d": "-", "\u2212": "-"}[ch])
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def canonical_number(value: str):
+    """'3,600', '3\\,600', '3 600', '3600.0', '3.6e3', '3.6 \\times 10^3' -> '3600'; None if not one number."""
+    value = _THOUSANDS.sub("", ascii_digits(value.strip()).rstrip("."))
+    if len(value) > 80:
+        return None
+    match = _SCI.match(value)
+    if not match:
+        return None
+    try:
+        number = decimal.Decimal(match.group(1))
+        exponent = match.group(2) or match.group(3)
+        if exponent:
+            number = number.scaleb(int(exponent))
+    except (decimal.InvalidOperation, ValueError):
+        return None
+    if not number.is_finite() or abs(number.adjusted()) > 40:
+        return None
+    if number == number.to_integral_value():
+        return str(number.quantize(decimal.Decimal(1)) + 0)  # "+ 0" turns -0 into 0
+    return f"{number.normalize():f}"
+
+
+_HIDDEN_MARKUP = re.compile(r"<!--.*?(?:-->|$)|~~.*?~~", re.S)
+_HTML_TAG = re.compile(r"</?[A-Za-z][^<>]*>")
+
+
+def shown(text: str) -> str:
+    """The text as a reader sees it: HTML comments and struck-through text removed, tags dropped.
+
+    math-verify searches its whole input for a parseable expression, so a gold hidden in
+    `<!-- 54 -->` or `~~54~~` beside a wrong shown answer would otherwise verify as correct.
+    """
+    return _HTML_TAG.sub(" ", _HIDDEN_MARKUP.sub(" ", text)).strip()
+
+
+def unwrap(value: str) -> str:
+    """The answer without math delimiters, markdown emphasis, a whole-value \\text{} or final punctuation."""
+    value = shown(value)
+    for _ in range(4):
+        before = value
+        value = _DELIMS.sub("", value).strip()
+        match = _EMPHASIS.match(value)
+        if match:
+            value = match.group(2).strip()
+        match = _TEXT_WRAP.match(value)
+        if match:
+            value = match.group(1).strip()
+        value = value.rstrip(".,;:!。").strip()
+        if value == before:
+            break
+    return value
+
+
+def normalise_latex(value: str) -> str:
+    """Digits, thousands separators and TeX shorthand normalised (the value is still LaTeX)."""
+    value = ascii_digits(value)
+    value = _THOUSANDS.sub("", value)
+    value = _SHORT_FRAC.sub(r"\\frac{\1}{\2}", value)
+    value = _SHORT_FRAC1.sub(r"\\frac{\1}\2", value)
+    value = _SHORT_SQRT.sub(r"\\sqrt{\1}", value)
+    value = value.replace("\\dfrac", "\\frac").replace("\\tfrac", "\\frac")
+    number = canonical_number(unwrap(value))
+    return number if number is not None else value
+
+
+def is_hedge(value: str) -> bool:
+    """True when one container names several candidates ('12 \\text{ or } 13', '13 (or 14)', 'A/B')."""
+    plain = value.replace("\\text{", " ").replace("\\mathrm{", " ")
+    return bool(_HEDGE_WORDS.search(value) or _HEDGE_WORDS.search(plain) or _WORD_SLASH.search(plain))
+
+
+def strip_units(value: str) -> str:
+    """The value without a trailing \\text{} unit ('7.5 \\text{ hours}' -> '7.5'): units are not a hedge."""
+    stripped = _UNIT_TAIL.sub("", value).strip()
+    return stripped or value
+
+
+def key(value: str) -> str:
+    """Comparison key of a container value (two boxes with the same key are the same answer)."""
+    value = normalise_latex(strip_units(unwrap(value)))
+    return _SPACES.sub("", value).casefold()
+
+
+# ------------------------------------------------------------------------------------ final answer --
+
+def _retracted(after: str) -> bool:
+    return bool(_RETRACTION.search(after[:400]))
+
+
+def _trailing_ok(after: str, how: str) -> bool:
+    """Only closing delimiters, punctuation and markdown may follow the container (trailing_text: forbid)."""
+    rest = after.strip()
+    if how == "hash_answer":
+        return not rest
+    return not re.sub(r"[\s$.,;:!)\]*_`]|\\\)|\\\]|</?[a-z]+>", "", rest)
+
+
+def final_answers(text: str, how: str, trailing: str = "allow", is_gold=None) -> tuple:
+    """(values, reason): the distinct final answers a reader would take, in order, and why.
+
+    ``values`` is empty unless ``reason`` is "ok" or "several_values"; with "several_values" the
+    caller decides (a multi-value gold accepts several boxes naming exactly its values). A value
+    for which ``is_gold(value)`` holds is never a hedge (a gold answer that itself says "or").
+    """
+    found, closed = containers(text, how)
+    if not found:
+        return [], "unbalanced" if not closed else "no_container"
+    content, end = found[-1]
+    if not closed:
+        return [], "unbalanced"
+    after = text[end:]
+    if trailing == "forbid" and not _trailing_ok(after, how):
+        return [], "trailing_text"
+    if not unwrap(content):
+        return [], "empty_container"
+    if _retracted(after):
+        return [], "retraction"
+    values, keys = [], []
+    for content, _ in found:
+        value = unwrap(content)
+        if not value:
+            continue
+        if is_hedge(value) and not (is_gold is not None and is_gold(value)):
+            return [], "hedge_or"
+        k = key(value)
+        if k not in keys:
+            keys.append(k)
+            values.append(value)
+    return values, "ok" if len(values) == 1 else "several_values"
+
+
+def format_reason(text: str, how: str, trailing: str = "allow") -> str:
+    """"ok" when ``text`` has a final, closed, non-empty ``how`` container (trailing text per ``trailing``),
+    else the reason id. Hedges are a correctness matter: the format only asks whether there is an answer."""
+    found, closed = containers(text, how)
+    if not closed:
+        return "unbalanced"
+    if not found:
+        return "no_container"
+    content, end = found[-1]
+    if not unwrap(content):
+        return "empty_container"
+    if trailing == "forbid" and not _trailing_ok(text[end:], how):
+        return "trailing_text"
+    return "ok"

@@ -1,0 +1,72 @@
+"""rewards_answers (copied verbatim beside rewards.py): the final answer as a careful reader takes it."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from finetune.rewards.lib import rewards_answers as answers
+
+
+@pytest.mark.parametrize("text, how, values, reason", [
+    ("Therefore, Natalia sold \\(\\boxed{72}\\) clips in April and May.", "boxed", ["72"], "ok"),
+    ("Natalia sold $\\boxed{72}$ clips altogether.", "boxed", ["72"], "ok"),
+    ("**\\boxed{72}**\n\nI hope it is correct.", "boxed", ["72"], "ok"),
+    ("\\[\\boxed{72}\\]\nCheck: 48 + 24 = 72.", "boxed", ["72"], "ok"),
+    ("\\boxed{12 \\text{ or } 13}", "boxed", [], "hedge_or"),
+    ("\\boxed{7.5 \\text{ or 8 hours}}", "boxed", [], "hedge_or"),
+    ("\\boxed{13 \\text{ (or 14)}}", "boxed", [], "hedge_or"),
+    ("\\boxed{either 3 or 4}", "boxed", [], "hedge_or"),
+    ("<answer>A/B</answer>", "answer_tag", [], "hedge_or"),
+    ("\\boxed{3/4}", "boxed", ["3/4"], "ok"),  # a fraction is not an alternative
+    ("\\boxed{7.5 \\text{ hours}}", "boxed", ["7.5 \\text{ hours}"], "ok"),  # a unit is not a hedge
+    ("\\boxed{7}\n\nNo wait, it is 6.", "boxed", [], "retraction"),
+    ("\\boxed{7} Actually, I made an error: the answer is 6.", "boxed", [], "retraction"),
+    ("\\boxed{2} and \\boxed{3}", "boxed", ["2", "3"], "several_values"),
+    ("\\boxed{5}, i.e. \\boxed{5.0}", "boxed", ["5"], "ok"),
+    ("\\boxed{}", "boxed", [], "empty_container"),
+    ("so \\boxed{3", "boxed", [], "unbalanced"),
+    ("no answer", "boxed", [], "no_container"),
+    ("work\n#### 1,200\n", "hash_answer", ["1,200"], "ok"),
+    ("So the answer is 42.", "answer_is", ["42"], "ok"),
+    ("The final answer is $\\frac{1}{2}$. I hope it is correct.", "answer_is", ["\\frac{1}{2}"], "ok"),
+    ("<answer><!-- 54 --><b>55</b></answer>", "answer_tag", ["55"], "ok"),  # hidden markup dropped
+    ("text \\boxed{4} more", "any", ["4"], "ok"),
+])
+def test_final_answers(text, how, values, reason):
+    assert answers.final_answers(text, how) == (values, reason)
+
+
+def test_trailing_text_forbid():
+    assert answers.final_answers("\\boxed{72} clips", "boxed", "forbid") == ([], "trailing_text")
+    assert answers.final_answers("$\\boxed{72}$.", "boxed", "forbid") == (["72"], "ok")
+    assert answers.format_reason("\\boxed{72} clips", "boxed", "forbid") == "trailing_text"
+    assert answers.format_reason("\\boxed{72} clips", "boxed") == "ok"
+
+
+@pytest.mark.parametrize("spelling", ["3600", "3,600", "3\\,600", "3{,}600", "3 600", "3\u2009600", "3600.0",
+                                      "3.6e3", "3.6 \\times 10^3", "３６００", "٣٦٠٠"])
+def test_number_forms(spelling):
+    assert answers.canonical_number(spelling) == "3600"
+
+
+@pytest.mark.parametrize("value", ["12,34", "1 2", "3-4", "x", "1e999", ""])
+def test_not_one_number(value):
+    assert answers.canonical_number(value) is None
+
+
+@pytest.mark.parametrize("raw, expected", [("\\frac13", "\\frac{1}{3}"), ("\\sqrt3", "\\sqrt{3}"),
+                                          ("\\tfrac12", "\\frac{1}{2}"), ("\\dfrac{3}{4}", "\\frac{3}{4}"),
+                                          ("1\\,200", "1200")])
+def test_tex_shorthand(raw, expected):
+    assert answers.normalise_latex(raw) == expected
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=300))
+def test_never_raises(text):
+    for how in ("boxed", "answer_tag", "hash_answer", "answer_is", "any"):
+        values, reason = answers.final_answers(text, how)
+        assert reason in answers.REASONS
+        assert answers.format_reason(text, how) in answers.REASONS
