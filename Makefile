@@ -37,6 +37,8 @@ test: $(STAMP)
 	$(MAKE) lint
 	# [vllm] is optional and cannot run here; check it still resolves against the pinned core (contract 10)
 	$(BIN)/pip install -q --dry-run --ignore-installed ".[vllm]" > /dev/null
+	# [train] (scripts/bootstrap.sh --train: vLLM + DeepSpeed for a GPU box) must resolve against it too
+	$(BIN)/pip install -q --dry-run --ignore-installed ".[train]" > /dev/null
 	$(BIN)/python -m pytest -n 2 -q; rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests collected"; exit 1; fi; exit $$rc
 
 clean:

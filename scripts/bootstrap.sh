@@ -12,18 +12,22 @@
 #
 #   scripts/bootstrap.sh [DATA_DIR]            install or update, reporting each step
 #   scripts/bootstrap.sh [DATA_DIR] --dry-run  print what it would run, change nothing
+#   scripts/bootstrap.sh [DATA_DIR] --train    also the [train] extra (vLLM, DeepSpeed) on a GPU training box;
+#                                              stamp .train-<sha256 of pyproject.toml>; then `finetune env check RUN`
 # DATA_DIR defaults to $CLAUDE_PLUGIN_DATA (commands pass "${CLAUDE_PLUGIN_DATA}", which Claude Code
 # substitutes, so the script works whether or not the variable is exported to the shell).
 # Exit: 0 ok (or up to date), 2 bad setup (no data folder, or one inside the plugin), else pip's code.
 set -euo pipefail
 
 DRY_RUN=0
+TRAIN=0
 DATA_ARG=""
 for arg in "$@"; do
   case "$arg" in
     --dry-run) DRY_RUN=1 ;;
-    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
-    -*) echo "bootstrap: unknown option '$arg' — fix: use --dry-run, or pass only the data folder" >&2; exit 2 ;;
+    --train) TRAIN=1 ;;
+    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+    -*) echo "bootstrap: unknown option '$arg' — fix: use --dry-run / --train, or pass only the data folder" >&2; exit 2 ;;
     *)
       if [ -n "$DATA_ARG" ]; then
         echo "bootstrap: more than one data folder ('$DATA_ARG', '$arg') — fix: pass one" >&2; exit 2
@@ -70,8 +74,15 @@ SRC="$DATA/src"
 TORCH_PIN="torch==2.13.0"  # DESIGN.md contract 10; installed first so pip never picks another torch build
 DEPS_STAMP="$VENV/.deps-$deps_hash"
 SRC_STAMP="$VENV/.src-$src_hash"
+TRAIN_STAMP="$VENV/.train-$deps_hash"
+EXTRA=""
+TRAIN_OK=1
+if [ "$TRAIN" = 1 ]; then
+  EXTRA="[train]"  # vLLM + DeepSpeed pins that resolve with the core pins (pyproject.toml)
+  [ -f "$TRAIN_STAMP" ] || TRAIN_OK=0
+fi
 
-if [ -f "$DEPS_STAMP" ] && [ -f "$SRC_STAMP" ] && [ -x "$VENV/bin/finetune" ]; then
+if [ -f "$DEPS_STAMP" ] && [ -f "$SRC_STAMP" ] && [ "$TRAIN_OK" = 1 ] && [ -x "$VENV/bin/finetune" ]; then
   echo "bootstrap: up to date — $VENV/bin/finetune (dependencies $deps_hash, package $src_hash)"
   exit 0
 fi
@@ -95,14 +106,16 @@ copy_sources() {  # the package, out of the plugin folder, so the build writes n
   run rm -rf "$SRC/scripts/llm_finetuning.egg-info"
 }
 
-if [ -f "$DEPS_STAMP" ] && [ -x "$VENV/bin/finetune" ]; then
+FULL=1
+if [ -f "$DEPS_STAMP" ] && [ "$TRAIN_OK" = 1 ] && [ -x "$VENV/bin/finetune" ]; then
+  FULL=0
   echo "bootstrap: the plugin's code changed (package $src_hash); reinstalling the package only"
   step 1/2 "copying the package to $SRC"
   copy_sources
   step 2/2 "installing it (dependencies unchanged)"
   run "$VENV/bin/pip" install --quiet --disable-pip-version-check --no-deps --force-reinstall "$SRC"
 else
-  echo "bootstrap: installing the plugin's scripts into $VENV (first run, or pyproject.toml changed)"
+  echo "bootstrap: installing the plugin's scripts into $VENV (first run, pyproject.toml changed, or --train asked for the [train] extra)"
   step 1/5 "creating the virtual environment with $PYTHON"
   run "$PYTHON" -m venv "$VENV"
   step 2/5 "upgrading pip"
@@ -111,14 +124,16 @@ else
   run "$VENV/bin/pip" install --disable-pip-version-check --progress-bar on "$TORCH_PIN"
   step 4/5 "copying the package to $SRC"
   copy_sources
-  step 5/5 "installing the package and its pinned dependencies (trl, transformers, ...)"
-  run "$VENV/bin/pip" install --quiet --disable-pip-version-check "$SRC"
+  step 5/5 "installing the package and its pinned dependencies (trl, transformers, ...${EXTRA:+; the [train] extra: vLLM, DeepSpeed})"
+  run "$VENV/bin/pip" install --quiet --disable-pip-version-check "$SRC$EXTRA"
 fi
 step done "checking the CLI"
 run "$VENV/bin/finetune" --version
 if [ "$DRY_RUN" = 0 ]; then
   rm -f "$VENV"/.deps-* "$VENV"/.src-*
+  if [ "$FULL" = 1 ]; then rm -f "$VENV"/.train-*; fi
   touch "$DEPS_STAMP" "$SRC_STAMP"
+  if [ "$TRAIN" = 1 ]; then touch "$TRAIN_STAMP"; fi
   echo "bootstrap: ready — $VENV/bin/finetune"
 else
   echo "bootstrap: dry run, nothing changed"

@@ -263,6 +263,22 @@ def test_bootstrap_reinstalls_only_the_package_when_only_code_changed(tmp_path):
     assert "reinstalling the package only" in r.stdout and "--no-deps" in r.stdout and "torch" not in r.stdout
 
 
+def test_bootstrap_train_flag_installs_the_train_extra(tmp_path):
+    fresh = tmp_path / "fresh"
+    r = _bootstrap({"CLAUDE_PLUGIN_DATA": str(fresh), "CLAUDE_PLUGIN_ROOT": str(ROOT)}, "--dry-run", "--train")
+    assert r.returncode == 0, r.stderr
+    assert f"install --quiet --disable-pip-version-check {fresh}/src[train]" in r.stdout
+    # an up-to-date CLI install without the extra: --train installs it (pip skips what is satisfied) ...
+    data = _plugin_data(tmp_path)
+    r = _bootstrap({"CLAUDE_PLUGIN_DATA": str(data), "CLAUDE_PLUGIN_ROOT": str(ROOT)}, "--dry-run", "--train")
+    assert r.returncode == 0 and f"{data}/src[train]" in r.stdout and "--train asked for" in r.stdout, r.stdout
+    # ... and once its stamp is there, nothing is left to do
+    deps = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()[:16]
+    (data / "venv" / f".train-{deps}").touch()
+    r = _bootstrap({"CLAUDE_PLUGIN_DATA": str(data), "CLAUDE_PLUGIN_ROOT": str(ROOT)}, "--train")
+    assert r.returncode == 0 and "up to date" in r.stdout, r.stdout
+
+
 def test_bootstrap_refuses_a_data_folder_inside_the_plugin(tmp_path):
     r = _bootstrap({"CLAUDE_PLUGIN_DATA": str(ROOT / "venv-data"), "CLAUDE_PLUGIN_ROOT": str(ROOT)})
     assert r.returncode == 2 and "inside the plugin folder" in r.stderr

@@ -15,6 +15,7 @@ import difflib
 import json
 import math
 import re
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
@@ -816,6 +817,9 @@ def _context(plan: RenderPlan) -> dict[str, Any]:
         "algorithm_fields": ALGORITHM_FIELDS, "zero_stage": plan.zero_stage,
         "model_summary": plan.model_info.summary(), "vllm_tp": topo.vllm_gpus,
         "zero_reason": rec_reasons.get("zero_stage", ""),
+        # launch.sh trains with the interpreter rendering ran in unless FINETUNE_PYTHON names another
+        "rendered_python": sys.executable,
+        "slurm_job_name": re.sub(r"[^A-Za-z0-9_.-]", "-", spec.name)[:64] or "grpo",
     }
 
 
@@ -834,6 +838,12 @@ def render_files(plan: RenderPlan) -> dict[str, str]:
     files["grpo_config.yaml"] = env.get_template("grpo_config.yaml.j2").render(**ctx)
     files["train.py"] = env.get_template("train.py.j2").render(**ctx)
     files["launch.sh"] = env.get_template("launch.sh.j2").render(**ctx)
+    from finetune.env.target import build_target, checker_source
+
+    files["target.json"] = json.dumps(build_target(plan), indent=2) + "\n"
+    files["env_check.py"] = checker_source()
+    if not plan.topology.cpu and plan.topology.nodes > 1:
+        files["launch.slurm"] = env.get_template("launch.slurm.j2").render(**ctx)
     if not plan.topology.cpu and plan.topology.training_processes > 1:
         files["accelerate.yaml"] = env.get_template("accelerate.yaml.j2").render(**ctx)
         if plan.zero_stage:
@@ -860,7 +870,8 @@ def write(plan: RenderPlan, files: dict[str, str]) -> Path:
     return target
 
 
-_RENDERED_NAME = re.compile(r"BRIEF\.md|grpo_config\.yaml|train\.py|launch\.sh|accelerate\.yaml|deepspeed_zero\d\.json")
+_RENDERED_NAME = re.compile(r"BRIEF\.md|grpo_config\.yaml|train\.py|launch\.sh|launch\.slurm|accelerate\.yaml|"
+                            r"deepspeed_zero\d\.json|target\.json|env_check\.py")
 
 
 def render(spec_path: str | Path, out: str | Path | None = None, *, preview: bool = False,

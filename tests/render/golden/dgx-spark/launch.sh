@@ -2,9 +2,51 @@
 # Launch GRPO run 'tiny-e2e' — rendered by llm-finetuning 0.1.0; see config/BRIEF.md.
 # Target: one GPU: vLLM colocated with training (the seed's single-GPU default).
 # !!! RENDERED WITH --no-gate (TESTS ONLY): these rewards never passed the Phase 1 gate. !!!
+# First checks this machine with config/env_check.py (what config/target.json says the config needs)
+# and refuses to start when anything is missing.
 set -euo pipefail
 RUN_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$RUN_DIR"
+# --- the environment env check validated (never whatever `python` / `trl` / `accelerate` PATH finds first)
+RENDERED_PYTHON=/work/wt-sec/.venv/bin/python  # the interpreter `finetune config render` ran in
+PY="${FINETUNE_PYTHON:-$RENDERED_PYTHON}"  # FINETUNE_PYTHON: the python of another ready environment
+BIN="$(dirname "$PY")"  # trl and accelerate are run from the same environment as $PY
+VLLM_HEALTH_TIMEOUT="${VLLM_HEALTH_TIMEOUT:-600}"  # seconds
+VLLM_HEALTH_INTERVAL="${VLLM_HEALTH_INTERVAL:-5}"
+
+refuse_unready() {  # env check printed each missing piece and its install line
+  echo "launch: refusing to start: $PY cannot run this config (fix the lines above, or set FINETUNE_PYTHON" \
+    "to the python of an environment that can)" >&2
+  exit 1
+}
+
+wait_for_vllm() {  # URL, server log ("" when it is on another node), server pid ("" when remote)
+  local url="$1" log="$2" pid="$3" deadline=$((SECONDS + VLLM_HEALTH_TIMEOUT))
+  echo "waiting up to ${VLLM_HEALTH_TIMEOUT}s for trl vllm-serve at $url ${log:+(log: $log)} ..."
+  while [ "$SECONDS" -lt "$deadline" ]; do
+    if curl -sf --max-time 5 "$url/health/" >/dev/null 2>&1; then
+      echo "trl vllm-serve is healthy"
+      return 0
+    fi
+    if [ -n "$pid" ] && ! kill -0 "$pid" 2>/dev/null; then
+      echo "launch: trl vllm-serve exited before it became healthy; last lines of $log:" >&2
+      tail -n 40 "$log" >&2 || true
+      exit 1
+    fi
+    sleep "$VLLM_HEALTH_INTERVAL"
+  done
+  echo "launch: trl vllm-serve never became healthy at $url within ${VLLM_HEALTH_TIMEOUT}s; not training" \
+    "against a dead server" >&2
+  if [ -n "$log" ] && [ -f "$log" ]; then
+    echo "last lines of $log:" >&2
+    tail -n 40 "$log" >&2 || true
+  else
+    echo "(the server's log is on the generation node: train/vllm-serve.log there)" >&2
+  fi
+  exit 1
+}
+
+"$PY" config/env_check.py "$RUN_DIR" || refuse_unready
 
 # One GPU: vLLM runs colocated inside the training process (vllm_mode: colocate).
-exec python config/train.py "$@"
+exec "$PY" config/train.py "$@"

@@ -2,31 +2,69 @@
 # Launch GRPO run 'tiny-e2e' — rendered by llm-finetuning 0.1.0; see config/BRIEF.md.
 # Target: 2 nodes × 8 GPUs: node 0 serves generation (`trl vllm-serve`, tensor parallel 8), node 1 trains (8 processes).
 # !!! RENDERED WITH --no-gate (TESTS ONLY): these rewards never passed the Phase 1 gate. !!!
+# First checks this machine with config/env_check.py (what config/target.json says the config needs)
+# and refuses to start when anything is missing.
 set -euo pipefail
 RUN_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$RUN_DIR"
+# --- the environment env check validated (never whatever `python` / `trl` / `accelerate` PATH finds first)
+RENDERED_PYTHON=/work/wt-sec/.venv/bin/python  # the interpreter `finetune config render` ran in
+PY="${FINETUNE_PYTHON:-$RENDERED_PYTHON}"  # FINETUNE_PYTHON: the python of another ready environment
+BIN="$(dirname "$PY")"  # trl and accelerate are run from the same environment as $PY
+VLLM_HEALTH_TIMEOUT="${VLLM_HEALTH_TIMEOUT:-600}"  # seconds
+VLLM_HEALTH_INTERVAL="${VLLM_HEALTH_INTERVAL:-5}"
 
-# 2 nodes × 8 GPUs. Run this script on EVERY node with:
+refuse_unready() {  # env check printed each missing piece and its install line
+  echo "launch: refusing to start: $PY cannot run this config (fix the lines above, or set FINETUNE_PYTHON" \
+    "to the python of an environment that can)" >&2
+  exit 1
+}
+
+wait_for_vllm() {  # URL, server log ("" when it is on another node), server pid ("" when remote)
+  local url="$1" log="$2" pid="$3" deadline=$((SECONDS + VLLM_HEALTH_TIMEOUT))
+  echo "waiting up to ${VLLM_HEALTH_TIMEOUT}s for trl vllm-serve at $url ${log:+(log: $log)} ..."
+  while [ "$SECONDS" -lt "$deadline" ]; do
+    if curl -sf --max-time 5 "$url/health/" >/dev/null 2>&1; then
+      echo "trl vllm-serve is healthy"
+      return 0
+    fi
+    if [ -n "$pid" ] && ! kill -0 "$pid" 2>/dev/null; then
+      echo "launch: trl vllm-serve exited before it became healthy; last lines of $log:" >&2
+      tail -n 40 "$log" >&2 || true
+      exit 1
+    fi
+    sleep "$VLLM_HEALTH_INTERVAL"
+  done
+  echo "launch: trl vllm-serve never became healthy at $url within ${VLLM_HEALTH_TIMEOUT}s; not training" \
+    "against a dead server" >&2
+  if [ -n "$log" ] && [ -f "$log" ]; then
+    echo "last lines of $log:" >&2
+    tail -n 40 "$log" >&2 || true
+  else
+    echo "(the server's log is on the generation node: train/vllm-serve.log there)" >&2
+  fi
+  exit 1
+}
+
+# 2 nodes × 8 GPUs. Under SLURM submit config/launch.slurm instead
+# (`cd RUN && sbatch config/launch.slurm`). By hand, run this script on EVERY node with:
 #   NODE_RANK   0 on the generation node, 1..1 on the training nodes
 #   VLLM_HOST   address of node 0 (the `trl vllm-serve` node), reachable from the training nodes
 #   MAIN_HOST   address of node 1 (the first training node: accelerate's main process)
 #   MAIN_PORT   a free port on node 1 (default 29500)
 : "${NODE_RANK:?set NODE_RANK}" "${VLLM_HOST:?set VLLM_HOST}" "${MAIN_HOST:?set MAIN_HOST}"
 MAIN_PORT="${MAIN_PORT:-29500}"
+"$PY" config/env_check.py "$RUN_DIR" || refuse_unready
 if [ "$NODE_RANK" -eq 0 ]; then
   # generation node: `trl vllm-serve`, tensor parallel over 8 GPU(s)
-  CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7 exec trl vllm-serve --model Qwen/Qwen3-1.7B \
+  CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7 exec "$BIN/trl" vllm-serve --model Qwen/Qwen3-1.7B \
     --tensor-parallel-size 8 --data-parallel-size 1 \
     --max-model-len 1280 --gpu-memory-utilization 0.9 \
     --host 0.0.0.0 --port 8000
 fi
-echo "waiting for trl vllm-serve on $VLLM_HOST:8000 ..."
-for _ in $(seq 1 120); do
-  curl -sf "http://$VLLM_HOST:8000/health/" >/dev/null && break
-  sleep 5
-done
+wait_for_vllm "http://$VLLM_HOST:8000" "" ""
 # training nodes 1..1: 8 processes each, 8 in all
-exec accelerate launch --config_file config/accelerate.yaml \
+exec "$BIN/accelerate" launch --config_file config/accelerate.yaml \
   --num_machines 1 --num_processes 8 \
   --machine_rank "$((NODE_RANK - 1))" --main_process_ip "$MAIN_HOST" --main_process_port "$MAIN_PORT" \
   config/train.py --vllm-server-host "$VLLM_HOST" "$@"

@@ -1,0 +1,124 @@
+"""What a rendered config needs on the machine that trains it: ``config/target.json``.
+
+Written by `finetune config render` beside train.py; read by the standalone checker
+(:mod:`finetune.env.check`, rendered as ``config/env_check.py``). Every version comes from this
+package's own pins (pyproject.toml: the core dependencies and the ``[train]`` extra), so the check
+and the install lines it prints cannot drift from what the plugin is tested with.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from finetune import __version__
+
+DIST = "llm-finetuning"
+SCHEMA = 1
+CHECKER_SOURCE = Path(__file__).with_name("check.py")
+# import name where it differs from the distribution name
+MODULES = {"math-verify": "math_verify", "pyyaml": "yaml", "latex2sympy2_extended": "latex2sympy2_extended"}
+CURL_INSTALL = "sudo apt-get install -y curl  (Debian/Ubuntu; `sudo dnf install -y curl` on RHEL)"
+
+
+@lru_cache(maxsize=1)
+def pins() -> dict[str, str]:
+    """Distribution name → specifier ('==1.16.0') for the core pins and the [train] extra."""
+    from importlib import metadata
+
+    from packaging.requirements import Requirement
+
+    out: dict[str, str] = {}
+    for line in _requirement_lines():
+        req = Requirement(line)
+        marker = str(req.marker or "")
+        if marker and 'extra == "train"' not in marker:
+            continue
+        if str(req.specifier):
+            out.setdefault(req.name.lower(), str(req.specifier))
+    return out
+
+
+def _requirement_lines() -> list[str]:
+    """pyproject.toml's own lines in a source checkout (never stale), else the installed metadata."""
+    from importlib import metadata
+
+    pyproject = Path(__file__).resolve().parents[3] / "pyproject.toml"
+    try:
+        import tomllib
+
+        project = tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"]
+    except (ImportError, OSError, KeyError, ValueError):
+        return list(metadata.requires(DIST) or [])
+    lines = list(project.get("dependencies", []))
+    return lines + [f'{r}; extra == "train"' for r in project.get("optional-dependencies", {}).get("train", [])]
+
+
+def _package(name: str, why: str, require: str | None = None) -> dict[str, Any]:
+    spec = pins().get(name, "") if require is None else require
+    return {"name": name, "module": MODULES.get(name, name.replace("-", "_")), "require": spec, "why": why}
+
+
+def trl_vllm_range() -> str:
+    """TRL's own supported vLLM range (its `vllm` extra), e.g. '>=0.22.0,<=0.31.0'."""
+    from importlib import metadata
+
+    from packaging.requirements import Requirement
+
+    for line in metadata.requires("trl") or []:
+        req = Requirement(line)
+        if req.name == "vllm" and 'extra == "vllm"' in str(req.marker or ""):
+            return ",".join(sorted(str(s) for s in req.specifier))
+    return pins().get("vllm", "")
+
+
+def build_target(plan: Any) -> dict[str, Any]:
+    """The needs of ``plan`` (a finetune.render.RenderPlan) as target.json's dict."""
+    from finetune.rewards.render import _requirements
+
+    topo, spec = plan.topology, plan.spec
+    packages = [
+        _package("torch", "the model and training"),
+        _package("trl", "train.py refuses any other TRL: every algorithm field assumes its semantics"),
+        _package("transformers", "the TRL release was tested with this one"),
+        _package("accelerate", "launches the training processes"),
+        _package("datasets", "loads the prompts"),
+    ]
+    if plan.peft:
+        packages.append(_package("peft", f"method {plan.kwargs['_method'].value}"))
+    if plan.quantization:
+        packages.append(_package("bitsandbytes", "qlora loads the policy in 4 bits", ""))
+    if topo.use_vllm:
+        vllm = _package("vllm", f"generation ({topo.vllm_mode} mode); TRL {pins().get('trl', '')} supports "
+                        "this range", trl_vllm_range())
+        vllm["install_require"] = pins().get("vllm", "")  # the [train] pin: resolves with the core pins
+        packages.append(vllm)
+    if plan.zero_stage:
+        packages.append(_package("deepspeed", f"accelerate.yaml uses DeepSpeed ZeRO-{plan.zero_stage}"))
+    reward_packages, _ = _requirements(spec.rewards)
+    have = {p["name"] for p in packages}
+    for requirement in reward_packages:
+        name, _, version = requirement.partition("==")
+        if name.lower() not in have:
+            packages.append(_package(name, "rewards.py imports it", f"=={version}" if version else ""))
+    scripts = []
+    if topo.vllm_mode == "server":
+        scripts.append({"name": "trl", "package": f"trl{pins().get('trl', '')}"})
+    if topo.training_processes > 1:
+        scripts.append({"name": "accelerate", "package": f"accelerate{pins().get('accelerate', '')}"})
+    tools = ([{"name": "curl", "why": "launch.sh polls trl vllm-serve's /health/", "install": CURL_INSTALL}]
+             if topo.vllm_mode == "server" else [])
+    hw = plan.hardware
+    return {
+        "schema": SCHEMA, "run": spec.name, "rendered_by": f"llm-finetuning {__version__}",
+        "summary": topo.reason, "python": {"min": [3, 10]},
+        "hardware": {"profile": hw.profile.name, "cpu": topo.cpu, "nodes": topo.nodes,
+                     "gpus_per_node": topo.gpus_per_node, "gpu_memory_gib": round(float(hw.memory_gib), 1)},
+        "packages": packages, "scripts": scripts, "tools": tools,
+    }
+
+
+def checker_source() -> str:
+    """The standalone checker, rendered verbatim as config/env_check.py."""
+    return CHECKER_SOURCE.read_text(encoding="utf-8")

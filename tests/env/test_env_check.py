@@ -1,0 +1,128 @@
+"""`finetune env check [RUN]` (issue 14 item 1): each missing piece with its install line; exit 0 / 1.
+
+Every check runs in a real subprocess whose view of the machine is changed from outside (envfakes):
+modules blocked by a meta-path finder, GPUs reported by a patched torch, packages that only carry a
+version. Nothing is mocked inside the checker.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from envfakes import base_env, fake_site
+from render_fixtures import write_run
+
+PY = sys.executable
+
+
+def _render(tmp: Path, model: str, **changes) -> Path:
+    from finetune.cli import main
+
+    spec = write_run(tmp, model, **changes)
+    assert main(["config", "render", str(spec), "--no-gate"]) == 0
+    return spec.parent
+
+
+def _check(run: Path, site: Path | None = None, *, standalone: bool = False, **env: str):
+    extra = dict(env, PYTHONPATH=str(site)) if site else env
+    cmd = [PY, "config/env_check.py"] if standalone else [PY, "-m", "finetune", "env", "check", str(run)]
+    return subprocess.run(cmd, cwd=run, env=base_env(**extra), capture_output=True, text=True, timeout=300)
+
+
+def _fixes(out: str) -> dict[str, str]:
+    return {line.split(":", 1)[0][4:]: line.split(": ", 1)[1] for line in out.splitlines() if line.startswith("fix ")}
+
+
+@pytest.fixture(scope="module")
+def cpu_run(tmp_path_factory, tiny_model_dir) -> Path:
+    return _render(tmp_path_factory.mktemp("env") / "cpu", str(tiny_model_dir),
+                   hardware={"profile": "cpu", "gpus": 0, "nodes": 1})
+
+
+@pytest.fixture(scope="module")
+def node_run(tmp_path_factory) -> Path:
+    """One node of 8 H100s: `trl vllm-serve` + DeepSpeed ZeRO training processes; a json_schema reward."""
+    return _render(tmp_path_factory.mktemp("env") / "node", "Qwen/Qwen3-1.7B",
+                   hardware={"profile": "h100-80gb", "gpus": 8, "nodes": 1},
+                   rewards=[{"name": "format_ok", "type": "format", "pattern": "answer_tag", "weight": 0.2},
+                            {"name": "correct", "type": "json_schema", "schema": {"type": "object"}, "weight": 1.0}])
+
+
+def test_target_json_states_what_the_config_needs(node_run, cpu_run):
+    target = json.loads((node_run / "config" / "target.json").read_text())
+    need = {p["name"]: p["require"] for p in target["packages"]}
+    assert need["trl"] == "==1.16.0" and need["torch"] == "==2.13.0" and need["deepspeed"] == "==0.19.8"
+    assert need["vllm"] == "<=0.31.0,>=0.22.0" and need["jsonschema"] == "==4.26.0"  # TRL 1.16's vllm range
+    assert target["hardware"] == {"profile": "h100-80gb", "cpu": False, "nodes": 1, "gpus_per_node": 8,
+                                  "gpu_memory_gib": target["hardware"]["gpu_memory_gib"]}
+    assert [s["name"] for s in target["scripts"]] == ["trl", "accelerate"] and target["tools"][0]["name"] == "curl"
+    cpu = json.loads((cpu_run / "config" / "target.json").read_text())
+    assert {p["name"] for p in cpu["packages"]} == {"torch", "trl", "transformers", "accelerate", "datasets"}
+    assert cpu["hardware"]["cpu"] and not cpu["scripts"] and not cpu["tools"]
+
+
+def test_cpu_target_is_ready_here(cpu_run):
+    res = _check(cpu_run)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "ready: this environment can run the config" in res.stdout and "MISSING" not in res.stdout
+
+
+def test_env_check_py_is_standalone(cpu_run, tmp_path):
+    # the training box need not have the plugin: config/env_check.py runs with `finetune` unimportable
+    res = _check(cpu_run, fake_site(tmp_path / "site"), standalone=True, FAKE_MISSING="finetune,rich")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "[ok] trl: need ==1.16.0; found 1.16.0" in res.stdout  # plain table without rich
+
+
+def test_each_missing_piece_with_its_install_line(node_run, tmp_path):
+    site = fake_site(tmp_path / "site", {"vllm": "0.30.0"})
+    res = _check(node_run, site, FAKE_MISSING="trl,jsonschema,deepspeed", FAKE_GPUS="8")
+    assert res.returncode == 1, res.stdout + res.stderr
+    fixes = _fixes(res.stdout)
+    assert fixes == {"trl": f"{PY} -m pip install trl==1.16.0",
+                     "jsonschema": f"{PY} -m pip install jsonschema==4.26.0",
+                     "deepspeed": f"{PY} -m pip install deepspeed==0.19.8"}, res.stdout
+    assert "not ready: 3 problem(s)" in res.stdout
+
+
+def test_wrong_versions_and_too_few_small_gpus(node_run, tmp_path):
+    site = fake_site(tmp_path / "site", {"vllm": "0.21.0", "deepspeed": "0.19.8", "trl": "1.17.0"})
+    res = _check(node_run, site, FAKE_GPUS="4", FAKE_GPU_GIB="39.4")
+    assert res.returncode == 1, res.stdout + res.stderr
+    fixes = _fixes(res.stdout)
+    assert fixes["trl"] == f"{PY} -m pip install trl==1.16.0"
+    assert fixes["vllm"] == f"{PY} -m pip install vllm==0.30.0"  # the [train] pin, inside TRL's range
+    assert "hardware.gpus: 4" in fixes["GPUs"] and "hardware.gpu_memory_gib: 39.4" in fixes["GPU memory"]
+    assert set(fixes) == {"trl", "vllm", "GPUs", "GPU memory"}
+
+
+def test_no_cuda_on_a_gpu_target(node_run, tmp_path):
+    res = _check(node_run, fake_site(tmp_path / "site", {"vllm": "0.30.0", "deepspeed": "0.19.8"}))
+    assert res.returncode == 1
+    fixes = _fixes(res.stdout)
+    assert set(fixes) == {"CUDA", "GPUs"} and "--index-url https://download.pytorch.org/whl/" in fixes["CUDA"]
+
+
+def test_ready_gpu_node(node_run, tmp_path):
+    res = _check(node_run, fake_site(tmp_path / "site", {"vllm": "0.30.0", "deepspeed": "0.19.8"}), FAKE_GPUS="8")
+    assert res.returncode == 0, res.stdout + res.stderr
+
+
+def test_no_target_is_bad_input(tmp_path):
+    res = subprocess.run([PY, "-m", "finetune", "env", "check", str(tmp_path)], env=base_env(), capture_output=True,
+                         text=True, timeout=120)
+    assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1
+    assert "no config/target.json" in res.stderr and "finetune config render" in res.stderr
+
+
+@pytest.mark.parametrize("version,require,ok", [
+    ("2.13.0+cu128", "==2.13.0", True), ("0.31.0", ">=0.22.0,<=0.31.0", True), ("0.31.1", "<=0.31.0,>=0.22.0", False),
+    ("0.21.9", ">=0.22.0,<=0.31.0", False), ("1.16", "==1.16.0", True), ("1.16.0rc1", "==1.16.0", True)])
+def test_version_specifiers(version, require, ok):
+    from finetune.env.check import satisfies
+
+    assert satisfies(version, require) is ok

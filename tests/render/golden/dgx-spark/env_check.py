@@ -1,0 +1,240 @@
+#!/usr/bin/env python3
+"""Can THIS machine and THIS interpreter run the rendered config? (`finetune env check [RUN]`)
+
+Reads ``config/target.json`` (what `finetune config render` says the config needs) and checks, on
+the machine it runs on: Python, torch with CUDA and the GPU count / memory the config was sized for,
+the exact TRL the config was rendered for, vLLM within TRL's supported range when vLLM generates,
+DeepSpeed when a ZeRO config was rendered, the packages the rewards import, the `trl` / `accelerate`
+commands beside this interpreter, and `curl` for launch.sh's health check. Each missing piece is
+printed with the exact command that installs it into this interpreter. Exit 0 ready, 1 not ready,
+2 no readable target.json.
+
+Standalone on purpose: `finetune config render` writes this file beside target.json as
+``config/env_check.py`` and launch.sh runs it with the interpreter it will train with, on a
+training box that need not have the plugin. Standard library only (rich when installed).
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import re
+import shlex
+import shutil
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional
+
+TARGET = "config/target.json"
+GPU_MEMORY_TOLERANCE = 0.95  # a GPU reporting 95% of the profile's memory is that GPU (driver reserve)
+
+
+@dataclass
+class Check:
+    """One row of the table: what the config needs, what this machine has, and the fix."""
+
+    what: str
+    need: str
+    found: str
+    ok: bool
+    fix: str = ""
+
+
+def _release(version: str) -> tuple[int, ...]:
+    """The numeric release of a version string ('2.13.0+cu128' → (2, 13, 0)); pre-release tags dropped."""
+    parts = []
+    for piece in re.split(r"[.+-]", version):
+        m = re.match(r"\d+", piece)
+        if not m:
+            break
+        parts.append(int(m.group()))
+        if m.group() != piece:
+            break
+    return tuple(parts)
+
+
+def satisfies(version: str, require: str) -> bool:
+    """``version`` against a comma-separated specifier of ==, >=, <=, >, <, != (release numbers only)."""
+    have = _release(version)
+    for clause in filter(None, (c.strip() for c in require.split(","))):
+        m = re.fullmatch(r"(==|>=|<=|!=|>|<)\s*(.+)", clause)
+        if not m:
+            return False
+        op, want = m.group(1), _release(m.group(2))
+        width = max(len(have), len(want))
+        a, b = have + (0,) * (width - len(have)), want + (0,) * (width - len(want))
+        if not {"==": a == b, ">=": a >= b, "<=": a <= b, "!=": a != b, ">": a > b, "<": a < b}[op]:
+            return False
+    return True
+
+
+def pip_line(requirement: str, *extra: str) -> str:
+    return " ".join([shlex.quote(sys.executable), "-m", "pip", "install", *extra, shlex.quote(requirement)])
+
+
+def _module_version(module: str, dist: str) -> tuple[Optional[str], str]:
+    """(version or None, why not) — the module is imported, so a broken install counts as missing."""
+    try:
+        mod = importlib.import_module(module)
+    except Exception as exc:  # noqa: BLE001 - any import failure means this package is unusable here
+        return None, f"not importable ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})"
+    version = getattr(mod, "__version__", None)
+    if not isinstance(version, str):
+        from importlib import metadata
+
+        try:
+            version = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            version = "unknown"
+    return version, ""
+
+
+def check_python(target: dict[str, Any]) -> Check:
+    need = tuple(target.get("python", {}).get("min", (3, 10)))
+    have = sys.version_info[:3]
+    return Check("Python", ">= " + ".".join(map(str, need)), f"{'.'.join(map(str, have))} ({sys.executable})",
+                 have >= need, "" if have >= need else f"use a Python >= {'.'.join(map(str, need))} environment "
+                 "and point FINETUNE_PYTHON at its python")
+
+
+def check_package(pkg: dict[str, Any]) -> Check:
+    name, module, require = pkg["name"], pkg.get("module", pkg["name"]), pkg.get("require", "")
+    version, why = _module_version(module, name)
+    fix = pip_line(name + pkg.get("install_require", require))
+    if version is None:
+        return Check(name, require or "installed", why or "missing", False, fix)
+    ok = not require or version == "unknown" or satisfies(version, require)
+    return Check(name, require or "installed", version, ok, "" if ok else fix)
+
+
+def _gpus() -> tuple[Optional[str], int, float, str]:
+    """(torch version or None, GPU count, smallest GPU memory in GiB, CUDA build) on this machine."""
+    try:
+        import torch
+    except Exception:  # noqa: BLE001
+        return None, 0, 0.0, ""
+    cuda = getattr(torch.version, "cuda", None) or "none"
+    if not torch.cuda.is_available():
+        return torch.__version__, 0, 0.0, cuda
+    count = torch.cuda.device_count()
+    memory = min(torch.cuda.get_device_properties(i).total_memory for i in range(count)) / 2**30 if count else 0.0
+    return torch.__version__, count, memory, cuda
+
+
+def check_gpus(target: dict[str, Any]) -> list[Check]:
+    hw = target["hardware"]
+    if hw.get("cpu"):
+        return []
+    torch_version, count, memory, cuda = _gpus()
+    if torch_version is None:
+        return []  # the torch package row already says how to install it
+    need, gib, profile = hw["gpus_per_node"], hw["gpu_memory_gib"], hw["profile"]
+    rows = [Check("CUDA", "a CUDA build of torch", f"torch {torch_version}, CUDA {cuda}", cuda != "none",
+                  "" if cuda != "none" else pip_line(f"torch=={_release_str(torch_version)}", "--force-reinstall",
+                                                     "--index-url", "https://download.pytorch.org/whl/cu128")
+                  + "  (cu128: use the CUDA version `nvidia-smi` shows)")]
+    rows.append(Check("GPUs", f"{need} per node ({profile})", str(count), count >= need,
+                      "" if count >= need else f"run on a node with {need} GPUs visible (CUDA_VISIBLE_DEVICES)"
+                      + (f", or re-render for this machine: hardware.gpus: {count}" if count else "")))
+    if count:
+        ok = memory >= GPU_MEMORY_TOLERANCE * gib
+        rows.append(Check("GPU memory", f"{gib:.1f} GiB each", f"{memory:.1f} GiB (smallest)", ok,
+                          "" if ok else f"re-render for this GPU: hardware.gpu_memory_gib: {memory:.1f} "
+                          "(or its hardware.profile) so the batch sizes fit"))
+    return rows
+
+
+def _release_str(version: str) -> str:
+    return ".".join(map(str, _release(version)))
+
+
+def check_scripts(target: dict[str, Any]) -> list[Check]:
+    """The CLIs launch.sh runs from this interpreter's folder (not whatever is first on PATH)."""
+    rows = []
+    folder = Path(sys.executable).parent
+    for s in target.get("scripts", []):
+        path = folder / s["name"]
+        ok = path.is_file() and os.access(path, os.X_OK)
+        rows.append(Check(f"`{s['name']}` command", f"beside {sys.executable}", str(path) if ok else "missing", ok,
+                          "" if ok else pip_line(s["package"], "--force-reinstall", "--no-deps")))
+    return rows
+
+
+def check_tools(target: dict[str, Any]) -> list[Check]:
+    rows = []
+    for tool in target.get("tools", []):
+        found = shutil.which(tool["name"])
+        rows.append(Check(tool["name"], tool.get("why", "on PATH"), found or "missing", bool(found),
+                          "" if found else tool["install"]))
+    return rows
+
+
+def run_checks(target: dict[str, Any]) -> list[Check]:
+    rows = [check_python(target)]
+    rows += [check_package(p) for p in target.get("packages", [])]
+    rows += check_gpus(target) + check_scripts(target) + check_tools(target)
+    return rows
+
+
+def load_target(run_dir: Path) -> dict[str, Any]:
+    path = run_dir / TARGET
+    try:
+        target = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise SystemExit(_usage_error(f"{path}: no readable target ({type(exc).__name__}) — fix: run "
+                                      "`finetune config render` for this run first"))
+    if not isinstance(target, dict) or "hardware" not in target or "packages" not in target:
+        raise SystemExit(_usage_error(f"{path}: not a target.json written by `finetune config render` — fix: "
+                                      "re-render the config"))
+    return target
+
+
+def _usage_error(line: str) -> int:
+    print(f"error: {line}", file=sys.stderr)
+    return 2
+
+
+def report(rows: list[Check], target: dict[str, Any], out=None) -> None:
+    out = out or sys.stdout
+    title = f"environment for run '{target.get('run', '?')}' ({target.get('summary', '')})"
+    try:
+        from rich.console import Console
+        from rich.table import Table
+    except ImportError:
+        print(title, file=out)
+        for r in rows:
+            print(f"  [{'ok' if r.ok else 'MISSING'}] {r.what}: need {r.need}; found {r.found}", file=out)
+    else:
+        table = Table(title=title, title_justify="left")
+        for col in ("", "check", "needs", "found"):
+            table.add_column(col, overflow="fold")
+        for r in rows:
+            table.add_row("[green]ok[/]" if r.ok else "[red]MISSING[/]", r.what, r.need, r.found)
+        Console(file=out, width=max(100, shutil.get_terminal_size((120, 20)).columns)).print(table)
+    bad = [r for r in rows if not r.ok]
+    for r in bad:  # full lines, never wrapped by the table: they are meant to be copied
+        print(f"fix {r.what}: {r.fix}", file=out)
+    print(f"not ready: {len(bad)} problem(s)" if bad else "ready: this environment can run the config", file=out)
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args and args[0] in ("-h", "--help"):
+        print(__doc__)
+        return 0
+    if len(args) > 1:
+        return _usage_error("env_check.py takes one argument, the run directory — fix: python config/env_check.py [RUN]")
+    run_dir = Path(args[0]) if args else Path(__file__).resolve().parent.parent
+    try:
+        target = load_target(run_dir)
+    except SystemExit as exc:
+        return int(exc.code)
+    rows = run_checks(target)
+    report(rows, target)
+    return 0 if all(r.ok for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
