@@ -123,7 +123,8 @@ def test_missing_markers_are_bad_input(root, producers):
 
 def test_repo_targets_owned_by_this_module_are_current(repo_root):
     mine = [t for t in docs.REGISTRY if t.producer.startswith(("finetune.route:", "finetune.docs:"))]
-    assert [o.status for o in docs.sync(repo_root, check=True, registry=mine)] == ["ok"] * len(mine)
+    outcomes = docs.sync(repo_root, check=True, registry=mine)
+    assert [o.status for o in outcomes] == ["ok"] * len(outcomes) and len(outcomes) > len(mine)  # + TOC regions
 
 
 def test_registry_matches_design_and_references_readme(repo_root):
@@ -134,3 +135,25 @@ def test_registry_matches_design_and_references_readme(repo_root):
         assert f"`{module}.{func}()`" in design, target
         if target.path.startswith("references/"):
             assert Path(target.path).name in readme, target
+
+
+def test_long_references_open_with_a_linked_table_of_contents(repo_root, tmp_path):
+    for path in sorted((repo_root / "references").glob("*.md")):
+        text = path.read_text(encoding="utf-8")
+        if len(text.splitlines()) > docs.TOC_MIN_LINES:
+            head = "\n".join(text.splitlines()[:5])
+            assert "<!-- generated:toc:start -->" in head and "## Contents" in text, path.name
+    # a hand-written reference that grows past 100 lines gets one from `finetune docs`; --check sees it missing
+    root = tmp_path / "plugin"
+    (root / "references").mkdir(parents=True)
+    long = "# Long\n\nintro\n\n" + "".join(f"## Part {i}\n\n" + "text\n" * 10 for i in range(12))
+    (root / "references" / "long.md").write_text(long)
+    outcomes = docs.sync(root, check=True, registry=())
+    assert [o.status for o in outcomes] == ["drifted"]
+    docs.sync(root, check=False, registry=())
+    text = (root / "references" / "long.md").read_text()
+    assert "- [Part 11](#part-11)" in text and text.index("## Contents") < text.index("intro")
+    assert [o.status for o in docs.sync(root, check=True, registry=())] == ["ok"]
+    from finetune import lint
+
+    assert not [f for f in lint.check_links(root / "references" / "long.md", text, root)]

@@ -29,9 +29,14 @@ def test_phases_match_the_command_headings():
     assert sorted({p for p, _, _ in status.STEPS}) == headings
 
 
-def test_not_a_directory_is_bad_input(cli, tmp_path):
-    r = cli("status", tmp_path / "nope")
+def test_a_file_is_bad_input_and_a_new_directory_starts_at_phase_0(cli, tmp_path):
+    (tmp_path / "file").write_text("x")
+    r = cli("status", tmp_path / "file")
     assert r.code == 2 and "not a run directory" in r.err and r.out == ""
+    r = cli("status", tmp_path / "runs" / "new")
+    assert r.code == 0 and r.out.splitlines()[0].startswith("machine: ")
+    assert r.out.splitlines()[-1] == "resume: Phase 0 - route (missing)"
+    assert not (tmp_path / "runs").exists()  # status writes nothing
 
 
 def test_new_run_starts_at_phase_0(cli, tmp_path):

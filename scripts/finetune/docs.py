@@ -33,13 +33,54 @@ class Target:
 
 
 REGISTRY: tuple[Target, ...] = (
-    Target("references/reward-functions.md", "finetune.rewards.render:reference_doc"),
+    Target("references/reward-functions.md", "finetune.docs:reward_reference"),
     Target("references/grpo-memory.md", "finetune.memory:reference_doc"),
     Target("references/run-spec.md", "finetune.spec:reference_doc"),
     Target("skills/grpo-rlvr-training/SKILL.md", "finetune.render:skill_recipe_block", region="grpo-recipe"),
     Target("skills/finetuning-method-selection/SKILL.md", "finetune.route:skill_table", region="routes"),
     Target("README.md", "finetune.docs:cli_table", region="cli"),
 )
+
+
+TOC_MIN_LINES = 100  # a reference longer than this opens with a table of contents (Anthropic's skill guidance)
+TOC_REGION = "toc"
+
+
+def reward_reference() -> str:
+    """references/reward-functions.md: every reward type's rendered code, then the sample formats."""
+    from finetune.inspect.sample_remote import reference_section
+    from finetune.rewards.render import reference_doc
+
+    return reference_doc().rstrip("\n") + "\n\n" + reference_section()
+
+
+def toc(text: str) -> str:
+    """A table of contents of a Markdown text's '## ' headings, linked by GitHub's anchors."""
+    from finetune.lint import _outside_code
+
+    lines, seen = [], {}
+    for _, line in _outside_code(text):
+        m = re.match(r"^(#{1,6})\s+(.*?)\s*#*\s*$", line)
+        if not m:
+            continue
+        slug = re.sub(r"[^\w\- ]", "", m.group(2).strip().lower()).replace(" ", "-")
+        n = seen.get(slug, 0)
+        seen[slug] = n + 1
+        if len(m.group(1)) == 2 and m.group(2).strip() != "Contents":
+            lines.append(f"- [{m.group(2).strip()}](#{slug if n == 0 else f'{slug}-{n}'})")
+    return "## Contents\n\n" + "\n".join(lines) + "\n"
+
+
+def with_toc(text: str) -> str:
+    """``text`` with its generated table of contents (after the title) refreshed, or removed when short."""
+    start, end = _markers(TOC_REGION)
+    stripped = re.sub(r"\n?" + re.escape(start) + r".*?" + re.escape(end) + r"\n", "", text, flags=re.S)
+    if len(stripped.splitlines()) <= TOC_MIN_LINES:
+        return stripped
+    title = re.search(r"^# .*\n", stripped, re.M)
+    at = title.end() if title else 0
+    block = f"\n{start}\n{toc(stripped).strip()}\n{end}\n"
+    return stripped[:at] + block + stripped[at:]
 
 
 def _cell(text: str) -> str:
@@ -109,7 +150,8 @@ def expected_text(current: str | None, target: Target, produce: Callable[[], str
     if not isinstance(content, str):
         raise TypeError(f"{target.producer} returned {type(content).__name__}, not text")
     if target.region is None:
-        return content if content.endswith("\n") else content + "\n"
+        content = content if content.endswith("\n") else content + "\n"
+        return with_toc(content) if target.path.startswith("references/") else content
     if current is None:
         raise UserError(f"{target.path} does not exist, so its region '{target.region}' cannot be generated",
                         where=where, fix="restore the file with its marker lines")
@@ -152,6 +194,14 @@ def sync(root: Path, check: bool, registry: Iterable[Target] = REGISTRY) -> list
         pending[path] = new
         same = before == new
         outcomes.append(Outcome(target, "ok" if same else ("drifted" if check else "written")))
+    for path in sorted((root / "references").glob("*.md")):  # every reference over 100 lines opens with a TOC
+        if path not in originals:
+            originals[path] = path.read_text(encoding="utf-8")
+        before = pending.get(path, originals[path])
+        new = with_toc(before)
+        pending[path] = new
+        target = Target(str(path.relative_to(root)), "finetune.docs:with_toc", region=TOC_REGION)
+        outcomes.append(Outcome(target, "ok" if new == before else ("drifted" if check else "written")))
     if not check:
         for path, text in pending.items():
             if originals[path] != text:

@@ -6,7 +6,9 @@ is re-derived, not trusted: rewards.py is compared with what the spec renders no
 input hashes and the gate record's bound hashes are recomputed, config/ is compared with what the
 renderer would write now, and logs newer than the diagnosis make it stale. Nothing is written.
 
-Exit 0 with the report (``--json`` for machine output); 2 when RUN is not a directory.
+A RUN that does not exist yet is a new run (it resumes at Phase 0). The report starts with a
+``machine:`` line (CUDA GPUs here, or none: /finetune then offers ``inspect sample --emit-requests``).
+Exit 0 with the report (``--json`` for machine output); 2 when RUN is a file.
 """
 
 from __future__ import annotations
@@ -212,7 +214,7 @@ STEPS: tuple[tuple[str, str, Callable[[_Run], tuple[str, str]]], ...] = (
 def run_status(run_dir: str | Path) -> tuple[list[StepState], Optional[StepState]]:
     """Every step's state, and the first step that is not ok (None: every phase is done and current)."""
     run_dir = Path(run_dir)
-    if not run_dir.is_dir():
+    if run_dir.exists() and not run_dir.is_dir():
         raise UserError(f"not a run directory: {run_dir}", where="RUN",
                         fix="pass the folder that holds (or will hold) spec.yaml, e.g. runs/my-task")
     run = _Run(run_dir)
@@ -235,12 +237,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
 
 
+def machine() -> str:
+    """This machine's accelerators, as /finetune needs to know them (sample here, or --emit-requests)."""
+    try:
+        import torch
+    except ImportError:
+        return "no torch"
+    if torch.cuda.is_available():
+        n = torch.cuda.device_count()
+        return f"{n} CUDA GPU(s): {torch.cuda.get_device_name(0)}"
+    return "no CUDA GPU (sample on the GPU machine: inspect sample --emit-requests)"
+
+
 def run(args: argparse.Namespace) -> int:
     states, resume = run_status(args.run)
     if args.json:
-        print(json.dumps({"run": str(args.run), "steps": [asdict(s) for s in states],
+        print(json.dumps({"run": str(args.run), "machine": machine(), "steps": [asdict(s) for s in states],
                           "resume": asdict(resume) if resume else None}, indent=2))
         return 0
+    print(f"machine: {machine()}")
     for s in states:
         print(f"{s.phase}  {s.step:<26} {s.state:<8} {s.detail}")
     if resume is None:

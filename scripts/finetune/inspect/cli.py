@@ -14,15 +14,34 @@ from finetune import rundir
 from finetune.errors import CheckFailed, UserError
 
 
+SAMPLE_FORMATS = """Generate completions the way training will (transformers, or vLLM with a GPU), or import them.
+
+Import format (--import / --import-base): JSONL, one completion per line:
+  {"prompt": str or [{"role", "content"}, ...], "completion": str, "id"?: str, "row"?: prompt key,
+   "columns"?: {...}, "conversational"?: bool, "completion_tokens"?: int, "truncated"?: bool}
+  "prompt" may instead sit under the spec's dataset.prompt_column; any other top-level key is a
+  dataset column passed to the rewards (e.g. the gold answer).
+
+--emit-requests (sampling where the GPU is): writes RUN/requests/requests.jsonl and
+base_requests.jsonl (one line per prompt: ids, row, prompt, conversational, columns, prompt_text =
+the chat template applied, prompt_token_ids = truncated as training does, sampling = n, temperature,
+top_p, top_k, min_p, repetition_penalty, max_tokens, seed), sample_vllm.py (vLLM offline, or a
+`trl vllm-serve` / `vllm serve` URL) and README.md. The script's output is the import format above.
+"""
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="verb", metavar="<verb>", parser_class=type(parser))
     sub.required = True
 
-    p = sub.add_parser("sample", help="generate completions (and base-success samples), or import them")
+    p = sub.add_parser("sample", help="generate completions (and base-success samples), or import them",
+                       formatter_class=argparse.RawDescriptionHelpFormatter, description=SAMPLE_FORMATS)
     p.add_argument("spec", help="run spec (spec.yaml) or run directory")
     p.add_argument("-o", "--out", help="run directory (default: the spec's folder)")
     p.add_argument("--import", dest="import_file", metavar="FILE", help="import completions from a JSONL")
     p.add_argument("--import-base", metavar="FILE", help="import base-success completions from a JSONL")
+    p.add_argument("--emit-requests", action="store_true",
+                   help="no GPU here: write RUN/requests/ (the exact prompts + sample_vllm.py) to sample elsewhere")
     p.add_argument("--no-base", action="store_true", help="skip the base-success sampling")
     p.add_argument("--device", default=None, help="torch device (default: cuda if available, else cpu)")
     p.add_argument("--backend", choices=["auto", "transformers", "vllm"], default="auto")
@@ -91,6 +110,8 @@ def _sample(args) -> int:
 
     spec, run_dir = _run_dir_and_spec(args.spec, args.out)
     console = _console()
+    if args.emit_requests:
+        return _emit(args, spec, run_dir, console)
     info = sample.run_sample(spec, run_dir, import_file=args.import_file, import_base=args.import_base,
                              base=not args.no_base, device=args.device, backend=args.backend, console=console)
     console.print(f"wrote {info['samples']} samples to {run_dir / rundir.SAMPLES}"
@@ -103,6 +124,20 @@ def _sample(args) -> int:
         console.print(f"warning: {info['samples']} samples, but the gate needs {spec.inspection.min_read} read; "
                       "raise inspection.prompts or inspection.per_prompt")
     console.print(f"next: finetune inspect score {run_dir}")
+    return 0
+
+
+def _emit(args, spec, run_dir, console) -> int:
+    from finetune.inspect import sample_remote
+
+    if args.import_file or args.import_base:
+        raise UserError("--emit-requests writes requests; --import reads completions", where="--emit-requests",
+                        fix="emit first, sample on the GPU machine, then run again with --import")
+    info = sample_remote.emit_requests(spec, run_dir, spec_path=args.spec, base=not args.no_base)
+    console.print(f"wrote {info['prompts']} prompts ({info['samples']} samples) and {info['base_prompts']} "
+                  f"base-success prompts ({info['base_samples']} samples) to {info['dir']}")
+    console.print(f"next: copy {info['dir']} to the GPU machine and follow its README.md; then\n"
+                  f"  {info['import_command']}", markup=False, highlight=False)
     return 0
 
 

@@ -204,9 +204,9 @@ def _generate(sampler, reqs, k, g, temperature, progress, task) -> list[dict[str
     return rows
 
 
-def _import(path: str, run_dir: Path, target: str) -> dict[str, Any]:
+def _import(path: str, run_dir: Path, target: str, prompt_column: str = "prompt") -> dict[str, Any]:
     src = Path(path)
-    rows = load_samples(src)  # validates every line; a bad line → UserError file:line, nothing written
+    rows = load_samples(src, prompt_column)  # validates every line; a bad line → UserError file:line, nothing written
     for r in rows:
         r.setdefault("source", "import")
     atomic.write_jsonl(run_dir / target, rows)
@@ -221,10 +221,10 @@ def run_sample(spec, run_dir: str | Path, *, import_file: str | None = None, imp
     info: dict[str, Any] = {"time": datetime.now(timezone.utc).isoformat(timespec="seconds"), "seed": seed}
     if import_file or import_base:
         if import_file:
-            info["imported"] = _import(import_file, run_dir, rundir.SAMPLES)
+            info["imported"] = _import(import_file, run_dir, rundir.SAMPLES, spec.dataset.prompt_column)
             info["samples"] = info["imported"]["rows"]
         if import_base:
-            info["imported_base"] = _import(import_base, run_dir, rundir.BASE_SAMPLES)
+            info["imported_base"] = _import(import_base, run_dir, rundir.BASE_SAMPLES, spec.dataset.prompt_column)
             info["base_samples"] = info["imported_base"]["rows"]
         atomic.write_json(run_dir / SAMPLE_INFO, info)
         return info

@@ -28,10 +28,13 @@ def _messages_ok(prompt: Any) -> bool:
         isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str) for m in prompt)
 
 
-def normalise_row(obj: Any, where: str, index: int) -> dict[str, Any]:
-    """Validate one imported/stored row; unknown top-level keys become reward columns."""
+def normalise_row(obj: Any, where: str, index: int, prompt_column: str = "prompt") -> dict[str, Any]:
+    """Validate one imported/stored row; unknown top-level keys become reward columns. A row without
+    ``prompt`` may carry it under the spec's ``dataset.prompt_column`` (a dataset row with a completion)."""
     if not isinstance(obj, dict):
         raise UserError(f"expected a JSON object, got {type(obj).__name__}", where=where, fix=FIX)
+    if "prompt" not in obj and prompt_column != "prompt" and prompt_column in obj:
+        obj = {"prompt": obj[prompt_column], **{k: v for k, v in obj.items() if k != prompt_column}}
     prompt = obj.get("prompt")
     if not (isinstance(prompt, str) or _messages_ok(prompt)):
         raise UserError("'prompt' must be a string or a list of {role, content} messages", where=where, fix=FIX)
@@ -58,11 +61,11 @@ def normalise_row(obj: Any, where: str, index: int) -> dict[str, Any]:
             **{k: obj[k] for k in ("completion_tokens", "truncated", "source") if k in obj}}
 
 
-def load_samples(path: Path) -> list[dict[str, Any]]:
+def load_samples(path: Path, prompt_column: str = "prompt") -> list[dict[str, Any]]:
     """Rows of a samples file, validated; duplicate ids are an error naming both lines."""
     rows, seen, per_group = [], {}, {}
     for n, obj in read_jsonl(path):
-        row = normalise_row(obj, f"{path}:{n}", len(rows))
+        row = normalise_row(obj, f"{path}:{n}", len(rows), prompt_column)
         k = per_group[row["row"]] = per_group.get(row["row"], -1) + 1
         row["id"] = row["id"] or f"{row['row']}-s{k:02d}"  # stable: same file, same ids
         if row["id"] in seen:

@@ -1,0 +1,143 @@
+"""``finetune inspect sample SPEC --emit-requests``: sampling where the GPU is.
+
+For a user whose GPU machine is not the one Claude Code runs on: write the exact requests
+``inspect sample`` would generate from - the same prompt rows (same seeds), each prompt as TRL will
+see it (``prompt``) and as the model will see it (``prompt_text``: the chat template applied, and
+``prompt_token_ids``: tokenized and left-truncated to ``generation.max_prompt_length`` exactly as the
+local sampler does) - and a standalone sampling script (vLLM offline, or a ``trl vllm-serve`` /
+``vllm serve`` endpoint) whose output ``--import`` / ``--import-base`` take back unchanged.
+
+Written into ``RUN/requests/``: ``requests.jsonl``, ``base_requests.jsonl``, ``sample_vllm.py``,
+``README.md``. Only the tokenizer is loaded here (no model weights, no GPU).
+
+Request line: ``ids`` (the sample ids, one per completion), ``row``, ``prompt``, ``conversational``,
+``columns``, ``prompt_text``, ``prompt_token_ids``, ``sampling`` (``n``, ``temperature``, ``top_p``,
+``top_k``, ``min_p``, ``repetition_penalty``, ``max_tokens``, ``seed``, ``max_model_len``).
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from finetune import atomic
+from finetune.errors import UserError
+
+REQUESTS_DIR = "requests"
+REQUESTS = "requests.jsonl"
+BASE_REQUESTS = "base_requests.jsonl"
+SCRIPT = "sample_vllm.py"
+
+
+def _tokenizer(spec):
+    from transformers import AutoTokenizer
+
+    model = spec.resolve_path(spec.model)
+    source = str(model) if model.exists() else spec.model
+    try:
+        tok = AutoTokenizer.from_pretrained(source)
+    except (OSError, ValueError) as exc:
+        raise UserError(f"cannot load the model's tokenizer: {str(exc).splitlines()[0]}", where="model",
+                        fix="the requests need the policy's tokenizer and chat template here: a local model "
+                            "folder (weights not needed) or a hub id in the local cache") from None
+    tok.truncation_side = "left"  # as the local sampler: keep the end of an over-long prompt
+    return tok
+
+
+def _prompt_text(tok, req: dict[str, Any]) -> str:
+    if not req["conversational"]:
+        return req["prompt"]
+    if not getattr(tok, "chat_template", None):
+        raise UserError("conversational prompts but the tokenizer has no chat template", where="model",
+                        fix="use a model with a chat template, or plain-string prompts")
+    return tok.apply_chat_template(req["prompt"], tokenize=False, add_generation_prompt=True)
+
+
+def _lines(spec, tok, reqs: list[dict[str, Any]], k: int, temperature: float) -> list[dict[str, Any]]:
+    g = spec.generation
+    sampling = {"n": k, "temperature": temperature, "top_p": g.top_p, "top_k": g.top_k, "min_p": g.min_p or 0.0,
+                "repetition_penalty": g.repetition_penalty, "max_tokens": g.max_completion_length,
+                "seed": spec.training.seed, "max_model_len": g.max_prompt_length + g.max_completion_length}
+    out = []
+    for req in reqs:
+        text = _prompt_text(tok, req)
+        ids = tok(text, add_special_tokens=False, truncation=True, max_length=g.max_prompt_length)["input_ids"]
+        out.append({"ids": req["ids"], "row": req["row"], "prompt": req["prompt"],
+                    "conversational": req["conversational"], "columns": req["columns"],
+                    "prompt_text": text, "prompt_token_ids": list(ids), "sampling": sampling})
+    return out
+
+
+def readme(import_command: str) -> str:
+    return f"""# Sampling on your GPU machine
+
+Written by `finetune inspect sample --emit-requests`. Copy this folder to the machine with the GPU and
+the policy, then run ONE of:
+
+```bash
+pip install vllm   # if it is not installed there
+python sample_vllm.py requests.jsonl -o samples.jsonl --model /path/to/the/policy
+python sample_vllm.py base_requests.jsonl -o base_samples.jsonl --model /path/to/the/policy
+```
+
+or, with a server already up (`trl vllm-serve --model /path/to/the/policy`, or `vllm serve ...`):
+
+```bash
+python sample_vllm.py requests.jsonl -o samples.jsonl --server http://localhost:8000
+python sample_vllm.py base_requests.jsonl -o base_samples.jsonl --server http://localhost:8000
+```
+
+Copy `samples.jsonl` and `base_samples.jsonl` back next to this README and import them unchanged:
+
+```bash
+{import_command}
+```
+
+Each request holds the prompt as TRL passes it to the rewards (`prompt`), as the model reads it
+(`prompt_text`, the chat template applied) and its token ids (`prompt_token_ids`, truncated like
+training), with the spec's sampling settings (`sampling`). Use the same policy the spec names.
+"""
+
+
+def emit_requests(spec, run_dir: str | Path, *, spec_path: str = "spec.yaml", base: bool = True) -> dict[str, Any]:
+    """Write RUN/requests/ (requests, base requests, the sampling script, a README); return a summary."""
+    from finetune.inspect.sample import _pick, _requests, load_rows
+    from finetune.invocation import command
+
+    run_dir = Path(run_dir)
+    insp, seed = spec.inspection, spec.training.seed
+    rows = load_rows(spec)
+    tok = _tokenizer(spec)
+    reqs = _requests(spec, rows, _pick(len(rows), insp.prompts, seed), insp.per_prompt, "p")
+    b = insp.base_success
+    base_reqs = _requests(spec, rows, _pick(len(rows), b.prompts, seed + 1), b.samples_per_prompt, "b") if base else []
+    main = _lines(spec, tok, reqs, insp.per_prompt, spec.generation.temperature)
+    base_lines = _lines(spec, tok, base_reqs, b.samples_per_prompt, b.temperature)
+    out = run_dir / REQUESTS_DIR
+    script = resources.files("finetune.inspect").joinpath("templates", SCRIPT).read_text(encoding="utf-8")
+    with atomic.staged_dir(out) as tmp:
+        atomic.write_jsonl(tmp / REQUESTS, main)
+        if base_lines:
+            atomic.write_jsonl(tmp / BASE_REQUESTS, base_lines)
+        (tmp / SCRIPT).write_text(script, encoding="utf-8")
+        (tmp / SCRIPT).chmod(0o755)
+        back = command("inspect", "sample", spec_path, "--import", out / "samples.jsonl",
+                       *(["--import-base", out / "base_samples.jsonl"] if base_lines else []))
+        (tmp / "README.md").write_text(readme(back), encoding="utf-8")
+    return {"dir": out, "import_command": back, "prompts": len(main), "samples": sum(len(r["ids"]) for r in main),
+            "base_prompts": len(base_lines), "base_samples": sum(len(r["ids"]) for r in base_lines)}
+
+
+def reference_section() -> str:
+    """The import / --emit-requests formats for references/reward-functions.md (from the CLI's own help)."""
+    from finetune.inspect.cli import SAMPLE_FORMATS
+
+    return ("## Samples: the import format and sampling on another machine\n\n"
+            "The samples every reward above is inspected on come from `finetune inspect sample`: generated here, "
+            "or produced on the machine with the GPU and imported. This is `finetune inspect sample --help`:\n\n"
+            f"```text\n{SAMPLE_FORMATS.strip()}\n```\n\n"
+            "The emitted `sample_vllm.py` needs only the standard library and vLLM (or a running server). Its "
+            "output rows carry `id`, `row`, `prompt`, `completion`, `conversational`, `columns`, `truncated`, "
+            "`completion_tokens` and `source: vllm`, so `--import` takes them back unchanged and the ids match "
+            "the ones sampling here would have given.\n")
