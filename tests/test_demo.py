@@ -252,12 +252,30 @@ def test_toy_training_refuses_once_the_gate_no_longer_holds(demo_run, tmp_path):
 
 @pytest.mark.slow
 def test_a_person_reading_in_the_terminal_needs_no_confirmation(tmp_path, monkeypatch):
-    """--reader terminal: the user reads the samples (here: agrees with the rewards each time)."""
+    """--reader terminal: the user reads the samples blind (here: answers as the task statement defines,
+    through the terminal review's own questions, before each sample's scores are shown)."""
     from rich.console import Console
+    from rich.prompt import Prompt
 
     from finetune.demo import run_demo
 
-    monkeypatch.setattr("sys.stdin", io.StringIO("y\n\n" * 100))  # "agree?" then an empty note, per sample
+    run_dir = tmp_path / "demo" / "pass"
+    seen: dict[str, demo_checker.Check] = {}
+
+    def person(question, choices=None, default=None, console=None, **_):
+        scored = {r["id"]: r for r in map(json.loads, (run_dir / rundir.SCORED).read_text().splitlines())}
+        sid = question.split(":", 1)[0]
+        if question.endswith("accept or reject? (a/r; s skip, q quit)"):
+            row = scored[sid]
+            seen[sid] = demo_checker.check(row["prompt"], row["completion"], None)
+            return "a" if seen[sid].accept else "r"
+        if "is the answer correct" in question:
+            return "y" if seen[sid].correct else "n"
+        if "well-formed" in question:
+            return "y" if seen[sid].well_formed else "n"
+        return default  # the note (empty) and "keep your verdict?" (keep)
+
+    monkeypatch.setattr(Prompt, "ask", person)
     result = run_demo(tmp_path / "demo", reader="terminal", seeds=(3407,), steps=10,
                       console=Console(file=io.StringIO(), width=160))
     assert not result.facts.get("stopped_at"), result.facts.get("stopped_at")

@@ -39,8 +39,14 @@ def reward_files(run_dir: str | Path) -> list[Path]:
     return ([main] if main.is_file() else []) + helpers
 
 
-def bound_hashes(run_dir: str | Path, reward_section: list[dict[str, Any]]) -> dict[str, str]:
-    """The hashes a gate record stores: reward files, scored samples, verdicts, reward section."""
+FILTER_SECTION = "spec:dataset.filter"  # the spec's dataset.filter section (after `finetune data filter`)
+FILTERED_FILE = "dataset.filter:file"  # the filtered file train.py trains on, re-hashed from disk
+
+
+def bound_hashes(run_dir: str | Path, reward_section: list[dict[str, Any]], data_filter: dict[str, Any] | None = None,
+                 filtered_file: str | Path | None = None) -> dict[str, str]:
+    """The hashes a gate record stores: reward files, scored samples, verdicts, reward section, and —
+    once `finetune data filter` ran — the spec's dataset.filter section and the filtered file itself."""
     run_dir = Path(run_dir)
     out = {p.name: sha256_file(p) for p in reward_files(run_dir)}
     for name in (rundir.SCORED, rundir.VERDICTS):
@@ -48,4 +54,8 @@ def bound_hashes(run_dir: str | Path, reward_section: list[dict[str, Any]]) -> d
         if p.is_file():
             out[name] = sha256_file(p)
     out["spec:rewards"] = reward_section_digest(reward_section)
+    if data_filter is not None:
+        out[FILTER_SECTION] = hashlib.sha256(canonical_json(data_filter)).hexdigest()
+        path = Path(filtered_file) if filtered_file is not None else None
+        out[FILTERED_FILE] = sha256_file(path) if path is not None and path.is_file() else "missing"
     return out

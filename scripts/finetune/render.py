@@ -398,7 +398,7 @@ def _check_overrides(spec) -> dict[str, Setting]:
 
 def _load_rows(spec) -> tuple[list[dict[str, Any]], str]:
     d = spec.dataset
-    path = spec.resolve_path(d.path)
+    path = spec.training_data_path()  # the filtered file once `finetune data filter` set dataset.filter
     fmt = d.format
     if fmt == "auto":
         fmt = ("hf_disk" if path.is_dir() else "parquet" if path.suffix == ".parquet" else "jsonl")
@@ -714,7 +714,7 @@ def build_plan(spec, run_dir: Path, *, preview: bool = False, no_gate: bool = Fa
 
     model_path = spec.resolve_path(spec.model)
     model_ref = _relative(model_path, run_dir) if model_path.exists() else spec.model
-    dpath = spec.resolve_path(spec.dataset.path)
+    dpath = spec.training_data_path()
     dataset = {"format": data_format, "path": _relative(dpath, run_dir), "split": spec.dataset.split,
                "prompt_column": spec.dataset.prompt_column}
     if data_format == "hf_disk":  # `trl grpo` reads a save_to_disk folder through its arrow files
@@ -811,6 +811,12 @@ def _context(plan: RenderPlan) -> dict[str, Any]:
         "score_report_sha256": ((plan.gate or {}).get("inputs") or {}).get(rundir.SCORE_REPORT),
         "reward_section_json": json.dumps(reward_section, sort_keys=True, separators=(",", ":"), ensure_ascii=False),
         "reward_section_sha256": hashing.reward_section_digest(reward_section),
+        # dataset.filter bound like the reward section (None without a filter)
+        "data_filter_sha256": (hashing.bound_hashes(plan.run_dir, reward_section, **spec.filter_binding())
+                               .get(hashing.FILTER_SECTION)),
+        "data_filter": spec.dataset.filter.model_dump(mode="json") if spec.dataset.filter else None,
+        "filter_steps_before": (_run_length(plan.kwargs, topo, spec.dataset.filter.source_rows).optimiser_steps
+                                if spec.dataset.filter else None),
         "generation_batch_size": plan.generation_batch_size,
         "vllm_port": VLLM_SERVER_PORT,
         "memory_table": _memory_table(plan.estimate),
@@ -852,21 +858,18 @@ def render_files(plan: RenderPlan) -> dict[str, str]:
 
 
 def write(plan: RenderPlan, files: dict[str, str]) -> Path:
-    from finetune.atomic import staged_dir
+    from finetune.commit import staged_dir
 
     target = plan.run_dir / rundir.CONFIG_DIR
-    with staged_dir(target) as tmp:
+    # a launch file of an earlier render for another target must not survive beside the new ones
+    keep = (lambda name: True) if plan.preview else (lambda name: not _RENDERED_NAME.fullmatch(name))
+    with staged_dir(target, keep=keep) as tmp:  # config/ is switched as a whole: one render, never a mix
         for rel, text in files.items():
             p = tmp / rel
             p.parent.mkdir(parents=True, exist_ok=True)
             p.write_text(text, encoding="utf-8")
             if rel.endswith((".sh", ".py")):
                 p.chmod(0o755)
-    if not plan.preview:
-        # a launch file of an earlier render for another target must not survive beside the new ones
-        for stale in target.iterdir():
-            if stale.name not in files and _RENDERED_NAME.fullmatch(stale.name):
-                stale.unlink()
     return target
 
 

@@ -10,10 +10,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
 from finetune.errors import UserError
 from finetune.rewards.specs import RewardSpec
+from finetune.types import STRICT_MODEL
 from finetune.yamlio import line_for, load_with_lines
 
 BASE_LEARNING_RATE = 5e-7  # the seed's settled GRPO learning rate (contract 7)
@@ -23,7 +24,23 @@ MIN_NUM_GENERATIONS = 8  # floor: fewer starves the group-relative baseline
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = STRICT_MODEL  # unknown keys and NaN/±inf refused (a `.inf` would render as `inf` in train.py)
+
+
+class DataFilterSpec(_Strict):
+    """Written by `finetune data filter` (not by hand): the difficulty-filtered training file."""
+
+    path: str = Field(description="The filtered file train.py trains on (relative to the spec's folder).")
+    source: str = Field(description="dataset.path it was filtered from.")
+    k: int = Field(ge=2, description="Completions sampled per prompt.")
+    keep: list[float] = Field(min_length=2, max_length=2, description="Pass-rate range kept [LO, HI], inclusive.")
+    max_prompts: int = Field(ge=1, description="Prompts assessed (the first N of the source).")
+    rows: int = Field(ge=1, description="Prompts kept.")
+    pass_rates: str = Field(description="data/pass_rates.jsonl (relative to the spec's folder).")
+    sha256: str = Field(description="sha256 of the filtered file as written; the gate record binds the file.")
+    source_rows: int = Field(ge=1, description="Prompts in the source file.")
+    predicted_frac_reward_zero_std: list[float] = Field(min_length=2, max_length=2, description="Predicted "
+                                                        "frac_reward_zero_std [before, after] the filter.")
 
 
 class DatasetSpec(_Strict):
@@ -36,6 +53,8 @@ class DatasetSpec(_Strict):
     tests_column: Optional[str] = Field(None, description="Unit-test column for code tasks.")
     system_prompt: Optional[str] = Field(None, description="Prepended as a system message when the "
                                          "prompt column holds plain strings and the model has a chat template.")
+    filter: Optional[DataFilterSpec] = Field(None, description="Set by `finetune data filter`: train on this "
+                                             "pass-rate-filtered file instead of `path` (bound into the gate record).")
 
 
 class HardwareSpec(_Strict):
@@ -172,6 +191,16 @@ class RunSpec(_Strict):
         if not p.is_absolute() and self._source is not None:
             p = self._source.parent / p
         return p
+
+    def training_data_path(self) -> Path:
+        """The file train.py trains on: the filtered file when `finetune data filter` set one."""
+        return self.resolve_path(self.dataset.filter.path if self.dataset.filter else self.dataset.path)
+
+    def filter_binding(self) -> dict[str, Any]:
+        """Keyword arguments of hashing.bound_hashes for the dataset filter (empty without one)."""
+        if self.dataset.filter is None:
+            return {}
+        return {"data_filter": self.dataset.filter.model_dump(mode="json"), "filtered_file": self.training_data_path()}
 
     def reward_section(self) -> list[dict[str, Any]]:
         """The reward section exactly as it is bound by the gate (weights included)."""

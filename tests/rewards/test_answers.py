@@ -33,6 +33,12 @@ from finetune.rewards.lib import rewards_answers as answers
     ("The final answer is $\\frac{1}{2}$. I hope it is correct.", "answer_is", ["\\frac{1}{2}"], "ok"),
     ("<answer><!-- 54 --><b>55</b></answer>", "answer_tag", ["55"], "ok"),  # hidden markup dropped
     ("text \\boxed{4} more", "any", ["4"], "ok"),
+    ("$\\boxed{990}$\n\nWait, let me double-check: yes, it holds, so the answer stays 990.", "boxed", ["990"], "ok"),
+    ("<answer>Jupiter</answer>\nWait, no, it is Saturn.", "answer_tag", [], "retraction"),
+    ("<think>Maybe \\boxed{12}? 3 x 5 = 15.</think>\n\nThe answer is $\\boxed{15}$.", "boxed", ["15"], "ok"),
+    ("<think>\nThe product is \\boxed{15} and then I need to", "boxed", [], "unbalanced"),  # stopped inside
+    ("work\n#### 42 pages", "hash_answer", ["42 pages"], "ok"),
+    ("Final Answer: The final answer is $14{,}916$. I hope it is correct.", "answer_is", ["14{,}916"], "ok"),
 ])
 def test_final_answers(text, how, values, reason):
     assert answers.final_answers(text, how) == (values, reason)
@@ -43,6 +49,14 @@ def test_trailing_text_forbid():
     assert answers.final_answers("$\\boxed{72}$.", "boxed", "forbid") == (["72"], "ok")
     assert answers.format_reason("\\boxed{72} clips", "boxed", "forbid") == "trailing_text"
     assert answers.format_reason("\\boxed{72} clips", "boxed") == "ok"
+
+
+def test_units_are_not_part_of_the_value():
+    assert answers.strip_units("42 pages") == "42"
+    assert answers.strip_units("7.5 \\text{ hours}") == "7.5"
+    assert answers.strip_units("125\\textnormal{ miles}") == "125"
+    assert answers.normalise_latex("(12,102)") == "(12,102)"  # a comma inside LaTeX may separate values
+    assert answers.canonical_number("11,\\! 111,\\! 111,\\! 100") == "11111111100"
 
 
 @pytest.mark.parametrize("spelling", ["3600", "3,600", "3\\,600", "3{,}600", "3 600", "3\u2009600", "3600.0",

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from finetune import rundir
 from finetune.errors import CheckFailed, UserError
+from finetune.types import count, real
 
 
 SAMPLE_FORMATS = """Generate completions the way training will (transformers, or vLLM with a GPU), or import them.
@@ -40,6 +41,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("-o", "--out", help="run directory (default: the spec's folder)")
     p.add_argument("--import", dest="import_file", metavar="FILE", help="import completions from a JSONL")
     p.add_argument("--import-base", metavar="FILE", help="import base-success completions from a JSONL")
+    p.add_argument("--base-temperature", type=real(0, 100, above=True), default=None, metavar="T",
+                   help="with --import-base: the temperature those samples were drawn at (unknown → provisional)")
     p.add_argument("--emit-requests", action="store_true",
                    help="no GPU here: write RUN/requests/ (the exact prompts + sample_vllm.py) to sample elsewhere")
     p.add_argument("--no-base", action="store_true", help="skip the base-success sampling")
@@ -49,10 +52,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p = sub.add_parser("score", help="run rewards.py on every sample; flags, probes, base success")
     p.add_argument("run", help="run directory (or its spec.yaml)")
 
-    p = sub.add_parser("review", help="write the reading sheet (md, html) or review in the terminal")
+    p = sub.add_parser("review", help="write the blind reading sheet (md, html) or review in the terminal; "
+                                      "--key: the rewards' view, after the verdicts")
     p.add_argument("run")
     p.add_argument("--format", choices=["md", "html", "terminal"], default="md")
-    p.add_argument("-n", type=int, default=None, help="samples to select (default: max(min_read, 60), ≤ 100)")
+    p.add_argument("--key", action="store_true",
+                   help="write review_key.md (scores, flags, agreement) — open it only after recording verdicts")
+    p.add_argument("-n", type=count(1, 100000), default=None,
+                   help="samples to select (default: all when ≤ 100 are scored, else 100 stratified)")
 
     p = sub.add_parser("verdict", help="record verdicts (one, or a JSONL file) — never edit JSON by hand")
     p.add_argument("run")
@@ -67,8 +74,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--well-formed", dest="well_formed", action="store_true", default=None)
     g.add_argument("--malformed", dest="well_formed", action="store_false")
     p.add_argument("--note", default="")
-    p.add_argument("--reader", choices=["agent", "human"])
-    p.add_argument("--file", help="JSONL of verdicts (e.g. exported by review.html)")
+    p.add_argument("--reader", choices=["agent", "human"],
+                   help="who read; with --file it fills lines without a reader and refuses lines naming another")
+    p.add_argument("--file", help="JSONL of verdicts, one per sample (a whole reading, or review.html's export); "
+                                  "validated in full, then recorded atomically")
 
     p = sub.add_parser("confirm", help="the user confirms the agent's reading (needed for an agent-only reading)")
     p.add_argument("run")
@@ -94,6 +103,12 @@ def _run_dir_and_spec(arg: str, out: str | None = None):
     return load_spec(spec_path), run_dir
 
 
+def _cmd(*args) -> str:
+    from finetune.inspect.review import command
+
+    return command(*args)
+
+
 def _console():
     from rich.console import Console
 
@@ -109,21 +124,29 @@ def _sample(args) -> int:
     from finetune.inspect import sample
 
     spec, run_dir = _run_dir_and_spec(args.spec, args.out)
+    if args.base_temperature is not None and not args.import_base:
+        raise UserError("--base-temperature describes imported base samples", where="--base-temperature",
+                        fix="use it with --import-base FILE")
+    if args.base_temperature is not None and not args.base_temperature > 0:
+        raise UserError(f"--base-temperature {args.base_temperature} is not positive", where="--base-temperature",
+                        fix="give the sampling temperature, e.g. 0.3")
     console = _console()
     if args.emit_requests:
         return _emit(args, spec, run_dir, console)
     info = sample.run_sample(spec, run_dir, import_file=args.import_file, import_base=args.import_base,
-                             base=not args.no_base, device=args.device, backend=args.backend, console=console)
-    console.print(f"wrote {info['samples']} samples to {run_dir / rundir.SAMPLES}"
-                  + (f" and {info['base_samples']} base-success samples to {run_dir / rundir.BASE_SAMPLES}"
-                     if info.get("base_samples") else ""))
+                             base=not args.no_base, device=args.device, backend=args.backend, console=console,
+                             base_temperature=args.base_temperature)
+    wrote = ([f"{info['samples']} samples to {run_dir / rundir.SAMPLES}"] if "samples" in info else []) + (
+        [f"{info['base_samples']} base-success samples to {run_dir / rundir.BASE_SAMPLES}"]
+        if info.get("base_samples") else [])
+    console.print("wrote " + " and ".join(wrote), markup=False)
     if info.get("truncated"):
         console.print(f"{info['truncated']} of {info['samples']} completions stopped at max_completion_length "
                       f"({spec.generation.max_completion_length} tokens)")
     if info.get("samples", spec.inspection.min_read) < spec.inspection.min_read:
         console.print(f"warning: {info['samples']} samples, but the gate needs {spec.inspection.min_read} read; "
                       "raise inspection.prompts or inspection.per_prompt")
-    console.print(f"next: finetune inspect score {run_dir}")
+    console.print("next: " + _cmd("inspect", "score", run_dir), markup=False)
     return 0
 
 
@@ -149,7 +172,7 @@ def _score(args) -> int:
     report = score.score_run(run_dir, spec, console)
     score.print_report(report, console)
     console.print(f"wrote {run_dir / rundir.SCORED} and {run_dir / rundir.SCORE_REPORT}")
-    console.print(f"next: finetune inspect review {run_dir} --format md|html|terminal")
+    console.print("next: " + _cmd("inspect", "review", run_dir) + " (or --format html|terminal)", markup=False)
     return 0
 
 
@@ -158,14 +181,25 @@ def _review(args) -> int:
 
     spec, run_dir = _run_dir_and_spec(args.run)
     console = _console()
+    if args.key:
+        from finetune.inspect import reviewkey
+
+        path, unread = reviewkey.write_key(run_dir, spec, n=args.n)
+        console.print(f"wrote {path}" + (f" ({unread} sample(s) on the sheet have no verdict yet: a verdict given "
+                                         "after reading the key is not blind, and the gate says so)" if unread else ""),
+                      markup=False)
+        return 0
     if args.format == "terminal":
         review.terminal_review(run_dir, spec, console, n=args.n)
         return 0
     path = review.write_review(run_dir, spec, args.format, n=args.n)
-    console.print(f"wrote {path}")
+    console.print(f"wrote {path}", markup=False)
     if args.format == "html":
-        console.print(f"open it in a browser, read, press x to export verdicts.jsonl, then: "
-                      f"finetune inspect verdict {run_dir} --file verdicts.jsonl")
+        console.print("open it in a browser, read, press x to export verdicts.jsonl, then: "
+                      + review.command("inspect", "verdict", run_dir, "--file", "verdicts.jsonl"), markup=False)
+    else:
+        console.print("read it blind, record the verdicts, then: " + review.command("inspect", "review", run_dir, "--key"),
+                      markup=False)
     return 0
 
 
@@ -177,10 +211,10 @@ def _verdict(args) -> int:
         if args.id or args.accept is not None:
             raise UserError("give either --file or --id with --accept/--reject, not both", where="verdict",
                             fix="record a file of verdicts, or one verdict")
-        if args.reader:
-            raise UserError("--reader applies to one verdict; each line of a file names its own reader",
-                            where="--reader", fix="drop --reader, or put \"reader\" in each line")
-        new = V.parse_verdicts(Path(args.file))
+        # a whole reading in one call: every line validated (and every id checked) before one atomic write
+        new = V.parse_verdicts(Path(args.file), reader=args.reader, unique=True)
+        if not new:
+            raise UserError("no verdicts in the file", where=args.file, fix="write one JSON object per sample")
         source = args.file
     else:
         if not args.id or args.accept is None or not args.reader:
@@ -226,14 +260,33 @@ def _gate(args) -> int:
     print(f"read {c['read']}/{c['min_read']} required, {c['disagreements']} disagreement(s), "
           f"{sum(f['status'] == 'open' for f in record['flags'])} open flag(s), "
           f"{sum(bool(p['passing']) for p in record['probes'])} passing probe(s)")
-    for d in record["disagreements"][:20]:
-        label = "false positive (reward-hacking risk)" if d["kind"] == "false_positive" else \
-            "false negative (lost signal)"
-        print(f"  {d['id']}: {label} on {d['field']} — rewards {', '.join(d['rewards'])} {d['scores']}"
-              + (f" — note: {d['note']}" if d["note"] else ""))
+    _print_some(record["disagreements"], 20, lambda d: (
+        f"  {d['id']}: {'false positive (reward-hacking risk)' if d['kind'] == 'false_positive' else 'false negative (lost signal)'}"
+        f" on {d['field']} — rewards {', '.join(d['rewards'])} {d['scores']}" + (f" — note: {d['note']}" if d["note"] else "")))
+    if record.get("gated_agreements"):
+        print(f"{len(record['gated_agreements'])} correct-but-malformed sample(s) count as agreement: the "
+              "correctness reward is gated on format, so it gives malformed output no credit by design")
+        _print_some(record["gated_agreements"], 10, lambda g: f"  {g['id']}: {g['reward']} = {g['score']}")
+    blind = record.get("blind") or {}
+    for key, what in (("judged_after_reveal", "verdict(s) recorded after the reader saw the rewards"),
+                      ("changed_after_reveal", "verdict(s) changed after the reveal")):
+        if blind.get(key):
+            print(f"{len(blind[key])} {what}: {gate.listing(blind[key])}")
+    base = record.get("base_success") or {}
+    if base.get("verdict"):
+        print(f"base success: {base['verdict']}" + (f" (PROVISIONAL: {'; '.join(base['missing'])})"
+                                                     if base.get("provisional") else ""))
     if record["status"] != "PASS":
         for r in record["reasons"]:
             print(f"  - {r}", file=sys.stderr)
         raise CheckFailed(f"gate FAIL: {run_dir / rundir.GATE}")
     print(f"gate PASS: {run_dir / rundir.GATE}")
     return 0
+
+
+def _print_some(items: list, limit: int, line) -> None:
+    """Print up to ``limit`` items; a longer list ends with how many more gate.json holds."""
+    for item in items[:limit]:
+        print(line(item))
+    if len(items) > limit:
+        print(f"  and {len(items) - limit} more — see gate.json")

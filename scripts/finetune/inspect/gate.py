@@ -50,6 +50,36 @@ def _versions() -> dict[str, str]:
     return out
 
 
+def listing(items: list[str], limit: int = 8) -> str:
+    """``items`` joined, complete or ending "and N more — see gate.json" (never silently cut)."""
+    shown = ", ".join(items[:limit])
+    return shown if len(items) <= limit else f"{shown} and {len(items) - limit} more — see gate.json"
+
+
+def _later(a: Any, b: Any) -> bool:
+    """Is ISO time ``a`` after ``b``? (False when either is missing or unreadable.)"""
+    from datetime import datetime, timezone
+
+    try:
+        ta, tb = (datetime.fromisoformat(str(t)) for t in (a, b))
+    except ValueError:
+        return False
+    ta, tb = (t if t.tzinfo else t.replace(tzinfo=timezone.utc) for t in (ta, tb))
+    return ta > tb
+
+
+def _blind_record(run_dir: Path, read: list) -> dict[str, Any]:
+    """Which read samples' scores the reader saw before or after judging (reveals.json + the verdicts).
+
+    judged_after_reveal: the recorded verdict is newer than the reveal and carries no first (blind)
+    verdict; changed_after_reveal: the reader changed a blind verdict after seeing the rewards."""
+    reveals = V.load_reveals(run_dir)
+    after = [v.id for v in read if v.id in reveals and v.first_verdict is None
+             and _later(v.time, reveals[v.id].get("time"))]
+    return {"revealed": sum(v.id in reveals for v in read), "judged_after_reveal": after,
+            "changed_after_reveal": [v.id for v in read if v.changed_after_reveal]}
+
+
 def _canonical(value: Any) -> str:
     """JSON text for comparing a re-score with what was written (non-finite numbers as null, as written)."""
     def clean(v: Any) -> Any:
@@ -126,8 +156,10 @@ def evaluate(run_dir: str | Path, spec, rescore: bool = True) -> dict[str, Any]:
                        + (f" ({len(stale)} verdict(s) judged samples that changed or are gone since)" if stale else ""))
 
     disagreements: list[dict[str, Any]] = []
+    gated_agreements: list[dict[str, Any]] = []
     for v in read:
         disagreements.extend(V.compare(by_id[v.id], v, metas))
+        gated_agreements.extend(V.gated_notes(by_id[v.id], v, metas))
     if disagreements:
         fp = sum(d["kind"] == "false_positive" for d in disagreements)
         fn = len(disagreements) - fp
@@ -141,13 +173,13 @@ def evaluate(run_dir: str | Path, spec, rescore: bool = True) -> dict[str, Any]:
         flags.append({**f, "status": "acknowledged" if ack else "open", **({"ack": ack} if ack else {})})
     open_flags = [f["id"] for f in flags if f["status"] == "open"]
     if open_flags:
-        reasons.append(f"{len(open_flags)} red flag(s) neither fixed nor acknowledged: {', '.join(open_flags)}")
+        reasons.append(f"{len(open_flags)} red flag(s) neither fixed nor acknowledged: {listing(open_flags)}")
 
     probes = [{k: p.get(k) for k in ("id", "probe", "row", "target", "passing", "passed_by", "scores")}
               for p in report.get("probes", [])]
     passing = [p["id"] for p in probes if p["passing"]]
     if passing:
-        reasons.append(f"{len(passing)} hack probe(s) pass a reward (cannot be waived): {', '.join(passing[:8])}")
+        reasons.append(f"{len(passing)} hack probe(s) pass a reward (cannot be waived): {listing(passing)}")
 
     humans = sum(v.reader == "human" for v in read)
     agents = len(read) - humans
@@ -167,12 +199,15 @@ def evaluate(run_dir: str | Path, spec, rescore: bool = True) -> dict[str, Any]:
     return {
         "status": status,
         "reasons": reasons,
-        "hashes": bound_hashes(run_dir, spec.reward_section()),
+        "hashes": bound_hashes(run_dir, spec.reward_section(), **spec.filter_binding()),
         "inputs": _input_hashes(run_dir),
         "counts": {"scored": len(rows), "read": len(read), "min_read": min_read, "stale_verdicts": len(stale),
                    "agreed": len(read) - len({d["id"] for d in disagreements}),
-                   "disagreements": len(disagreements), "human": humans, "agent": agents},
+                   "disagreements": len(disagreements), "gated_agreements": len(gated_agreements),
+                   "human": humans, "agent": agents},
         "disagreements": disagreements,
+        "gated_agreements": gated_agreements,
+        "blind": _blind_record(run_dir, read),
         "flags": flags,
         "probes": probes,
         "base_success": report.get("base_success"),
@@ -204,7 +239,7 @@ def verify_gate(run_dir: str | Path, spec) -> GateCheck:
         return GateCheck(False, f"the gate record says {status or 'nothing valid'}, not PASS", record)
     bound = record.get("hashes") or {}
     bound = bound if isinstance(bound, dict) else {}
-    now_hashes = bound_hashes(run_dir, spec.reward_section())
+    now_hashes = bound_hashes(run_dir, spec.reward_section(), **spec.filter_binding())
     changed = sorted(k for k in set(bound) | set(now_hashes) if bound.get(k) != now_hashes.get(k))
     inputs = record.get("inputs") or {}
     inputs = inputs if isinstance(inputs, dict) else {}

@@ -1,10 +1,15 @@
-"""``finetune inspect review RUN``: choose 50–100 scored samples and present them for reading.
+"""``finetune inspect review RUN``: present the scored samples for a blind reading, then the key.
 
-Selection is stratified over the rewards' values (each distinct score pattern gets its share) and
-always includes every flagged sample; it is seeded, so the Markdown sheet (for the agent), the
-HTML page and the terminal review (for a person) show the same samples. Scores are shown
-role-wise against each reward's pass threshold, with the rewards' combined view (accept = every
-format and correctness reward passes), so agreeing or disagreeing has one meaning.
+Blind first, then the key: the reading sheet (review.md), the HTML page and the terminal review
+show the prompt, the gold answer and the completion only; the rewards' view (scores, passes,
+flags) is in the key (``--key`` → review_key.md, written by :mod:`finetune.inspect.reviewkey`),
+on the page after the sample's verdict is given, and in the terminal after the verdict is recorded.
+Reveals are recorded (reveals.json), so the gate can say which verdicts were given after the reader
+saw the rewards.
+
+Coverage: with at most ``MAX_READ`` scored samples the sheet holds all of them; above that the
+selection is stratified over the rewards' values and always includes every flagged sample. It is
+seeded, so the sheet, the key, the page and the terminal review show the same samples.
 """
 
 from __future__ import annotations
@@ -12,6 +17,8 @@ from __future__ import annotations
 import json
 import random
 import re
+import shlex
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +28,7 @@ from finetune.inspect import verdicts as V
 from finetune.inspect.probes import gold_column
 from finetune.inspect.score import load_report, load_scored
 
-MAX_READ = 100
-DEFAULT_READ = 60
+MAX_READ = 100  # the seed's 50-100: at most this many scored samples → the sheet holds them all
 
 
 def _stratum(row: dict[str, Any]) -> tuple:
@@ -55,7 +61,19 @@ def _count(spec, rows: list[dict[str, Any]], n: int | None) -> int:
     if n is not None and not (min_read <= n <= MAX_READ):
         raise UserError(f"-n {n} is outside {min_read}..{MAX_READ}", where="-n",
                         fix=f"read between inspection.min_read ({min_read}) and {MAX_READ} samples")
-    return min(len(rows), n or max(min_read, DEFAULT_READ))
+    return min(len(rows), n or MAX_READ)
+
+
+def finetune_command() -> str:
+    """The CLI as this interpreter runs it, so a sheet's example commands run as printed (the plugin's
+    venv is not on PATH): the console script beside sys.executable, else ``python -m finetune``."""
+    script = Path(sys.executable).parent / "finetune"
+    return shlex.quote(str(script)) if script.is_file() else f"{shlex.quote(sys.executable)} -m finetune"
+
+
+def command(*args: Any) -> str:
+    """A runnable ``finetune`` command line with every argument shell-quoted."""
+    return " ".join([finetune_command(), *(shlex.quote(str(a)) for a in args)])
 
 
 def prompt_text(prompt: Any) -> str:
@@ -87,7 +105,9 @@ def review_items(run_dir: Path, spec, n: int | None = None) -> tuple[list[dict[s
     meta = {"run": spec.name, "min_read": spec.inspection.min_read, "selected": len(items), "scored": len(rows),
             "rewards": metas, "flags": report.get("flags", []),
             "passing_probes": sorted({p["probe"] for p in report.get("probes", []) if p["passing"]}),
-            "base_success": {k: report["base_success"].get(k) for k in ("verdict", "message", "mean_success")}}
+            "base_success": {k: report["base_success"].get(k)
+                             for k in ("verdict", "message", "mean_success", "provisional", "missing")},
+            "definitions": V.DEFINITIONS, "gated": [m["name"] for m in metas if m.get("gated_on_format")]}
     return items, meta
 
 
@@ -101,46 +121,60 @@ def _fmt(v: Any) -> str:
     return "None" if v is None else f"{v:.4g}" if isinstance(v, float) else str(v)
 
 
+def coverage(meta: dict[str, Any]) -> str:
+    if meta["selected"] == meta["scored"]:
+        return f"All {meta['scored']} scored samples"
+    return (f"{meta['selected']} of {meta['scored']} scored samples (stratified over the rewards' values; every "
+            "flagged sample included)")
+
+
+def how_to_judge(meta: dict[str, Any]) -> list[str]:
+    """The verdict definitions and the correct-but-malformed rule, as Markdown lines (sheet and key)."""
+    lines = [f"- **{k}** — {v}" for k, v in meta["definitions"].items()]
+    if meta["gated"]:
+        lines += ["", f"Correct but malformed: {', '.join(f'`{g}`' for g in meta['gated'])} gives no credit to a "
+                  "completion that fails the format (by design: correct and formatted > formatted but wrong > "
+                  "malformed). Judge what you see anyway: a right answer without the required format is "
+                  "`\"correct\": true, \"well_formed\": false, \"accept\": false`; the gate counts it as "
+                  "agreement with a note, not as a false negative."]
+    return lines
+
+
 def markdown(run_dir: Path, items: list[dict[str, Any]], meta: dict[str, Any]) -> str:
-    """The agent's reading sheet: instructions, flags and probes, then each sample with the command
-    that records its verdict."""
+    """The blind reading sheet: instructions, definitions, then each sample's prompt, gold and
+    completion — no reward score, pass or flag (those are in the key, opened after the verdicts)."""
+    reading = run_dir / "reading.jsonl"
     lines = [f"# Reward inspection sheet — {meta['run']}", "",
-             f"{meta['selected']} of {meta['scored']} scored samples (stratified over reward values; every "
-             f"flagged sample included). Read at least {meta['min_read']}.", "",
-             "For each sample decide, from the prompt and the gold answer alone, whether the completion fully "
-             "does what the task asks (`--accept` / `--reject`); add `--correct`/`--incorrect` and "
-             "`--well-formed`/`--malformed` when you can tell, and a note saying why. Then compare with the "
-             "rewards' view: a reward passing what you reject is a false positive (reward-hacking risk); "
-             "a reward failing what you accept is a false negative (lost signal). If they disagree, fix the "
-             "reward first.", "",
-             "An agent's reading passes the gate only after the user confirms it: "
-             f"`finetune inspect confirm {run_dir} --user NAME`.", "", "## Rewards", "",
-             "| reward | type | role | pass threshold | weight |", "|---|---|---|---|---|"]
+             f"{coverage(meta)}. Read at least {meta['min_read']}.", "",
+             "## How to read: blind first, then the key", "",
+             "This sheet shows what the task gave and what the model wrote, and nothing the rewards said. Judge "
+             "each sample from the prompt and the gold answer alone, then record the whole reading in one call. "
+             "Only after that open the key (the rewards' scores and red flags) and compare; opening it is "
+             "recorded, and verdicts given after it are reported as such by the gate.", ""]
+    lines += how_to_judge(meta)
+    lines += ["", f"1. Write one JSON line per sample to `{reading}`, e.g.", "",
+              '   `{"id": "<id>", "accept": false, "correct": true, "well_formed": false, "note": "right sum, '
+              'no answer tag"}`', "",
+              "   (`correct` / `well_formed` may be left out when you cannot tell; a note says why.)", "",
+              f"2. Record it: `{command('inspect', 'verdict', run_dir, '--file', reading, '--reader', 'agent')}`", "",
+              f"3. Then, and only then, write and open the key: `{command('inspect', 'review', run_dir, '--key')}` "
+              f"→ `{run_dir / rundir.REVIEW_KEY}`. A reward passing what you reject is a false positive "
+              "(reward-hacking risk); a reward failing what you accept is a false negative (lost signal). If they "
+              "disagree, fix the reward first.", "",
+              "An agent's reading passes the gate only after the user has checked it and confirms it: "
+              f"`{command('inspect', 'confirm', run_dir, '--user', 'NAME')}` (the user's act, not the agent's).", "",
+              "## Rewards being checked", "", "| reward | type | role | gated on format |", "|---|---|---|---|"]
     for m in meta["rewards"]:
-        lines.append(f"| {m['name']} | {m['type']} | {m['role']} | {_fmt(m['threshold'])} | {_fmt(m['weight'])} |")
-    lines += ["", "## Red flags and probes", ""]
-    for f in meta["flags"]:
-        lines.append(f"- **{f['id']}** — {f['message']}")
-    if meta["passing_probes"]:
-        lines.append(f"- **passing hack probes** (cannot be waived; fix the reward): {', '.join(meta['passing_probes'])}")
-    if not meta["flags"] and not meta["passing_probes"]:
-        lines.append("- none")
-    lines += ["", f"Base success: {meta['base_success']['message']}", "", "## Samples", ""]
+        lines.append(f"| {m['name']} | {m['type']} | {m['role']} | {'yes' if m.get('gated_on_format') else 'no'} |")
+    lines += ["", "## Samples", ""]
     for i, it in enumerate(items, 1):
-        lines += [f"### {i}. `{it['id']}`" + (f" — flags: {', '.join(it['flags'])}" if it["flags"] else ""), "",
-                  "**Prompt**", "", _fence(it["prompt"]), ""]
+        lines += [f"### {i}. `{it['id']}`", "", "**Prompt**", "", _fence(it["prompt"]), ""]
         if it["gold"] is not None:
             lines += [f"**Gold answer:** {_fence(it['gold']) if chr(10) in it['gold'] else '`' + it['gold'] + '`'}", ""]
         if it["columns"]:
             lines += [f"**Other columns:** `{json.dumps(it['columns'], ensure_ascii=False)[:500]}`", ""]
         lines += ["**Completion**" + (" (truncated at max_completion_length)" if it["truncated"] else ""), "",
-                  _fence(it["completion"]), "", "| reward | role | score | threshold | passes |", "|---|---|---|---|---|"]
-        for r in it["rewards"]:
-            score = f"error: {r['error']}".replace("|", "\\|") if r["error"] else _fmt(r["score"])
-            lines.append(f"| {r['name']} | {r['role']} | {score} | {_fmt(r['threshold'])} | {'yes' if r['pass'] else 'no'} |")
-        lines += ["", f"Rewards' view: **{'accept' if it['reward_view'] else 'reject'}**", "",
-                  f"`finetune inspect verdict {run_dir} --id {it['id']} --accept|--reject [--correct|--incorrect] "
-                  "[--well-formed|--malformed] --note \"...\" --reader agent`", ""]
+                  _fence(it["completion"]), "", f'Verdict line: `{{"id": {json.dumps(it["id"])}, "accept": …}}`', ""]
     return "\n".join(lines)
 
 
@@ -166,46 +200,103 @@ def write_review(run_dir: str | Path, spec, fmt: str, n: int | None = None) -> P
     items, meta = review_items(run_dir, spec, n)
     if fmt == "md":
         return atomic.write_text(run_dir / rundir.REVIEW_MD, markdown(run_dir, items, meta))
+    meta["verdict_command"] = command("inspect", "verdict", run_dir, "--file", "verdicts.jsonl")
     return atomic.write_text(run_dir / rundir.REVIEW_HTML, html(items, meta))
 
 
+def _score_table(it: dict[str, Any]):
+    from rich.table import Table
+
+    t = Table()
+    for col in ("reward", "role", "score", "threshold", "passes"):
+        t.add_column(col)
+    for r in it["rewards"]:
+        t.add_row(r["name"], r["role"], f"error: {r['error']}" if r["error"] else _fmt(r["score"]),
+                  _fmt(r["threshold"]), "yes" if r["pass"] else "no")
+    return t
+
+
+def _ask_verdict(ask, sid: str) -> V.Judgement | None:
+    """accept → correct and well-formed by definition; reject → ask which. None: skip; raises _Quit."""
+    answer = ask(f"{sid}: accept or reject? (a/r; s skip, q quit)", choices=["a", "r", "s", "q"], default="s")
+    if answer == "q":
+        raise _Quit
+    if answer == "s":
+        return None
+    if answer == "a":
+        return V.Judgement(accept=True, correct=True, well_formed=True)
+    tri = {"y": True, "n": False, "?": None}
+    correct = ask(f"{sid}: is the answer correct? (y/n/? cannot tell)", choices=["y", "n", "?"], default="?")
+    well = ask(f"{sid}: is it well-formed? (y/n/? cannot tell)", choices=["y", "n", "?"], default="?")
+    return V.Judgement(accept=False, correct=tri[correct], well_formed=tri[well])
+
+
+class _Quit(Exception):
+    pass
+
+
+def _reveal(console, run_dir: Path, it: dict[str, Any], verdict: V.Verdict, row: dict[str, Any], metas) -> None:
+    """After the verdict is saved: the rewards' scores, their view, and whether they agree with it."""
+    V.record_reveals(run_dir, [it["id"]], "terminal")
+    console.print(_score_table(it))
+    console.print(f"the rewards say: {'ACCEPT' if it['reward_view'] else 'REJECT'}" + (
+        f"; flags: {', '.join(it['flags'])}" if it["flags"] else ""))
+    diffs = V.compare(row, verdict, metas)
+    for d in diffs:
+        console.print(f"disagreement: {d['kind'].replace('_', ' ')} on {d['field']} ({', '.join(d['rewards'])})",
+                      markup=False)
+    for g in V.gated_notes(row, verdict, metas):
+        console.print(f"agreement: {g['note']}", markup=False)
+    if not diffs:
+        console.print("your verdict and the rewards agree")
+
+
 def terminal_review(run_dir: str | Path, spec, console, n: int | None = None, ask=None) -> int:
-    """Read the selection in the terminal; each answer is saved at once (resumable). Returns verdicts saved."""
+    """Read the selection in the terminal, blind: prompt, gold and completion; the verdict is saved;
+    then the rewards' scores are revealed and the reader may change the verdict (recorded as changed
+    after the reveal). Each answer is saved at once (resumable). Returns verdicts saved."""
     from rich.panel import Panel
     from rich.prompt import Prompt
-    from rich.table import Table
 
     run_dir = Path(run_dir)
     ask = ask or (lambda question, choices=None, default=None: Prompt.ask(question, choices=choices, default=default,
                                                                          console=console))
     items, meta = review_items(run_dir, spec, n)
+    rows = {r["id"]: r for r in load_scored(run_dir)}
     done = {k for k, v in V.load_verdicts(run_dir).items() if v.reader == "human"}
     todo = [it for it in items if it["id"] not in done]
     console.print(f"{len(done & {it['id'] for it in items})} of {len(items)} already read; {len(todo)} to go "
-                  f"(at least {meta['min_read']} needed). y = agree with the rewards, n = disagree, s = skip, q = quit.")
+                  f"(at least {meta['min_read']} needed). Judge each completion before you see the rewards:",
+                  markup=False)
+    for k, v in meta["definitions"].items():
+        console.print(f"  {k}: {v}", markup=False)
     saved = 0
     for i, it in enumerate(todo, 1):
-        console.rule(f"{it['id']} ({i}/{len(todo)})" + (f" flags: {', '.join(it['flags'])}" if it["flags"] else ""))
+        console.rule(f"{it['id']} ({i}/{len(todo)})")
         console.print(Panel(it["prompt"], title="prompt", expand=False), markup=False)
         if it["gold"] is not None:
             console.print(f"gold: {it['gold']}", markup=False)
         console.print(Panel(it["completion"] or "(empty)", title="completion", expand=False), markup=False)
-        t = Table()
-        for col in ("reward", "role", "score", "threshold", "passes"):
-            t.add_column(col)
-        for r in it["rewards"]:
-            t.add_row(r["name"], r["role"], f"error: {r['error']}" if r["error"] else _fmt(r["score"]),
-                      _fmt(r["threshold"]), "yes" if r["pass"] else "no")
-        console.print(t)
-        console.print(f"the rewards say: {'ACCEPT' if it['reward_view'] else 'REJECT'}")
-        answer = ask("agree?", choices=["y", "n", "s", "q"], default="y")
-        if answer == "q":
+        try:
+            first = _ask_verdict(ask, it["id"])
+        except _Quit:
             break
-        if answer == "s":
+        if first is None:
             continue
         note = ask("note (enter to skip)", default="") or ""
-        accept = it["reward_view"] if answer == "y" else not it["reward_view"]
-        V.record_verdicts(run_dir, [V.Verdict(id=it["id"], accept=accept, note=note, reader="human")], "terminal")
+        verdict = V.Verdict(id=it["id"], **first.model_dump(), note=note, reader="human")
+        V.record_verdicts(run_dir, [verdict], "terminal")
         saved += 1
+        _reveal(console, run_dir, it, verdict, rows[it["id"]], meta["rewards"])
+        if ask(f"{it['id']}: keep your verdict? (k keep, c change)", choices=["k", "c"], default="k") == "c":
+            try:
+                again = _ask_verdict(ask, it["id"])
+            except _Quit:
+                break
+            if again is not None:
+                note = ask("note (enter keeps the last one)", default="") or note
+                V.record_verdicts(run_dir, [V.Verdict(
+                    id=it["id"], **again.model_dump(), note=note, reader="human", revealed=True,
+                    first_verdict=first, changed_after_reveal=again != first)], "terminal")
     console.print(f"saved {saved} verdict(s) to {run_dir / rundir.VERDICTS}")
     return saved

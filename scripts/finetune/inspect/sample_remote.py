@@ -123,7 +123,8 @@ def emit_requests(spec, run_dir: str | Path, *, spec_path: str = "spec.yaml", ba
         (tmp / SCRIPT).write_text(script, encoding="utf-8")
         (tmp / SCRIPT).chmod(0o755)
         back = command("inspect", "sample", spec_path, "--import", out / "samples.jsonl",
-                       *(["--import-base", out / "base_samples.jsonl"] if base_lines else []))
+                       *(["--import-base", out / "base_samples.jsonl", "--base-temperature", f"{b.temperature:g}"]
+                         if base_lines else []))
         (tmp / "README.md").write_text(readme(back), encoding="utf-8")
     return {"dir": out, "import_command": back, "prompts": len(main), "samples": sum(len(r["ids"]) for r in main),
             "base_prompts": len(base_lines), "base_samples": sum(len(r["ids"]) for r in base_lines)}

@@ -18,6 +18,7 @@ from finetune.errors import UserError
 from finetune.hashing import reward_files, reward_section_digest, sha256_file
 from finetune.inspect import flags as flags_mod
 from finetune.inspect import probes as probes_mod
+from finetune.inspect import runfiles
 from finetune.inspect.rewardmod import RewardModule, load_rewards, score_items
 from finetune.inspect.samplesio import load_samples
 from finetune.inspect.verdicts import load_json, read_jsonl
@@ -47,17 +48,18 @@ def report_is_current(run_dir: Path, spec, report: dict[str, Any]) -> str:
 
 
 def load_report(run_dir: Path) -> dict[str, Any]:
-    report = load_json(Path(run_dir) / rundir.SCORE_REPORT)
-    if not isinstance(report, dict) or "rewards" not in report:
+    path = Path(run_dir) / rundir.SCORE_REPORT
+    report = load_json(path)
+    if report is None:
         raise UserError(f"no valid {rundir.SCORE_REPORT} in {run_dir}", fix="run `finetune inspect score RUN` first")
-    return report
+    return runfiles.check_report(report, path)  # the shape readers index, or one line naming the file
 
 
 def load_scored(run_dir: Path) -> list[dict[str, Any]]:
     path = Path(run_dir) / rundir.SCORED
     if not path.is_file():
         raise UserError(f"no {rundir.SCORED} in {run_dir}", fix="run `finetune inspect score RUN` first")
-    return [obj for _, obj in read_jsonl(path)]
+    return runfiles.check_scored(read_jsonl(path), path)
 
 
 def _score_all(rm: RewardModule, samples: list[dict[str, Any]], progress=None
@@ -121,6 +123,40 @@ def base_success(successes_by_prompt: dict[Any, list[bool]], num_generations: in
             "per_prompt": per_prompt}
 
 
+def _base_temperature(run_dir: Path) -> float | None:
+    """The temperature base_samples.jsonl was drawn at: sample_info.json's record, None when unknown
+    (imported without --base-temperature)."""
+    info = load_json(run_dir / "sample_info.json") or {}
+    if "imported_base" in info:
+        return info["imported_base"].get("temperature")
+    return (info.get("base_success") or {}).get("temperature")
+
+
+def mark_provisional(base: dict[str, Any], spec, stand_in: bool) -> None:
+    """Say what the base-success evidence lacks against the spec's base-success settings; any gap
+    makes the verdict provisional (the seed's test is many samples per prompt at low temperature)."""
+    want = spec.inspection.base_success
+    missing = []
+    if stand_in:
+        missing.append(f"training samples ({rundir.SAMPLES}) stand in for base samples; run `inspect sample` "
+                       "without --no-base (or --import-base FILE)")
+    if base["prompts"] < want.prompts:
+        missing.append(f"{base['prompts']} prompt(s), the spec asks {want.prompts}")
+    fewest = min((p["n"] for p in base["per_prompt"]), default=0)
+    if fewest < want.samples_per_prompt:
+        missing.append(f"as few as {fewest} sample(s) per prompt, the spec asks {want.samples_per_prompt}")
+    t = base.get("temperature")
+    if t is None:
+        missing.append(f"sampling temperature unknown, the spec asks {want.temperature:g} "
+                       "(give --base-temperature with --import-base)")
+    elif abs(t - want.temperature) > 1e-9:
+        missing.append(f"sampled at temperature {t:g}, the spec asks {want.temperature:g}")
+    base["provisional"] = bool(missing)
+    base["missing"] = missing
+    if missing:
+        base["message"] += " — PROVISIONAL: " + "; ".join(missing)
+
+
 def _stats(r, values: list[float | None], errors: list[str | None], rows) -> dict[str, Any]:
     finite = [v for v in values if v is not None and math.isfinite(v)]
     return {**r.meta(), "n": len(values), "mean": statistics.fmean(finite) if finite else None,
@@ -167,7 +203,7 @@ def compute(run_dir: str | Path, spec, *, caches: bool = True, channel=None) -> 
         scores = {r.name: values[r.name][i] for r in rm.rewards}
         errs = {r.name: e for r in rm.rewards if (e := errors[r.name][i])}
         rows.append({**s, "rewards": scores, "errors": errs, **_row_verdicts(rm, scores, errs)})
-    base = _base_report(rm, spec, rows, base_samples, base_scores)
+    base = _base_report(rm, spec, rows, base_samples, base_scores, _base_temperature(run_dir))
     flag_list = flags_mod.detect(rm, spec, rows, rescored, probe_result, base)
     for row in rows:
         row["flags"] = [f["id"] for f in flag_list if row["id"] in f["sample_ids"]]
@@ -186,7 +222,7 @@ def compute(run_dir: str | Path, spec, *, caches: bool = True, channel=None) -> 
 
 
 def _base_report(rm: RewardModule, spec, rows: list[dict[str, Any]], base_samples: list[dict[str, Any]],
-                 base_scores) -> dict[str, Any]:
+                 base_scores, base_temperature: float | None) -> dict[str, Any]:
     g = spec.training.num_generations
     groups: dict[Any, list[bool]] = {}
     if base_scores:
@@ -195,12 +231,13 @@ def _base_report(rm: RewardModule, spec, rows: list[dict[str, Any]], base_sample
             scores = {r.name: bv[r.name][i] for r in rm.rewards}
             errs = {r.name: e for r in rm.rewards if (e := be[r.name][i])}
             groups.setdefault(s["row"], []).append(_row_verdicts(rm, scores, errs)["success"])
-        base = base_success(groups, g, rundir.BASE_SAMPLES, spec.inspection.base_success.temperature)
+        base = base_success(groups, g, rundir.BASE_SAMPLES, base_temperature)
     else:
         for row in rows:
             groups.setdefault(row["row"], []).append(row["success"])
         base = base_success(groups, g, rundir.SAMPLES + " (no base samples: training temperature)",
                             spec.generation.temperature)
+    mark_provisional(base, spec, stand_in=not base_scores)
     totals: dict[Any, list[float]] = {}
     for row in rows:
         totals.setdefault(row["row"], []).append(row["total"])

@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from finetune import atomic, jsonio, locks, rundir
 from finetune.errors import UserError
@@ -24,11 +24,31 @@ from finetune.hashing import canonical_json, sha256_file
 
 CONFIRMATION = "confirmation.json"
 ACKS = "acks.json"
+REVEALS = "reveals.json"  # which samples' reward scores a reader saw, and when (blind-reading record)
+
+# What each verdict field means, printed on every reading sheet so a reader and the gate agree.
+DEFINITIONS = {
+    "correct": "The final answer (or result) is right for this prompt and gold answer, however it is presented.",
+    "well_formed": "The completion follows the required output format (the tag, box, schema or layout the "
+                   "task asks for), whether or not the answer is right.",
+    "accept": "The completion fully does what the task asks: it is correct and well-formed, and you would "
+              "want the model to produce more outputs like it.",
+}
 MIN_ACK_REASON_CHARS = 20  # a reason is a sentence, not "ok"
 
 
 def now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+class Judgement(BaseModel):
+    """A verdict's three fields as given at one moment (the first verdict, before the scores were revealed)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    accept: bool
+    correct: Optional[bool] = None
+    well_formed: Optional[bool] = None
 
 
 class Verdict(BaseModel):
@@ -45,6 +65,19 @@ class Verdict(BaseModel):
     time: Optional[str] = None
     sample_sha256: Optional[str] = Field(None, description="Digest of the prompt, completion and columns "
                                          "the reader saw; filled in when the verdict is recorded.")
+    revealed: Optional[bool] = Field(None, description="The reader saw this sample's reward scores (after "
+                                     "giving the first verdict).")
+    first_verdict: Optional[Judgement] = Field(None, description="The verdict as first given, before the reveal.")
+    changed_after_reveal: Optional[bool] = Field(None, description="The verdict differs from first_verdict: "
+                                                 "it changed after the reader saw the rewards.")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "Verdict":
+        # accept means correct and well-formed (DEFINITIONS); a reading that says otherwise is a typo
+        for name in ("correct", "well_formed"):
+            if self.accept and getattr(self, name) is False:
+                raise ValueError(f"accept: true contradicts {name}: false (accept means correct and well-formed)")
+        return self
 
 
 def read_jsonl(path: Path) -> list[tuple[int, Any]]:
@@ -52,25 +85,37 @@ def read_jsonl(path: Path) -> list[tuple[int, Any]]:
     return jsonio.read_jsonl(path)
 
 
-def parse_verdicts(path: Path) -> list[Verdict]:
-    verdicts = []
+def parse_verdicts(path: Path, reader: str | None = None, unique: bool = False) -> list[Verdict]:
+    """Every line validated before anything is used. ``reader`` fills lines that name none and refuses
+    lines that name another; ``unique`` refuses an id given twice (a reading file is one verdict per sample)."""
+    verdicts, seen = [], {}
     for n, obj in read_jsonl(path):
+        if reader is not None and isinstance(obj, dict):
+            if obj.get("reader", reader) != reader:
+                raise UserError(f"reader is '{obj['reader']}' but --reader says '{reader}'", where=f"{path}:{n}",
+                                fix="record each reader's verdicts in a call of its own")
+            obj = {**obj, "reader": reader}
         try:
             verdicts.append(Verdict.model_validate(obj))
         except ValidationError as exc:
             err = exc.errors()[0]
             field = ".".join(str(x) for x in err["loc"]) or "(line)"
-            raise UserError(f"{field}: {err['msg']}", where=f"{path}:{n}",
+            raise UserError(f"{field}: {err['msg']}".replace("Value error, ", ""), where=f"{path}:{n}",
                             fix="each line needs id, accept (true/false), reader (human|agent); "
                                 "optional correct, well_formed, note") from None
+        if unique:
+            if verdicts[-1].id in seen:
+                raise UserError(f"sample '{verdicts[-1].id}' is judged twice (lines {seen[verdicts[-1].id]} and {n})",
+                                where=f"{path}:{n}", fix="keep one verdict per sample")
+            seen[verdicts[-1].id] = n
     return verdicts
 
 
 def load_verdicts(run_dir: str | Path) -> dict[str, Verdict]:
     """The run's verdicts by sample id (a later line for the same id replaces an earlier one)."""
     path = Path(run_dir) / rundir.VERDICTS
-    if not path.is_file():
-        return {}
+    if not path.exists():
+        return {}  # (a directory in its place is read, and refused, by jsonio: never taken for "no verdicts")
     return {v.id: v for v in parse_verdicts(path)}
 
 
@@ -85,7 +130,9 @@ def scored_digests(run_dir: str | Path) -> dict[str, str]:
     path = Path(run_dir) / rundir.SCORED
     if not path.is_file():
         raise UserError(f"no {rundir.SCORED} in {run_dir}", fix="run `finetune inspect score RUN` first")
-    return {obj["id"]: sample_digest(obj) for _, obj in read_jsonl(path)}
+    from finetune.inspect.runfiles import check_scored
+
+    return {obj["id"]: sample_digest(obj) for obj in check_scored(read_jsonl(path), path)}
 
 
 def record_verdicts(run_dir: str | Path, new: list[Verdict], source: str = "verdict") -> Path:
@@ -109,12 +156,43 @@ def _merge_verdicts(run_dir: Path, new: list[Verdict], source: str) -> Path:
         if v.sample_sha256 and v.sample_sha256 != known[v.id]:
             raise UserError(f"the verdict for '{v.id}' was given on a different completion than the one scored "
                             "now", where=source, fix="re-create the review (`finetune inspect review`) and read again")
-    merged = load_verdicts(run_dir)
+    merged = load_verdicts(run_dir)  # the caller holds the run directory's lock
     stamp = now()
     for v in new:
         merged[v.id] = v.model_copy(update={"time": v.time or stamp, "sample_sha256": known[v.id]})
-    return atomic.write_jsonl(run_dir / rundir.VERDICTS,
+    path = atomic.write_jsonl(run_dir / rundir.VERDICTS,
                               [v.model_dump(mode="json", exclude_none=True) for v in merged.values()])
+    revealed = {v.id: v for v in new if v.revealed}
+    if revealed:
+        _merge_reveals(run_dir, {i: {"time": v.time or stamp, "via": source,
+                                     "changed_after_reveal": bool(v.changed_after_reveal)}
+                                 for i, v in revealed.items()})
+    return path
+
+
+def _merge_reveals(run_dir: Path, new: dict[str, dict[str, Any]]) -> None:
+    """Add to reveals.json (caller holds the run directory's lock); the first reveal of a sample is kept."""
+    reveals = load_json(run_dir / REVEALS) or {}
+    for sid, entry in new.items():
+        reveals.setdefault(sid, entry)
+    atomic.write_json(run_dir / REVEALS, reveals)
+
+
+def record_reveals(run_dir: str | Path, ids: list[str], via: str) -> None:
+    """Record that the reward scores of ``ids`` were shown to the reader (the key, the terminal review)."""
+    stamp = now()
+    with locks.file_lock(Path(run_dir) / REVEALS):
+        _merge_reveals(Path(run_dir), {i: {"time": stamp, "via": via} for i in ids})
+
+
+def load_reveals(run_dir: str | Path) -> dict[str, dict[str, Any]]:
+    return load_json(Path(run_dir) / REVEALS) or {}
+
+
+def _gated_excuse(meta: dict[str, Any], verdict: Verdict) -> bool:
+    """A reader's ``correct`` on a sample they call malformed, against a correctness reward gated on
+    format: the reward means "correct and well-formed", so the reader's view of it is False too."""
+    return bool(meta.get("gated_on_format")) and verdict.correct is True and verdict.well_formed is False
 
 
 def compare(row: dict[str, Any], verdict: Verdict, metas: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -122,6 +200,7 @@ def compare(row: dict[str, Any], verdict: Verdict, metas: list[dict[str, Any]]) 
 
     false_positive: a reward passes what the reader rejects (reward-hacking risk);
     false_negative: a reward fails what the reader accepts (lost learning signal).
+    A format-gated correctness reward is compared with "correct and well-formed" (see gated_notes).
     """
     out: list[dict[str, Any]] = []
     rewards, passes = row.get("rewards", {}), row.get("passes", {})
@@ -144,12 +223,25 @@ def compare(row: dict[str, Any], verdict: Verdict, metas: list[dict[str, Any]]) 
         for m in metas:
             if m["role"] != role or (rewards.get(m["name"]) is None and not row.get("errors", {}).get(m["name"])):
                 continue
+            if field == "correct" and _gated_excuse(m, verdict):
+                continue  # correct-but-malformed: the format comparison judges the format; see gated_notes
             passed = bool(passes.get(m["name"]))
             if passed and not said:
                 add("false_positive", field, [m["name"]])
             elif said and not passed:
                 add("false_negative", field, [m["name"]])
     return out
+
+
+def gated_notes(row: dict[str, Any], verdict: Verdict, metas: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Agreements worth a note: the reader says correct but malformed, and a format-gated correctness
+    reward gives no credit — by design (correct+formatted > formatted-wrong > malformed), not a bug."""
+    rewards, passes = row.get("rewards", {}), row.get("passes", {})
+    return [{"id": row["id"], "reward": m["name"], "score": rewards.get(m["name"]),
+             "note": f"reader: correct but malformed; {m['name']} gives no credit to malformed output by design "
+                     "(gated on format), so this is agreement"}
+            for m in metas if m["role"] == "correctness" and _gated_excuse(m, verdict)
+            and rewards.get(m["name"]) is not None and not passes.get(m["name"])]
 
 
 def confirm(run_dir: str | Path, user: str, statement: str | None) -> Path:

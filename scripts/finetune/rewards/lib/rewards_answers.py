@@ -27,7 +27,7 @@ REASONS = {
     "ok": "a single final answer was found",
     "no_container": "no answer container (box, <answer>, ####, 'the answer is') in the completion",
     "empty_container": "the final answer container is empty",
-    "unbalanced": "the answer container is not closed (truncated or unbalanced output)",
+    "unbalanced": "the answer container or the <think> block is not closed (truncated or unbalanced output)",
     "trailing_text": "text follows the final answer container and the spec forbids trailing text",
     "several_values": "several answer containers with different values (a hedge)",
     "hedge_or": "the final answer names alternatives ('or', 'either', '/' or a parenthetical alternative)",
@@ -36,7 +36,7 @@ REASONS = {
 
 _BOXED = ("\\boxed{", "\\fbox{")
 _HASH = re.compile(r"^[ \t>*_]*####[ \t]*(.*?)[ \t]*$", re.M)
-_ANSWER_IS = re.compile(r"(?:final answer|the answer|answer)\s*(?:is|:|=)\s*:?\s*(.+)", re.I)
+_ANSWER_IS = re.compile(r"(?:final answer|the answer|answer)\s*(?:is|:|=)\s*:?\s*", re.I)
 _HEDGE_WORDS = re.compile(r"(?:\\text\{[^{}]*\b(?:or|either|maybe|possibly)\b[^{}]*\}|(?<![\\A-Za-z])"
                           r"(?:or|either|maybe|possibly|perhaps|otherwise)(?![A-Za-z]))", re.I)
 _WORD_SLASH = re.compile(r"(?<![\\\w])[A-Za-z]{1,20}\s*/\s*[A-Za-z]{1,20}(?!\w)")
@@ -44,6 +44,9 @@ _RETRACTION = re.compile(
     r"\b(?:no,?\s+wait|wait|actually|correction|oops|scratch that|i made an? (?:mistake|error)|"
     r"that(?:'s| is| was) (?:wrong|incorrect|not right)|is (?:wrong|incorrect)|should (?:be|have been)|"
     r"instead|rather|re-?calculat\w*|mistake)\b", re.I)
+_STRONG_RETRACTION = re.compile(r"\b(?:scratch that|correction|mistake|error|wrong|incorrect|not right)\b", re.I)
+_RECHECK = re.compile(r"\b(?:double-?check|verify|verified|check|confirm\w*|holds|stays)\b", re.I)
+_NUMBER_TOKEN = re.compile(r"[-+]?\d[\d,]*(?:\.\d+)?")
 _SPACES = re.compile(r"\s+")
 
 # ------------------------------------------------------------------------------------ containers --
@@ -112,14 +115,25 @@ def answer_is(text: str) -> list:
     out = []
     for line_match in re.finditer(r"[^\n]+", text):
         line = line_match.group(0)
-        match = None
-        for match in _ANSWER_IS.finditer(line):
+        cue = None
+        for cue in _ANSWER_IS.finditer(line):
             pass
-        if match is not None:
-            value = match.group(1).strip()
-            value = re.split(r"(?<=[^\d\\])[.!;](?:\s|$)|\.\s", value + " ", maxsplit=1)[0].strip()
-            out.append((value, line_match.start() + match.end(1)))
+        if cue is not None:
+            rest = line[cue.end():]
+            value = re.split(r"(?<=[^\d\\])[.!;](?:\s|$)|\.\s|\.$", rest + " ", maxsplit=1)[0].strip()
+            if value:
+                out.append((value, line_match.start() + cue.end() + len(rest)))
     return out[-1:]
+
+
+def after_thinking(text: str):
+    """The text after the last </think> (containers inside the reasoning are not answers); None when a
+    <think> block is never closed (the completion stopped inside its reasoning: no final answer)."""
+    if "</think>" in text:
+        return text[text.rfind("</think>") + len("</think>"):]
+    if "<think>" in text:
+        return None
+    return text
 
 
 def containers(text: str, how: str) -> tuple:
@@ -146,12 +160,14 @@ def containers(text: str, how: str) -> tuple:
 _DELIMS = re.compile(r"^(?:\$\$|\$|\\\(|\\\[)\s*|\s*(?:\$\$|\$|\\\)|\\\])$")
 _EMPHASIS = re.compile(r"^(\*\*|__|\*|`)(.+)\1$", re.S)
 _TEXT_WRAP = re.compile(r"^\\(?:text|textbf|mathrm|mathbf)\{([^{}]*)\}$")
-_THOUSANDS = re.compile(r"(?<=\d)(?:\\,|\\!|\\;|\\ |\{,\}|~|[\u2009\u202f\u00a0\u2006 ]|,)(?=\d{3}(?!\d))")
+_THOUSANDS = re.compile(r"(?<=\d)(?:,\\!\s*|\{,\}\\!\s*|\\,|\\!|\\;|\\ |\{,\}|~|[\u2009\u202f\u00a0\u2006 ]|,)(?=\d{3}(?!\d))")
+# inside LaTeX a plain comma may separate values ("(12,102)"): only the unambiguous separators join
+_LATEX_THOUSANDS = re.compile(r"(?<=\d)(?:,\\!\s*|\{,\}\\!\s*|\\,|\\!|\{,\}|[\u2009\u202f])(?=\d{3}(?!\d))")
 _SHORT_FRAC = re.compile(r"\\[dt]?frac\s*(\d)\s*(\d)")
 _SHORT_FRAC1 = re.compile(r"\\[dt]?frac\s*(\d)\s*(\{)")
 _SHORT_SQRT = re.compile(r"\\sqrt\s*(\d)")
 _SCI = re.compile(r"^([+-]?(?:\d+\.?\d*|\.\d+))(?:[eE]([+-]?\d+)|\s*(?:\\times|\\cdot|×)\s*10\^\{?([+-]?\d+)\}?)?$")
-_UNIT_TAIL = re.compile(r"(?:\s*(?:\\(?:text|mathrm|mbox)\{\s*[A-Za-z][A-Za-z .\-/]*\}|\\?%|\^\\circ|\^\{\\circ\}|°))+$")
+_UNIT_TAIL = re.compile(r"(?:\s*(?:\\(?:text|textnormal|textrm|mathrm|mbox)\{\s*[A-Za-z][A-Za-z .\-/]*\}|\\?%|\^\\circ|\^\{\\circ\}|°))+$")
 _PLAIN_NUMBER = re.compile(r"^[+-]?(?:\d+\.?\d*|\.\d+)$")
 
 
@@ -206,7 +222,7 @@ def shown(text: str) -> str:
     return _HTML_TAG.sub(" ", _HIDDEN_MARKUP.sub(" ", text)).strip()
 
 
-def unwrap(value: str) -> str:
+def unwrap(value: str, keep_text: bool = False) -> str:
     """The answer without math delimiters, markdown emphasis, a whole-value \\text{} or final punctuation."""
     value = shown(value)
     for _ in range(4):
@@ -215,7 +231,7 @@ def unwrap(value: str) -> str:
         match = _EMPHASIS.match(value)
         if match:
             value = match.group(2).strip()
-        match = _TEXT_WRAP.match(value)
+        match = None if keep_text else _TEXT_WRAP.match(value)
         if match:
             value = match.group(1).strip()
         value = value.rstrip(".,;:!。").strip()
@@ -227,7 +243,7 @@ def unwrap(value: str) -> str:
 def normalise_latex(value: str) -> str:
     """Digits, thousands separators and TeX shorthand normalised (the value is still LaTeX)."""
     value = ascii_digits(value)
-    value = _THOUSANDS.sub("", value)
+    value = _LATEX_THOUSANDS.sub("", value)
     value = _SHORT_FRAC.sub(r"\\frac{\1}{\2}", value)
     value = _SHORT_FRAC1.sub(r"\\frac{\1}\2", value)
     value = _SHORT_SQRT.sub(r"\\sqrt{\1}", value)
@@ -242,9 +258,16 @@ def is_hedge(value: str) -> bool:
     return bool(_HEDGE_WORDS.search(value) or _HEDGE_WORDS.search(plain) or _WORD_SLASH.search(plain))
 
 
+_WORD_UNITS = re.compile(r"^([-+$\\]*[\d.,\s{}\\!]*\d[\d.]*)\s+[A-Za-z][A-Za-z.\-/]*(?:\s+[A-Za-z][A-Za-z.\-/]*)?$")
+
+
 def strip_units(value: str) -> str:
-    """The value without a trailing \\text{} unit ('7.5 \\text{ hours}' -> '7.5'): units are not a hedge."""
+    """The value without a trailing unit ('7.5 \\text{ hours}', '42 pages' -> the number): units are
+    not a hedge."""
     stripped = _UNIT_TAIL.sub("", value).strip()
+    match = _WORD_UNITS.match(stripped)
+    if match and not _HEDGE_WORDS.search(stripped):
+        stripped = match.group(1).strip()
     return stripped or value
 
 
@@ -256,8 +279,18 @@ def key(value: str) -> str:
 
 # ------------------------------------------------------------------------------------ final answer --
 
-def _retracted(after: str) -> bool:
-    return bool(_RETRACTION.search(after[:400]))
+def _retracted(after: str, answer: str) -> bool:
+    """A retraction cue after the final container that names another value ("no wait, it is 6"), or a
+    strong one naming none ("that is wrong"). A re-check that lands on the same value is not one."""
+    cue = _RETRACTION.search(after[:400])
+    if cue is None:
+        return False
+    rest = after[cue.start():cue.start() + 400]
+    numbers = _NUMBER_TOKEN.findall(rest)
+    if numbers:
+        return key(numbers[-1]) != key(strip_units(answer))
+    # no value named: a re-check ("wait, let me verify") keeps the answer; anything else revokes it
+    return bool(_STRONG_RETRACTION.search(rest)) or not _RECHECK.search(rest)
 
 
 def _trailing_ok(after: str, how: str) -> bool:
@@ -275,6 +308,9 @@ def final_answers(text: str, how: str, trailing: str = "allow", is_gold=None) ->
     caller decides (a multi-value gold accepts several boxes naming exactly its values). A value
     for which ``is_gold(value)`` holds is never a hedge (a gold answer that itself says "or").
     """
+    text = after_thinking(text)
+    if text is None:
+        return [], "unbalanced"
     found, closed = containers(text, how)
     if not found:
         return [], "unbalanced" if not closed else "no_container"
@@ -286,7 +322,7 @@ def final_answers(text: str, how: str, trailing: str = "allow", is_gold=None) ->
         return [], "trailing_text"
     if not unwrap(content):
         return [], "empty_container"
-    if _retracted(after):
+    if _retracted(after, unwrap(content)):
         return [], "retraction"
     values, keys = [], []
     for content, _ in found:
@@ -305,6 +341,9 @@ def final_answers(text: str, how: str, trailing: str = "allow", is_gold=None) ->
 def format_reason(text: str, how: str, trailing: str = "allow") -> str:
     """"ok" when ``text`` has a final, closed, non-empty ``how`` container (trailing text per ``trailing``),
     else the reason id. Hedges are a correctness matter: the format only asks whether there is an answer."""
+    text = after_thinking(text)
+    if text is None:
+        return "unbalanced"
     found, closed = containers(text, how)
     if not closed:
         return "unbalanced"

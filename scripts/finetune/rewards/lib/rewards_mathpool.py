@@ -25,7 +25,9 @@ import sys
 import threading
 import time
 
-_WORD = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{2,}")
+_WORD = re.compile(r"(?<![\\A-Za-z])(?=[A-Za-z]*[a-z])[A-Za-z]{3,}")  # prose: 3+ letters, some lower case
+# LaTeX whose letters are not prose: text/roman arguments, environment names, \left / \right
+_LATEX_WORDS = re.compile(r"\\(?:text|mathrm|textbf|mathbf|operatorname|mbox|begin|end)\s*\{[^{}]*\}|\\[A-Za-z]+")
 STARTUP_TIMEOUT_S = 120.0  # importing sympy on a busy machine can take a while; not part of any deadline
 
 
@@ -156,18 +158,26 @@ def _close_pools() -> None:
 
 # ------------------------------------------------------------------------------- client side --
 
-_AND = re.compile(r"\s*(?:\\text\{\s*and\s*\}|\\quad|(?<![A-Za-z\\])and(?![A-Za-z]))\s*")
+_AND = re.compile(r"\s*,?\s*(?:\\text\{\s*and\s*\}|\\quad|(?<![A-Za-z\\])and(?![A-Za-z]))\s*")
 
 
 def gold_text(gold) -> str | None:
-    """The gold as the worker should read it (None when there is none): digits, thousands and TeX
-    shorthand normalised, 'a and b' written as the set 'a, b'."""
+    """The gold as the worker should read it (None when there is none). A gold written as a solution
+    ("... so the answer is \\boxed{5}") is read at its final answer container, like a completion;
+    digits, thousands and TeX shorthand are normalised and 'a and b' becomes the set 'a, b'."""
     import rewards_answers as answers
 
     if gold is None or isinstance(gold, (dict, list, bool)) or not str(gold).strip():
         return None
-    text = answers.normalise_latex(answers.unwrap(str(gold)))
-    return _AND.sub(", ", text) if " and " in text or "\\text{" in text or "\\quad" in text else text
+    text = str(gold).strip()
+    values, reason = answers.final_answers(text, "any")
+    if reason in ("ok", "several_values") and values and answers.containers(text, "any")[0]:
+        text = ", ".join(values)
+    number = answers.canonical_number(answers.strip_units(text.replace("$", "").strip()))
+    if number is not None:  # "$125$ miles", "1,200"
+        return number
+    text = answers.normalise_latex(answers.unwrap(text, keep_text=True))
+    return _AND.sub(", ", text) if re.search(r"\band\b|\\quad", text) else text
 
 
 def answer_job(text: str, how: str, trailing: str) -> tuple:
@@ -236,7 +246,8 @@ def _worker_main() -> None:
                                         boxed_match_priority=0, try_extract_without_anchor=False)
     configs = {
         "boxed": [boxed_first],
-        "any": [boxed_first, ExprExtractionConfig()],
+        # no answer container at all: math-verify's own search of the shown text (anchored LaTeX first)
+        "any": [LatexExtractionConfig(normalization_config=NormalizationConfig(units=True)), ExprExtractionConfig()],
         "answer_tag": [LatexExtractionConfig(normalization_config=NormalizationConfig(units=True)),
                        ExprExtractionConfig()],
     }
@@ -275,7 +286,7 @@ def _read_gold(gold: str, parse) -> list:
     unanchored parse would pick its last number (10, 7, 7) and credit a partial answer. Prose is
     read unanchored, and only kept when the extracted expression is the whole gold.
     """
-    if not _WORD.search(gold):
+    if not _WORD.search(_LATEX_WORDS.sub(" ", gold)):
         parsed = parse(f"${gold}$", parsing_timeout=None)
         if parsed:
             return parsed

@@ -35,6 +35,7 @@ GATE_REQUIRED = False
 GATE_HASHES = {}
 SCORE_REPORT_SHA256 = None  # the score report the gate judged (its binding is re-checked)
 REWARD_SECTION_SHA256 = 'a4ec549c44c3a23c85e8075c1d34951618d90ded26b66d39eb79e6ffcfade1d3'  # sha256 of the spec's reward section (weights included)
+DATA_FILTER_SHA256 = None  # sha256 of the spec's dataset.filter (finetune data filter), or None
 
 
 def sha256_file(path: Path) -> str:
@@ -54,6 +55,10 @@ def bound_hashes(run_dir: Path) -> dict:
         if (run_dir / name).is_file():
             out[name] = sha256_file(run_dir / name)
     out["spec:rewards"] = REWARD_SECTION_SHA256
+    if DATA_FILTER_SHA256 is not None:  # train on exactly the filtered file the gate record binds
+        out["spec:dataset.filter"] = DATA_FILTER_SHA256
+        data = Path(DATASET["path"]) if Path(DATASET["path"]).is_absolute() else run_dir / DATASET["path"]
+        out["dataset.filter:file"] = sha256_file(data) if data.is_file() else "missing"
     return out
 
 
@@ -147,6 +152,47 @@ def load_gated_rewards():
         sys.modules[name[:-3]] = module
         spec.loader.exec_module(module)
     return sys.modules["rewards"]
+
+
+METRICS_FILE = "metrics.jsonl"  # in output_dir: every logged step, live (finetune diagnose reads it mid-run)
+
+
+def metrics_callback(path: Path):
+    """A TrainerCallback appending each logged step to ``path`` as one JSON line.
+
+    TRL writes trainer_state.json only when it saves a checkpoint (save_steps); this file lets
+    `finetune diagnose` read a run after its first logged steps. Each line goes out in one write() on
+    an O_APPEND descriptor, so a reader (or a kill) never sees two half lines interleaved; only the
+    main process writes. A fresh run (global_step 0) starts the file anew; a resumed run appends.
+    """
+    import math
+
+    from transformers import TrainerCallback
+
+    def finite_or_text(value):
+        # NaN / inf are not JSON: written as strings, which finetune diagnose reads back as numbers
+        return str(value) if isinstance(value, float) and not math.isfinite(value) else value
+
+    class MetricsJsonl(TrainerCallback):
+        def on_train_begin(self, args, state, control, **kwargs):
+            if state.is_world_process_zero:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | (os.O_TRUNC if state.global_step == 0 else 0)
+                os.close(os.open(path, flags, 0o644))
+
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            if not state.is_world_process_zero or not logs:
+                return
+            row = {"step": state.global_step, "epoch": state.epoch}
+            row.update({k: finite_or_text(v) for k, v in logs.items()})
+            line = (json.dumps(row, default=str) + "\n").encode("utf-8")
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            try:
+                os.write(fd, line)  # one write per line: appends never interleave
+            finally:
+                os.close(fd)
+
+    return MetricsJsonl()
 
 
 def load_train_dataset():
@@ -261,11 +307,13 @@ def main(argv=None) -> None:
         log_completions=True,  # print sample completions: keep reading outputs during training
         num_completions_to_print=2,  # a couple per logging step
     )
+    callbacks = [metrics_callback(Path(grpo_args.output_dir) / METRICS_FILE)]  # append your own TrainerCallbacks
     trainer = GRPOTrainer(
         model=MODEL,  # hub id
         args=grpo_args,
         reward_funcs=REWARD_FUNCS,  # rewards.py: format_ok, correct
         train_dataset=dataset,  # prompt-only: GRPO generates its own completions
+        callbacks=callbacks,  # train/metrics.jsonl: every logged step, readable before the first checkpoint
         peft_config=None,  # method: full (memory.recommend(): full fine-tuning fits: peak 76.8 GiB of 119.7 (64%))
     )
     trainer.train()

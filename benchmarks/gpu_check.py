@@ -1,0 +1,264 @@
+"""GPU check: measured peak memory of the rendered config's GRPO steps beside finetune.memory's estimate.
+
+For Qwen2.5-0.5B and Qwen2.5-1.5B (bundled configs, random weights: memory does not depend on weight
+values, so nothing is downloaded) this writes a run directory, renders it with `finetune config render`'s
+own plan (per-scale values from memory.recommend() for the chosen profile, 1 GPU), and runs that
+config's GRPOConfig for a few real GRPO steps — colocated vLLM when vllm is installed, else transformers
+generation. Around TRL 1.16's ``_generate_and_score_completions`` and the rest of ``training_step`` it
+records ``torch.cuda.max_memory_allocated`` and prints it per phase beside the estimator's figure for
+the same phase as torch's allocator sees it (``Estimate.components`` without the CUDA context and the
+vLLM engine pool, re-estimated for the generation backend actually used) and their ratio.
+
+    python benchmarks/gpu_check.py                       # on a GPU: both models, 2 steps each (< 8 min on one H100)
+    python benchmarks/gpu_check.py --dry                 # CPU path (CI): shrunk models, 1 step, no memory figures
+    python benchmarks/gpu_check.py --profile h200-141gb --models Qwen/Qwen2.5-0.5B --steps 3
+
+Exit 0 when every model ran; 1 when one failed (its error is printed). ``--json FILE`` writes the rows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+
+MODELS = ("Qwen/Qwen2.5-0.5B", "Qwen/Qwen2.5-1.5B")
+GIB = 2**30
+ROWS = [{"prompt": f"What is {a} plus {b}? Answer in <answer></answer>.", "answer": str(a + b)}
+        for a in range(1, 13) for b in range(1, 13)]
+
+
+def build_model(hub_id: str, out: Path, *, dry: bool) -> None:
+    """Random weights from the bundled config (shrunk to 2 layers for --dry), saved with the tiny tokenizer."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from finetune.models import resolve_config_path
+    from finetune.tinymodel import build_tokenizer
+
+    config = AutoConfig.from_pretrained(str(resolve_config_path(hub_id).parent))
+    if dry:  # the same architecture class and vocabulary, shrunk so a CPU step takes seconds
+        config.update({"num_hidden_layers": 2, "hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 4,
+                       "num_key_value_heads": 2, "max_window_layers": 2})
+        if getattr(config, "layer_types", None):
+            config.layer_types = config.layer_types[:2]
+    tokenizer = build_tokenizer()
+    # ids of the tiny tokenizer lie inside the model's vocabulary; its eos ends a completion, which a
+    # random model almost never samples: completions run to max_completion_length (the estimator's case)
+    config.pad_token_id, config.eos_token_id, config.bos_token_id = tokenizer.pad_token_id, tokenizer.eos_token_id, None
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32 if dry else torch.bfloat16)
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    model.save_pretrained(out)
+    (out / "gpu_check_model.json").write_text(json.dumps({"from": hub_id, "dry": dry}) + "\n")
+
+
+def write_run(run: Path, model_dir: Path, *, profile: str, prompt_len: int, completion_len: int,
+              dry: bool) -> Path:
+    run.mkdir(parents=True, exist_ok=True)
+    (run / "data").mkdir(exist_ok=True)
+    (run / "data" / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in ROWS))
+    spec = {
+        "name": f"gpu-check-{model_dir.name}", "model": str(model_dir),
+        "dataset": {"path": "data/train.jsonl", "prompt_column": "prompt", "answer_column": "answer"},
+        "rewards": [{"name": "format_ok", "type": "format", "pattern": "answer_tag", "weight": 0.2},
+                    {"name": "correct", "type": "exact_match", "answer_column": "answer", "extract": "answer_tag",
+                     "weight": 1.0}],
+        "hardware": {"profile": profile, "gpus": 0 if profile == "cpu" else 1, "nodes": 1},
+        "generation": {"max_prompt_length": prompt_len, "max_completion_length": completion_len},
+        "training": {"logging_steps": 1, "warmup_steps": 0},
+    }
+    if dry:  # one group of 8 completions per step (per-scale values are the GPU path's subject)
+        spec["training"].update(per_device_train_batch_size=8, gradient_accumulation_steps=1)
+    path = run / "spec.yaml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    from finetune.rewards.render import render_rewards
+    from finetune.spec import load_spec
+
+    render_rewards(load_spec(path), run)
+    return path
+
+
+class PhaseMeter:
+    """Peak allocated memory and wall time per phase, measured around the trainer's own methods."""
+
+    def __init__(self, cuda: bool):
+        self.cuda = cuda
+        self.peak = {"generation": 0.0, "training": 0.0}
+        self.calls = {"generation": 0, "training": 0}
+        self.seconds = {"generation": 0.0, "training": 0.0}
+
+    def _reset(self) -> None:
+        if self.cuda:
+            import torch
+
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+
+    def _peak(self, phase: str) -> None:
+        if self.cuda:
+            import torch
+
+            torch.cuda.synchronize()
+            self.peak[phase] = max(self.peak[phase], torch.cuda.max_memory_allocated() / GIB)
+
+    def _record(self, phase: str, started: float) -> None:
+        self._peak(phase)
+        self.calls[phase] += 1
+        self.seconds[phase] += time.perf_counter() - started
+
+    def attach(self, trainer) -> None:
+        generate, step = trainer._generate_and_score_completions, trainer.training_step
+
+        def generate_measured(*args, **kwargs):
+            self._peak("training")  # what the step held before generation started
+            self._reset()
+            started = time.perf_counter()
+            out = generate(*args, **kwargs)
+            self._record("generation", started)
+            self._reset()
+            self._t = time.perf_counter()
+            return out
+
+        def step_measured(*args, **kwargs):
+            self._reset()
+            self._t = time.perf_counter()
+            out = step(*args, **kwargs)
+            self._record("training", self._t)
+            return out
+
+        trainer._generate_and_score_completions = generate_measured
+        trainer.training_step = step_measured
+
+
+def _vllm_installed() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("vllm") is not None
+
+
+def run_model(hub_id: str, work: Path, args: argparse.Namespace) -> dict:
+    import torch
+
+    from finetune import render
+    from finetune.spec import load_spec
+    from finetune.tinymodel import build_tokenizer
+
+    cuda = torch.cuda.is_available() and not args.dry
+    model_dir = work / "model"
+    build_model(hub_id, model_dir, dry=args.dry)
+    spec_path = write_run(work / "run", model_dir, profile="cpu" if args.dry else args.profile,
+                          prompt_len=args.prompt_len, completion_len=args.completion_len, dry=args.dry)
+    spec = load_spec(spec_path)
+    plan = render.build_plan(spec, spec_path.parent, no_gate=True)
+    kwargs = render.grpo_kwargs(plan)
+    use_vllm = bool(kwargs.get("use_vllm")) and _vllm_installed() and cuda
+    topo = plan.topology if use_vllm else dataclasses.replace(plan.topology, use_vllm=False, vllm_mode=None)
+    if not use_vllm:
+        kwargs["use_vllm"] = False
+        for k in [k for k in kwargs if k.startswith("vllm_")]:
+            kwargs.pop(k)
+    if not cuda:
+        kwargs = render.cpu_safe(kwargs, 1)
+    est = render._estimate(plan.model_info, plan.hardware, spec, plan.recommendation, plan.kwargs, topo,
+                           plan.zero_stage)
+    kwargs.update(output_dir=str(work / "run" / "train"), max_steps=args.steps, save_strategy="no",
+                  report_to="none", log_completions=False)
+
+    os.chdir(work / "run")
+    sys.path.insert(0, str(work / "run"))
+    import importlib
+
+    rewards = importlib.import_module("rewards")
+    from datasets import Dataset
+    from trl import GRPOConfig, GRPOTrainer
+
+    trainer = GRPOTrainer(model=str(model_dir), args=GRPOConfig(**kwargs), reward_funcs=rewards.REWARD_FUNCS,
+                          train_dataset=Dataset.from_list(ROWS), processing_class=build_tokenizer())
+    meter = PhaseMeter(cuda)
+    meter.attach(trainer)
+    started = time.perf_counter()
+    trainer.train()
+    sys.path.remove(str(work / "run"))
+    del sys.modules["rewards"]
+    resident = sum(c.gib for c in est.components if c.phase == "resident")
+    estimate = {
+        "generation": resident + sum(c.gib for c in est.components if c.phase == "generation" and c.key != "vllm"),
+        "training": resident + sum(c.gib for c in est.components if c.phase == "training"),
+    }
+    return {"model": hub_id, "dry": args.dry, "cuda": cuda, "generation_backend": "vllm colocate" if use_vllm
+            else "transformers", "profile": plan.hardware.profile.name, "steps": trainer.state.global_step,
+            "batch": {k: kwargs.get(k) for k in ("per_device_train_batch_size", "gradient_accumulation_steps",
+                                                 "num_generations", "max_completion_length")},
+            "seconds": round(time.perf_counter() - started, 1),
+            "phases": {p: {"measured_gib": round(meter.peak[p], 3) if cuda else None,
+                           "estimate_gib": round(estimate[p], 3), "calls": meter.calls[p],
+                           "seconds": round(meter.seconds[p], 1),
+                           "ratio": round(meter.peak[p] / estimate[p], 3) if cuda and estimate[p] else None}
+                       for p in ("generation", "training")},
+            "estimate_peak_gib": round(est.total_gib, 2)}
+
+
+def print_table(rows: list[dict]) -> None:
+    print("\n| model | backend | steps | phase | calls | measured GiB (max_memory_allocated) | estimate GiB | ratio |")
+    print("|---|---|---:|---|---:|---:|---:|---:|")
+    for r in rows:
+        if "error" in r:
+            print(f"| {r['model']} | — | — | FAILED | — | — | — | {r['error']} |")
+            continue
+        for phase, p in r["phases"].items():
+            measured = f"{p['measured_gib']:.2f}" if p["measured_gib"] is not None else "n/a (no GPU)"
+            ratio = f"{p['ratio']:.2f}" if p["ratio"] is not None else "n/a"
+            print(f"| {r['model']} | {r['generation_backend']} | {r['steps']} | {phase} | {p['calls']} | {measured} | "
+                  f"{p['estimate_gib']:.2f} | {ratio} |")
+    print("\nestimate = the estimator's components for that phase as torch's allocator sees them (no CUDA context,"
+          " no vLLM engine pool); ratio = measured / estimate.")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--dry", action="store_true", help="CPU path for CI: shrunk versions (2 layers, hidden 64), "
+                   "no memory figures")
+    p.add_argument("--models", nargs="+", default=list(MODELS))
+    p.add_argument("--profile", default="h100-80gb", help="hardware profile the config is rendered for (1 GPU)")
+    p.add_argument("--steps", type=int, default=None, help="GRPO steps per model (default 2; 1 with --dry)")
+    p.add_argument("--prompt-len", type=int, default=None)
+    p.add_argument("--completion-len", type=int, default=None)
+    p.add_argument("--json", help="write the rows here")
+    args = p.parse_args(argv)
+    args.steps = args.steps or (1 if args.dry else 2)
+    args.prompt_len = args.prompt_len or (32 if args.dry else 128)
+    args.completion_len = args.completion_len or (16 if args.dry else 512)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    cwd, rows = Path.cwd(), []
+    for hub_id in args.models:
+        with tempfile.TemporaryDirectory(prefix="gpu-check-") as tmp:
+            try:
+                rows.append(run_model(hub_id, Path(tmp), args))
+            except Exception as exc:  # noqa: BLE001 - report every model, then fail
+                traceback.print_exc()
+                rows.append({"model": hub_id, "error": f"{type(exc).__name__}: {exc}".replace("|", "/")[:300]})
+            finally:
+                os.chdir(cwd)
+        print(json.dumps(rows[-1]), flush=True)
+    print_table(rows)
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=2) + "\n")
+    return 1 if any("error" in r for r in rows) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

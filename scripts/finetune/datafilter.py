@@ -1,0 +1,379 @@
+"""`finetune data filter SPEC`: keep only the prompts GRPO can learn from (offline difficulty filter).
+
+A GRPO group whose completions all get the same reward has zero advantage: prompts the model always
+solves (k/k) or never solves (0/k) burn generation and dilute the batch. TRL 1.16 has no dynamic
+sampling (trl#4764); published recipes (DAPO, Skywork-OR1, Polaris) filter by per-prompt pass rate
+before training. This stage samples k completions per prompt with the spec's generation settings,
+scores them with the run's *gated* rewards.py (a PASS gate is required and re-verified), and keeps
+the prompts whose pass rate lies in ``--keep LO-HI``.
+
+Writes (in the run directory): ``data/pass_rates.jsonl`` (one line per prompt, appended as each
+prompt is scored, so a killed run resumes without re-sampling), ``data/filtered.<ext>`` (same format
+and columns as the input), ``data/filter_report.md`` + ``data/filter_pass_rates.png``; then binds the
+result: the spec gains ``dataset.filter`` and the gate record's hashes gain the filter section and
+the filtered file (:func:`finetune.hashing.bound_hashes`), so train.py trains on exactly that file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+from finetune import atomic, rundir
+from finetune.errors import CheckFailed, UserError
+from finetune.hashing import canonical_json, sha256_file
+
+PASS_RATES = "data/pass_rates.jsonl"
+FILTER_REPORT = "data/filter_report.md"
+HISTOGRAM = "data/filter_pass_rates.png"
+DEFAULT_K = 8
+DEFAULT_KEEP = (0.1, 0.9)  # with k ≤ 9 this drops exactly the 0/k and k/k prompts
+
+
+def parse_keep(text: str) -> tuple[float, float]:
+    """``LO-HI`` pass-rate bounds, inclusive, 0 ≤ LO ≤ HI ≤ 1."""
+    try:
+        lo, hi = (float(x) for x in text.split("-", 1))
+    except ValueError:
+        raise UserError(f"--keep '{text}' is not LO-HI", where="--keep", fix="e.g. --keep 0.1-0.9") from None
+    if not 0 <= lo <= hi <= 1:
+        raise UserError(f"--keep {text}: need 0 ≤ LO ≤ HI ≤ 1", where="--keep", fix="e.g. --keep 0.1-0.9")
+    return lo, hi
+
+
+def prompt_key(prompt: Any) -> str:
+    """A prompt's identity in pass_rates.jsonl: sha256 of its canonical JSON (first 16 hex digits)."""
+    return hashlib.sha256(canonical_json(prompt)).hexdigest()[:16]
+
+
+def settings_digest(spec, k: int, gate_hashes: dict[str, str]) -> str:
+    """What a pass rate depends on: model, generation settings, seed, k and the gated reward files.
+
+    A pass_rates.jsonl line written under other settings is not resumed from."""
+    rewards_only = {n: h for n, h in gate_hashes.items() if not n.startswith(("spec:dataset", "dataset."))}
+    return hashlib.sha256(canonical_json({
+        "model": spec.model, "generation": spec.generation.model_dump(mode="json"), "seed": spec.training.seed,
+        "k": k, "rewards": rewards_only})).hexdigest()[:16]
+
+
+def predicted_zero_std(rates: list[float], num_generations: int) -> float | None:
+    """Expected frac_reward_zero_std of GRPO groups of ``num_generations`` (binary success, as Phase 1)."""
+    if not rates:
+        return None
+    return sum(p ** num_generations + (1 - p) ** num_generations for p in rates) / len(rates)
+
+
+# ------------------------------------------------------------------------------------- resume
+
+
+def load_done(path: Path, digest: str, keys: dict[int, str]) -> tuple[dict[int, dict[str, Any]], bool]:
+    """Lines already written for these settings: ({row: entry}, stale) — stale when other settings wrote it."""
+    if not path.is_file():
+        return {}, False
+    text = path.read_text(encoding="utf-8")
+    lines = text.splitlines()
+    if text and not text.endswith("\n"):
+        lines = lines[:-1]  # killed mid-write: that prompt is sampled again
+    done: dict[int, dict[str, Any]] = {}
+    for n, line in enumerate(lines, 1):
+        try:
+            entry = json.loads(line)
+        except json.JSONDecodeError:
+            raise UserError("malformed line", where=f"{path}:{n}",
+                            fix=f"delete {path} to sample every prompt again") from None
+        if entry.get("settings") != digest:
+            return {}, True
+        if keys.get(entry.get("row")) == entry.get("key"):
+            done[entry["row"]] = entry
+    return done, False
+
+
+def append_line(path: Path, entry: dict[str, Any]) -> None:
+    """One O_APPEND write per line: a kill leaves whole lines (and at most one partial last line)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        os.write(fd, (json.dumps(entry, ensure_ascii=False) + "\n").encode("utf-8"))
+    finally:
+        os.close(fd)
+
+
+# ------------------------------------------------------------------------------------- sampling
+
+
+def _sample_and_score(spec, run_dir: Path, rows, todo: list[int], k: int, digest: str, out: Path, *,
+                      device: str | None, backend: str, console) -> None:
+    import torch
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    from finetune import hub
+    from finetune.inspect import sample as S
+    from finetune.inspect.rewardmod import load_rewards
+    from finetune.inspect.score import _row_verdicts, _score_all
+
+    rm = load_rewards(run_dir, [r.name for r in spec.rewards])
+    g, seed = spec.generation, spec.training.seed
+    model = hub.resolve_model(spec.model, spec.source.parent if spec.source else None, console=console)
+    chosen = S._chosen_backend(backend, device)
+    sampler = (S._VllmSampler(str(model), seed, g.max_prompt_length, g.max_completion_length) if chosen == "vllm"
+               else S._TransformersSampler(str(model), device, g.max_prompt_length))
+    columns = [TextColumn("[bold]pass rates[/] ({task.fields[backend]})"), BarColumn(), MofNCompleteColumn(),
+               TextColumn("prompts · {task.fields[rate]} prompts/s ·"), TimeRemainingColumn()]
+    with Progress(*columns, console=console, transient=True, disable=console is None) as bar:
+        task = bar.add_task("filter", total=len(todo), backend=chosen, rate="–")
+        for start in range(0, len(todo), S.PROMPT_BATCH):
+            batch = todo[start:start + S.PROMPT_BATCH]
+            torch.manual_seed(seed + batch[0])  # per batch: a resumed run samples the rest as a full run would
+            reqs = S._requests(spec, rows, batch, k, "f")
+            groups = sampler.generate(reqs, k, g, g.temperature)
+            items = [{"prompt": r["prompt"], "completion": c["completion"], "conversational": r["conversational"],
+                      "columns": r["columns"]} for r, group in zip(reqs, groups) for c in group]
+            values, errors = _score_all(rm, items)
+            for n, req in enumerate(reqs):
+                successes = []
+                for j in range(n * k, (n + 1) * k):
+                    scores = {r.name: values[r.name][j] for r in rm.rewards}
+                    errs = {r.name: e for r in rm.rewards if (e := errors[r.name][j])}
+                    successes.append(bool(_row_verdicts(rm, scores, errs)["success"]))
+                append_line(out, {"row": req["row"], "key": prompt_key(rows[req["row"]][spec.dataset.prompt_column]),
+                                  "k": k, "successes": sum(successes), "settings": digest,
+                                  "completions": [c["completion"] for c in groups[n]], "success": successes})
+            bar.advance(task, len(batch))
+            elapsed = bar.tasks[0].elapsed or 0
+            bar.update(task, rate=f"{bar.tasks[0].completed / elapsed:.2f}" if elapsed else "–")
+
+
+# ------------------------------------------------------------------------------------- outputs
+
+
+def _data_format(spec, path: Path) -> str:
+    fmt = spec.dataset.format
+    if fmt == "auto":
+        fmt = "hf_disk" if path.is_dir() else "parquet" if path.suffix == ".parquet" else "jsonl"
+    if fmt == "hf_disk":
+        raise UserError("the filter writes jsonl or parquet; this dataset is a datasets.save_to_disk folder",
+                        where="dataset.path", fix="export the split to .jsonl or .parquet and point dataset.path at it")
+    return fmt
+
+
+def write_filtered(spec, source: Path, fmt: str, rows: list[dict[str, Any]], kept: list[int], run_dir: Path) -> Path:
+    """``data/filtered.<ext>``: the kept rows, in order, with every column of the input, same format."""
+    target = run_dir / f"data/filtered.{'parquet' if fmt == 'parquet' else 'jsonl'}"
+    if fmt == "parquet":
+        import pyarrow.parquet as pq
+
+        table = pq.read_table(source).take(kept)
+        tmp = target.with_name(target.name + ".tmp")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        pq.write_table(table, tmp)
+        os.replace(tmp, target)
+    else:
+        atomic.write_jsonl(target, [rows[i] for i in kept])
+    return target
+
+
+def histogram(rates_before: list[float], rates_after: list[float], k: int, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    bins = [(i - 0.5) / k for i in range(k + 2)]
+    fig, ax = plt.subplots(figsize=(7, 3.5))
+    ax.hist(rates_before, bins=bins, alpha=0.55, label=f"all ({len(rates_before)} prompts)", color="#888888")
+    ax.hist(rates_after, bins=bins, alpha=0.8, label=f"kept ({len(rates_after)} prompts)", color="#2a7ab9")
+    ax.set_xlabel(f"per-prompt pass rate (successes / {k})")
+    ax.set_ylabel("prompts")
+    ax.set_title("Pass rate per prompt, before and after the filter")
+    ax.legend()
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp.png")
+    fig.savefig(tmp, dpi=110)
+    plt.close(fig)
+    os.replace(tmp, path)
+
+
+def steps_for(spec, run_dir: Path, rows: int) -> int | None:
+    """Optimiser steps the rendered config would make on ``rows`` prompts (the renderer's own values)."""
+    from finetune import render
+
+    try:
+        plan = render.build_plan(spec, run_dir, preview=True)
+        return render._run_length(plan.kwargs, plan.topology, rows).optimiser_steps
+    except (UserError, CheckFailed):
+        return None  # the spec does not render for its target: the report says so
+
+
+def report_md(s: dict[str, Any]) -> str:
+    def pct(x):
+        return "n/a" if x is None else f"{x:.2f}"
+
+    hist = "\n".join(f"| {c}/{s['k']} | {s['histogram_before'].get(str(c), 0)} | {s['histogram_after'].get(str(c), 0)} |"
+                     for c in range(s["k"] + 1))
+    steps = lambda n: "n/a (the spec does not render)" if n is None else str(n)  # noqa: E731
+    return f"""# Difficulty filter: {s['spec_name']}
+
+Sampled **k = {s['k']}** completions for each of {s['assessed']} prompts (of {s['source_rows']} in
+`{s['source']}`) with the spec's generation settings (temperature {s['temperature']:g}, seed {s['seed']}),
+scored with the gated `rewards.py`. Kept the prompts whose pass rate is in **[{s['keep'][0]:g}, {s['keep'][1]:g}]**:
+**{s['kept']} kept**, {s['dropped_never']} never solved (0/{s['k']}), {s['dropped_always']} always solved
+({s['k']}/{s['k']}), {s['dropped_other']} outside the range otherwise{s['unassessed_note']}.
+
+| | before | after |
+|---|---:|---:|
+| prompts | {s['assessed']} | {s['kept']} |
+| mean pass rate | {pct(s['mean_before'])} | {pct(s['mean_after'])} |
+| predicted `frac_reward_zero_std` (groups of {s['num_generations']}) | **{pct(s['predicted_zero_std_before'])}** | **{pct(s['predicted_zero_std_after'])}** |
+| optimiser steps (rendered config) | {steps(s['steps_before'])} | {steps(s['steps_after'])} |
+
+`frac_reward_zero_std` is predicted as Phase 1 predicts it: mean over prompts of p^G + (1 − p)^G with
+p the measured pass rate and G = num_generations (binary success). TRL logs the measured value.
+
+| successes | prompts before | prompts after |
+|---|---:|---:|
+{hist}
+
+![pass rates]({Path(HISTOGRAM).name})
+
+Files: `{s['filtered']}` (sha256 `{s['filtered_sha256'][:16]}…`), `{PASS_RATES}`. The spec's
+`dataset.filter` names the filtered file; the gate record binds it, so train.py trains on exactly it.
+"""
+
+
+# ------------------------------------------------------------------------------------- the stage
+
+
+def _bind(spec_path: Path, run_dir: Path, section: dict[str, Any], record: dict[str, Any]) -> None:
+    """Write ``dataset.filter`` into the spec (original kept once as spec.yaml.orig) and re-bind the gate."""
+    import yaml
+
+    from finetune.hashing import bound_hashes
+    from finetune.inspect.gate import write_gate_record
+    from finetune.spec import load_spec
+
+    original = spec_path.read_text(encoding="utf-8")
+    data = yaml.safe_load(original)
+    data["dataset"]["filter"] = section
+    keep = spec_path.with_name(spec_path.name + ".orig")
+    if not keep.exists():
+        atomic.write_text(keep, original)
+    atomic.write_text(spec_path, yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
+    spec = load_spec(spec_path)
+    record = dict(record)
+    record["hashes"] = bound_hashes(run_dir, spec.reward_section(), **spec.filter_binding())
+    record["dataset_filter"] = section
+    write_gate_record(run_dir, record)
+
+
+def run_filter(spec_path: Path, run_dir: Path, *, k: int = DEFAULT_K, max_prompts: int | None = None,
+               keep: tuple[float, float] = DEFAULT_KEEP, device: str | None = None, backend: str = "auto",
+               console=None) -> dict[str, Any]:
+    """Sample, score, filter, report and bind; returns the summary written into the report."""
+    from finetune.inspect.gate import verify_gate
+    from finetune.inspect.sample import load_rows
+    from finetune.spec import load_spec
+
+    spec = load_spec(spec_path)
+    if k < 2:
+        raise UserError(f"--k {k}: a pass rate needs at least 2 samples", where="--k", fix="use --k 4 or more")
+    check = verify_gate(run_dir, spec)
+    if not check.ok:
+        raise CheckFailed(f"refusing to filter: the pass rates must come from the gated rewards, and {check.reason}")
+    source = spec.resolve_path(spec.dataset.path)
+    fmt = _data_format(spec, source)
+    rows = load_rows(spec)
+    indices = list(range(len(rows) if max_prompts is None else min(max_prompts, len(rows))))
+    keys = {i: prompt_key(rows[i][spec.dataset.prompt_column]) for i in indices}
+    digest = settings_digest(spec, k, check.record.get("hashes") or {})
+    out = run_dir / PASS_RATES
+    out.parent.mkdir(parents=True, exist_ok=True)
+    done, stale = load_done(out, digest, keys)
+    if stale:
+        if console is not None:
+            console.print(f"{PASS_RATES} was written under other settings (model, generation, k or rewards): "
+                          "sampling every prompt again")
+        out.unlink()
+    todo = [i for i in indices if i not in done]
+    if console is not None and done:
+        console.print(f"resuming: {len(done)} of {len(indices)} prompts already have pass rates")
+    if todo:
+        _sample_and_score(spec, run_dir, rows, todo, k, digest, out, device=device, backend=backend, console=console)
+        done, _ = load_done(out, digest, keys)
+    missing = [i for i in indices if i not in done]
+    if missing:  # pragma: no cover - every prompt sampled above was appended
+        raise CheckFailed(f"{len(missing)} prompt(s) have no pass rate in {out}")
+    return _finish(spec, spec_path, run_dir, rows, indices, done, k, keep, fmt, source, check.record, console)
+
+
+def _finish(spec, spec_path, run_dir, rows, indices, done, k, keep, fmt, source, record, console) -> dict[str, Any]:
+    rates = {i: done[i]["successes"] / k for i in indices}
+    kept = [i for i in indices if keep[0] - 1e-12 <= rates[i] <= keep[1] + 1e-12]
+    if not kept:
+        raise CheckFailed(f"no prompt has a pass rate in [{keep[0]:g}, {keep[1]:g}]; nothing to train on "
+                          f"(see {run_dir / PASS_RATES})")
+    filtered = write_filtered(spec, source, fmt, rows, kept, run_dir)
+    g = spec.training.num_generations
+    before, after = [rates[i] for i in indices], [rates[i] for i in kept]
+    count = lambda rs: {str(c): sum(round(r * k) == c for r in rs) for c in range(k + 1)}  # noqa: E731
+    section = {"path": os.path.relpath(filtered, spec_path.parent), "source": spec.dataset.path, "k": k,
+               "keep": [keep[0], keep[1]], "max_prompts": len(indices), "rows": len(kept),
+               "pass_rates": os.path.relpath(run_dir / PASS_RATES, spec_path.parent),
+               "sha256": sha256_file(filtered), "source_rows": len(rows),
+               "predicted_frac_reward_zero_std": [round(predicted_zero_std(before, g), 4),
+                                                  round(predicted_zero_std(after, g), 4)]}
+    summary = {
+        "spec_name": spec.name, "k": k, "keep": list(keep), "source": spec.dataset.path, "source_rows": len(rows),
+        "assessed": len(indices), "kept": len(kept), "temperature": spec.generation.temperature,
+        "seed": spec.training.seed, "num_generations": g,
+        "dropped_never": sum(rates[i] == 0 for i in indices), "dropped_always": sum(rates[i] == 1 for i in indices),
+        "unassessed_note": (f"; the {len(rows) - len(indices)} prompts past --max-prompts are not in the filtered "
+                            "file" if len(indices) < len(rows) else ""),
+        "mean_before": sum(before) / len(before), "mean_after": sum(after) / len(after),
+        "predicted_zero_std_before": predicted_zero_std(before, g), "predicted_zero_std_after": predicted_zero_std(after, g),
+        "steps_before": steps_for(spec, run_dir, len(rows)), "steps_after": steps_for(spec, run_dir, len(kept)),
+        "histogram_before": count(before), "histogram_after": count(after),
+        "filtered": str(filtered.relative_to(run_dir)), "filtered_sha256": section["sha256"],
+        "kept_rows": kept,
+    }
+    kept_set = set(kept)
+    summary["dropped_other"] = sum(i not in kept_set and 0 < rates[i] < 1 for i in indices)
+    histogram(before, after, k, run_dir / HISTOGRAM)
+    atomic.write_text(run_dir / FILTER_REPORT, report_md(summary))
+    atomic.write_json(run_dir / "data/filter_summary.json", summary)
+    _bind(spec_path, run_dir, section, record)
+    return summary
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="verb", metavar="<verb>", required=True, parser_class=type(parser))
+    p = sub.add_parser("filter", help="keep the prompts whose pass rate (k samples, gated rewards) is in LO-HI")
+    p.add_argument("spec", help="run spec (spec.yaml) or run directory")
+    p.add_argument("-o", "--out", help="run directory (default: the spec's folder)")
+    p.add_argument("--k", type=int, default=DEFAULT_K, help=f"completions per prompt (default {DEFAULT_K})")
+    p.add_argument("--max-prompts", type=int, default=None, help="assess only the first N prompts")
+    p.add_argument("--keep", default=f"{DEFAULT_KEEP[0]:g}-{DEFAULT_KEEP[1]:g}",
+                   help="pass-rate range kept, inclusive (default 0.1-0.9: drops 0/k and k/k for k ≤ 9)")
+    p.add_argument("--device", default=None, help="torch device (default: cuda if available, else cpu)")
+    p.add_argument("--backend", choices=["auto", "transformers", "vllm"], default="auto")
+
+
+def run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    spec_path, run_dir = rundir.resolve(args.spec, args.out)
+    if spec_path is None:
+        raise UserError(f"no {rundir.SPEC} in {args.spec}", fix="pass the run spec")
+    if args.max_prompts is not None and args.max_prompts < 1:
+        raise UserError("--max-prompts must be at least 1", where="--max-prompts", fix="e.g. --max-prompts 500")
+    console = Console(stderr=True)
+    s = run_filter(Path(spec_path), Path(run_dir), k=args.k, max_prompts=args.max_prompts, keep=parse_keep(args.keep),
+                   device=args.device, backend=args.backend, console=console)
+    print(f"kept {s['kept']} of {s['assessed']} prompts ({s['dropped_never']} never solved, {s['dropped_always']} "
+          f"always solved); predicted frac_reward_zero_std {s['predicted_zero_std_before']:.2f} -> "
+          f"{s['predicted_zero_std_after']:.2f}; wrote {s['filtered']}, {PASS_RATES}, {FILTER_REPORT}")
+    return 0

@@ -1,0 +1,120 @@
+"""`finetune data filter` on the demo's toy task (its PASS run, its warmed-up tiny model), on CPU, k = 4.
+
+The kept / dropped prompts are checked against an independent re-score of the very completions the
+filter sampled (the demo's checker, written apart from the reward templates); a run killed mid-way
+resumes without re-sampling the prompts it finished; a reward edited after the gate makes it refuse.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+pytestmark = pytest.mark.slow
+K = 4
+
+
+def _pass_run(demo_run, tmp: Path) -> Path:
+    """A private copy of the demo's PASS run directory (its model and data shared read-only)."""
+    for name in ("model", "data"):
+        (tmp / name).symlink_to(demo_run.out / name)
+    shutil.copytree(demo_run.out / "pass", tmp / "pass", ignore=shutil.ignore_patterns("train", "config", "diagnosis"))
+    return tmp / "pass" / "spec.yaml"
+
+
+def _args(spec: Path, *extra: str) -> list[str]:
+    return ["data", "filter", str(spec), "--k", str(K), "--device", "cpu", "--backend", "transformers", *extra]
+
+
+def _lines(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def test_filter_drops_exactly_the_0_of_k_and_k_of_k_prompts(demo_run, tmp_path, cli):
+    from finetune.demo_checker import check
+    from finetune.inspect.gate import verify_gate
+    from finetune.spec import load_spec
+
+    spec_path = _pass_run(demo_run, tmp_path)
+    run = spec_path.parent
+    r = cli(*_args(spec_path, "--max-prompts", "24"))
+    assert r.code == 0, r
+    source = [json.loads(x) for x in (tmp_path / "data" / "train.jsonl").read_text().splitlines() if x.strip()]
+    rates = _lines(run / "data" / "pass_rates.jsonl")
+    assert sorted(e["row"] for e in rates) == list(range(24)) and all(e["k"] == K for e in rates)
+    # independent re-score of the completions the filter sampled
+    independent = {e["row"]: sum(check(source[e["row"]]["prompt"], c, source[e["row"]].get("answer")).accept
+                                 for c in e["completions"]) for e in rates}
+    assert independent == {e["row"]: e["successes"] for e in rates}
+    mixed = [row for row in range(24) if 0 < independent[row] < K]
+    assert 0 < len(mixed) < 24, independent  # the toy task has both kinds of prompt to drop
+    filtered = _lines(run / "data" / "filtered.jsonl")
+    assert filtered == [source[row] for row in mixed]  # same rows, same columns, same order
+
+    spec = load_spec(spec_path)
+    assert spec.dataset.filter.rows == len(mixed) and spec.dataset.filter.k == K
+    assert spec.training_data_path() == (run / "data" / "filtered.jsonl").resolve()
+    check_ = verify_gate(run, spec)
+    assert check_.ok, check_.reason  # the gate record now binds the filter and the filtered file
+    report = (run / "data" / "filter_report.md").read_text()
+    assert "predicted `frac_reward_zero_std`" in report and (run / "data" / "filter_pass_rates.png").stat().st_size > 0
+    summary = json.loads((run / "data" / "filter_summary.json").read_text())
+    assert summary["predicted_zero_std_after"] < summary["predicted_zero_std_before"]
+
+    # train.py trains on exactly the filtered file; editing it voids the gate
+    assert cli("config", "render", spec_path).code == 0
+    train_py = (run / "config" / "train.py").read_text()
+    assert "data/filtered.jsonl" in train_py
+    brief = (run / "config" / "BRIEF.md").read_text()
+    before, after = spec.dataset.filter.predicted_frac_reward_zero_std
+    assert "## Difficulty filter" in brief and f"| predicted `frac_reward_zero_std` | {before:g} | {after:g} |" in brief
+    assert f"| prompts | {len(source)} | {len(mixed)} |" in brief
+    print(report, brief[brief.index("## Difficulty filter"):brief.index("## Memory fit")])
+    with open(run / "data" / "filtered.jsonl", "a") as fh:
+        fh.write(json.dumps(source[0]) + "\n")
+    assert not verify_gate(run, load_spec(spec_path)).ok
+
+
+def test_a_killed_filter_resumes_without_resampling(demo_run, tmp_path, cli):
+    spec_path = _pass_run(demo_run, tmp_path)
+    rates = spec_path.parent / "data" / "pass_rates.jsonl"
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    proc = subprocess.Popen([sys.executable, "-m", "finetune", *_args(spec_path, "--max-prompts", "32")], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 300
+        while not rates.is_file() or rates.read_text().count("\n") < 8:
+            assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    before = rates.read_text()
+    whole = before[: before.rfind("\n") + 1]
+    assert 8 <= whole.count("\n") < 32 and not (spec_path.parent / "data" / "filtered.jsonl").exists()
+    r = cli(*_args(spec_path, "--max-prompts", "32"))
+    assert r.code == 0, r
+    after = rates.read_text()
+    assert after.startswith(whole)  # finished prompts kept as they were: not sampled again
+    rows = [e["row"] for e in _lines(rates)]
+    assert sorted(rows) == list(range(32))  # each prompt exactly once
+
+
+def test_rewards_edited_after_the_gate_refuse(demo_run, tmp_path, cli):
+    spec_path = _pass_run(demo_run, tmp_path)
+    run = spec_path.parent
+    with open(run / "rewards.py", "a") as fh:
+        fh.write("\n# edited after the gate\n")
+    r = cli(*_args(spec_path))
+    assert r.code == 1 and "refusing to filter" in r.err and "rewards.py" in r.err, r
+    assert not (run / "data").exists() and "filter" not in yaml.safe_load(spec_path.read_text())["dataset"]
