@@ -93,7 +93,9 @@ def test_verdict_note_with_line_separator_keeps_the_run_usable(tmp_path):
 
     run = tmp_path / "run"
     run.mkdir()
-    jsonio.write_jsonl(run / "scored.jsonl", [{"id": "p0", "prompt": "q", "completion": "c\u0085d", "columns": {}}])
+    jsonio.write_jsonl(run / "scored.jsonl", [{
+        "id": "p0", "row": 0, "prompt": "q", "completion": "c\u0085d", "columns": {}, "rewards": {"r": 1.0},
+        "passes": {"r": True}, "all_pass": True, "success": True, "total": 1.0}])
     V.record_verdicts(run, [V.Verdict(id="p0", accept=True, note="a\u2028b\u0085c", reader="human")])
     V.record_verdicts(run, [V.Verdict(id="p0", accept=False, note="again\u2029", reader="human")])
     got = V.load_verdicts(run)

@@ -14,6 +14,7 @@ import pytest
 from finetune import lint
 
 GRPO_SKILL = Path("skills/grpo-rlvr-training/SKILL.md")
+GRPO_RECIPE = Path("references/grpo-recipe.md")  # the generated GRPOConfig block the GRPO skill links
 FINDING_RE = re.compile(r"^(?P<path>[^:\n]+):(?P<line>\d+): (?P<msg>.+)$")
 COPIED = (".claude-plugin", "skills", "agents", "commands", "references", "scripts", "README.md", "LICENSE")
 
@@ -199,10 +200,10 @@ def test_broken_plugin_root_path(cli, plugin):
 def test_unknown_grpo_config_kwarg(cli, plugin):
     import trl
 
-    skill = plugin / GRPO_SKILL
+    skill = plugin / GRPO_RECIPE
     # the recipe block is generated; plant the typo wherever its num_generations keyword sits
     skill.write_text(re.sub(r"\bnum_generations=", "num_generation=", skill.read_text(), count=1))
-    assert_planted(cli, plugin, str(GRPO_SKILL),
+    assert_planted(cli, plugin, str(GRPO_RECIPE),
                    f"GRPOConfig has no field 'num_generation' in TRL {trl.__version__}; did you mean "
                    "'num_generations'?", line=line_of(skill, "num_generation="))
 
@@ -232,9 +233,9 @@ def test_unknown_trainer_kwarg(cli, plugin):
 
 
 def test_python_block_syntax_error(cli, plugin):
-    skill = plugin / GRPO_SKILL
+    skill = plugin / GRPO_RECIPE
     skill.write_text(skill.read_text().replace("trainer.train()", "trainer.train(", 1))
-    assert_planted(cli, plugin, str(GRPO_SKILL), "python block does not compile")
+    assert_planted(cli, plugin, str(GRPO_RECIPE), "python block does not compile")
 
 
 def test_syntax_error_line_points_into_the_block(cli, plugin):
@@ -289,6 +290,15 @@ def test_command_rules_match_the_calls_as_written(cli, plugin, baseline):
     assert_planted(cli, plugin, "commands/unquoted.md", "matches no command the body runs")
     assert_planted(cli, plugin, "commands/task.md", "the subagent tool is 'Agent'")
     assert not [f for f in new_findings(cli, plugin, baseline) if f[0] == "commands/quoted.md"]
+
+
+def test_citations_ship_and_long_references_have_a_toc(cli, plugin):
+    ref = plugin / "references" / "run-spec.md"
+    ref.write_text(ref.read_text().replace("<!-- generated:toc:start -->", "<!-- toc was here -->")
+                   + "\nFigures: ../shared/reference/memory-figures.md\n")
+    assert_planted(cli, plugin, "references/run-spec.md", "no table of contents at the top", line=1)
+    assert_planted(cli, plugin, "references/run-spec.md", "'../shared/reference/memory-figures.md', which does not "
+                   "ship with the plugin", line=line_of(ref, "Figures: ../shared"))
 
 
 def test_links_inside_code_blocks_are_not_links(cli, plugin, baseline):

@@ -90,8 +90,9 @@ def test_skills_present_and_frontmatter_minimal(repo_root):
 
 
 def recipe_block(repo_root: Path) -> str:
-    text = (repo_root / "skills" / "grpo-rlvr-training" / "SKILL.md").read_text()
-    region = text.split("<!-- generated:grpo-recipe:start -->", 1)[1].split("<!-- generated:grpo-recipe:end -->")[0]
+    region = (repo_root / "references" / "grpo-recipe.md").read_text()
+    skill = (repo_root / "skills" / "grpo-rlvr-training" / "SKILL.md").read_text()
+    assert "](../../references/grpo-recipe.md)" in skill and "GRPOConfig(" not in skill  # linked, not copied
     blocks = [b for b in lint.code_blocks(region) if b.lang == "python"]
     assert len(blocks) == 1
     return blocks[0].text

@@ -8,21 +8,25 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import tempfile
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable
 
 
 def write_bytes(path: str | Path, data: bytes, mode: int | None = None) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    # the pid in the name lets the next run tell a crashed writer's temp file from a live one (commit.recover)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
+        if os.environ.get("FINETUNE_TEST_CRASH_AT"):  # tests only: die with the temp file written
+            from finetune.commit import crash_point
+
+            crash_point(f"write:{path.name}")
         if mode is not None:
             os.chmod(tmp, mode)
         os.replace(tmp, path)
@@ -51,23 +55,11 @@ def write_jsonl(path: str | Path, rows: Iterable[Any]) -> Path:
     return jsonio.write_jsonl(path, rows)
 
 
-@contextlib.contextmanager
-def staged_dir(target: str | Path) -> Iterator[Path]:
-    """Yield a temp folder beside ``target``; on success its files are moved into ``target``.
+def staged_dir(target: str | Path):
+    """A stage folder inside ``target``'s parent, switched in as a whole (:func:`finetune.commit.staged_dir`).
 
-    Used for stages that write several files (config/): either all of them land or none.
-    Files already in ``target`` that the stage does not write are left untouched.
+    Files already in ``target`` that the stage does not write are carried over.
     """
-    target = Path(target)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
-    try:
-        yield tmp
-        target.mkdir(parents=True, exist_ok=True)
-        for src in sorted(tmp.rglob("*")):
-            if src.is_file():
-                dst = target / src.relative_to(tmp)
-                dst.parent.mkdir(parents=True, exist_ok=True)
-                os.replace(src, dst)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    from finetune import commit
+
+    return commit.staged_dir(target)

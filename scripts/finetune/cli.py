@@ -9,7 +9,9 @@ exposes ``add_arguments(parser)`` (which may add its own verbs as sub-parsers) a
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
+import os
 import sys
 
 from finetune import __version__
@@ -48,6 +50,44 @@ def build_parser(group: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+_OS_ERRORS = {  # errno → (what happened, how to fix it)
+    errno.EACCES: ("permission denied", "check the permissions of the file or its folder"),
+    errno.EPERM: ("operation not permitted", "check the permissions of the file or its folder"),
+    errno.EROFS: ("read-only file system", "write the run directory somewhere writable (-o DIR)"),
+    errno.EISDIR: ("is a directory, not a file", "name the file itself"),
+    errno.ENOTDIR: ("a part of the path is a file, not a directory", "check the path"),
+    errno.EEXIST: ("already exists", "choose another name, or remove it first"),
+    errno.ENOENT: ("no such file or directory", "check the path"),
+    errno.ENOSPC: ("no space left on the device", "free some disk space and run the command again"),
+    errno.EDQUOT: ("disk quota exceeded", "free some space and run the command again"),
+    errno.ENAMETOOLONG: ("file name too long", "use a shorter path"),
+    errno.ELOOP: ("too many levels of symbolic links", "check the symlinks in the path"),
+}
+
+
+def environment_error(exc: BaseException) -> UserError:
+    """One line for an OSError / decode error / closed stdin that no stage turned into a UserError."""
+    if isinstance(exc, EOFError):
+        return UserError("standard input closed before the command finished reading it", where="stdin",
+                         fix="run it in a terminal, or use the md/html review and `inspect verdict --file`")
+    if isinstance(exc, UnicodeDecodeError):
+        return UserError(f"a file is not UTF-8 text ({exc.reason} at byte {exc.start})", fix="save the file as UTF-8")
+    if isinstance(exc, UnicodeError):
+        return UserError(f"text that cannot be written as UTF-8 ({getattr(exc, 'reason', exc)})",
+                         fix="remove unpaired surrogates / undecodable characters from the input")
+    what, fix = _OS_ERRORS.get(getattr(exc, "errno", None) or -1, (exc.strerror or str(exc) or "I/O error",
+                                                                   "check the path and the disk"))
+    paths = [str(p) for p in (getattr(exc, "filename", None), getattr(exc, "filename2", None)) if p]
+    return UserError(what, where=" → ".join(paths) or None, fix=fix)
+
+
+def _broken_pipe() -> int:
+    # `finetune memory spec.yaml | head`: the reader left; files were already written atomically.
+    # Point stdout at devnull so the interpreter's own flush at exit does not raise again.
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     group = next((a for a in argv if not a.startswith("-")), None)
@@ -65,6 +105,13 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as exc:
         print(f"error: {exc.line()}", file=sys.stderr)
         return 2
+    except (OSError, UnicodeError, EOFError) as exc:
+        if isinstance(exc, BrokenPipeError):
+            return _broken_pipe()
+        # The one guard: the file system and the terminal are inputs too. Every verb gets one line and exit 2
+        # (writes are atomic, so nothing half-written is left), never a traceback.
+        print(f"error: {environment_error(exc).line()}", file=sys.stderr)
+        return 2
     except CheckFailed as exc:
         if str(exc):
             print(f"FAILED: {exc}", file=sys.stderr)
@@ -72,13 +119,6 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
-    except BrokenPipeError:
-        # `finetune memory spec.yaml | head`: the reader left; files were already written atomically.
-        # Point stdout at devnull so the interpreter's own flush at exit does not raise again.
-        import os
-
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 0
 
 
 if __name__ == "__main__":

@@ -42,6 +42,7 @@ from typing import Any, Callable
 
 from finetune import atomic, jsonio, rundir
 from finetune.errors import CheckFailed, UserError
+from finetune.types import count
 
 DATA = Path(__file__).parent / "data" / "demo"
 MARKER = "DEMO_RUN.json"
@@ -704,9 +705,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--reader", choices=["auto", "checker", "terminal"], default="auto",
                         help="who reads the samples: you in a terminal review, or the demo's independent checker "
                              "(auto: on a terminal it asks, defaulting to you; otherwise the checker)")
-    parser.add_argument("--seeds", type=int, default=len(DEFAULT_SEEDS), metavar="N",
+    parser.add_argument("--seeds", type=count(1, 64), default=len(DEFAULT_SEEDS), metavar="N",
                         help=f"GRPO seeds for the before/after measurement (default {len(DEFAULT_SEEDS)})")
-    parser.add_argument("--steps", type=int, default=DEMO_STEPS, help=f"GRPO steps per seed (default {DEMO_STEPS})")
+    parser.add_argument("--steps", type=count(1, 100000), default=DEMO_STEPS, help=f"GRPO steps per seed (default {DEMO_STEPS})")
 
 
 def run(args: argparse.Namespace) -> int:

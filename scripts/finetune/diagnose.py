@@ -41,13 +41,9 @@ TRUNCATION = "truncation"
 FLAT_REWARD = "flat_reward"
 KL_BLOWUP = "kl_blowup"
 NAN = "nan"
-SYMPTOMS = (ENTROPY_COLLAPSE, LENGTH_DRIFT, MOE_WITHOUT_GSPO, ZERO_VARIANCE, TRUNCATION, FLAT_REWARD,
-            KL_BLOWUP, NAN)
+REWARD_HACKING = "reward_hacking"
 
-# Which symptom's change is recommended when several show: a structural requirement first (MoE), then
-# a broken run (NaN: nothing else can be trusted), then the variant symptoms, then run health.
-PRIORITY = (MOE_WITHOUT_GSPO, NAN, ENTROPY_COLLAPSE, LENGTH_DRIFT, KL_BLOWUP, TRUNCATION, ZERO_VARIANCE,
-            FLAT_REWARD)
+
 
 PAPERS: dict[str, dict[str, str]] = {
     "dapo": {
@@ -102,6 +98,66 @@ CLIPPED_MAJORITY = 0.5  # median completions/clipped_ratio above this: most comp
 FLAT_GAIN = 0.05  # reward not rising (no significant upward trend, gain under 5% of its scale): flat
 KL_LIMIT = 1.0  # nats per token (TRL logs the mean per-token k3 estimate); healthy runs stay far below
 WINDOW_FRACTION = 0.2  # start/end levels are medians over the first/last 20% of the points (>= 3)
+BASELINE_POINTS = 3  # length drift is measured from the median of the first logged steps: a drift in the
+#                      first 20% of the run would otherwise hide inside the start window
+CAP_REACHED = 0.9  # a mean length at >= 90% of max_completion_length has climbed to the cap
+UNKNOWN_SETTING = "unknown (no config found)"
+
+
+@dataclass(frozen=True)
+class Detector:
+    """One symptom: the single entry from which the checks, the report, the priority and the docs derive.
+
+    The variant a symptom licenses is not kept here: it lives once, in finetune.variants.VARIANT_SYMPTOM.
+    """
+
+    name: str
+    method: str  # the Diagnoser method that runs it
+    remedy: str  # what the recommendation does when this symptom is the one addressed
+    doc: str  # one line: what the detector reads and when it fires
+
+
+# In priority order: when several symptoms show, the first one's change is recommended — a structural
+# requirement first (MoE), then a broken run (NaN: nothing else can be trusted), then a reward that pays
+# for the wrong thing (no variant fixes that: the reward goes back to Phase 1), then the variant
+# symptoms, then run health.
+DETECTORS: tuple[Detector, ...] = (
+    Detector(MOE_WITHOUT_GSPO, "moe", "switch the variant (GSPO is required for MoE)",
+             "the model routes tokens to experts and the run uses token-level importance ratios"),
+    Detector(NAN, "nan", "find the first non-finite metric and fix it before reading anything else",
+             "any logged value is NaN or inf"),
+    Detector(REWARD_HACKING, "reward_hacking", "fix the reward that carries the rise and take it back through "
+             "Phase 1; never a variant",
+             f"the total reward (or a non-correctness reward) rises significantly (p < {P_SIGNIFICANT}, gain ≥ "
+             f"{FLAT_GAIN:.0%} of its scale) while every correctness reward stays flat or falls; names the reward "
+             "carrying the rise"),
+    Detector(ENTROPY_COLLAPSE, "entropy_collapse", "switch the variant",
+             f"token entropy loses at least {ENTROPY_DROP:.0%} of its starting level and the reward plateaus after "
+             "the fall"),
+    Detector(LENGTH_DRIFT, "length_drift", "switch the variant",
+             f"completion length rises by at least {LENGTH_RISE:.0%} from the median of the first "
+             f"{BASELINE_POINTS} logged steps (significant trend; a climb to max_completion_length counts) while "
+             "correctness does not rise"),
+    Detector(KL_BLOWUP, "kl_blowup", "back to the base learning rate, else read completions for a hack",
+             f"the 3-point running median of the KL to the reference passes {KL_LIMIT:g} nat/token"),
+    Detector(TRUNCATION, "truncation", "raise max_completion_length (after checking memory)",
+             f"in the second half a median of more than {CLIPPED_MAJORITY:.0%} of the completions hit the length cap"),
+    Detector(ZERO_VARIANCE, "zero_variance", "more completions per prompt, or filter the prompts",
+             f"in the second half a median of more than {ZERO_STD_MAJORITY:.0%} of the groups give every completion "
+             "the same reward (no gradient)"),
+    Detector(FLAT_REWARD, "flat_reward", "no config change: re-check base success and the reward",
+             f"the total reward has no significant upward trend and gains under {FLAT_GAIN:.0%} of its scale"),
+)
+SYMPTOMS = tuple(d.name for d in DETECTORS)
+PRIORITY = SYMPTOMS
+DETECTOR = {d.name: d for d in DETECTORS}
+
+
+def symptom_variant() -> dict[str, str]:
+    """symptom → the variant it licenses, inverted from finetune.variants.VARIANT_SYMPTOM (kept once there)."""
+    from finetune.variants import VARIANT_SYMPTOM
+
+    return {symptom: variant for variant, symptom in VARIANT_SYMPTOM.items()}
 
 # TRL 1.16 log keys (../shared/reference/trl-1.16.md)
 K_REWARD = "reward"
@@ -444,7 +500,8 @@ def load_context(run: Path, log_file: Path, spec_path: Optional[Path] = None,
                              "unknown, so the recommended change is shown against the base GRPO recipe")
 
     # reward roles: the spec > rewards.py's REWARD_META > --correctness; only names the logs carry count
-    meta_path = ctx.run_dir / rundir.REWARDS
+    meta_path = next((p for p in (ctx.run_dir / rundir.REWARDS, log_file.parent / rundir.REWARDS) if p.is_file()),
+                     ctx.run_dir / rundir.REWARDS)
     meta = _reward_meta_from_rewards_py(meta_path) if meta_path.is_file() else None
     for m in meta or []:
         for src, dst in (("max", ctx.maxima), ("min", ctx.minima)):
@@ -719,15 +776,20 @@ class Diagnoser:
         if not (self.enough(length) and self.enough(reward)):
             return Finding(LENGTH_DRIFT, "not_evaluated", f"fewer than {MIN_POINTS} logged lengths / rewards")
         lt = trend(length)
-        rise = lt["end"] / lt["start"] - 1 if lt["start"] > 0 else math.inf
+        f = length.finite()
+        baseline = _median(f.values[:BASELINE_POINTS])
+        lt["start"] = baseline  # from the first logged steps: an early drift is still a drift
+        rise = lt["end"] / baseline - 1 if baseline > 0 else math.inf
         corr = _correlation(length, reward)
-        ev = {"length_trend": lt, "length_rise": rise, "length_vs_reward": corr}
+        cap = self.ctx.config.get("max_completion_length")
+        at_cap = bool(cap) and lt["end"] >= CAP_REACHED * float(cap) and baseline < CAP_REACHED * float(cap)
+        ev = {"length_trend": lt, "length_rise": rise, "baseline_points": BASELINE_POINTS,
+              "length_vs_reward": corr, "max_completion_length": cap if cap else UNKNOWN_SETTING,
+              "climbed_to_cap": at_cap}
         if not (rises(lt) and rise >= LENGTH_RISE):
-            return Finding(LENGTH_DRIFT, "clear", f"completion length {lt['start']:.3g} → {lt['end']:.3g} "
-                           f"({rise:+.0%}; drift needs ≥ +{LENGTH_RISE:.0%} with a significant trend)", ev)
-        if not (corr["spearman_rho"] >= LENGTH_REWARD_RHO and corr["p_value"] < P_SIGNIFICANT):
-            return Finding(LENGTH_DRIFT, "clear", f"length rose but does not track the reward (rho "
-                           f"{corr['spearman_rho']:.2f})", ev)
+            return Finding(LENGTH_DRIFT, "clear", f"completion length {baseline:.3g} (first {BASELINE_POINTS} "
+                           f"steps) → {lt['end']:.3g} ({rise:+.0%}; drift needs ≥ +{LENGTH_RISE:.0%} with a "
+                           "significant trend)", ev)
         correct = self.correctness_series()
         if correct is None:
             self.caveats.append("length rises with the reward, but no reward is known to be the correctness "
@@ -741,13 +803,57 @@ class Diagnoser:
                            f"(rho {ct['spearman_rho']:.2f}): longer answers are better answers", ev)
         # the window: from the start to where the length reached 90% of its rise
         target = lt["start"] + 0.9 * (lt["end"] - lt["start"])
-        f = length.finite()
         reached = next((s for s, v in zip(f.steps, f.values) if v >= target), f.steps[-1])
+        ev["reached_step"] = reached
+        tracks = (f", tracking the reward (rho {corr['spearman_rho']:.2f})"
+                  if corr["spearman_rho"] >= LENGTH_REWARD_RHO and corr["p_value"] < P_SIGNIFICANT else "")
+        capped = f", up to the cap max_completion_length={cap}" if at_cap else ""
         return Finding(LENGTH_DRIFT, "symptom",
-                       f"completion length rose {rise:.0%} ({lt['start']:.3g} → {lt['end']:.3g} tokens, rho "
-                       f"{lt['spearman_rho']:.2f}) tracking the reward (rho {corr['spearman_rho']:.2f}) while "
-                       f"{correct.key} stayed flat ({ct['start']:.3g} → {ct['end']:.3g}, p {ct['p_value']:.2g})",
-                       ev, (f.steps[0], reached))
+                       f"completion length rose {rise:.0%} ({lt['start']:.3g} tokens over the first "
+                       f"{BASELINE_POINTS} steps → {lt['end']:.3g} by step {reached}{capped}, rho "
+                       f"{lt['spearman_rho']:.2f}){tracks} while {correct.key} stayed flat ({ct['start']:.3g} → "
+                       f"{ct['end']:.3g}, p {ct['p_value']:.2g})", ev, (f.steps[0], reached))
+
+    def reward_hacking(self) -> Finding:
+        """The total (or a non-correctness) reward rises while every correctness reward is flat or falls."""
+        total = self.logs.get(K_REWARD)
+        if not self.enough(total):
+            return Finding(REWARD_HACKING, "not_evaluated", f"fewer than {MIN_POINTS} logged rewards")
+        cor_keys = self.correctness_keys()
+        if not cor_keys:
+            self.caveats.append("no reward is known to be the correctness reward (spec / REWARD_META roles, or "
+                                "--correctness NAME), so a reward rising without correctness could not be checked")
+            return Finding(REWARD_HACKING, "not_evaluated", "no correctness reward identified")
+        ev: dict[str, Any] = {"correctness_trends": {k: trend(self.logs.get(k)) for k in cor_keys}}
+        rising_cor = [k for k, t in ev["correctness_trends"].items() if rises(t)]
+        carriers: dict[str, float] = {}  # reward name -> its weighted rise, as a share of the total's scale
+        for key in sorted(self.logs.series):
+            name = key.split("/")[1] if key.startswith("rewards/") and key.endswith("/mean") else None
+            if name is None or self.ctx.roles.get(name) == "correctness" or not self.enough(self.logs.get(key)):
+                continue
+            t = trend(self.logs.get(key))
+            ev.setdefault("other_trends", {})[key] = t
+            if rises(t) and (t["end"] - t["start"]) / self.reward_scale(key) >= FLAT_GAIN:
+                carriers[name] = self.ctx.weights.get(name, 1.0) * (t["end"] - t["start"]) / self.reward_scale(K_REWARD)
+        tt = trend(total)
+        gain = (tt["end"] - tt["start"]) / self.reward_scale(K_REWARD)
+        ev.update(reward_trend=tt, reward_gain_over_scale=gain, rising_rewards=carriers)
+        if not carriers and not (rises(tt) and gain >= FLAT_GAIN):
+            return Finding(REWARD_HACKING, "clear", "neither the total nor any non-correctness reward rises "
+                           "significantly", ev)
+        if rising_cor:
+            return Finding(REWARD_HACKING, "clear", f"the reward rises and so does {', '.join(rising_cor)}: "
+                           "learning, not hacking", ev)
+        carrier = max(carriers, key=carriers.get) if carriers else None
+        ev["carrier"] = carrier
+        ct = ev["correctness_trends"]
+        flat = "; ".join(f"{k} {t['start']:.3g} → {t['end']:.3g}" for k, t in ct.items())
+        what = (f"rewards/{carrier}/mean ({self.ctx.roles.get(carrier, 'role unknown')}) carries the rise"
+                if carrier else "no single reward carries it")
+        return Finding(REWARD_HACKING, "symptom",
+                       f"the total reward rose {tt['start']:.3g} → {tt['end']:.3g} ({gain:+.0%} of its scale, rho "
+                       f"{tt['spearman_rho']:.2f}) while every correctness reward stayed flat or fell ({flat}); "
+                       f"{what}", ev, (tt["first_step"], tt["last_step"]))
 
     def zero_variance(self) -> Finding:
         s = self.logs.get(K_ZERO_STD)
@@ -779,14 +885,24 @@ class Diagnoser:
             return Finding(TRUNCATION, "not_evaluated", f"fewer than {MIN_POINTS} logged {K_CLIPPED} values")
         half = _second_half(s)
         level = _median(half.values)
+        cap = self.ctx.config.get("max_completion_length")
         ev = {"median_second_half": level, "threshold": CLIPPED_MAJORITY, "trend": trend(s),
-              "max_completion_length": self.ctx.config.get("max_completion_length")}
+              "max_completion_length": cap if cap else UNKNOWN_SETTING}
         if level <= CLIPPED_MAJORITY:
             return Finding(TRUNCATION, "clear", f"median {level:.0%} of completions hit the length cap in the "
                            "second half", ev)
+        climbed = ""
+        length = self.logs.get(K_LENGTH)
+        if length is not None and len(length.finite()) >= BASELINE_POINTS:
+            lf = length.finite()
+            first, last = _median(lf.values[:BASELINE_POINTS]), _median(lf.values[-_window(len(lf)):])
+            if cap and first < CAP_REACHED * float(cap) <= last:
+                ev["length_climbed_from"] = first
+                climbed = (f"; the length climbed there from {first:.3g} tokens, so this is length drift plus "
+                           "truncation, not a cap that is simply too low")
         return Finding(TRUNCATION, "symptom", f"a median {level:.0%} of completions hit max_completion_length="
                        f"{ev['max_completion_length']} in the second half (trl#5697: a too-low cap zeroes the "
-                       "reward)", ev, (half.steps[0], half.steps[-1]))
+                       f"reward){climbed}", ev, (half.steps[0], half.steps[-1]))
 
     def flat_reward(self) -> Finding:
         s = self.logs.get(K_REWARD)
@@ -823,8 +939,7 @@ class Diagnoser:
                        f"(running-median max {ev['max_running_median']:.3g})", ev, (first, f.steps[-1]))
 
     def run_all(self) -> list[Finding]:
-        return [self.moe(), self.nan(), self.entropy_collapse(), self.length_drift(), self.kl_blowup(),
-                self.truncation(), self.zero_variance(), self.flat_reward()]
+        return [getattr(self, d.method)() for d in DETECTORS]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -880,7 +995,14 @@ def recommend(findings: list[Finding], config: dict[str, Any],
     if not shown:
         return current, None
     name = next(n for n in PRIORITY if n in shown)
-    variant = {ENTROPY_COLLAPSE: "dapo", LENGTH_DRIFT: "dr_grpo", MOE_WITHOUT_GSPO: "gspo"}.get(name)
+    if name == REWARD_HACKING:  # never a variant: the reward pays for the wrong thing
+        carrier = shown[name].evidence.get("carrier")
+        target = f"the reward `{carrier}`" if carrier else "the rewards (the total rises without correctness)"
+        return current, {"kind": "reward", "addresses": name, "reward": carrier, "variant": current, "kwargs": {},
+                         "action": f"fix {target} and take it back through Phase 1 (`finetune inspect sample / "
+                                   "score / review / gate`) on completions like the ones this run ends with; no "
+                                   "variant fixes a reward that pays for something other than correctness"}
+    variant = symptom_variant().get(name)
     if variant is not None:
         delta = variant_delta(config, variant)
         if variant != current or delta:
@@ -922,6 +1044,42 @@ def recommend(findings: list[Finding], config: dict[str, Any],
     return current, change
 
 
+def remedy_text(name: str) -> str:
+    """The detector's remedy, naming the variant when the symptom licenses one (from finetune.variants)."""
+    variant = symptom_variant().get(name)
+    remedy = DETECTOR[name].remedy
+    return f"{remedy}: {variant} ({PAPERS[variant]['paper']}, arXiv {PAPERS[variant]['arxiv']})" if variant else remedy
+
+
+def reference_doc() -> str:
+    """references/diagnosis.md: every diagnose symptom and every Phase 1 red flag, from their tables."""
+    from finetune.inspect.flags import RED_FLAGS
+
+    lines = ["# Diagnosis symptoms and Phase 1 red flags", "",
+             "<!-- Generated by `finetune docs` from finetune.diagnose.DETECTORS and finetune.inspect.flags."
+             "RED_FLAGS — do not edit; `finetune docs --check` fails CI on drift. -->", "",
+             "## `finetune diagnose` symptoms", "",
+             "When several symptoms show, the change for the first in this table (highest priority) is the one "
+             "recommended; each check in `diagnosis.json` carries its priority, remedy and this description.", "",
+             "| priority | symptom | fires when | remedy |", "|---|---|---|---|"]
+    for i, d in enumerate(DETECTORS, 1):
+        lines.append(f"| {i} | `{d.name}` | {d.doc} | {remedy_text(d.name)} |")
+    lines += ["", "Thresholds: " + ", ".join(f"{k} {v}" for k, v in _thresholds().items()) + ".", "",
+              "## Phase 1 red flags (`finetune inspect score`)", "",
+              "Each open flag blocks the gate until it is fixed or acknowledged with a reason "
+              "(`finetune inspect ack`).", "", "| flag | fires when | remedy |", "|---|---|---|"]
+    for name, flag in RED_FLAGS.items():
+        lines.append(f"| `{name}` | {flag.doc} | {flag.remedy} |")
+    return "\n".join(lines) + "\n"
+
+
+def _thresholds() -> dict[str, Any]:
+    return {"min_points": MIN_POINTS, "p_significant": P_SIGNIFICANT, "entropy_drop": ENTROPY_DROP,
+            "entropy_settled": ENTROPY_SETTLED, "length_rise": LENGTH_RISE, "baseline_points": BASELINE_POINTS,
+            "cap_reached": CAP_REACHED, "length_reward_rho": LENGTH_REWARD_RHO, "zero_std_majority": ZERO_STD_MAJORITY,
+            "clipped_majority": CLIPPED_MAJORITY, "flat_gain": FLAT_GAIN, "kl_limit": KL_LIMIT}
+
+
 # ----------------------------------------------------------------------------------------------
 # the whole diagnosis
 
@@ -955,6 +1113,9 @@ def diagnose(run: str | Path, *, spec: str | Path | None = None, model: str | No
                     f"{MIN_POINTS} needed for the trend tests)")
     elif change["kind"] == "variant":
         headline = f"switch to {variant}: {change['addresses']} (arXiv {change['arxiv']})"
+    elif change["kind"] == "reward":
+        fix = f"the reward {change['reward']}" if change["reward"] else "the rewards"
+        headline = f"stay on {stay}; reward_hacking: fix {fix} (back to Phase 1), no variant"
     else:
         headline = f"stay on {stay}; fix {change['addresses']} first"
     from finetune import __version__
@@ -965,7 +1126,8 @@ def diagnose(run: str | Path, *, spec: str | Path | None = None, model: str | No
         "symptoms": [f.symptom() for f in symptoms],
         "recommended_variant": variant,
         "recommended_change": _r(change, 6) if change else None,
-        "checks": [{"name": f.name, "status": f.status, "why": f.why} for f in findings],
+        "checks": [{"name": f.name, "status": f.status, "why": f.why, "priority": PRIORITY.index(f.name) + 1,
+                    "remedy": remedy_text(f.name), "detects": DETECTOR[f.name].doc} for f in findings],
         "caveats": d.caveats + ["reward_std is the std over the whole batch, not within groups: it is not used "
                                 "to judge group variance"],
         "run": {
@@ -976,10 +1138,7 @@ def diagnose(run: str | Path, *, spec: str | Path | None = None, model: str | No
             "correctness_keys": d.correctness_keys(), "model": ctx.model_source,
             "current_variant": current,
         },
-        "thresholds": {"min_points": MIN_POINTS, "p_significant": P_SIGNIFICANT, "entropy_drop": ENTROPY_DROP,
-                       "entropy_settled": ENTROPY_SETTLED, "length_rise": LENGTH_RISE,
-                       "length_reward_rho": LENGTH_REWARD_RHO, "zero_std_majority": ZERO_STD_MAJORITY,
-                       "clipped_majority": CLIPPED_MAJORITY, "flat_gain": FLAT_GAIN, "kl_limit": KL_LIMIT},
+        "thresholds": _thresholds(),
         "plugin_version": __version__,
         "time": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
     }
@@ -1069,9 +1228,10 @@ def report_md(doc: dict[str, Any]) -> str:
                 assumed = " (assumed)" if v.get("from_assumed") else ""
                 lines += [f"| `{k}` | {_fmt(v['from'])}{assumed} | {_fmt(v['to'])} |"]
             lines += [""]
-    lines += ["## Checks", "", "| check | status | why |", "|---|---|---|"]
+    lines += ["## Checks", "", "| check | status | why | remedy when it shows |", "|---|---|---|---|"]
     for c in doc["checks"]:
-        lines += [f"| {c['name']} | {c['status']} | {c['why'].replace('|', '/')} |"]
+        lines += [f"| {c['name']} | {c['status']} | {c['why'].replace('|', '/')} | "
+                  f"{c.get('remedy', '').replace('|', '/')} |"]
     lines += ["", "## Caveats", ""] + [f"- {c}" for c in doc["caveats"]]
     lines += ["", "![curves](curves.png)", ""]
     return "\n".join(lines)

@@ -10,6 +10,8 @@ Checks (each finding is printed as ``path:line: message``; exit 1 when there is 
   ``allowed-tools`` never grants unscoped ``Bash``.
 * Every relative Markdown link and every ``${CLAUDE_PLUGIN_ROOT}/...`` path resolves to a file.
 * Every ```python block compiles.
+* No shipped document cites a file outside the plugin (``../shared/...``); a reference over 100 lines opens
+  with its generated table of contents.
 * Every `finetune <group> [<verb>] [--flags]` the Markdown tells the agent to run (inline code, shell
   blocks; also as ``"$FT" ...``) names a real group, verb and options of this package's CLI.
 * Every keyword passed to GRPOConfig / SFTConfig / DPOConfig / LoraConfig / GRPOTrainer / SFTTrainer /
@@ -416,6 +418,25 @@ def check_links(path: Path, text: str, root: Path) -> list[Finding]:
     return findings
 
 
+OUTSIDE_PLUGIN_RE = re.compile(r"(?:\.\./)+shared/[\w./-]+")
+TOC_MIN_LINES = 100
+
+
+def check_shipped_citations(path: Path, text: str) -> list[Finding]:
+    """A shipped document must not cite a file outside the plugin (the development repo's ../shared/)."""
+    return [Finding(path, idx + 1, f"cites '{m.group(0)}', which does not ship with the plugin; cite "
+                    "references/sources.md (copy what the source says there)")
+            for idx, line in enumerate(text.splitlines()) for m in OUTSIDE_PLUGIN_RE.finditer(line)]
+
+
+def check_reference_toc(path: Path, text: str) -> list[Finding]:
+    """A reference over 100 lines opens with its generated table of contents."""
+    if len(text.splitlines()) <= TOC_MIN_LINES or "<!-- generated:toc:start -->" in "\n".join(text.splitlines()[:5]):
+        return []
+    return [Finding(path, 1, f"reference is {len(text.splitlines())} lines with no table of contents at the top; "
+                    "run `finetune docs`")]
+
+
 def check_code_blocks(path: Path, text: str,
                       lookup: Callable[[str], KnownCallable] = known_callable) -> list[Finding]:
     """Python blocks must compile; TRL/peft keywords in any parsable block must exist."""
@@ -565,6 +586,10 @@ def lint_file(path: Path, root: Path, lookup: Callable[[str], KnownCallable] = k
     elif len(rel) == 2 and rel[0] == "agents":
         findings += check_agent(path, text)
     findings += check_links(path, text, root)
+    if (rel[:1] and rel[0] in PLUGIN_CONTENT_DIRS) or rel == ("README.md",):  # what a user's Claude Code reads
+        findings += check_shipped_citations(path, text)
+    if len(rel) == 2 and rel[0] == "references":
+        findings += check_reference_toc(path, text)
     findings += check_code_blocks(path, text, lookup)
     findings += check_cli_references(path, text)
     return findings

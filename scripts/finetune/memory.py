@@ -1047,32 +1047,34 @@ def _estimate_from(model: ModelInfo, hardware: Hardware, rec: Recommendation, *,
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """`finetune memory SPEC | --model M [--profile P] [--gpus N] [--method X] ...`."""
+    from finetune.types import count, real  # every numeric option range-checked: bad → one line, exit 2
+
     parser.add_argument("spec", nargs="?", help="run spec (spec.yaml) or run directory; writes memory.md there")
     parser.add_argument("--model", help="hub id (HF cache, bundled config, or config.json alone from the hub) or local "
                         "model folder, instead of a spec")
     parser.add_argument("--model-config", help="config.json for a model that is not bundled")
     parser.add_argument("--profile", help="hardware profile (h100-80gb, a100-40gb, rtx-4090-24gb, dgx-spark, ...)")
-    parser.add_argument("--gpus", type=int, help="GPUs per node")
-    parser.add_argument("--nodes", type=int)
-    parser.add_argument("--gpu-memory-gib", type=float, help="override the profile's per-GPU memory")
-    parser.add_argument("--vllm-gpus", type=int, help="GPUs given to `trl vllm-serve` (server mode)")
+    parser.add_argument("--gpus", type=count(1, 1024), help="GPUs per node")
+    parser.add_argument("--nodes", type=count(1, 4096))
+    parser.add_argument("--gpu-memory-gib", type=real(0, 16384, above=True), help="override the profile's per-GPU memory")
+    parser.add_argument("--vllm-gpus", type=count(0, 1024), help="GPUs given to `trl vllm-serve` (server mode)")
     parser.add_argument("--method", choices=METHODS)
-    parser.add_argument("--batch", type=int, dest="per_device_train_batch_size", help="per_device_train_batch_size")
-    parser.add_argument("--accumulation", type=int, dest="gradient_accumulation_steps")
-    parser.add_argument("--num-generations", type=int)
-    parser.add_argument("--max-prompt-length", type=int)
-    parser.add_argument("--max-completion-length", type=int)
-    parser.add_argument("--beta", type=float)
+    parser.add_argument("--batch", type=count(1, 65536), dest="per_device_train_batch_size", help="per_device_train_batch_size")
+    parser.add_argument("--accumulation", type=count(1, 65536), dest="gradient_accumulation_steps")
+    parser.add_argument("--num-generations", type=count(2, 4096), help="completions per prompt (GRPO needs ≥ 2)")
+    parser.add_argument("--max-prompt-length", type=count(1, 1 << 22))
+    parser.add_argument("--max-completion-length", type=count(1, 1 << 22))
+    parser.add_argument("--beta", type=real(0, 1e6))
     parser.add_argument("--vllm", dest="use_vllm", action=argparse.BooleanOptionalAction, default=None)
     parser.add_argument("--vllm-mode", choices=VLLM_MODES)
-    parser.add_argument("--vllm-util", type=float, dest="vllm_gpu_memory_utilization")
+    parser.add_argument("--vllm-util", type=real(0, 1, above=True), dest="vllm_gpu_memory_utilization")
     parser.add_argument("--sleep-mode", dest="vllm_enable_sleep_mode", action=argparse.BooleanOptionalAction,
                         default=None)
-    parser.add_argument("--tp", type=int, dest="vllm_tensor_parallel_size", help="vLLM tensor-parallel size")
+    parser.add_argument("--tp", type=count(1, 1024), dest="vllm_tensor_parallel_size", help="vLLM tensor-parallel size")
     parser.add_argument("--gradient-checkpointing", action=argparse.BooleanOptionalAction, default=None)
     parser.add_argument("--optimizer", choices=OPTIMIZERS)
     parser.add_argument("--zero", type=int, choices=(0, 2, 3), dest="zero_stage")
-    parser.add_argument("--lora-r", type=int)
+    parser.add_argument("--lora-r", type=count(1, 65536))
     parser.add_argument("-o", "--out", help="run directory for memory.md (default: the spec's folder)")
     parser.add_argument("--json", action="store_true", help="print the estimate as JSON")
 
@@ -1482,7 +1484,7 @@ def reference_doc() -> str:
           "Scored rows have a known setup; the error is this estimator's. Unscored rows (setup partly "
           "unknown, another framework's kernels, SFT rather than GRPO) are shown as reported, with what "
           "this module says for the part it can size. `benchmarks/bench_memory.py` prints the same rows beside "
-          "accelerate's estimator. Sources: ../shared/reference/memory-figures.md.", "",
+          "accelerate's estimator. Sources: [sources.md](sources.md#memory-figures-and-formulas).", "",
           "| figure | source | setup | published | ours | error | scored |", "|---|---|---|---:|---:|---:|---|"]
     for c in checks:
         L.append(f"| {c.what} | {c.source} | {c.setup}{'; ' + c.note if c.note else ''} | {c.published:g} {c.unit} | "
@@ -1523,7 +1525,7 @@ def reference_doc() -> str:
           "log-sum-exp statistics and recomputes the tiles in the backward pass. For the same 8 × 20,480 "
           "completion tokens of Llama-3.1-8B (LoRA) its head needs "
           f"{gib(fused_head_bytes(_doc_llama8(), 8 * 20_480, head_trainable=False)):.1f} GiB instead of "
-          f"{gib(logits_bytes(8, 20_480, 128_256)):.1f} GiB. (../shared/reference/memory-figures.md's "
+          f"{gib(logits_bytes(8, 20_480, 128_256)):.1f} GiB. ([sources.md](sources.md#memory-figures-and-formulas)'s "
           "B × T × V × 4 logits term describes earlier TRL releases and other trainers; `estimate()` sizes "
           "those with `fused_lm_head=False`.) TRL has neither activation offloading nor weight sharing with "
           "vLLM, so long completions still cost activations (B·T·(L·2h + one layer) with checkpointing) and a "

@@ -857,21 +857,18 @@ def render_files(plan: RenderPlan) -> dict[str, str]:
 
 
 def write(plan: RenderPlan, files: dict[str, str]) -> Path:
-    from finetune.atomic import staged_dir
+    from finetune.commit import staged_dir
 
     target = plan.run_dir / rundir.CONFIG_DIR
-    with staged_dir(target) as tmp:
+    # a launch file of an earlier render for another target must not survive beside the new ones
+    keep = (lambda name: True) if plan.preview else (lambda name: not _RENDERED_NAME.fullmatch(name))
+    with staged_dir(target, keep=keep) as tmp:  # config/ is switched as a whole: one render, never a mix
         for rel, text in files.items():
             p = tmp / rel
             p.parent.mkdir(parents=True, exist_ok=True)
             p.write_text(text, encoding="utf-8")
             if rel.endswith((".sh", ".py")):
                 p.chmod(0o755)
-    if not plan.preview:
-        # a launch file of an earlier render for another target must not survive beside the new ones
-        for stale in target.iterdir():
-            if stale.name not in files and _RENDERED_NAME.fullmatch(stale.name):
-                stale.unlink()
     return target
 
 

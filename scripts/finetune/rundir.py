@@ -40,7 +40,16 @@ def resolve(spec_or_dir: str | Path, out: str | Path | None = None) -> tuple[Pat
     if p.is_dir():
         spec = p / SPEC
         run = Path(out) if out else p
-        return (spec if spec.is_file() else None), run
+        return (spec if spec.is_file() else None), _recovered(run)
     if p.is_file():
-        return p, Path(out) if out else p.parent
+        return p, _recovered(Path(out) if out else p.parent)
     raise UserError(f"no such file or directory: {p}", fix="pass a run spec (spec.yaml) or a run directory")
+
+
+def _recovered(run_dir: Path) -> Path:
+    """Every verb resolves its run directory here, so each first finishes or clears what a crashed
+    commit left (finetune.commit.recover): readers never see half a commit twice."""
+    from finetune import commit
+
+    commit.recover(run_dir)
+    return run_dir

@@ -10,10 +10,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
 from finetune.errors import UserError
 from finetune.rewards.specs import RewardSpec
+from finetune.types import STRICT_MODEL
 from finetune.yamlio import line_for, load_with_lines
 
 BASE_LEARNING_RATE = 5e-7  # the seed's settled GRPO learning rate (contract 7)
@@ -23,7 +24,7 @@ MIN_NUM_GENERATIONS = 8  # floor: fewer starves the group-relative baseline
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = STRICT_MODEL  # unknown keys and NaN/±inf refused (a `.inf` would render as `inf` in train.py)
 
 
 class DataFilterSpec(_Strict):

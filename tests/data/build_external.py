@@ -73,6 +73,25 @@ def _cases(source: str, path: str):
                 yield f"{Path(path).stem}::{node.name}", params.pop("gold"), params.pop("pred"), int(expected), params
 
 
+def _model_output(text: str) -> bool:
+    """Text that is a model's answer rather than an answer column (boxes, a 'Final Answer' line)."""
+    return "boxed" in text or "Final Answer" in text or "final answer" in text
+
+
+def _box_contents(text: str) -> list[str]:
+    """The contents of every \\boxed{...} in ``text`` (balanced braces)."""
+    out, start = [], 0
+    while (i := text.find("\\boxed{", start)) >= 0:
+        depth, j = 0, i + len("\\boxed")
+        for j in range(j, len(text)):
+            depth += {"{": 1, "}": -1}.get(text[j], 0)
+            if depth == 0:
+                break
+        out.append(text[i + len("\\boxed{"):j].strip())
+        start = j + 1
+    return out
+
+
 def _strip_delims(text: str) -> str | None:
     t = text.strip()
     for left, right in DELIMS:
@@ -117,16 +136,29 @@ def math_verify_rows(repo: Path, commit: str) -> list[dict]:
                 continue
             seen.add(key)
             accept, reason = bool(expected), f"Math-Verify expects {'equal' if expected else 'not equal'}"
-            ambiguous = key in AMBIGUOUS or extra.get("precision", 6) != 6
+            if test.split("::")[1] in RAW_DOUBLED:
+                gold, pred = (re.sub(r"\\\\(?=[A-Za-z])", r"\\", t) for t in (gold, pred))
+            kind, completion, gold_col = wrap(gold, pred)
+            boxes = _box_contents(gold_col)
+            if boxes and len(gold_col) <= 150:  # both sides are model outputs: the gold column is its boxes
+                gold_col = ", ".join(boxes)
+                reason += " (gold column: the boxed content of the test's other output)"
+                # a 'not equal' there is about extracting from that output, which no longer exists here
+                output_gold = not accept
+            else:
+                output_gold = _model_output(gold_col) or len(gold_col) > 150
+            artifact = any(ord(c) < 32 and c not in "\n\t" for c in gold + pred)
+            ambiguous = key in AMBIGUOUS or extra.get("precision", 6) != 6 or output_gold or artifact
             if key in OVERRIDES:
                 accept, reason = OVERRIDES[key]
             elif key in AMBIGUOUS:
                 reason += f"; ambiguous: {AMBIGUOUS[key]}"
+            elif output_gold:
+                reason += "; ambiguous: the test compares two model outputs, its 'gold' is not an answer column"
+            elif artifact:
+                reason += "; ambiguous: a control character from a string escape in the test literal"
             elif ambiguous:
                 reason += f"; ambiguous: holds only at precision {extra['precision']}"
-            if test.split("::")[1] in RAW_DOUBLED:
-                gold, pred = (re.sub(r"\\\\(?=[A-Za-z])", r"\\", t) for t in (gold, pred))
-            kind, completion, gold_col = wrap(gold, pred)
             rows.append({"kind": kind, "prompt": PROMPT if kind == "boxed_math" else PROMPT_ANY,
                          "completion": completion, "gold": gold_col,
                          "accept": accept, "reason": reason, "rule": f"mv:{test.split('::')[1]}",

@@ -10,7 +10,9 @@ wrote. The scenarios are built to show one behaviour each:
   DAPO's clip-higher targets). The collapse itself is chaotic: it happened for 10 of 11 (model
   seed, run seed) pairs tried; on the 11th the entropy lost only ~30% and the diagnosis said so.
 * ``length`` — a correctness reward the model never earns plus a shaping reward that pays per
-  character: completions grow, the total reward follows them, correctness stays flat (Dr.GRPO).
+  character: completions grow to the cap, the total reward follows them, correctness stays flat —
+  reward hacking carried by the shaping reward (issue 15). With that reward taken out of its logs the
+  same run is GRPO's length drift (Dr. GRPO): tests/diagnose/test_diagnose.py derives both readings.
 * ``healthy`` — a format reward and a dense correctness reward (closeness of the opening
   ``<answer>N</answer>`` to the gold sum) at a moderate learning rate: the reward rises, entropy and
   length stay put, the KL stays small.

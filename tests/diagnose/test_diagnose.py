@@ -60,19 +60,102 @@ def test_collapse_run_is_entropy_collapse_and_gets_dapo(diagnosed):
     assert "epsilon" not in change["kwargs"]  # 0.2 in both: not a change
 
 
-def test_length_run_is_length_drift_and_gets_dr_grpo(diagnosed):
+def test_length_paying_run_is_reward_hacking_naming_the_shaping_reward(diagnosed):
+    """Issue 15: the shaping reward pays for length; the total rises, correctness stays flat. The
+    diagnosis names reward_hacking and the reward carrying the rise, and recommends no variant."""
     target, doc = diagnosed["length"]
     assert doc["verdict"] == "symptom"
-    assert "length_drift" in _names(doc) and "entropy_collapse" not in _names(doc)
+    assert "reward_hacking" in _names(doc) and "entropy_collapse" not in _names(doc)
+    hack = next(s for s in doc["symptoms"] if s["name"] == "reward_hacking")
+    assert hack["evidence"]["carrier"] == "verbosity" and "rewards/verbosity/mean" in hack["summary"]
+    assert hack["evidence"]["reward_trend"]["p_value"] < 0.05
+    assert list(hack["evidence"]["correctness_trends"]) == ["rewards/correctness/mean"]  # role from REWARD_META
+    change = doc["recommended_change"]
+    assert change["kind"] == "reward" and change["reward"] == "verbosity" and change["kwargs"] == {}
+    assert doc["recommended_variant"] == "grpo" and "Phase 1" in change["action"]
+    assert "verbosity" in doc["headline"] and "no variant" in doc["headline"]
+    # the length drift behind it is still reported, measured from the first logged steps
     ev = next(s for s in doc["symptoms"] if s["name"] == "length_drift")["evidence"]
     assert ev["length_rise"] >= 0.25 and ev["length_trend"]["p_value"] < 0.05
-    assert ev["length_vs_reward"]["spearman_rho"] >= 0.5
-    assert ev["correctness_trend"]["key"] == "rewards/correctness/mean"  # the role came from REWARD_META
+    assert ev["correctness_trend"]["key"] == "rewards/correctness/mean"
+    report = (target / "diagnosis" / "report.md").read_text()
+    assert "None" not in report and change["action"] in report
+
+
+def _strip_reward(history: list[dict], name: str, into: str) -> list[dict]:
+    """The same logs without reward ``name`` (its columns dropped, the total re-summed from the rest)."""
+    out = []
+    for e in history:
+        e = {k: v for k, v in e.items() if not k.startswith(f"rewards/{name}/")}
+        if into in e:
+            e["reward"] = e[into]
+        out.append(e)
+    return out
+
+
+def test_length_drift_without_a_paying_reward_gets_dr_grpo(run_copy, cli):
+    """The length run's real logs with the length-paying reward taken out: length still rises while
+    correctness (now the whole reward) stays flat — GRPO's length bias, the symptom Dr. GRPO targets."""
+    run = run_copy("length")
+    state_path = run / "train" / "trainer_state.json"
+    state = json.loads(state_path.read_text())
+    state["log_history"] = _strip_reward(state["log_history"], "verbosity", "rewards/correctness/mean")
+    state_path.write_text(json.dumps(state))
+    assert cli("diagnose", run).code == 0
+    doc = _diagnosis(run)
+    assert "length_drift" in _names(doc) and "reward_hacking" not in _names(doc)
     assert doc["recommended_variant"] == "dr_grpo"
     kwargs = doc["recommended_change"]["kwargs"]
     assert kwargs["loss_type"] == {"from": "grpo", "to": "dr_grpo"}
     assert kwargs["scale_rewards"] == {"from": "group", "to": "none"}
     assert doc["recommended_change"]["arxiv"] == "2503.20783"
+    report = (run / "diagnosis" / "report.md").read_text()
+    for k, v in kwargs.items():
+        assert f"| `{k}` | `{v['from']}` | `{v['to']}` |" in report
+
+
+def test_an_early_length_drift_is_named(run_copy, cli):
+    """The length run's drift followed by as many steps again at the drifted length: a baseline taken
+    over the first 20% of the run would start after the drift; the first logged steps do not."""
+    run = run_copy("length")
+    state_path = run / "train" / "trainer_state.json"
+    state = json.loads(state_path.read_text())
+    train = [e for e in state["log_history"] if "loss" in e]
+    last = train[-1]
+    extra = [{**last, "step": last["step"] + i} for i in range(1, 2 * len(train) + 1)]
+    state["log_history"] = train + extra
+    state_path.write_text(json.dumps(state))
+    assert cli("diagnose", run).code == 0
+    doc = _diagnosis(run)
+    drift = next(s for s in doc["symptoms"] if s["name"] == "length_drift")
+    lengths = [e["completions/mean_length"] for e in train]
+    assert drift["evidence"]["length_trend"]["start"] == pytest.approx(sorted(lengths[:3])[1], rel=1e-3)
+    assert drift["window"]["to_step"] <= last["step"] < doc["run"]["last_step"]  # the drift was early
+    assert "first 3 steps" in drift["summary"]
+
+
+def test_length_climbing_to_the_cap_is_drift_plus_truncation(diagnosed):
+    _, doc = diagnosed["length"]
+    drift = next(s for s in doc["symptoms"] if s["name"] == "length_drift")
+    assert drift["evidence"]["climbed_to_cap"] is True and "up to the cap max_completion_length=32" in drift["summary"]
+    trunc = [s for s in doc["symptoms"] if s["name"] == "truncation"]
+    if trunc:  # when the cut-off share is high enough to be a symptom, it says where the length came from
+        assert "length drift plus truncation" in trunc[0]["summary"]
+
+
+def test_unknown_settings_are_said_so_never_none(run_copy, cli):
+    run = run_copy("length")
+    model = yaml.safe_load((run / "config" / "grpo_config.yaml").read_text())["model_name_or_path"]
+    (run / "config" / "grpo_config.yaml").unlink()
+    assert cli("diagnose", run, "--model", model).code == 0
+    doc = _diagnosis(run)
+    report = (run / "diagnosis" / "report.md").read_text()
+    assert "=None" not in report and "None" not in json.dumps([c["why"] for c in doc["checks"]])
+    drift = next(s for s in doc["symptoms"] if s["name"] == "length_drift")
+    assert drift["evidence"]["max_completion_length"] == "unknown (no config found)"
+    for s in doc["symptoms"]:
+        if s["name"] == "truncation":
+            assert "max_completion_length=unknown (no config found)" in s["summary"]
 
 
 def test_healthy_run_stays_on_grpo(diagnosed):
@@ -83,7 +166,8 @@ def test_healthy_run_stays_on_grpo(diagnosed):
     assert "stay on GRPO" in doc["headline"]
     # every detector ran: a healthy verdict is not an absence of data
     assert {c["name"]: c["status"] for c in doc["checks"]} == {
-        "moe_without_gspo": "clear", "nan": "clear", "entropy_collapse": "clear", "length_drift": "clear",
+        "moe_without_gspo": "clear", "nan": "clear", "reward_hacking": "clear", "entropy_collapse": "clear",
+        "length_drift": "clear",
         "kl_blowup": "clear", "truncation": "clear", "zero_variance_groups": "clear", "flat_reward": "clear"}
 
 
@@ -113,10 +197,23 @@ def test_outputs_written_together(diagnosed):
 
 
 def test_report_shows_the_kwargs_delta(diagnosed):
-    _, doc = diagnosed["length"]
-    report = (diagnosed["length"][0] / "diagnosis" / "report.md").read_text()
+    _, doc = diagnosed["collapse"]
+    report = (diagnosed["collapse"][0] / "diagnosis" / "report.md").read_text()
+    assert doc["recommended_change"]["kwargs"]
     for k, v in doc["recommended_change"]["kwargs"].items():
         assert f"| `{k}` | `{v['from']}` | `{v['to']}` |" in report
+
+
+def test_checks_and_report_come_from_the_detector_table(diagnosed):
+    from finetune.diagnose import DETECTORS, remedy_text
+
+    for _, (target, doc) in diagnosed.items():
+        assert [c["name"] for c in doc["checks"]] == [d.name for d in DETECTORS]
+        assert [c["priority"] for c in doc["checks"]] == list(range(1, len(DETECTORS) + 1))
+        report = (target / "diagnosis" / "report.md").read_text()
+        for d, c in zip(DETECTORS, doc["checks"]):
+            assert c["remedy"] == remedy_text(d.name) and c["detects"] == d.doc
+            assert f"| {d.name} | {c['status']} |" in report
 
 
 # ----------------------------------------------------------------------------------------------
@@ -158,9 +255,27 @@ def test_correctness_role_needed_for_length_drift(grpo_runs, tmp_path, cli):
     assert cli("diagnose", log).code == 0
     doc = _diagnosis(tmp_path)
     assert _check(doc, "length_drift")["status"] == "not_evaluated"
+    assert _check(doc, "reward_hacking")["status"] == "not_evaluated"
     assert any("correctness" in c for c in doc["caveats"])
     assert cli("diagnose", log, "--correctness", "correctness").code == 0
-    assert "length_drift" in _names(_diagnosis(tmp_path))
+    doc = _diagnosis(tmp_path)
+    assert "length_drift" in _names(doc) and doc["run"]["reward_roles_source"] == "--correctness"
+    assert next(s for s in doc["symptoms"] if s["name"] == "reward_hacking")["evidence"]["carrier"] == "verbosity"
+
+
+def test_reward_meta_beside_the_log_names_the_correctness_reward(grpo_runs, tmp_path, cli):
+    """A bare log folder with the run's rewards.py beside it: roles come from its REWARD_META."""
+    import shutil
+
+    folder = tmp_path / "logs"
+    folder.mkdir()
+    shutil.copy(grpo_runs["length"] / "train" / "trainer_state.json", folder / "trainer_state.json")
+    shutil.copy(grpo_runs["length"] / "rewards.py", folder / "rewards.py")
+    assert cli("diagnose", folder / "trainer_state.json").code == 0
+    doc = _diagnosis(folder)
+    assert "REWARD_META" in doc["run"]["reward_roles_source"]
+    assert doc["run"]["correctness_keys"] == ["rewards/correctness/mean"]
+    assert "reward_hacking" in _names(doc)
 
 
 def test_zero_std_fraction_not_read_per_group_under_batch_scaling(run_copy, cli):

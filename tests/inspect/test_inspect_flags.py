@@ -66,3 +66,25 @@ def test_async_reward_functions_are_awaited(cli, make_run):
     assert _flags(cli, run) == {}
     rows = [json.loads(line) for line in (run / "scored.jsonl").read_text().splitlines()]
     assert rows[0]["rewards"]["correctness"] == 1.0
+
+
+def test_strict_format_loses_signal(cli, make_run):
+    """Issue 12 item 3: a format reward that refuses a correct answer followed by a closing remark fails
+    an expected-pass control; that is the red flag lost_signal:<reward>."""
+    run = make_run("good")
+    assert "lost_signal:format_ok" not in _flags(cli, run)
+    _patch(run, '(?:(?!<answer>).)*", _text(c))', '\\\\s*", _text(c))')  # nothing may follow </answer>
+    flags = _flags(cli, run)
+    assert "lost_signal:format_ok" in flags and "prose_after_answer" in flags["lost_signal:format_ok"]["message"]
+    assert "lost_signal:correctness" not in flags
+
+
+def test_reading_probes_catch_a_last_answer_reward(cli, make_run):
+    """A correctness reward that takes the last <answer> and ignores what follows passes the
+    several_answers / retraction probes; the rendered default rewards pass none."""
+    run = make_run("good")
+    _patch(run, "        got = None if _hedged(_text(c)) else _extract(_text(c))", "        got = _extract(_text(c))")
+    assert cli("inspect", "score", run).code == 0
+    report = json.loads((run / "score_report.json").read_text())
+    passing = {p["probe"] for p in report["probes"] if p["passing"]}
+    assert {"several_answers", "retraction_after_answer"} <= passing

@@ -44,4 +44,6 @@ def test_run_spec_reference_lists_every_field(repo_root):
     for path in paths(RunSpec):
         assert f"| `{path}` |" in doc, path
     assert "### `type: exact_match`" in doc and "| `rewards[].answer_column` |" in doc
-    assert (repo_root / "references" / "run-spec.md").read_text() == doc
+    from finetune.docs import with_toc
+
+    assert (repo_root / "references" / "run-spec.md").read_text() == with_toc(doc)

@@ -21,7 +21,7 @@ ISSUE12_TARGET_DEFAULT = False
 TARGET = ISSUE12_TARGET_DEFAULT or os.environ.get("FINETUNE_ISSUE12_TARGET") == "1"
 # Peers on reward_external.jsonl (unambiguous rows), measured by bench_reward_accuracy.py with the pinned
 # trl==1.16.0 / math-verify==0.9.0; test_peer_numbers_still_hold (slow) re-measures them.
-PEER_EXTERNAL = {"trl": {"fp": 10, "fn": 64}, "math_verify": {"fp": 10, "fn": 19}}
+PEER_EXTERNAL = {"trl": {"fp": 10, "fn": 73}, "math_verify": {"fp": 10, "fn": 29}}
 MATH_KINDS = ("boxed_math", "answer_tag_math", "gsm8k_hash", "answer_tag_exact", "math_any")
 # Every rule issue 12 names, and the hack families, must be exercised by the development set.
 REQUIRED_RULES = {

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from finetune import rundir
 from finetune.errors import CheckFailed, UserError
+from finetune.types import count, real
 
 
 SAMPLE_FORMATS = """Generate completions the way training will (transformers, or vLLM with a GPU), or import them.
@@ -40,7 +41,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("-o", "--out", help="run directory (default: the spec's folder)")
     p.add_argument("--import", dest="import_file", metavar="FILE", help="import completions from a JSONL")
     p.add_argument("--import-base", metavar="FILE", help="import base-success completions from a JSONL")
-    p.add_argument("--base-temperature", type=float, default=None, metavar="T",
+    p.add_argument("--base-temperature", type=real(0, 100, above=True), default=None, metavar="T",
                    help="with --import-base: the temperature those samples were drawn at (unknown → provisional)")
     p.add_argument("--emit-requests", action="store_true",
                    help="no GPU here: write RUN/requests/ (the exact prompts + sample_vllm.py) to sample elsewhere")
@@ -57,7 +58,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--format", choices=["md", "html", "terminal"], default="md")
     p.add_argument("--key", action="store_true",
                    help="write review_key.md (scores, flags, agreement) — open it only after recording verdicts")
-    p.add_argument("-n", type=int, default=None,
+    p.add_argument("-n", type=count(1, 100000), default=None,
                    help="samples to select (default: all when ≤ 100 are scored, else 100 stratified)")
 
     p = sub.add_parser("verdict", help="record verdicts (one, or a JSONL file) — never edit JSON by hand")

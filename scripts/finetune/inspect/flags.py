@@ -8,6 +8,7 @@ acknowledged.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 from finetune.inspect.probes import extract_answer, extract_style_of
@@ -19,10 +20,53 @@ SHOWN_IDS = 20
 TRUNCATED_SHARE = 0.5  # share of samples cut at max_completion_length that is flagged
 
 
+
+
+@dataclass(frozen=True)
+class RedFlag:
+    """One Phase 1 red flag: what it catches (doc) and how to get rid of it (remedy). The generated
+    reference (finetune.diagnose.reference_doc) and each flag's ``remedy`` come from this table."""
+
+    doc: str
+    remedy: str
+
+
+RED_FLAGS: dict[str, RedFlag] = {
+    "exceptions": RedFlag("the reward raised on a sample or probe", "fix the code path in the traceback; in "
+                          "training an exception stops the run"),
+    "non_finite": RedFlag("the reward returned NaN or inf", "return a finite score or None"),
+    "all_none": RedFlag("the reward returned None for every sample", "check the columns it reads and its "
+                        "extraction: it never gives a signal"),
+    "out_of_range": RedFlag("a score lies outside the reward's declared [min, max]", "clamp the score or fix "
+                            "the declared range"),
+    "constant_reward": RedFlag("every sample got the same score (a format/correctness reward)",
+                               "zero advantage: check the reward, or the prompts are too easy/hard"),
+    "nondeterministic": RedFlag("scoring twice with caches off changed a score", "make the reward a function of "
+                                "the completion (no randomness, no time)"),
+    "length_correlated": RedFlag(f"|Spearman rho| between the reward and completion length ≥ "
+                                 f"{LENGTH_CORRELATION} (a shaping reward rising with length)",
+                                 "the policy can learn length instead of the task: remove the length "
+                                 "dependence"),
+    "empty_rewarded": RedFlag("an empty completion got credit", "require a non-empty answer"),
+    "correct_without_answer": RedFlag("a sample passes correctness with no extractable answer",
+                                      "score only what the answer container holds"),
+    "gold_answer_fails": RedFlag("a well-formed completion carrying the gold answer does not pass",
+                                 "the reward cannot be satisfied: fix extraction or the gold column"),
+    "truncated": RedFlag(f"≥ {TRUNCATED_SHARE:.0%} of the samples stopped at max_completion_length",
+                         "raise generation.max_completion_length"),
+    "format_blind": RedFlag("a well-formatted wrong answer scores the same total as a malformed one",
+                            "add a format reward"),
+    "base_never_succeeds": RedFlag("the base model never passes the correctness rewards",
+                                   "GRPO has no signal: go back to SFT (or an easier curriculum)"),
+    "base_saturated": RedFlag("the base model almost always passes", "harder prompts: nothing left to learn"),
+}
+
+
 def _flag(name: str, reward: str | None, message: str, sample_ids: list[str] | None = None,
           **evidence: Any) -> dict[str, Any]:
+    remedy = {"remedy": RED_FLAGS[name].remedy} if name in RED_FLAGS else {}
     return {"id": f"{name}:{reward}" if reward else name, "name": name, "reward": reward, "message": message,
-            "sample_ids": (sample_ids or [])[:SHOWN_IDS], **({"evidence": evidence} if evidence else {})}
+            "sample_ids": (sample_ids or [])[:SHOWN_IDS], **remedy, **({"evidence": evidence} if evidence else {})}
 
 
 def _ranks(xs: list[float]) -> list[float]:
@@ -133,6 +177,14 @@ def detect(rm: RewardModule, spec, rows: list[dict[str, Any]], rescored: dict[st
             if golds and len(failing) == len(golds):
                 flags.append(_flag("gold_answer_fails", r.name, "a well-formed completion carrying the gold answer "
                                    "does not pass: the reward cannot be satisfied (lost signal)", failing))
+    for r in rm.rewards:
+        lost = [c for c in controls if c.get("expect_pass") and r.name in c.get("failed_by", [])]
+        if lost:
+            kinds = sorted({c["probe"] for c in lost})
+            flags.append(_flag("lost_signal", r.name, f"fails {len(lost)} correct answer(s) written the way instruct "
+                               f"models write them ({', '.join(kinds)}): GRPO would push the model away from a correct, "
+                               "normal style; fix the reward (trailing_text, extract) or acknowledge why",
+                               [c["id"] for c in lost], controls=kinds))
     cut = [row["id"] for row in rows if row.get("truncated")]
     if rows and len(cut) >= TRUNCATED_SHARE * len(rows):
         flags.append(_flag("truncated", None, f"{len(cut)} of {len(rows)} completions stopped at "

@@ -168,6 +168,62 @@ def _probe_functions(test_text: str) -> list[str]:
     return list(dict.fromkeys(n for n in names if n not in skip))[:5] or ["solution"]
 
 
+READING_STYLES = ("boxed", "answer_tag", "think_answer", "hash_answer")
+
+
+def reading_probes(style: str, layout: Layout, gold: str, wrong: str) -> list[tuple[str, str, str]]:
+    """(name, completion, what it shows) of the hedge / retraction probes for an answer container."""
+    if style not in READING_STYLES:
+        return []
+    return [
+        ("text_or_hedge", layout(f"{gold} \\text{{ or }} {wrong}", REASONING),
+         "two candidates inside one container, the 'or' written in \\text{} (issue 12)"),
+        ("parenthetical_alternative", layout(f"{gold} \\text{{ (or {wrong})}}", REASONING),
+         "the gold with a parenthetical alternative"),
+        ("retraction_after_answer", layout(gold, REASONING) + f"\n\nNo wait, it is {wrong}.",
+         "the gold in the container, then retracted for a wrong value"),
+        ("several_answers", layout(wrong, REASONING) + "\n" + layout(gold, "Or maybe:"),
+         "several containers with different values"),
+    ]
+
+
+def expected_pass(style: str, layout: Layout, gold: str, trailing_allowed: bool) -> list[tuple[str, str, str]]:
+    """(name, completion, what it shows) of correct answers written the way instruct models write them.
+
+    Every format and answer-reading correctness reward should pass these; one that does not has
+    lost signal (GRPO would push the model away from a correct, normal style)."""
+    if style not in READING_STYLES:
+        return []
+    out = []
+    if trailing_allowed:
+        out.append(("prose_after_answer", layout(gold, REASONING) + "\n\nThat is the total. I hope it is correct.",
+                    "a correct answer followed by a closing remark"))
+    if style == "boxed":
+        out += [("bold_box", f"{REASONING}\n**\\boxed{{{gold}}}**", "a bold box"),
+                ("paren_delimited_box", f"{REASONING} So \\(\\boxed{{{gold}}}\\).", "the box inside \\( \\)"),
+                ("dollar_delimited_box", f"{REASONING} So we get $\\boxed{{{gold}}}$.", "the box inside $ $"),
+                ("bracket_delimited_box", f"{REASONING}\n\\[\\boxed{{{gold}}}\\]", "the box inside \\[ \\]")]
+        if trailing_allowed:
+            out.append(("box_then_prose", f"{REASONING} Therefore, the answer is \\(\\boxed{{{gold}}}\\) in all.",
+                        "prose after the box in the same sentence"))
+        if re.fullmatch(r"[1-9]\d{3,}", gold):
+            thin = f"{int(gold):,}".replace(",", "\\,")
+            out.append(("thin_space_thousands", f"{REASONING} \\boxed{{{thin}}}", "thousands written with \\,"))
+    return out
+
+
+def trailing_allowed(spec) -> bool:
+    """False when a reward of the spec forbids text after the final container (a bare format on purpose)."""
+    return not any(getattr(r, "trailing_text", "allow") == "forbid" for r in spec.rewards)
+
+
+def reading_rewards(spec) -> set[str]:
+    """Names of the rewards that read the final answer (format, exact_match, math): expected-pass
+    controls apply to them."""
+    return {r.name for r in spec.rewards if r.type in ("format", "exact_match", "math")
+            and (r.type != "format" or r.pattern in READING_STYLES)}
+
+
 def _padded(layout: Layout, answer: str, filler: str) -> str:
     text = layout(answer, filler)
     # a layout that is the bare answer has no room for reasoning: pad in front of it instead
@@ -214,6 +270,8 @@ def build_probes(spec, sample: dict[str, Any], layout: Layout, max_words: int) -
             shows="a wrong answer with an instruction to the judge")
         add("unparseable_gold", layout(wrong, REASONING), CORRECTNESS, cols={**columns, gcol: UNPARSEABLE_GOLD},
             shows="a wrong answer against a gold no parser accepts (open-r1#86)")
+        for name, completion, shows in reading_probes(answer_style(spec), layout, gold, wrong):
+            add(name, completion, CORRECTNESS, shows=shows)
     else:
         non_answer = "I do not know."
         add("assertive_prefix", ASSERTIVE + layout(non_answer, REASONING), CORRECTNESS,
@@ -305,6 +363,10 @@ def run_probes(rm: RewardModule, spec, samples: list[dict[str, Any]]) -> dict[st
                           "columns": cols, "kind": "control", "target": []})
             items.append({**base, "probe": "malformed_wrong", "completion": f"{REASONING} I think it is {wrong}",
                           "columns": cols, "kind": "control", "target": []})
+            for name, completion, shows in expected_pass(answer_style(spec), layout, str(gold).strip(),
+                                                         trailing_allowed(spec)):
+                items.append({**base, "probe": name, "completion": completion, "columns": cols, "kind": "control",
+                              "target": [], "shows": shows, "expect_pass": True})
     scores: dict[str, list[float | None]] = {}
     errors: dict[str, list[str | None]] = {}
     for r in rm.rewards:
@@ -319,6 +381,10 @@ def run_probes(rm: RewardModule, spec, samples: list[dict[str, Any]]) -> dict[st
                "scores": row_scores, "errors": row_errors, "total": total}
         if it["probe"] == "unparseable_gold":
             rec["gold"] = UNPARSEABLE_GOLD
+        if it.get("expect_pass"):
+            rec["expect_pass"] = True
+            rec["failed_by"] = [r.name for r in rm.rewards if r.name in reading_rewards(spec)
+                                and not r.passes(row_scores[r.name])]
         if it["kind"] == "probe":
             rec["passed_by"] = [r.name for r in rm.rewards if r.role in it["target"] and r.passes(row_scores[r.name])]
             rec["passing"] = bool(rec["passed_by"])

@@ -21,7 +21,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from finetune import atomic, rundir
+from finetune import atomic, jsonio, rundir
 from finetune.errors import UserError
 from finetune.hashing import sha256_file
 from finetune.inspect.samplesio import load_samples
@@ -204,13 +204,28 @@ def _generate(sampler, reqs, k, g, temperature, progress, task) -> list[dict[str
     return rows
 
 
-def _import(path: str, run_dir: Path, target: str, prompt_column: str = "prompt") -> dict[str, Any]:
+def _load_import(path: str, prompt_column: str = "prompt") -> tuple[list[dict[str, Any]], dict[str, Any]]:
     src = Path(path)
-    rows = load_samples(src, prompt_column)  # validates every line; a bad line → UserError file:line, nothing written
+    rows = load_samples(src, prompt_column)  # validates every line; a bad line → UserError file:line
     for r in rows:
         r.setdefault("source", "import")
-    atomic.write_jsonl(run_dir / target, rows)
-    return {"file": str(src.resolve()), "sha256": sha256_file(src), "rows": len(rows)}
+    return rows, {"file": str(src.resolve()), "sha256": sha256_file(src), "rows": len(rows)}
+
+
+def _import_all(import_file: str | None, import_base: str | None, run_dir: Path, info: dict[str, Any],
+                prompt_column: str, base_temperature: float | None) -> None:
+    """Validate every imported file before writing any: `--import good --import-base bad` writes nothing."""
+    loaded = {target: _load_import(src, prompt_column) for target, src in ((rundir.SAMPLES, import_file),
+                                                                           (rundir.BASE_SAMPLES, import_base)) if src}
+    for target, (rows, record) in loaded.items():
+        jsonio.write_jsonl(run_dir / target, rows)
+        if target == rundir.SAMPLES:
+            info["imported"], info["samples"] = record, record["rows"]
+        else:
+            # the temperature the imported base samples were drawn at, as the user states it (None: unknown,
+            # which makes base success provisional)
+            info["imported_base"], info["base_samples"] = {**record, "temperature": base_temperature}, record["rows"]
+    jsonio.write_json(run_dir / SAMPLE_INFO, info)
 
 
 def run_sample(spec, run_dir: str | Path, *, import_file: str | None = None, import_base: str | None = None,
@@ -221,17 +236,7 @@ def run_sample(spec, run_dir: str | Path, *, import_file: str | None = None, imp
     insp, g, seed = spec.inspection, spec.generation, spec.training.seed
     info: dict[str, Any] = {"time": datetime.now(timezone.utc).isoformat(timespec="seconds"), "seed": seed}
     if import_file or import_base:
-        if import_file:
-            info["imported"] = _import(import_file, run_dir, rundir.SAMPLES, spec.dataset.prompt_column)
-            info["samples"] = info["imported"]["rows"]
-        if import_base:
-            # the temperature the imported base samples were drawn at, as the user states it (None: unknown,
-            # which makes base success provisional)
-            info["imported_base"] = {**_import(import_base, run_dir, rundir.BASE_SAMPLES,
-                                                     spec.dataset.prompt_column),
-                                     "temperature": base_temperature}
-            info["base_samples"] = info["imported_base"]["rows"]
-        atomic.write_json(run_dir / SAMPLE_INFO, info)
+        _import_all(import_file, import_base, run_dir, info, spec.dataset.prompt_column, base_temperature)
         return info
 
     rows = load_rows(spec)

@@ -54,6 +54,9 @@ def normalise_row(obj: Any, where: str, index: int, prompt_column: str = "prompt
     conv = obj.get("conversational", isinstance(prompt, list))
     if not isinstance(conv, bool):
         raise UserError("'conversational' must be true or false", where=where, fix=FIX)
+    if row is not None and (isinstance(row, bool) or not isinstance(row, (int, str))):
+        raise UserError(f"'row' must be a whole number or a string, not {type(row).__name__}", where=where,
+                        fix="name the prompt's dataset row (or leave 'row' out)")
     if row is None:  # group by prompt so pass@k is per prompt even when the file does not say
         row = "q" + hashlib.sha256(json.dumps(prompt, sort_keys=True).encode()).hexdigest()[:10]
     return {"id": sid, "row": row,

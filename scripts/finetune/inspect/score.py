@@ -18,6 +18,7 @@ from finetune.errors import UserError
 from finetune.hashing import reward_files, reward_section_digest, sha256_file
 from finetune.inspect import flags as flags_mod
 from finetune.inspect import probes as probes_mod
+from finetune.inspect import runfiles
 from finetune.inspect.rewardmod import RewardModule, load_rewards, score_items
 from finetune.inspect.samplesio import load_samples
 from finetune.inspect.verdicts import load_json, read_jsonl
@@ -47,17 +48,18 @@ def report_is_current(run_dir: Path, spec, report: dict[str, Any]) -> str:
 
 
 def load_report(run_dir: Path) -> dict[str, Any]:
-    report = load_json(Path(run_dir) / rundir.SCORE_REPORT)
-    if not isinstance(report, dict) or "rewards" not in report:
+    path = Path(run_dir) / rundir.SCORE_REPORT
+    report = load_json(path)
+    if report is None:
         raise UserError(f"no valid {rundir.SCORE_REPORT} in {run_dir}", fix="run `finetune inspect score RUN` first")
-    return report
+    return runfiles.check_report(report, path)  # the shape readers index, or one line naming the file
 
 
 def load_scored(run_dir: Path) -> list[dict[str, Any]]:
     path = Path(run_dir) / rundir.SCORED
     if not path.is_file():
         raise UserError(f"no {rundir.SCORED} in {run_dir}", fix="run `finetune inspect score RUN` first")
-    return [obj for _, obj in read_jsonl(path)]
+    return runfiles.check_scored(read_jsonl(path), path)
 
 
 def _score_all(rm: RewardModule, samples: list[dict[str, Any]], progress=None

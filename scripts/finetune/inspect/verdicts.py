@@ -114,8 +114,8 @@ def parse_verdicts(path: Path, reader: str | None = None, unique: bool = False) 
 def load_verdicts(run_dir: str | Path) -> dict[str, Verdict]:
     """The run's verdicts by sample id (a later line for the same id replaces an earlier one)."""
     path = Path(run_dir) / rundir.VERDICTS
-    if not path.is_file():
-        return {}
+    if not path.exists():
+        return {}  # (a directory in its place is read, and refused, by jsonio: never taken for "no verdicts")
     return {v.id: v for v in parse_verdicts(path)}
 
 
@@ -130,7 +130,9 @@ def scored_digests(run_dir: str | Path) -> dict[str, str]:
     path = Path(run_dir) / rundir.SCORED
     if not path.is_file():
         raise UserError(f"no {rundir.SCORED} in {run_dir}", fix="run `finetune inspect score RUN` first")
-    return {obj["id"]: sample_digest(obj) for _, obj in read_jsonl(path)}
+    from finetune.inspect.runfiles import check_scored
+
+    return {obj["id"]: sample_digest(obj) for obj in check_scored(read_jsonl(path), path)}
 
 
 def record_verdicts(run_dir: str | Path, new: list[Verdict], source: str = "verdict") -> Path:

@@ -13,7 +13,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Optional
 
-from finetune import __version__, atomic, literals, rundir
+from finetune import __version__, literals, rundir
 from finetune.errors import UserError
 from finetune.rewards.registry import HELPERS, KINDS, TYPE_ORDER
 from finetune.rewards.specs import PARTIAL_CEILING, ordering_margin, penalty_floors
@@ -237,13 +237,13 @@ def render_rewards(spec: Any, out_dir: str | Path) -> list[Path]:
     """
     out_dir = Path(out_dir)
     files = spec_sources(spec)
-    with atomic.staged_dir(out_dir) as staging:
-        for name, text in files.items():
-            (staging / name).write_text(text, encoding="utf-8")
-    for stale in out_dir.glob("rewards_*.py"):  # the gate binds every rewards_*.py: leave none stale
-        if stale.name not in files and stale.is_file():
-            stale.unlink()
-    return [out_dir / name for name in files]
+    # One commit, staged inside the run directory: rewards.py, its helpers and the removal of every helper
+    # this spec no longer needs (the gate binds every rewards_*.py) land together — a crash leaves the old
+    # set or, after the next run, the new one.
+    from finetune import commit
+
+    stale = tuple(p.name for p in out_dir.glob("rewards_*.py") if p.name not in files and p.is_file())
+    return commit.commit_files(out_dir, files, remove=stale)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -358,6 +358,7 @@ def reference_doc() -> str:
         "(tests/rewards) renders random specs of every type and checks the ordering on real completions "
         "with the length penalty at its worst.",
         "",
+        *_reading_rules(),
         "## Shared plumbing",
         "",
         "Rendered into every `rewards.py` (completion text, columns, error containment, linear-time "
@@ -429,6 +430,48 @@ def reference_doc() -> str:
         "",
     ]
     return "\n".join(out)
+
+
+# The rules a careful reader applies, each with its reason (issue 12); the code is rewards_answers.py.
+READING_RULES = (
+    ("The final answer is the LAST answer container (`\\boxed{}`, `<answer>`, a `####` line, a \"the answer is "
+     "...\" sentence, per `pattern` / `extract`).", "A reader takes the conclusion, not a value mentioned on the way."),
+    ("Prose, punctuation, markdown emphasis (`**\\boxed{72}**`), math delimiters (`\\( \\)`, `$ $`, `\\[ \\]`) and "
+     "closing remarks after the container are allowed; `trailing_text: forbid` restores a bare format.",
+     "Instruct models write \"Therefore \\(\\boxed{72}\\) clips.\" — scoring that 0 teaches GRPO to avoid a correct, "
+     "normal style."),
+    ("Containers inside a closed `<think>` block are reasoning; a `<think>` never closed means no final answer.",
+     "A guess boxed while thinking is not the answer; a completion cut inside its reasoning has none."),
+    ("Several containers with different values score 0; the same value twice is fine; for a multi-value gold "
+     "(list, interval, `\\pm`, `2 and 3`) several boxes naming exactly its values are correct.",
+     "Spraying candidates is a hedge; restating the answer is not."),
+    ("A container naming more than one candidate scores 0: `or` (also inside `\\text{ or }`), `either`, a "
+     "parenthetical alternative `13 \\text{ (or 14)}`, word/word alternatives; a unit (`7.5 \\text{ hours}`, "
+     "`42 pages`) is not a hedge, and a fraction `3/4` is not an alternative.", "A hedge is never correct."),
+    ("A retraction after the container (\"no wait, it is 6\", \"that is wrong\") voids it; a re-check that lands on "
+     "the same value does not.", "The model's last word is the answer a reader takes."),
+    ("Numbers: `3\\,600`, `3{,}600`, `3 600`, `3,600`, `3600.0`, `3.6e3`, `3.6 \\times 10^3` and Unicode digits equal "
+     "3600; `\\frac13`, `\\sqrt3`, `\\tfrac12` are expanded.", "These are spellings of one value, not different answers."),
+    ("Golds are parsed WHOLE (`10\\sqrt{2}`, `[-2, 7]`, `3, 5, 7`, `2\\pi` as one expression); a gold written as a "
+     "solution is read at its final container; a gold no reading accounts for is None (not applicable) and "
+     "counted in `rewards/<name>/unusable_gold`.",
+     "Cutting a gold to its last number credits one root or one endpoint (TRL's `accuracy_reward`, open-r1)."),
+)
+
+
+def _reading_rules() -> list[str]:
+    from finetune.rewards.registry import explain, reasons
+
+    out = ["## How answers are read", "",
+           "`format`, `exact_match` and `math` read the final answer with `rewards_answers.py` (copied verbatim "
+           "beside rewards.py). Each rule once, with its reason:", ""]
+    out += [f"{i}. {rule} *Why:* {why}" for i, (rule, why) in enumerate(READING_RULES, 1)]
+    out += ["", "Every row's score comes with a reason id, logged as the completions-table column `<name>/why` "
+            "(TRL's `log_extra`); the gate groups disagreements by it and names the spec field that changes "
+            "that judgement:", "", "| reason | meaning | what changes it |", "|---|---|---|"]
+    for reason, meaning in reasons().items():
+        out.append(f"| `{reason}` | {meaning} | {explain(reason)[1]} |")
+    return out + [""]
 
 
 def _render_gate(format_plans: list[_Planned]) -> str:

@@ -19,7 +19,9 @@ from __future__ import annotations
 import math
 from typing import Annotated, Any, ClassVar, Literal, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
+
+from finetune.types import STRICT_MODEL
 
 Role = Literal["format", "correctness", "shaping"]
 Extract = Literal["answer_tag", "boxed", "hash_answer", "answer_is", "last_number", "none"]
@@ -33,7 +35,7 @@ PARTIAL_CEILING = 0.5
 
 
 class _RewardBase(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = STRICT_MODEL  # unknown keys and NaN/±inf refused
 
     name: str = Field(description="Python identifier; TRL logs the reward as rewards/<name>/mean.")
     weight: float = Field(1.0, gt=0, description="Weight in GRPOConfig.reward_weights (> 0: a zero or "

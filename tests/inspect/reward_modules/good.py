@@ -21,14 +21,26 @@ def _norm(value):
         return value
 
 
+_RETRACTION = re.compile(r"\b(?:wait|actually|mistake)\b", re.I)
+
+
+def _hedged(text):
+    """Several different answers, 'or' inside the answer, or a retraction after it: no single answer."""
+    found = {_norm(f.strip()) for f in _ANSWER.findall(text)}
+    after = text[text.rfind("</answer>"):] if found else ""
+    return len(found) != 1 or bool(_RETRACTION.search(after) or re.search(r"\bor\b", " ".join(found)))
+
+
 def format_ok(prompts, completions, **kwargs):
-    return [1.0 if re.fullmatch(r"(?s).*<answer>[^<>]+</answer>\s*", _text(c)) else 0.0 for c in completions]
+    # one non-empty answer block; a closing remark after it is how instruct models write
+    return [1.0 if re.fullmatch(r"(?s)(?:(?!<answer>).)*<answer>[^<>]*\S[^<>]*</answer>(?:(?!<answer>).)*", _text(c))
+            else 0.0 for c in completions]
 
 
 def correctness(prompts, completions, answer, **kwargs):
     out = []
     for c, gold in zip(completions, answer):
-        got = _extract(_text(c))
+        got = None if _hedged(_text(c)) else _extract(_text(c))
         out.append(1.0 if got is not None and _norm(got) == _norm(gold) else 0.0)
     return out
 

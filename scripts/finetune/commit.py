@@ -1,0 +1,217 @@
+"""Multi-file outputs switched all at once, staged inside the run directory (issue 18 item 10).
+
+Two shapes of output need more than one rename:
+
+* a folder (``config/``, ``diagnosis/``): the new folder is staged beside it as
+  ``.<name>.<pid>.<token>.stage`` and swapped in with one ``renameat2(RENAME_EXCHANGE)`` — readers see the
+  old folder or the new one, never a mix. (Where the kernel/file system lacks the exchange, a journal
+  written before the two renames lets the next run roll forward.)
+* loose files in the run directory (``rewards.py`` + ``rewards_*.py``): staged, then a journal naming
+  every rename is written atomically — the commit point — then the renames run. A crash before the
+  journal leaves the old files; a crash after it is rolled forward by the next run (:func:`recover`).
+
+Every commit holds the run directory's lock (:mod:`finetune.locks`) from staging to cleanup, so any
+stage folder or journal found *under the lock* belongs to a process that died: :func:`recover` (called
+by :func:`finetune.rundir.resolve`, i.e. by every verb, and by each commit) rolls journals forward and
+deletes the leftovers, including atomic-write temp files (``.scored.jsonl.<pid>.<token>.tmp``) whose
+writer is gone.
+
+``FINETUNE_TEST_CRASH_AT=<step>`` makes the process SIGKILL itself at that step: a hook for the crash
+tests only (steps: ``write:<file name>`` in :func:`finetune.atomic.write_bytes`, ``<folder>:staged``, ``<folder>:switched``, ``files:staged``, ``files:journal``,
+``files:rename:<name>``, ``files:renamed``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import errno
+import os
+import re
+import secrets
+import shutil
+import signal
+import time
+from pathlib import Path
+from typing import Callable, Iterator
+
+from finetune import jsonio, locks
+
+CRASH_ENV = "FINETUNE_TEST_CRASH_AT"
+STALE_UNOWNED_S = 3600  # temp files without a pid in their name (older versions) count as stale after this
+_STAGE = re.compile(r"^\..+\.(\d+)\.[0-9a-f]{8}\.stage$")
+_OLD = re.compile(r"^\..+\.(\d+)\.[0-9a-f]{8}\.old$")
+_JOURNAL = re.compile(r"^\.commit\.(\d+)\.[0-9a-f]{8}\.journal$")
+_TMP = re.compile(r"^\..+\.tmp$")
+_TMP_PID = re.compile(r"^\..+\.(\d+)\.[^.]+\.tmp$")
+_RENAME_EXCHANGE = 2
+
+
+def crash_point(step: str) -> None:
+    """Tests only: die here, as a power cut or OOM kill would, when FINETUNE_TEST_CRASH_AT names this step."""
+    if os.environ.get(CRASH_ENV) == step:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _name(base: str, kind: str) -> str:
+    return f".{base}.{os.getpid()}.{secrets.token_hex(4)}.{kind}"
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Atomically swap two paths (Linux renameat2). False when this kernel / file system cannot."""
+    try:
+        fn = ctypes.CDLL(None, use_errno=True).renameat2
+    except (AttributeError, OSError):
+        return False
+    fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    at_fdcwd = -100
+    if fn(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.ENOSYS, errno.EINVAL, errno.ENOTSUP):
+        return False
+    raise OSError(err, os.strerror(err), str(a), str(b))
+
+
+def _write_file(path: Path, data: str | bytes, mode: int | None) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "wb") as fh:
+        fh.write(data.encode("utf-8") if isinstance(data, str) else data)
+        fh.flush()
+        os.fsync(fh.fileno())
+    if mode is not None:
+        os.chmod(path, mode)
+
+
+@contextlib.contextmanager
+def staged_dir(target: str | Path, keep: Callable[[str], bool] = lambda name: True) -> Iterator[Path]:
+    """Yield an empty stage folder inside ``target``'s parent; on success ``target`` becomes the stage
+    plus the entries of the old ``target`` it did not write and ``keep(name)`` accepts, in one switch."""
+    target = Path(target)
+    parent = target.parent
+    parent.mkdir(parents=True, exist_ok=True)
+    with locks.file_lock(parent):
+        recover(parent)
+        stage = parent / _name(target.name, "stage")
+        stage.mkdir()
+        try:
+            yield stage
+            if target.is_dir():
+                for old in target.iterdir():
+                    if not (stage / old.name).exists() and keep(old.name):
+                        (shutil.copytree if old.is_dir() else shutil.copy2)(old, stage / old.name)
+            _fsync_dir(stage)
+            crash_point(f"{target.name}:staged")
+            _switch_dir(stage, target)
+            crash_point(f"{target.name}:switched")
+        finally:
+            shutil.rmtree(stage, ignore_errors=True)  # after a switch it holds the old folder
+
+
+def _switch_dir(stage: Path, target: Path) -> None:
+    parent = target.parent
+    if not target.exists():
+        os.rename(stage, target)
+    elif not _exchange(stage, target):  # no atomic swap here: journal, then two renames
+        old = parent / _name(target.name, "old")
+        journal = parent / _name("commit", "journal")
+        jsonio.write_json(journal, {"renames": [[target.name, old.name], [stage.name, target.name]],
+                                    "remove": [], "cleanup": [old.name]})
+        _roll_forward(parent, journal)
+        return
+    _fsync_dir(parent)
+
+
+def commit_files(run_dir: str | Path, files: dict[str, str | bytes], remove: tuple[str, ...] = (),
+                 modes: dict[str, int] | None = None) -> list[Path]:
+    """Write ``files`` (names in the run directory) and delete ``remove`` as one commit (journal + renames)."""
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    with locks.file_lock(run_dir):
+        recover(run_dir)
+        stage = run_dir / _name("files", "stage")
+        stage.mkdir()
+        try:
+            for name, data in files.items():
+                _write_file(stage / name, data, (modes or {}).get(name))
+            _fsync_dir(stage)
+            crash_point("files:staged")
+            journal = run_dir / _name("commit", "journal")
+            jsonio.write_json(journal, {"renames": [[f"{stage.name}/{n}", n] for n in files],
+                                        "remove": [n for n in remove if n not in files], "cleanup": [stage.name]})
+            crash_point("files:journal")  # the commit point: from here the next run rolls forward
+            _roll_forward(run_dir, journal, crash=True)
+        finally:
+            shutil.rmtree(stage, ignore_errors=True)
+    return [run_dir / n for n in files]
+
+
+def _roll_forward(run_dir: Path, journal: Path, crash: bool = False) -> None:
+    """Finish a committed journal: each rename whose source still exists, the removals, the cleanup."""
+    plan = jsonio.read_json(journal)
+    for src, dst in plan["renames"]:
+        if (run_dir / src).exists():
+            os.replace(run_dir / src, run_dir / dst)
+        if crash:
+            crash_point(f"files:rename:{dst}")
+    for name in plan["remove"]:
+        with contextlib.suppress(FileNotFoundError):
+            (run_dir / name).unlink()
+    _fsync_dir(run_dir)
+    if crash:
+        crash_point("files:renamed")
+    for name in plan["cleanup"]:
+        shutil.rmtree(run_dir / name, ignore_errors=True)
+    journal.unlink()
+    _fsync_dir(run_dir)
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _leftovers(run_dir: Path) -> list[Path]:
+    try:
+        return [p for p in run_dir.iterdir() if p.name.startswith(".")
+                and (_STAGE.match(p.name) or _OLD.match(p.name) or _JOURNAL.match(p.name) or _TMP.match(p.name))]
+    except (FileNotFoundError, NotADirectoryError, PermissionError):
+        return []
+
+
+def recover(run_dir: str | Path) -> None:
+    """Roll forward committed journals and remove what crashed commits and writers left behind."""
+    run_dir = Path(run_dir)
+    if not _leftovers(run_dir):
+        return  # the common case: nothing to do, nothing written, no lock taken
+    with locks.file_lock(run_dir):
+        # A commit holds this lock from staging to cleanup, so another process's journal seen here is a
+        # dead commit's: finish it.
+        for journal in sorted(p for p in _leftovers(run_dir) if _JOURNAL.match(p.name)):
+            if int(_JOURNAL.match(journal.name).group(1)) != os.getpid():
+                _roll_forward(run_dir, journal)
+        for p in _leftovers(run_dir):
+            if _STAGE.match(p.name) or _OLD.match(p.name):
+                if int((_STAGE.match(p.name) or _OLD.match(p.name)).group(1)) != os.getpid():
+                    shutil.rmtree(p, ignore_errors=True)
+            elif _TMP.match(p.name) and p.is_file():
+                m = _TMP_PID.match(p.name)
+                stale = (not _pid_alive(int(m.group(1)))) if m else time.time() - p.stat().st_mtime > STALE_UNOWNED_S
+                if stale:
+                    with contextlib.suppress(FileNotFoundError):
+                        p.unlink()

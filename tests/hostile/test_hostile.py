@@ -1,0 +1,73 @@
+"""Issue 18's hostile families over every verb: no traceback, the right exit code (2 for bad input),
+one line, nothing written, no command executed. Cases are data (tests/hostile/cases.py)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from cases import check, cases, invoke
+
+CASES = cases()
+FIRST = "p0000-s00"  # a scored id of the base run (conftest: the crafted 'right' samples of prompt 0)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_hostile_case(case, damaged):
+    run, spec, side = damaged(case)
+    problem = check(case, run, spec, side, first=FIRST)
+    assert problem == "", problem
+
+
+RUN_VERBS = [("inspect", "score", "{run}"), ("inspect", "review", "{run}"), ("inspect", "gate", "{run}"),
+             ("inspect", "confirm", "{run}", "--user", "Ada"), ("rewards", "render", "{spec}"),
+             ("memory", "{spec}"), ("config", "render", "{spec}", "--no-gate")]
+
+
+@pytest.mark.parametrize("verb", RUN_VERBS, ids=[" ".join(v[:2]) for v in RUN_VERBS])
+def test_family_10_crash_leftovers_are_gone_after_any_verb(verb, damaged):
+    """A dead writer's temp file and a crashed commit's stage folder do not outlive the next command."""
+    from cases import Case
+
+    run, spec, side = damaged(Case("10", verb, lambda r: None, ""))
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    tmp = run / f".scored.jsonl.{dead.pid}.k3j2x9.tmp"
+    tmp.write_bytes(b"x" * (1 << 20))
+    stage = run / f".config.{dead.pid}.0a1b2c3d.stage"
+    stage.mkdir()
+    (stage / "train.py").write_text("half")
+    code, err = invoke(Case("10", verb, lambda r: None, ""), [a.format(run=run, spec=spec, tmp=side) for a in verb])
+    assert "Traceback" not in err and code in (0, 1, 2)
+    assert not tmp.exists() and not stage.exists()
+    assert not [p.name for p in run.iterdir() if p.name.endswith((".tmp", ".stage", ".journal"))]
+
+
+def test_every_family_is_covered():
+    families = {c.family.split("-")[0] for c in CASES} | {"5", "10"}  # 5: tests/inspect/test_locks.py
+    assert families == {str(i) for i in range(1, 11)}, families
+    assert len(CASES) >= 150
+
+
+@pytest.mark.parametrize("text", ["a\u2028b", "c\u0085d", "e\u2029f", "g\x1ch"])
+def test_family_4_line_separators_keep_the_run_usable(text, damaged):
+    """A note with a line separator used to corrupt verdicts.jsonl for every later command."""
+    from cases import Case
+
+    run, spec, side = damaged(Case("4", (), lambda r: None, ""))
+    noop = Case("4", (), lambda r: None, "")
+    import json
+
+    first, second = [json.loads(line)["id"] for line in (run / "scored.jsonl").read_text().split("\n")[:2]]
+    code, err = invoke(noop, ["inspect", "verdict", str(run), "--id", first, "--accept", "--reader", "agent",
+                              "--note", text])
+    assert code == 0, err
+    for verb in (["inspect", "review", str(run)], ["inspect", "confirm", str(run), "--user", "Ada"],
+                 ["inspect", "verdict", str(run), "--id", second, "--accept", "--reader", "agent"]):
+        code, err = invoke(noop, verb)
+        assert code == 0, (verb, err)
+    from finetune.inspect.verdicts import load_verdicts
+
+    assert load_verdicts(run)[first].note == text
