@@ -287,7 +287,7 @@ def train_toy(run_dir: Path, spec, seed: int, output_dir: Path, steps: int, on_s
         raise CheckFailed(f"refusing to train: {check.reason}")
     kwargs, changes = demo_training_kwargs(run_dir, seed, output_dir, steps)
     rewards = load_rewards(run_dir, [r.name for r in spec.rewards])
-    dataset = load_dataset("json", data_files=str(spec.resolve_path(spec.dataset.path)), split="train")
+    dataset = load_dataset("json", data_files=str(spec.training_data_path()), split="train")
 
     class _Progress(TrainerCallback):
         def on_step_end(self, args, state, control, **kw):

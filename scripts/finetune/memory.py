@@ -1077,10 +1077,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--lora-r", type=count(1, 65536))
     parser.add_argument("-o", "--out", help="run directory for memory.md (default: the spec's folder)")
     parser.add_argument("--json", action="store_true", help="print the estimate as JSON")
+    parser.add_argument("--trainer", choices=("grpo", "sft", "dpo"), default="grpo",
+                        help="grpo (default: generation, vLLM, reference model); sft / dpo: no generation "
+                             "(finetune.memory_trainers; needs --model)")
+    parser.add_argument("--seq-len", type=int, default=2048, help="sft / dpo: tokens per sequence")
 
 
 def run(args: argparse.Namespace) -> int:
     from finetune import atomic, rundir
+
+    if args.trainer != "grpo":  # SFT / DPO: no generation engine to size (finetune.memory_trainers)
+        from finetune.memory_trainers import run_trainer
+
+        return run_trainer(args)
 
     if bool(args.spec) == bool(args.model):
         raise UserError("give a run spec or --model (one of them)", where="finetune memory",

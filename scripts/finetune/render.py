@@ -808,6 +808,7 @@ def _context(plan: RenderPlan) -> dict[str, Any]:
         "sections": plan.sections, "method": plan.kwargs["_method"], "rec_reasons": rec_reasons,
         "reward_names": [r.name for r in spec.rewards], "reward_weights": [r.weight for r in spec.rewards],
         "gate_required": not plan.no_gate, "gate_hashes": gate_hashes,
+        "score_report_sha256": ((plan.gate or {}).get("inputs") or {}).get(rundir.SCORE_REPORT),
         "reward_section_json": json.dumps(reward_section, sort_keys=True, separators=(",", ":"), ensure_ascii=False),
         "reward_section_sha256": hashing.reward_section_digest(reward_section),
         # dataset.filter bound like the reward section (None without a filter)

@@ -146,8 +146,11 @@ def test_launch_slurm_runs_each_node_its_part(slurm_run, tmp_path):
     assert res.returncode == 0, res.stdout + res.stderr
     steps = _steps(tmp_path / "srun.log")
     assert len(steps) == 4, steps
-    check, serve, *train = steps
-    train.sort(key=lambda step: step[2])  # the training steps start together, in any order
+    # the server and training steps run in the background: their records may land in any order
+    check = next(s for s in steps if "config/env_check.py" in s)
+    serve = next(s for s in steps if "vllm-serve" in s)
+    train = sorted((s for s in steps if "launch" in s), key=lambda step: step[2])
+    assert steps[0] == check  # the check runs (and finishes) before anything starts
     assert check[:3] == ["--nodes=3", "--ntasks=3", "--ntasks-per-node=1"] and check[-2:] == [
         "config/env_check.py", str(slurm_run)]
     assert serve[:3] == ["--nodes=1", "--ntasks=1", "--nodelist=gpu01"] and serve[3].endswith("/trl")

@@ -130,6 +130,8 @@ def test_import_honours_prompt_column(cli, tmp_path):
     run = _run(tmp_path, "unused-model")
     spec = (run / "spec.yaml").read_text().replace("prompt_column: prompt", "prompt_column: question")
     (run / "spec.yaml").write_text(spec)
+    data = (run / "data.jsonl").read_text().replace('"prompt":', '"question":')  # the dataset has that column too
+    (run / "data.jsonl").write_text(data)
     rows = [{"question": "What is 1 plus 1?", "completion": "<answer>2</answer>", "answer": "2"},
             {"question": "What is 2 plus 2?", "completion": "<answer>5</answer>", "answer": "4"}]
     (tmp_path / "in.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))

@@ -82,3 +82,27 @@ def write_rewards(run_dir: Path, spec_path: Path) -> None:
     render_rewards(load_spec(spec_path), run_dir)
 
 
+
+
+def pass_phase1(cli, spec_path: Path) -> dict:
+    """A genuine Phase 1 PASS for a write_run() directory: crafted samples scored by the rendered
+    rewards, a person's verdicts, `inspect gate` = PASS (a hand-written gate.json no longer renders).
+    Returns the gate record."""
+    import importlib.util
+
+    helpers_path = Path(__file__).resolve().parents[1] / "inspect" / "inspect_helpers.py"
+    spec = importlib.util.spec_from_file_location("inspect_helpers_for_render", helpers_path)
+    helpers = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(helpers)
+    run = spec_path.parent
+    data = yaml.safe_load(spec_path.read_text())
+    data["inspection"] = {"prompts": 16, "per_prompt": 4, "min_read": 50, "probe_prompts": 4}
+    spec_path.write_text(yaml.safe_dump(data, sort_keys=False))
+    samples = helpers.craft_samples()
+    helpers.write_jsonl(run / "samples.jsonl", [{k: v for k, v in s.items() if k != "kind"} for s in samples])
+    assert cli("inspect", "score", run).code == 0
+    helpers.write_jsonl(run / "reading.jsonl", helpers.verdicts_for(samples, reader="human", n=56))
+    assert cli("inspect", "verdict", run, "--file", run / "reading.jsonl").code == 0
+    res = cli("inspect", "gate", run)
+    assert res.code == 0, res
+    return json.loads((run / "gate.json").read_text())

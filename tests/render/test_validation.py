@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from render_fixtures import write_run
+from render_fixtures import pass_phase1, write_run
 
 
 def _config_files(run: Path) -> list[str]:
@@ -23,15 +23,9 @@ def _one_line(err: str) -> str:
     return lines[0]
 
 
-def _write_pass_gate(run: Path, spec_path: Path) -> dict:
-    from finetune import hashing
-    from finetune.spec import load_spec
-
-    record = {"status": "PASS", "hashes": hashing.bound_hashes(run, load_spec(spec_path).reward_section()),
-              "time": "2026-01-01T00:00:00Z", "flags": [], "probes": [{"name": "empty_answer"}],
-              "counts": {"read": 60, "agreed": 60, "disagreements": 0, "human": 60, "agent": 0}}
-    (run / "gate.json").write_text(json.dumps(record))
-    return record
+def _write_pass_gate(cli, run: Path, spec_path: Path) -> dict:
+    assert spec_path.parent == run
+    return pass_phase1(cli, spec_path)
 
 
 def _load_train_module(run: Path):
@@ -53,12 +47,13 @@ def test_pass_gate_renders_and_train_py_rechecks_the_same_hashes(cli, tiny_run):
     from finetune.spec import load_spec
 
     run = tiny_run.parent
-    record = _write_pass_gate(run, tiny_run)
+    record = _write_pass_gate(cli, run, tiny_run)
     res = cli("config", "render", tiny_run)
     assert res.code == 0, res
     brief = (run / "config" / "BRIEF.md").read_text()
     assert "**PASS**" in brief and "--no-gate" not in brief
-    assert "60 samples read (60 by a person, 0 by an agent)" in brief and "1 hack probe(s)" in brief
+    assert "56 samples read (56 by a person, 0 by an agent)" in brief
+    assert f"{len(record['probes'])} hack probe(s)" in brief
     train = _load_train_module(run)
     assert train.GATE_REQUIRED is True
     # the standalone re-check computes exactly what finetune.hashing binds
@@ -212,7 +207,7 @@ def test_lr_change_needs_pass_gate_and_healthy_diagnosis(cli, tiny_run, tmp_path
     spec = write_run(tmp_path / "r", model, training__learning_rate=1e-6)
     res = cli("config", "render", spec, "--no-gate")
     assert res.code == 1 and "contract 7" in res.err
-    _write_pass_gate(spec.parent, spec)
+    _write_pass_gate(cli, spec.parent, spec)
     assert cli("config", "render", spec).code == 1  # a gate alone is not enough
     diag = spec.parent / "diagnosis"
     diag.mkdir()

@@ -56,6 +56,32 @@ def listing(items: list[str], limit: int = 8) -> str:
     return shown if len(items) <= limit else f"{shown} and {len(items) - limit} more — see gate.json"
 
 
+def group_causes(disagreements: list[dict[str, Any]], rows: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """Disagreements grouped by cause (issue 12 item 6): kind, reward and the reason id the reward logged
+    for the row (``<name>/why``), largest group first, each with example ids, the human text and the
+    spec field that changes that judgement (or that the reward needs ``type: python``)."""
+    from finetune.rewards.registry import explain
+
+    groups: dict[tuple[str, str, str], list[str]] = {}
+    for d in disagreements:
+        for name in d["rewards"] or ["?"]:
+            why = (rows.get(d["id"], {}).get("why") or {}).get(name) or "unexplained"
+            ids = groups.setdefault((d["kind"], name, why), [])
+            if d["id"] not in ids:
+                ids.append(d["id"])
+    out = []
+    for (kind, name, why), ids in sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+        if why == "unexplained":
+            text, fix = "the reward logged no reason for these rows", "read the reward's code (rewards.py)"
+        else:
+            text, fix = explain(why)
+        words = kind.replace("_", " ") + ("s" if len(ids) > 1 else "")
+        out.append({"kind": kind, "reward": name, "reason": why, "count": len(ids), "examples": ids[:5],
+                    "text": text, "fix": fix,
+                    "summary": f"{len(ids)} {words} of '{name}': {text} (e.g. {', '.join(ids[:3])}) — {fix}"})
+    return out
+
+
 def _later(a: Any, b: Any) -> bool:
     """Is ISO time ``a`` after ``b``? (False when either is missing or unreadable.)"""
     from datetime import datetime, timezone
@@ -160,11 +186,13 @@ def evaluate(run_dir: str | Path, spec, rescore: bool = True) -> dict[str, Any]:
     for v in read:
         disagreements.extend(V.compare(by_id[v.id], v, metas))
         gated_agreements.extend(V.gated_notes(by_id[v.id], v, metas))
+    causes = group_causes(disagreements, by_id)
     if disagreements:
         fp = sum(d["kind"] == "false_positive" for d in disagreements)
         fn = len(disagreements) - fp
         reasons.append(f"{len(disagreements)} disagreement(s) between reward and reading: {fp} false positive "
                        f"(reward-hacking risk), {fn} false negative (lost signal); fix the reward first")
+        reasons += [c["summary"] for c in causes]
 
     acks = V.acks_for(run_dir, report.get("flags", []))  # schema-checked, bound to each flag, never unwaivable
     flags = []
@@ -206,6 +234,7 @@ def evaluate(run_dir: str | Path, spec, rescore: bool = True) -> dict[str, Any]:
                    "disagreements": len(disagreements), "gated_agreements": len(gated_agreements),
                    "human": humans, "agent": agents},
         "disagreements": disagreements,
+        "causes": causes,
         "gated_agreements": gated_agreements,
         "blind": _blind_record(run_dir, read),
         "flags": flags,

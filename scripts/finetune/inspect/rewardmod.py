@@ -135,7 +135,8 @@ def _normalise(value: Any) -> float | None:
         raise TypeError(f"returned {type(value).__name__} {value!r:.60}, not a number or None") from None
 
 
-def _call(func: Callable[..., Any], items: list[dict[str, Any]]) -> list[float | None]:
+def _call(func: Callable[..., Any], items: list[dict[str, Any]], extra_out: dict | None = None
+          ) -> list[float | None]:
     columns: dict[str, list[Any]] = {}
     keys = sorted({k for it in items for k in it.get("columns", {})} - {"prompts", "completions"})
     for k in keys:
@@ -158,31 +159,48 @@ def _call(func: Callable[..., Any], items: list[dict[str, Any]]) -> list[float |
     out = list(out)
     if len(out) != len(items):
         raise TypeError(f"returned {len(out)} values for {len(items)} completions")
+    if extra_out is not None:
+        extra_out.update(extra)
     return [_normalise(v) for v in out]
 
 
-def score_items(reward: RewardInfo, items: list[dict[str, Any]], batch_size: int = 32
-                ) -> tuple[list[float | None], list[str | None]]:
+def _whys(reward: RewardInfo, extra: dict, n: int) -> list[str | None]:
+    """The per-row reason ids a reward logged as ``<name>/why`` (None where it logged none)."""
+    got = extra.get(f"{reward.name}/why")
+    if not isinstance(got, list) or len(got) != n:
+        return [None] * n
+    return [w if isinstance(w, str) else None for w in got]
+
+
+def score_items(reward: RewardInfo, items: list[dict[str, Any]], batch_size: int = 32,
+                whys: list | None = None) -> tuple[list[float | None], list[str | None]]:
     """Score ``items`` (dicts with prompt, completion, conversational, columns) with one reward.
 
     Returns (values, errors): a batch that raises is re-scored one item at a time so an exception
-    is attributed to the completions that cause it (TRL would crash the whole training step).
+    is attributed to the completions that cause it (TRL would crash the whole training step). When
+    ``whys`` is a list it is extended with the reason id the reward logged per item (``<name>/why``).
     """
     values: list[float | None] = []
     errors: list[str | None] = []
     for start in range(0, len(items), batch_size):
         batch = items[start:start + batch_size]
+        extra: dict = {}
         try:
-            values.extend(_call(reward.func, batch))
+            values.extend(_call(reward.func, batch, extra))
             errors.extend([None] * len(batch))
+            if whys is not None:
+                whys.extend(_whys(reward, extra, len(batch)))
             continue
         except Exception:
             pass
         for it in batch:
+            extra = {}
             try:
-                values.extend(_call(reward.func, [it]))
+                values.extend(_call(reward.func, [it], extra))
                 errors.append(None)
             except Exception as exc:
                 values.append(None)
                 errors.append(f"{type(exc).__name__}: {exc}"[:300])
+            if whys is not None:
+                whys.extend(_whys(reward, extra, 1))
     return values, errors

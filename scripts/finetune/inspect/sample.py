@@ -213,10 +213,16 @@ def _load_import(path: str, prompt_column: str = "prompt") -> tuple[list[dict[st
 
 
 def _import_all(import_file: str | None, import_base: str | None, run_dir: Path, info: dict[str, Any],
-                prompt_column: str, base_temperature: float | None) -> None:
+                prompt_column: str, base_temperature: float | None, spec=None) -> None:
     """Validate every imported file before writing any: `--import good --import-base bad` writes nothing."""
+    from finetune.rewards.columns import check_dataset, check_samples
+
     loaded = {target: _load_import(src, prompt_column) for target, src in ((rundir.SAMPLES, import_file),
                                                                            (rundir.BASE_SAMPLES, import_base)) if src}
+    if spec is not None:
+        check_dataset(spec, required=False)  # the prompt and reward columns exist in the dataset too
+        for (rows, record) in loaded.values():
+            check_samples(spec, rows, record["file"])
     for target, (rows, record) in loaded.items():
         jsonio.write_jsonl(run_dir / target, rows)
         if target == rundir.SAMPLES:
@@ -236,10 +242,13 @@ def run_sample(spec, run_dir: str | Path, *, import_file: str | None = None, imp
     insp, g, seed = spec.inspection, spec.generation, spec.training.seed
     info: dict[str, Any] = {"time": datetime.now(timezone.utc).isoformat(timespec="seconds"), "seed": seed}
     if import_file or import_base:
-        _import_all(import_file, import_base, run_dir, info, spec.dataset.prompt_column, base_temperature)
+        _import_all(import_file, import_base, run_dir, info, spec.dataset.prompt_column, base_temperature, spec)
         return info
 
     rows = load_rows(spec)
+    from finetune.rewards.columns import check_dataset
+
+    check_dataset(spec)  # every column a reward reads exists (exit 2 before any sampling)
     from finetune import hub
 
     try:  # a local folder, the HF cache, or a hub download (progress bar), as transformers resolves it

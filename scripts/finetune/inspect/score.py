@@ -62,11 +62,14 @@ def load_scored(run_dir: Path) -> list[dict[str, Any]]:
     return runfiles.check_scored(read_jsonl(path), path)
 
 
-def _score_all(rm: RewardModule, samples: list[dict[str, Any]], progress=None
+def _score_all(rm: RewardModule, samples: list[dict[str, Any]], progress=None, whys: dict | None = None
                ) -> tuple[dict[str, list[float | None]], dict[str, list[str | None]]]:
     values, errors = {}, {}
     for r in rm.rewards:
-        values[r.name], errors[r.name] = score_items(r, samples)
+        reasons: list = []
+        values[r.name], errors[r.name] = score_items(r, samples, whys=reasons)
+        if whys is not None:
+            whys[r.name] = reasons
         if progress:
             progress()
     return values, errors
@@ -190,7 +193,8 @@ def compute(run_dir: str | Path, spec, *, caches: bool = True, channel=None) -> 
     inputs = scored_inputs(run_dir, spec)
     step = channel.progress if channel is not None else None
 
-    values, errors = _score_all(rm, samples, step)
+    whys: dict[str, list[str | None]] = {}
+    values, errors = _score_all(rm, samples, step, whys)
     rm.disable_caches()  # the determinism re-score must not be answered from a judge cache
     rescored, _ = _score_all(rm, samples, step)
     base_scores = _score_all(rm, base_samples, step) if base_samples else None
@@ -202,7 +206,9 @@ def compute(run_dir: str | Path, spec, *, caches: bool = True, channel=None) -> 
     for i, s in enumerate(samples):
         scores = {r.name: values[r.name][i] for r in rm.rewards}
         errs = {r.name: e for r in rm.rewards if (e := errors[r.name][i])}
-        rows.append({**s, "rewards": scores, "errors": errs, **_row_verdicts(rm, scores, errs)})
+        why = {r.name: w for r in rm.rewards if (w := whys[r.name][i])}
+        rows.append({**s, "rewards": scores, "errors": errs, **({"why": why} if why else {}),
+                     **_row_verdicts(rm, scores, errs)})
     base = _base_report(rm, spec, rows, base_samples, base_scores, _base_temperature(run_dir))
     flag_list = flags_mod.detect(rm, spec, rows, rescored, probe_result, base)
     for row in rows:
@@ -266,6 +272,12 @@ def score_run(run_dir: str | Path, spec, console=None) -> dict[str, Any]:
     run_dir = Path(run_dir)
     from rich.progress import Progress
 
+    from finetune.rewards.columns import check_dataset, check_samples
+
+    check_dataset(spec, required=False)  # a column a reward reads must exist: exit 2, nothing written
+    for name in (rundir.SAMPLES, rundir.BASE_SAMPLES):
+        if (run_dir / name).is_file():
+            check_samples(spec, load_samples(run_dir / name), str(run_dir / name))
     steps = len(spec.rewards) * (3 if (run_dir / rundir.BASE_SAMPLES).is_file() else 2) + 1
     with Progress(console=console, transient=True, disable=console is None) as bar:
         task = bar.add_task("scoring", total=steps)

@@ -27,6 +27,9 @@ def run(args: argparse.Namespace) -> int:
     if spec_path is None:
         raise UserError(f"no {rundir.SPEC} in {run_dir}", where=str(args.spec), fix="pass the run spec file")
     spec = load_spec(spec_path)
+    from finetune.rewards.columns import check_dataset
+
+    check_dataset(spec, required=False)  # a column a reward reads must exist (exit 2, nothing written)
     for path in render_rewards(spec, run_dir):
         print(path)
     return 0

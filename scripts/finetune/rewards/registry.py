@@ -139,6 +139,21 @@ KINDS: dict[str, Kind] = {k.type: k for k in [
              "Answers are cached by (endpoint, model, rubric, prompt, completion); `disable_caches()` bypasses the "
              "cache so the gate's determinism re-score asks the judge again.",
          )),
+    Kind("python", specs.PythonReward, "Your own verifier (`type: python`)", stdlib=("concurrent.futures",),
+         example={"name": "sql_matches", "type": "python", "file": "sql_reward.py", "function": "sql_result_matches",
+                  "columns": ["schema", "expected"], "timeout_s": 5.0},
+         notes=(
+             "For a checker no built-in kind expresses (an SQL executor, a domain validator, an in-house "
+             "grader). The renderer copies your file beside rewards.py as `rewards_user_<name>.py`; the gate "
+             "binds its sha256, so editing it after the gate voids the PASS (re-render, re-score, re-read).",
+             "Same guard as every reward: an exception, a non-number, a value outside [0, 1] or a call past "
+             "`timeout_s` gives None and is counted in `rewards/<name>/errors` (an overrunning call is left "
+             "running in its thread: make the function itself bounded). Role, threshold and the format gate "
+             "come from the spec; flags and probes run on it like on any reward.",
+             "Worked example: `examples/python-reward/` — an SQL-result checker that runs the completion's "
+             "query on an in-memory SQLite database built from the row's `schema` column and compares the "
+             "rows with the `expected` column.",
+         )),
     Kind("length_penalty", specs.LengthPenaltyReward, "Length-penalty wrapper", stdlib=("math",),
          packages=("trl==1.16.0",),
          example={"name": "overlong", "type": "length_penalty", "mode": "soft_overlong", "overlong_buffer": 256,

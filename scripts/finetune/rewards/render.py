@@ -127,9 +127,12 @@ def render_sources(rewards: list[Any], *, run_name: str = "run", spec_path: str 
     types_used = [t for t in TYPE_ORDER if any(r.type == t for r in rewards)]
     packages, helpers = _requirements(rewards)
     stdlib = sorted(set(STDLIB_IMPORTS).union(*(KINDS[t].stdlib for t in types_used),
-                                              ("os", "sys") if helpers else ()))
+                                              ("os", "sys") if helpers or any(r.type == "python" for r in rewards)
+                                              else ()))
     third_party = [m for t in types_used for m in KINDS[t].imports]
     helper_files = [HELPER_FILES[h] for h in helpers]
+    user_files = _user_files(rewards, source_path)
+    helper_files += list(user_files)
     env = environment()
     # Kinds whose library macro renders nothing (their code lives in helpers) add no section.
     library_templates = [KINDS[t].template for t in types_used
@@ -143,9 +146,39 @@ def render_sources(rewards: list[Any], *, run_name: str = "run", spec_path: str 
     files = {rundir.REWARDS: text}
     for helper in helpers:
         files[HELPER_FILES[helper]] = _render_helper(helper)
+    files.update(user_files)
     for name, source in files.items():
         compile(source, name, "exec")  # a template bug must fail here, not on the training box
     return files
+
+
+def _user_files(rewards: list[Any], source_path: Optional[Path]) -> dict[str, str]:
+    """rewards_user_<name>.py → the text of each `type: python` reward's file, copied verbatim (the gate
+    binds it like every rewards_*.py). A missing file, a syntax error or a missing function is refused."""
+    import ast
+
+    out: dict[str, str] = {}
+    base = source_path.parent if source_path is not None else Path.cwd()
+    for index, r in enumerate(rewards):
+        if r.type != "python":
+            continue
+        path = (base / r.file).resolve()
+        if not path.is_file():
+            raise _fail(f"rewards[{index}].file", f"no file {path}", "name your verifier's .py file (relative to "
+                        "the spec's folder)", source_path)
+        text = path.read_text(encoding="utf-8")
+        try:
+            tree = ast.parse(text, str(path))
+        except SyntaxError as exc:
+            raise _fail(f"rewards[{index}].file", f"{path}:{exc.lineno}: {exc.msg}", "fix the syntax error",
+                        source_path) from None
+        defined = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+        if r.function not in defined:
+            raise _fail(f"rewards[{index}].function", f"{path} defines no function '{r.function}' (it defines: "
+                        f"{', '.join(sorted(defined)) or 'none'})", "name a top-level function of that file",
+                        source_path)
+        out[f"rewards_user_{r.name}.py"] = text
+    return out
 
 
 def _render_helper(helper: str) -> str:

@@ -282,6 +282,38 @@ class LengthPenaltyReward(_RewardBase):
         return self
 
 
+class PythonReward(_RewardBase):
+    """Your own verifier: a function in a Python file of yours, wrapped in the common guard.
+
+    The renderer copies the file beside rewards.py as ``rewards_user_<name>.py`` (the gate binds its
+    sha256: editing it voids a PASS). The function is called once per completion as
+    ``function(completion, prompt=..., **columns)`` and returns a number in [0, 1] (or a bool), or
+    None for "not applicable"; an exception, a value out of range or a call that overruns
+    ``timeout_s`` gives None and is counted in ``rewards/<name>/errors``.
+    """
+
+    type: Literal["python"]
+    file: str = Field(description="Python file holding the function (relative to the spec's folder).")
+    function: str = Field(description="Name of the function to call in that file.")
+    columns: list[str] = Field([], description="Dataset columns passed to the function as keyword arguments.")
+    timeout_s: float = Field(10.0, gt=0, le=600, description="Deadline of one call; an overrun scores None.")
+    allowed_roles: ClassVar[tuple[Role, ...]] = ("correctness", "format")
+
+    @field_validator("function")
+    @classmethod
+    def _function_identifier(cls, v: str) -> str:
+        if not v.isidentifier():
+            raise ValueError(f"'{v}' is not a Python function name")
+        return v
+
+    @field_validator("file")
+    @classmethod
+    def _python_file(cls, v: str) -> str:
+        if not v.endswith(".py"):
+            raise ValueError("file must be a .py file")
+        return v
+
+
 def __getattr__(name: str):
     # The spec union and the type table are derived from the registry (one entry per kind).
     if name in ("RewardSpec", "REWARD_TYPES"):

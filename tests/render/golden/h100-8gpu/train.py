@@ -33,6 +33,7 @@ TRL_VERSION = '1.16.0'  # every algorithm field below assumes this TRL's semanti
 # --- the Phase 1 gate record this config relies on (DESIGN.md contract 5) ---
 GATE_REQUIRED = False
 GATE_HASHES = {}
+SCORE_REPORT_SHA256 = None  # the score report the gate judged (its binding is re-checked)
 REWARD_SECTION_SHA256 = 'a4ec549c44c3a23c85e8075c1d34951618d90ded26b66d39eb79e6ffcfade1d3'  # sha256 of the spec's reward section (weights included)
 DATA_FILTER_SHA256 = None  # sha256 of the spec's dataset.filter (finetune data filter), or None
 
@@ -95,6 +96,64 @@ def check_gate() -> None:
     changed = sorted(k for k in set(current) | set(GATE_HASHES) if current.get(k) != GATE_HASHES.get(k))
     if changed:
         sys.exit(f"refusing to train: {', '.join(changed)} changed since the gate PASSed; re-run Phase 1")
+    check_score_report(current)
+
+
+def check_score_report(current: dict) -> None:
+    """The score report the gate judged is still there and still binds these rewards and scores."""
+    path = RUN_DIR / "score_report.json"
+    if SCORE_REPORT_SHA256 is None or not path.is_file() or sha256_file(path) != SCORE_REPORT_SHA256:
+        sys.exit(f"refusing to train: {path} is not the score report the gate PASSed; re-run Phase 1")
+    try:
+        report = json.loads(path.read_text(encoding="utf-8"))
+        inputs, scored = report["inputs"], report["scored_sha256"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        sys.exit(f"refusing to train: unreadable score report {path} ({exc})")
+    stale = sorted(k for k in current if k.endswith(".py") and inputs.get(k) != current[k])
+    if scored != current.get("scored.jsonl") or stale:
+        sys.exit(f"refusing to train: {path} does not bind the current rewards and scores; re-run Phase 1")
+
+
+def load_gated_rewards():
+    """rewards.py and its rewards_*.py helpers, executed from the exact bytes checked against the gate.
+
+    Loaded by path (importlib.util.spec_from_file_location with a loader that runs the bytes read
+    here), never by module search: a `rewards/` package, a stray module on sys.path or a file
+    swapped after the check cannot stand in for the gated code.
+    """
+    import importlib.abc
+    import importlib.util
+
+    class BytesLoader(importlib.abc.Loader):
+        def __init__(self, data: bytes):
+            self.data = data
+
+        def create_module(self, spec):
+            return None
+
+        def exec_module(self, module):
+            exec(compile(self.data, module.__spec__.origin, "exec"), module.__dict__)
+
+    paths = [RUN_DIR / "rewards.py"] + sorted(p for p in RUN_DIR.glob("rewards_*.py") if p.is_file())
+    blobs = {}
+    for p in paths:
+        try:
+            blobs[p.name] = p.read_bytes()
+        except OSError as exc:
+            sys.exit(f"refusing to train: cannot read {p} ({exc})")
+    if GATE_REQUIRED:
+        got = {name: hashlib.sha256(data).hexdigest() for name, data in blobs.items()}
+        want = {k: v for k, v in GATE_HASHES.items() if k.endswith(".py")}
+        if got != want:
+            changed = sorted(k for k in set(got) | set(want) if got.get(k) != want.get(k))
+            sys.exit(f"refusing to train: {', '.join(changed)} differ from what the gate PASSed; re-run Phase 1")
+    # helpers first (rewards.py finds them in sys.modules), rewards.py last, each under its own name
+    for name in sorted(blobs, key=lambda n: n == "rewards.py"):
+        spec = importlib.util.spec_from_file_location(name[:-3], RUN_DIR / name, loader=BytesLoader(blobs[name]))
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name[:-3]] = module
+        spec.loader.exec_module(module)
+    return sys.modules["rewards"]
 
 
 METRICS_FILE = "metrics.jsonl"  # in output_dir: every logged step, live (finetune diagnose reads it mid-run)
@@ -172,8 +231,8 @@ def main(argv=None) -> None:
     check_trl()
     check_gate()
 
-    sys.path.insert(0, str(RUN_DIR))
-    from rewards import REWARD_FUNCS, REWARD_WEIGHTS
+    rewards = load_gated_rewards()
+    REWARD_FUNCS, REWARD_WEIGHTS = rewards.REWARD_FUNCS, rewards.REWARD_WEIGHTS
 
     if [f.__name__ for f in REWARD_FUNCS] != REWARD_NAMES or list(REWARD_WEIGHTS) != REWARD_WEIGHTS_RENDERED:
         sys.exit("refusing to train: rewards.py does not match the spec this config was rendered for; re-render")

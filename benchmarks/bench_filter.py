@@ -1,0 +1,91 @@
+"""Difficulty filter on the demo's toy task: measured frac_reward_zero_std with and without it, same seeds.
+
+Runs `finetune demo` (or reuses ``--demo-dir``, a finished demo output), copies its PASS run twice,
+runs `finetune data filter` (k = num_generations) in one copy and re-renders its config, then trains
+the demo's toy GRPO run (finetune.demo.train_toy, the demo's CPU profile) in both copies on the same
+seeds and prints, side by side, the filter's predicted frac_reward_zero_std and the value TRL logged
+(mean over the logged steps), with the ratio filtered / unfiltered.
+
+    .venv/bin/python benchmarks/bench_filter.py [--demo-dir DIR] [--seeds 3407 3408] [--steps 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+
+def _measured(output_dir: Path) -> float:
+    state = json.loads((output_dir / "trainer_state.json").read_text())
+    values = [e["frac_reward_zero_std"] for e in state["log_history"] if "frac_reward_zero_std" in e]
+    return sum(values) / len(values)
+
+
+def _copy_pass(demo: Path, dst: Path) -> Path:
+    dst.mkdir(parents=True)
+    for name in ("model", "data"):
+        (dst / name).symlink_to(demo / name)
+    shutil.copytree(demo / "pass", dst / "pass", ignore=shutil.ignore_patterns("train", "train-*", "diagnosis"))
+    return dst / "pass" / "spec.yaml"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--demo-dir", type=Path, help="a finished `finetune demo -o DIR` output to reuse")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[3407, 3408])
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--max-prompts", type=int, default=None, help="prompts the filter assesses (default all)")
+    args = parser.parse_args()
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from rich.console import Console
+
+    from finetune.cli import main as cli
+    from finetune.datafilter import run_filter
+    from finetune.demo import run_demo, train_toy
+    from finetune.spec import load_spec
+
+    work = Path(tempfile.mkdtemp(prefix="bench-filter-"))
+    demo = args.demo_dir.resolve() if args.demo_dir else work / "demo"
+    if not args.demo_dir:
+        t0 = time.perf_counter()
+        run_demo(demo, reader="checker", console=Console(file=open(os.devnull, "w")))
+        print(f"demo: {time.perf_counter() - t0:.0f} s")
+    plain, filtered = _copy_pass(demo, work / "unfiltered"), _copy_pass(demo, work / "filtered")
+    spec = load_spec(filtered)
+    t0 = time.perf_counter()
+    summary = run_filter(filtered, filtered.parent, k=spec.training.num_generations, max_prompts=args.max_prompts)
+    print(f"filter: k={summary['k']}, kept {summary['kept']} of {summary['assessed']} prompts "
+          f"({summary['dropped_never']} never, {summary['dropped_always']} always solved) in "
+          f"{time.perf_counter() - t0:.0f} s")
+    assert cli(["config", "render", str(filtered)]) == 0
+    rows = []
+    for seed in args.seeds:
+        measured = {}
+        for name, spec_path in (("unfiltered", plain), ("filtered", filtered)):
+            run_dir = spec_path.parent
+            out = run_dir / f"train-seed{seed}"
+            train_toy(run_dir, load_spec(spec_path), seed, out, args.steps, lambda *_: None)
+            measured[name] = _measured(out)
+        rows.append((seed, measured["unfiltered"], measured["filtered"]))
+    pb, pa = summary["predicted_zero_std_before"], summary["predicted_zero_std_after"]
+    print(f"\nfrac_reward_zero_std, {args.steps} steps per run (demo CPU profile), same seeds")
+    print(f"{'seed':>6} | {'predicted unfilt.':>17} | {'measured unfilt.':>16} | {'predicted filt.':>15} | "
+          f"{'measured filt.':>14} | {'measured ratio filt./unfilt.':>28}")
+    for seed, mu, mf in rows:
+        ratio = f"{mf / mu:.2f}" if mu else "n/a"
+        print(f"{seed:>6} | {pb:>17.3f} | {mu:>16.3f} | {pa:>15.3f} | {mf:>14.3f} | {ratio:>28}")
+    lower = all(mf < mu for _, mu, mf in rows)
+    print(f"filtered lower than unfiltered on every seed: {lower}")
+    print(f"(work dir: {work})")
+    return 0 if lower else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,53 @@
+"""Phase 1 refuses inputs that cannot work (issue 12 item 5): every column a reward reads, and the
+prompt column, must exist in the dataset and in the samples — else exit 2 naming the column and the
+columns that exist, before anything is written. A typo must never read as "the base model never
+succeeds" (which routes the user to SFT)."""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+from finetune.errors import UserError
+
+
+def reward_columns(spec) -> list[tuple[str, str]]:
+    """(column, spec field) for every dataset column a reward of ``spec`` reads, in spec order."""
+    out: list[tuple[str, str]] = []
+    for index, reward in enumerate(spec.rewards):
+        for field in type(reward).model_fields:
+            value = getattr(reward, field)
+            if field.endswith("_column") and isinstance(value, str):
+                out.append((value, f"rewards[{index}].{field}"))
+            elif field == "columns" and isinstance(value, (list, tuple)):
+                out += [(c, f"rewards[{index}].columns") for c in value if isinstance(c, str)]
+    return out
+
+
+def _refuse(column: str, field: str, present: Iterable[str], where: str, what: str) -> UserError:
+    present = sorted(present)
+    return UserError(f"{field}: column '{column}' is not in the {what} (columns: {', '.join(present) or 'none'})",
+                     where=where, fix=f"set {field} to one of the existing columns, or add '{column}' to the {what}")
+
+
+def check_dataset(spec, *, required: bool = True) -> None:
+    """The dataset has the prompt column and every reward column. With ``required=False`` a dataset
+    that is not on this machine is not checked (rendering rewards does not need it)."""
+    from finetune.inspect.sample import load_rows
+
+    if not required and not spec.resolve_path(spec.dataset.path).exists():
+        return
+    rows = load_rows(spec)  # refuses a missing prompt column itself
+    present = set(rows[0])
+    where = str(spec.resolve_path(spec.dataset.path))
+    for column, field in reward_columns(spec):
+        if column not in present:
+            raise _refuse(column, field, present, where, "dataset")
+
+
+def check_samples(spec, samples: list[dict[str, Any]], where: str) -> None:
+    """Every sample carries every reward column (samples keep the dataset's columns under ``columns``)."""
+    for column, field in reward_columns(spec):
+        for s in samples:
+            columns = s.get("columns") or {}
+            if column not in columns:
+                raise _refuse(column, field, columns, f"{where} (sample '{s.get('id')}')", "samples")
