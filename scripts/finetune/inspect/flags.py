@@ -52,6 +52,10 @@ RED_FLAGS: dict[str, RedFlag] = {
                                       "score only what the answer container holds"),
     "gold_answer_fails": RedFlag("a well-formed completion carrying the gold answer does not pass",
                                  "the reward cannot be satisfied: fix extraction or the gold column"),
+    "lost_signal": RedFlag("the reward fails a correct answer written the way instruct models write it (prose "
+                           "after the box, bold box, \\( \\) / $ $ / \\[ \\] delimiters, thin-space thousands)",
+                           "allow that style (trailing_text: allow, extract) or acknowledge why the task needs "
+                           "the bare format"),
     "truncated": RedFlag(f"≥ {TRUNCATED_SHARE:.0%} of the samples stopped at max_completion_length",
                          "raise generation.max_completion_length"),
     "format_blind": RedFlag("a well-formatted wrong answer scores the same total as a malformed one",
