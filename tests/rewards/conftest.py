@@ -62,6 +62,10 @@ class JudgeScript:
         self.requests: list[dict] = []
         self.in_flight = 0
         self.max_in_flight = 0
+        # requests marked PAUSE alone: a slow request an earlier test abandoned (DRIP drips for
+        # seconds) must not count against the concurrency limit under test
+        self.paused_in_flight = 0
+        self.max_paused_in_flight = 0
         self.flaky_seen: set = set()
         self.lock = threading.Lock()
 
@@ -113,10 +117,20 @@ def judge_server():
                 with script.lock:
                     script.requests.append({"path": self.path, "body": body,
                                             "auth": self.headers.get("Authorization")})
-                if self.path != "/v1/chat/completions":
-                    status, content = 404, ""
-                else:
-                    status, content = script.reply(body)
+                paused = "PAUSE" in json.dumps(body)
+                if paused:
+                    with script.lock:
+                        script.paused_in_flight += 1
+                        script.max_paused_in_flight = max(script.max_paused_in_flight, script.paused_in_flight)
+                try:
+                    if self.path != "/v1/chat/completions":
+                        status, content = 404, ""
+                    else:
+                        status, content = script.reply(body)
+                finally:
+                    if paused:
+                        with script.lock:
+                            script.paused_in_flight -= 1
                 payload = json.dumps({"id": "x", "object": "chat.completion", "model": body.get("model"),
                                       "choices": [{"index": 0, "finish_reason": "stop",
                                                    "message": {"role": "assistant", "content": content}}]})

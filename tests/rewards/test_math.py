@@ -16,10 +16,11 @@ HANG = "\\boxed{9^{9^{9^{9}}}+1}"  # math-verify/sympy parses this for minutes w
 def mod(tmp_path_factory):
     from tests.rewards.conftest import render_module
 
+    # 5 s per item: a cold worker's first symbolic check (sympy warm-up) must not read as a timeout on a loaded box
     return render_module([
-        {"name": "any_math", "type": "math", "extract": "any", "timeout_s": 1.5, "workers": 2},
-        {"name": "boxed_math", "type": "math", "extract": "boxed", "timeout_s": 1.5, "workers": 2},
-        {"name": "tag_math", "type": "math", "extract": "answer_tag", "timeout_s": 1.5, "workers": 2},
+        {"name": "any_math", "type": "math", "extract": "any", "timeout_s": 5.0, "workers": 2},
+        {"name": "boxed_math", "type": "math", "extract": "boxed", "timeout_s": 5.0, "workers": 2},
+        {"name": "tag_math", "type": "math", "extract": "answer_tag", "timeout_s": 5.0, "workers": 2},
     ], tmp_path_factory.mktemp("math"))
 
 

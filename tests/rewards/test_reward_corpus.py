@@ -1,8 +1,8 @@
 """The labelled reward corpora (tests/data): every row well-formed and consistent, the files what their
 generators write, every kind renderable under its default spec, and issue 12's acceptance targets.
 
-The targets are off until the reward fixes land (ISSUE12_TARGET_DEFAULT / FINETUNE_ISSUE12_TARGET=1);
-`benchmarks/bench_reward_accuracy.py` prints the current numbers beside TRL's and math-verify's.
+The targets are on (ISSUE12_TARGET_DEFAULT); `benchmarks/bench_reward_accuracy.py` prints the current numbers
+beside TRL's and math-verify's.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data"
-ISSUE12_TARGET_DEFAULT = False
+ISSUE12_TARGET_DEFAULT = True  # the reward fixes landed (issue 12); the numbers: benchmarks/bench_reward_accuracy.py
 TARGET = ISSUE12_TARGET_DEFAULT or os.environ.get("FINETUNE_ISSUE12_TARGET") == "1"
 # Peers on reward_external.jsonl (unambiguous rows), measured by bench_reward_accuracy.py with the pinned
 # trl==1.16.0 / math-verify==0.9.0; test_peer_numbers_still_hold (slow) re-measures them.
