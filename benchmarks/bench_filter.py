@@ -1,6 +1,7 @@
 """Difficulty filter on the demo's toy task: measured frac_reward_zero_std with and without it, same seeds.
 
-Runs `finetune demo` (or reuses ``--demo-dir``, a finished demo output), copies its PASS run twice,
+Runs `finetune demo` without its filter (or reuses ``--demo-dir``, a finished demo output, whose filter
+is undone in the copies), copies its PASS run twice,
 runs `finetune data filter` (k = num_generations) in one copy and re-renders its config, then trains
 the demo's toy GRPO run (finetune.demo.train_toy, the demo's CPU profile) in both copies on the same
 seeds and prints, side by side, the filter's predicted frac_reward_zero_std and the value TRL logged
@@ -31,8 +32,30 @@ def _copy_pass(demo: Path, dst: Path) -> Path:
     dst.mkdir(parents=True)
     for name in ("model", "data"):
         (dst / name).symlink_to(demo / name)
-    shutil.copytree(demo / "pass", dst / "pass", ignore=shutil.ignore_patterns("train", "train-*", "diagnosis"))
-    return dst / "pass" / "spec.yaml"
+    shutil.copytree(demo / "pass", dst / "pass", ignore=shutil.ignore_patterns("train", "train-*", "train_*",
+                                                                             "diagnosis", "data", "spec.yaml.orig"))
+    return _unfiltered(dst / "pass")
+
+
+def _unfiltered(run: Path) -> Path:
+    """A demo run that was filtered: back to the spec it gated and the gate's pre-filter binding."""
+    import yaml
+
+    from finetune.cli import main as cli
+    from finetune.hashing import bound_hashes
+    from finetune.inspect.gate import write_gate_record
+    from finetune.spec import load_spec
+
+    spec_path = run / "spec.yaml"
+    data = yaml.safe_load(spec_path.read_text())
+    if data["dataset"].pop("filter", None) is not None:
+        spec_path.write_text(yaml.safe_dump(data, sort_keys=False))
+        record = json.loads((run / "gate.json").read_text())
+        record.pop("dataset_filter", None)
+        record["hashes"] = bound_hashes(run, load_spec(spec_path).reward_section())
+        write_gate_record(run, record)
+        assert cli(["config", "render", str(spec_path)]) == 0
+    return spec_path
 
 
 def main() -> int:
@@ -55,7 +78,7 @@ def main() -> int:
     demo = args.demo_dir.resolve() if args.demo_dir else work / "demo"
     if not args.demo_dir:
         t0 = time.perf_counter()
-        run_demo(demo, reader="checker", console=Console(file=open(os.devnull, "w")))
+        run_demo(demo, reader="checker", console=Console(file=open(os.devnull, "w")), filter_k=None)
         print(f"demo: {time.perf_counter() - t0:.0f} s")
     plain, filtered = _copy_pass(demo, work / "unfiltered"), _copy_pass(demo, work / "filtered")
     spec = load_spec(filtered)

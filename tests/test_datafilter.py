@@ -7,6 +7,7 @@ resumes without re-sampling the prompts it finished; a reward edited after the g
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import shutil
@@ -27,8 +28,26 @@ def _pass_run(demo_run, tmp: Path) -> Path:
     """A private copy of the demo's PASS run directory (its model and data shared read-only)."""
     for name in ("model", "data"):
         (tmp / name).symlink_to(demo_run.out / name)
-    shutil.copytree(demo_run.out / "pass", tmp / "pass", ignore=shutil.ignore_patterns("train", "config", "diagnosis"))
-    return tmp / "pass" / "spec.yaml"
+    shutil.copytree(demo_run.out / "pass", tmp / "pass",
+                    ignore=shutil.ignore_patterns("train", "config", "diagnosis", "data", "spec.yaml.orig"))
+    return _unfiltered(tmp / "pass")
+
+
+def _unfiltered(run: Path) -> Path:
+    """The demo filtered its PASS run; put back the spec it gated and the gate's pre-filter binding."""
+    from finetune.hashing import bound_hashes
+    from finetune.inspect.gate import write_gate_record
+    from finetune.spec import load_spec
+
+    spec_path = run / "spec.yaml"
+    data = yaml.safe_load(spec_path.read_text())
+    data["dataset"].pop("filter", None)
+    spec_path.write_text(yaml.safe_dump(data, sort_keys=False))
+    record = json.loads((run / "gate.json").read_text())
+    record.pop("dataset_filter", None)
+    record["hashes"] = bound_hashes(run, load_spec(spec_path).reward_section())
+    write_gate_record(run, record)
+    return spec_path
 
 
 def _args(spec: Path, *extra: str) -> list[str]:
@@ -68,7 +87,22 @@ def test_filter_drops_exactly_the_0_of_k_and_k_of_k_prompts(demo_run, tmp_path, 
     report = (run / "data" / "filter_report.md").read_text()
     assert "predicted `frac_reward_zero_std`" in report and (run / "data" / "filter_pass_rates.png").stat().st_size > 0
     summary = json.loads((run / "data" / "filter_summary.json").read_text())
-    assert summary["predicted_zero_std_after"] < summary["predicted_zero_std_before"]
+    # predicted on the weighted totals, as TRL measures: enumerate every group of G drawn from each
+    # prompt's K totals (with replacement when G > K) and count those whose totals are all equal
+    g = load_spec(spec_path).training.num_generations
+    assert all(len(e["totals"]) == K for e in rates)
+    by_row = {e["row"]: e["totals"] for e in rates}
+    draws = itertools.combinations if g <= K else itertools.product
+    want = {}
+    for name, rows in (("before", range(24)), ("after", mixed)):
+        shares = []
+        for row in rows:
+            groups = list(draws(by_row[row], g) if g <= K else draws(by_row[row], repeat=g))
+            shares.append(sum(max(t) - min(t) <= 1e-9 for t in groups) / len(groups))
+        want[name] = sum(shares) / len(shares)
+    assert summary["predicted_zero_std_before"] == pytest.approx(want["before"])
+    assert summary["predicted_zero_std_after"] == pytest.approx(want["after"])
+    assert summary["predicted_zero_std_after"] <= summary["predicted_zero_std_before"] + 1e-12
 
     # train.py trains on exactly the filtered file; editing it voids the gate
     assert cli("config", "render", spec_path).code == 0

@@ -285,3 +285,25 @@ def test_a_person_reading_in_the_terminal_needs_no_confirmation(tmp_path, monkey
     assert _json(tmp_path / "demo" / "fail" / rundir.GATE)["status"] == "FAIL"
     md = (tmp_path / "demo" / "report.md").read_text()
     assert "Reader of the samples: user (terminal review)" in md and "read by the demo's independent checker" in md
+
+
+@pytest.mark.slow
+def test_demo_filters_and_shows_predicted_beside_measured_zero_std(demo_run):
+    """The GRPO run trained on the filtered prompts; report.md puts the filter's prediction next to TRL's log."""
+    from finetune.spec import load_spec
+
+    good = demo_run.out / "pass"
+    flt = demo_run.facts["filter"]
+    spec = load_spec(good / rundir.SPEC)
+    assert spec.dataset.filter is not None and spec.dataset.filter.rows == flt["kept"] < flt["assessed"]
+    assert spec.training_data_path() == (good / "data" / "filtered.jsonl").resolve()
+    assert [round(flt["predicted_zero_std_before"], 4), round(flt["predicted_zero_std_after"], 4)] == \
+        spec.dataset.filter.predicted_frac_reward_zero_std
+    md = (demo_run.out / "report.md").read_text()
+    assert "## Difficulty filter: predicted and measured `frac_reward_zero_std`" in md
+    for r in demo_run.facts["heldout"]["runs"]:
+        state = _json(good / r["output_dir"] / "trainer_state.json")
+        logged = [h["frac_reward_zero_std"] for h in state["log_history"] if "frac_reward_zero_std" in h]
+        assert r["measured_zero_std"] == pytest.approx(sum(logged) / len(logged))
+        assert (f"| seed {r['seed']} | {flt['predicted_zero_std_before']:.3f} | {flt['predicted_zero_std_after']:.3f} "
+                f"| {r['measured_zero_std']:.3f} |") in md

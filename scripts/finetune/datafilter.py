@@ -58,15 +58,39 @@ def settings_digest(spec, k: int, gate_hashes: dict[str, str]) -> str:
     rewards_only = {n: h for n, h in gate_hashes.items() if not n.startswith(("spec:dataset", "dataset."))}
     return hashlib.sha256(canonical_json({
         "model": spec.model, "generation": spec.generation.model_dump(mode="json"), "seed": spec.training.seed,
-        "k": k, "rewards": rewards_only})).hexdigest()[:16]
+        "k": k, "rewards": rewards_only, "lines": 2})).hexdigest()[:16]  # lines v2 carry the weighted totals
 
 
-def predicted_zero_std(rates: list[float], num_generations: int) -> float | None:
-    """Expected frac_reward_zero_std of GRPO groups of ``num_generations`` (binary success, as Phase 1)."""
-    if not rates:
+def _equal_classes(totals: list[float]) -> list[int]:
+    """Sizes of the classes of equal totals (TRL's zero-std test is torch.isclose to 0: 1e-9 rounding)."""
+    counts: dict[float, int] = {}
+    for t in totals:
+        key = round(float(t), 9) if math.isfinite(t) else float("nan")
+        counts[key] = counts.get(key, 0) + 1
+    return list(counts.values())
+
+
+def group_zero_std(totals: list[float], num_generations: int) -> float:
+    """P(a GRPO group of ``num_generations`` completions of this prompt has zero std of its weighted total).
+
+    TRL takes the std of each group's *weighted total* reward (format + correctness + ...), so the group
+    gives no gradient exactly when all its totals are equal. From k scored samples: the chance that G of
+    them drawn without replacement are all equal (sum over classes of C(c, G) / C(k, G)); with G = k that
+    is 1 when all k totals are equal, else 0. With G > k the empirical distribution is sampled instead.
+    """
+    k, g = len(totals), num_generations
+    classes = _equal_classes(totals)
+    if g <= k:
+        return sum(math.comb(c, g) for c in classes) / math.comb(k, g)
+    return sum((c / k) ** g for c in classes)
+
+
+def predicted_zero_std(totals_by_prompt: list[list[float]], num_generations: int) -> float | None:
+    """Expected frac_reward_zero_std of GRPO groups of ``num_generations``: mean over prompts of
+    :func:`group_zero_std` on each prompt's k weighted totals (what TRL measures, not pass/fail)."""
+    if not totals_by_prompt:
         return None
-    return sum(p ** num_generations + (1 - p) ** num_generations for p in rates) / len(rates)
-
+    return sum(group_zero_std(t, num_generations) for t in totals_by_prompt) / len(totals_by_prompt)
 
 # ------------------------------------------------------------------------------------- resume
 
@@ -134,14 +158,17 @@ def _sample_and_score(spec, run_dir: Path, rows, todo: list[int], k: int, digest
                       "columns": r["columns"]} for r, group in zip(reqs, groups) for c in group]
             values, errors = _score_all(rm, items)
             for n, req in enumerate(reqs):
-                successes = []
+                successes, totals = [], []
                 for j in range(n * k, (n + 1) * k):
                     scores = {r.name: values[r.name][j] for r in rm.rewards}
                     errs = {r.name: e for r in rm.rewards if (e := errors[r.name][j])}
-                    successes.append(bool(_row_verdicts(rm, scores, errs)["success"]))
+                    verdict = _row_verdicts(rm, scores, errs)
+                    successes.append(bool(verdict["success"]))
+                    totals.append(float(verdict["total"]))  # the weighted total, as TRL's `reward`
                 append_line(out, {"row": req["row"], "key": prompt_key(rows[req["row"]][spec.dataset.prompt_column]),
                                   "k": k, "successes": sum(successes), "settings": digest,
-                                  "completions": [c["completion"] for c in groups[n]], "success": successes})
+                                  "completions": [c["completion"] for c in groups[n]], "success": successes,
+                                  "totals": totals})
             bar.advance(task, len(batch))
             elapsed = bar.tasks[0].elapsed or 0
             bar.update(task, rate=f"{bar.tasks[0].completed / elapsed:.2f}" if elapsed else "–")
@@ -231,8 +258,10 @@ scored with the gated `rewards.py`. Kept the prompts whose pass rate is in **[{s
 | predicted `frac_reward_zero_std` (groups of {s['num_generations']}) | **{pct(s['predicted_zero_std_before'])}** | **{pct(s['predicted_zero_std_after'])}** |
 | optimiser steps (rendered config) | {steps(s['steps_before'])} | {steps(s['steps_after'])} |
 
-`frac_reward_zero_std` is predicted as Phase 1 predicts it: mean over prompts of p^G + (1 − p)^G with
-p the measured pass rate and G = num_generations (binary success). TRL logs the measured value.
+`frac_reward_zero_std` is predicted on what TRL measures: the std of each group's *weighted total*
+reward (all reward functions, with their weights), zero exactly when all G = num_generations totals of a
+group are equal. Per prompt: the chance that G of its k scored totals are all equal (with G = k: all k
+equal or not); the prediction is the mean over prompts. The pass rate decides only what is kept.
 
 | successes | prompts before | prompts after |
 |---|---:|---:|
@@ -319,13 +348,14 @@ def _finish(spec, spec_path, run_dir, rows, indices, done, k, keep, fmt, source,
     filtered = write_filtered(spec, source, fmt, rows, kept, run_dir)
     g = spec.training.num_generations
     before, after = [rates[i] for i in indices], [rates[i] for i in kept]
+    zs_before = predicted_zero_std([done[i]["totals"] for i in indices], g)
+    zs_after = predicted_zero_std([done[i]["totals"] for i in kept], g)
     count = lambda rs: {str(c): sum(round(r * k) == c for r in rs) for c in range(k + 1)}  # noqa: E731
     section = {"path": os.path.relpath(filtered, spec_path.parent), "source": spec.dataset.path, "k": k,
                "keep": [keep[0], keep[1]], "max_prompts": len(indices), "rows": len(kept),
                "pass_rates": os.path.relpath(run_dir / PASS_RATES, spec_path.parent),
                "sha256": sha256_file(filtered), "source_rows": len(rows),
-               "predicted_frac_reward_zero_std": [round(predicted_zero_std(before, g), 4),
-                                                  round(predicted_zero_std(after, g), 4)]}
+               "predicted_frac_reward_zero_std": [round(zs_before, 4), round(zs_after, 4)]}
     summary = {
         "spec_name": spec.name, "k": k, "keep": list(keep), "source": spec.dataset.path, "source_rows": len(rows),
         "assessed": len(indices), "kept": len(kept), "temperature": spec.generation.temperature,
@@ -334,7 +364,7 @@ def _finish(spec, spec_path, run_dir, rows, indices, done, k, keep, fmt, source,
         "unassessed_note": (f"; the {len(rows) - len(indices)} prompts past --max-prompts are not in the filtered "
                             "file" if len(indices) < len(rows) else ""),
         "mean_before": sum(before) / len(before), "mean_after": sum(after) / len(after),
-        "predicted_zero_std_before": predicted_zero_std(before, g), "predicted_zero_std_after": predicted_zero_std(after, g),
+        "predicted_zero_std_before": zs_before, "predicted_zero_std_after": zs_after,
         "steps_before": steps_for(spec, run_dir, len(rows)), "steps_after": steps_for(spec, run_dir, len(kept)),
         "histogram_before": count(before), "histogram_after": count(after),
         "filtered": str(filtered.relative_to(run_dir)), "filtered_sha256": section["sha256"],

@@ -56,6 +56,9 @@ DEFAULT_SEEDS = (3407, 3408)
 DEMO_STEPS = 40
 HELDOUT_PROMPTS = 64
 HELDOUT_K = 8
+# the difficulty filter on the toy dataset: small k and the first prompts only, so the demo stays ~60 s
+FILTER_K = 4
+FILTER_PROMPTS = 64
 
 # The toy run's departures from the rendered base recipe: field -> (value, why). Everything else —
 # every algorithm-defining field (loss_type, beta, epsilon, scale_rewards, num_generations,
@@ -346,8 +349,10 @@ def _prepare_out(out: Path) -> None:
 
 
 def run_demo(out: str | Path, *, reader: str = "auto", seeds: tuple[int, ...] = DEFAULT_SEEDS,
-             steps: int = DEMO_STEPS, console=None) -> DemoResult:
-    """Run every phase into ``out``; return what happened (the report is written either way)."""
+             steps: int = DEMO_STEPS, console=None, filter_k: int | None = FILTER_K) -> DemoResult:
+    """Run every phase into ``out``; return what happened (the report is written either way).
+
+    ``filter_k=None`` skips the difficulty filter (benchmarks/bench_filter.py trains both ways itself)."""
     import torch
     from rich.console import Console
 
@@ -374,7 +379,7 @@ def run_demo(out: str | Path, *, reader: str = "auto", seeds: tuple[int, ...] = 
     console.print(f"output: {out}\nreader: {result.reader}", highlight=False)
     try:
         with _quiet_libraries():
-            _phases(run, result, out, interactive, seeds, steps, console)
+            _phases(run, result, out, interactive, seeds, steps, console, filter_k)
     except _Stop as stop:
         result.facts["stopped_at"] = {"phase": stop.phase.name, "status": stop.phase.status, "detail": stop.phase.detail}
         console.print(f"[red]stopped:[/red] phase '{stop.phase.name}' is {stop.phase.status}: {stop.phase.detail}")
@@ -386,7 +391,8 @@ def run_demo(out: str | Path, *, reader: str = "auto", seeds: tuple[int, ...] = 
     return result
 
 
-def _phases(run: _Runner, result: DemoResult, out: Path, interactive: bool, seeds, steps, console) -> None:
+def _phases(run: _Runner, result: DemoResult, out: Path, interactive: bool, seeds, steps, console,
+            filter_k: int | None) -> None:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from finetune import demo_task
@@ -454,6 +460,15 @@ def _phases(run: _Runner, result: DemoResult, out: Path, interactive: bool, seed
         _checker_reads(run, good, spec, facts, "pass")
     run.stage("Phase 1: gate", ["inspect", "gate", str(good)])  # a FAIL here stops the demo, as it stops /finetune
     facts["gate_pass"] = jsonio.read_json(good / rundir.GATE)
+    if filter_k is not None:  # keep only prompts that can teach; re-binds dataset.filter into the gate record
+        run.stage("Phase 1: difficulty filter", ["data", "filter", str(spec_path), "--k", str(filter_k),
+                                                 "--max-prompts", str(FILTER_PROMPTS), "--device", "cpu",
+                                                 "--backend", "transformers"])
+        summary = jsonio.read_json(good / "data" / "filter_summary.json")
+        facts["filter"] = {k: summary[k] for k in ("k", "assessed", "kept", "dropped_never", "dropped_always",
+                                                  "predicted_zero_std_before", "predicted_zero_std_after",
+                                                  "num_generations")}
+        spec = load_spec(spec_path)  # now names data/filtered.jsonl
 
     # --- the FAIL demonstration: the same samples, a deliberately broken reward ---
     bad_spec = bad / rundir.SPEC
@@ -506,7 +521,8 @@ def _phases(run: _Runner, result: DemoResult, out: Path, interactive: bool, seed
                 trainer.model, model_dir, prompts, HELDOUT_K, g.temperature, g.max_completion_length, seed),
                 held, rewards, g.temperature, seed)
             runs.append({"seed": seed, "output_dir": str(target.relative_to(good)),
-                         "before": dataclasses.asdict(before), "after": dataclasses.asdict(after)})
+                         "before": dataclasses.asdict(before), "after": dataclasses.asdict(after),
+                         "measured_zero_std": measured_zero_std(target)})
             facts["profile_changes"] = changes
             p.command = f"GRPOTrainer (TRL) with config/grpo_config.yaml + DEMO_CPU_PROFILE, seed {seed}"
             return (f"held-out reward {before.reward:.3f} → {after.reward:.3f}; checker accepts "
@@ -525,6 +541,31 @@ def _phases(run: _Runner, result: DemoResult, out: Path, interactive: bool, seed
         d = jsonio.read_json(diag)
         facts["diagnosis"] = {"verdict": d.get("verdict"), "symptoms": [s.get("name") for s in d.get("symptoms", [])],
                               "recommended_variant": d.get("recommended_variant")}
+
+
+def measured_zero_std(output_dir: Path) -> float | None:
+    """TRL's logged frac_reward_zero_std of a run, averaged over its logged steps (None if never logged)."""
+    state = jsonio.read_json(output_dir / "trainer_state.json")
+    values = [e["frac_reward_zero_std"] for e in state.get("log_history", []) if "frac_reward_zero_std" in e]
+    return sum(values) / len(values) if values else None
+
+
+def _filter_section(f: dict[str, Any]) -> list[str]:
+    """The filter's prediction next to what TRL measured on the filtered set (report.md)."""
+    flt, runs = f["filter"], f.get("heldout", {}).get("runs", [])
+    lines = ["", "## Difficulty filter: predicted and measured `frac_reward_zero_std`", "",
+             f"`finetune data filter` sampled k = {flt['k']} completions for each of the first {flt['assessed']} "
+             f"training prompts and kept **{flt['kept']}** ({flt['dropped_never']} never solved, "
+             f"{flt['dropped_always']} always solved dropped); GRPO trained on the kept prompts only "
+             "([filter report](pass/data/filter_report.md)). Prediction: per prompt, the chance that a group of "
+             f"{flt['num_generations']} has equal weighted totals (format + correctness), as TRL measures it.", "",
+             "| | predicted, all prompts | predicted, kept prompts | measured by TRL (mean over logged steps) |",
+             "|---|---:|---:|---:|"]
+    pb, pa = flt["predicted_zero_std_before"], flt["predicted_zero_std_after"]
+    for r in runs or [{"seed": "–", "measured_zero_std": None}]:
+        m = r.get("measured_zero_std")
+        lines.append(f"| seed {r['seed']} | {pb:.3f} | {pa:.3f} | {'n/a' if m is None else f'{m:.3f}'} |")
+    return lines
 
 
 def _checker_reads(run: _Runner, run_dir: Path, spec, facts: dict[str, Any], key: str) -> None:
@@ -644,6 +685,8 @@ def report_markdown(result: DemoResult) -> str:
         for c in f["profile_changes"]:
             if c["field"] not in ("output_dir", "seed"):
                 lines.append(f"| `{c['field']}` | `{c['rendered']}` | `{c['demo']}` | {c['why']} |")
+    if "filter" in f:
+        lines += _filter_section(f)
     if f.get("heldout", {}).get("runs"):
         h = f["heldout"]
         lines += ["", "## Phase 3: held-out reward before and after GRPO", "",
