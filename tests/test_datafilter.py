@@ -119,10 +119,11 @@ def test_filter_drops_exactly_the_0_of_k_and_k_of_k_prompts(demo_run, tmp_path, 
 
 
 def test_a_killed_filter_resumes_without_resampling(demo_run, tmp_path, cli):
+    N = 256  # enough prompts that the kill lands mid-run: the tiny model samples 32 in about a second
     spec_path = _pass_run(demo_run, tmp_path)
     rates = spec_path.parent / "data" / "pass_rates.jsonl"
     env = dict(os.environ, OMP_NUM_THREADS="1")
-    proc = subprocess.Popen([sys.executable, "-m", "finetune", *_args(spec_path, "--max-prompts", "32")], env=env,
+    proc = subprocess.Popen([sys.executable, "-m", "finetune", *_args(spec_path, "--max-prompts", str(N))], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
     try:
         deadline = time.monotonic() + 300
@@ -135,13 +136,13 @@ def test_a_killed_filter_resumes_without_resampling(demo_run, tmp_path, cli):
         proc.wait()
     before = rates.read_text()
     whole = before[: before.rfind("\n") + 1]
-    assert 8 <= whole.count("\n") < 32 and not (spec_path.parent / "data" / "filtered.jsonl").exists()
-    r = cli(*_args(spec_path, "--max-prompts", "32"))
+    assert 8 <= whole.count("\n") < N and not (spec_path.parent / "data" / "filtered.jsonl").exists()
+    r = cli(*_args(spec_path, "--max-prompts", str(N)))
     assert r.code == 0, r
     after = rates.read_text()
     assert after.startswith(whole)  # finished prompts kept as they were: not sampled again
     rows = [e["row"] for e in _lines(rates)]
-    assert sorted(rows) == list(range(32))  # each prompt exactly once
+    assert sorted(rows) == list(range(N))  # each prompt exactly once
 
 
 def test_rewards_edited_after_the_gate_refuse(demo_run, tmp_path, cli):
