@@ -157,6 +157,7 @@ def _run_dir(demo_run, tmp: Path) -> Path:
     spec = yaml.safe_load((demo_run.out / "pass" / "spec.yaml").read_text())
     spec["model"] = str(demo_run.out / "model")
     spec["dataset"]["path"] = str(demo_run.out / "data" / "train.jsonl")
+    spec["dataset"].pop("filter", None)  # the demo filtered its own run; this one starts from the gate
     (run_dir / "spec.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
     (run_dir / "answers.yaml").write_text(yaml.safe_dump({
         "verifiable": True, "signal_kind": "exact_match", "demonstrations": False, "preference_pairs": False,
