@@ -170,6 +170,10 @@ def test_golden(cli, tmp_path, target):
                          generation__max_prompt_length=256, generation__max_completion_length=1024)
     revalidate(config_dir)
     rendered = {p.name: p.read_text() for p in sorted(config_dir.iterdir())}
+    # env_check.py is a verbatim copy of finetune.env.check: compared with its source, not kept as a golden
+    from finetune.env import check
+
+    assert rendered.pop("env_check.py") == Path(check.__file__).read_text()
     gold = GOLDEN / target
     if REGEN:
         gold.mkdir(parents=True, exist_ok=True)

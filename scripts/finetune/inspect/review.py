@@ -18,7 +18,6 @@ import json
 import random
 import re
 import shlex
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -66,9 +65,10 @@ def _count(spec, rows: list[dict[str, Any]], n: int | None) -> int:
 
 def finetune_command() -> str:
     """The CLI as this interpreter runs it, so a sheet's example commands run as printed (the plugin's
-    venv is not on PATH): the console script beside sys.executable, else ``python -m finetune``."""
-    script = Path(sys.executable).parent / "finetune"
-    return shlex.quote(str(script)) if script.is_file() else f"{shlex.quote(sys.executable)} -m finetune"
+    venv is not on PATH) — one definition, in finetune.invocation."""
+    from finetune.invocation import runnable
+
+    return runnable()
 
 
 def command(*args: Any) -> str:
