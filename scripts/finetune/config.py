@@ -699,7 +699,7 @@ def build_plan(spec, run_dir: Path, *, preview: bool = False, no_gate: bool = Fa
     _check_batch(kw, topo, spec)
     _validate_with_trl(kw, topo)
     length = _run_length(kw, topo, stats.rows)
-    warnings += length.warnings
+    warnings += length.warnings + inspection_warnings(spec, length.optimiser_steps)
 
     est = _estimate(info, hw, spec, rec, kw, topo, zero_stage)
     if est.verdict == "does not fit":
@@ -745,6 +745,39 @@ def _run_length(kw: dict[str, Setting], topo: Topology, rows: int):
                       steps_per_generation=v("steps_per_generation"), num_iterations=v("num_iterations"),
                       num_train_epochs=v("num_train_epochs"), max_steps=v("max_steps"),
                       logging_steps=v("logging_steps"), warmup_steps=v("warmup_steps"), save_steps=v("save_steps"))
+
+
+def inspection_settings(spec: Any) -> dict[str, Setting]:
+    """The rendered values of train.py's inspection callback (finetune.watch), each with its reason."""
+    from finetune.watch import CONFIRM, LIVE_WINDOW
+
+    every, logging = spec.inspection.every_steps, spec.training.logging_steps
+    rule = (f"the reward-hacking rule runs on the last {LIVE_WINDOW} log points and stops a run when it fires "
+            f"on {CONFIRM} inspections in a row")
+    return {
+        "every_steps": Setting(every, f"inspection.every_steps; {rule}", "spec") if every else
+        Setting(5 * logging, f"5 × logging_steps ({logging}): each inspection sees 5 new log points; {rule}"),
+        "sample_rows": Setting(spec.inspection.min_read, "inspection.min_read: a step file holds as many "
+                               "completions as the gate needs read (the top-reward ones always among them)", "spec"),
+    }
+
+
+def inspection_warnings(spec: Any, optimiser_steps: int) -> list[str]:
+    """A run too short for its inspections to judge anything."""
+    from finetune.watch import CONFIRM, MIN_POINTS
+
+    every = inspection_settings(spec).get("every_steps")
+    assert every is not None
+    logging = spec.training.logging_steps
+    first = max(every.value, -(-(MIN_POINTS - 1) * logging // every.value) * every.value) + (CONFIRM - 1) * every.value
+    if optimiser_steps and every.value > optimiser_steps:
+        return [f"inspection.every_steps = {every.value} exceeds the run's {optimiser_steps} optimiser steps: no "
+                "mid-run inspection will run (lower inspection.every_steps)"]
+    if optimiser_steps and first > optimiser_steps:
+        return [f"the reward-hacking stop rule needs {MIN_POINTS} log points and {CONFIRM} inspections: its first "
+                f"possible stop is step {first} of {optimiser_steps} (lower inspection.every_steps or "
+                "training.logging_steps)"]
+    return []
 
 
 def grpo_kwargs(plan: RenderPlan) -> dict[str, Any]:
@@ -826,6 +859,8 @@ def _context(plan: RenderPlan) -> dict[str, Any]:
         # launch.sh trains with the interpreter rendering ran in unless FINETUNE_PYTHON names another
         "rendered_python": sys.executable,
         "slurm_job_name": re.sub(r"[^A-Za-z0-9_.-]", "-", spec.name)[:64] or "grpo",
+        "inspection": inspection_settings(spec),
+        "stopped_exit": STOPPED_EXIT,
     }
 
 
@@ -848,6 +883,7 @@ def render_files(plan: RenderPlan) -> dict[str, str]:
 
     files["target.json"] = json.dumps(build_target(plan), indent=2) + "\n"
     files["env_check.py"] = checker_source()
+    files["watch.py"] = watch_source()
     if not plan.topology.cpu and plan.topology.nodes > 1:
         files["launch.slurm"] = env.get_template("launch.slurm.j2").render(**ctx)
     if not plan.topology.cpu and plan.topology.training_processes > 1:
@@ -855,6 +891,16 @@ def render_files(plan: RenderPlan) -> dict[str, str]:
         if plan.zero_stage:
             files[f"deepspeed_zero{plan.zero_stage}.json"] = env.get_template("deepspeed.json.j2").render(**ctx)
     return files
+
+
+STOPPED_EXIT = 3  # train.py's and launch.sh's exit status when the inspection callback stopped the run
+
+
+def watch_source() -> str:
+    """finetune/watch.py, rendered verbatim beside train.py (the inspection callback and its rules)."""
+    from finetune import watch
+
+    return Path(watch.__file__).read_text(encoding="utf-8")
 
 
 def write(plan: RenderPlan, files: dict[str, str]) -> Path:
@@ -874,7 +920,7 @@ def write(plan: RenderPlan, files: dict[str, str]) -> Path:
 
 
 _RENDERED_NAME = re.compile(r"BRIEF\.md|grpo_config\.yaml|train\.py|launch\.sh|launch\.slurm|accelerate\.yaml|"
-                            r"deepspeed_zero\d\.json|target\.json|env_check\.py")
+                            r"deepspeed_zero\d\.json|target\.json|env_check\.py|watch\.py")
 
 
 def render(spec_path: str | Path, out: str | Path | None = None, *, preview: bool = False,
