@@ -14,7 +14,6 @@ from finetune import rundir
 from finetune.errors import CheckFailed, UserError
 from finetune.types import count, real
 
-
 SAMPLE_FORMATS = """Generate completions the way training will (transformers, or vLLM with a GPU), or import them.
 
 Import format (--import / --import-base): JSONL, one completion per line:
@@ -198,8 +197,8 @@ def _review(args) -> int:
         console.print("open it in a browser, read, press x to export verdicts.jsonl, then: "
                       + review.command("inspect", "verdict", run_dir, "--file", "verdicts.jsonl"), markup=False)
     else:
-        console.print("read it blind, record the verdicts, then: " + review.command("inspect", "review", run_dir, "--key"),
-                      markup=False)
+        console.print("read it blind, record the verdicts, then: "
+                      + review.command("inspect", "review", run_dir, "--key"), markup=False)
     return 0
 
 
@@ -261,8 +260,10 @@ def _gate(args) -> int:
           f"{sum(f['status'] == 'open' for f in record['flags'])} open flag(s), "
           f"{sum(bool(p['passing']) for p in record['probes'])} passing probe(s)")
     _print_some(record["disagreements"], 20, lambda d: (
-        f"  {d['id']}: {'false positive (reward-hacking risk)' if d['kind'] == 'false_positive' else 'false negative (lost signal)'}"
-        f" on {d['field']} — rewards {', '.join(d['rewards'])} {d['scores']}" + (f" — note: {d['note']}" if d["note"] else "")))
+        f"  {d['id']}: "
+        f"{'false positive (reward-hacking risk)' if d['kind'] == 'false_positive' else 'false negative (lost signal)'}"
+        f" on {d['field']} — rewards {', '.join(d['rewards'])} {d['scores']}"
+        + (f" — note: {d['note']}" if d["note"] else "")))
     if record.get("gated_agreements"):
         print(f"{len(record['gated_agreements'])} correct-but-malformed sample(s) count as agreement: the "
               "correctness reward is gated on format, so it gives malformed output no credit by design")

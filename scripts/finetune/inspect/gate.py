@@ -154,7 +154,7 @@ def evaluate(run_dir: str | Path, spec, rescore: bool = True) -> dict[str, Any]:
     With ``rescore`` (always, from the CLI) rewards.py is run again on the samples in an isolated
     child and must reproduce scored.jsonl and score_report.json exactly.
     """
-    from finetune.inspect.score import load_scored, load_report, report_is_current
+    from finetune.inspect.score import load_report, load_scored, report_is_current
 
     run_dir = Path(run_dir)
     report = load_report(run_dir)
