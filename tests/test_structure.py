@@ -17,13 +17,11 @@ MAX_LINES = 80
 ALLOWED: dict[str, int] = {
     "memory:estimate": 239,
     "memory:reference_doc": 198,
-    "render:build_plan": 188,
+    "config:build_plan": 188,
     "rewards/render:reference_doc": 165,
     "demo:_phases": 150,
-    "inspect/gate:evaluate": 98,
     "memory:published_checks": 98,
     "demo:report_markdown": 93,
-    "inspect/flags:detect": 93,
     "memory:_recommendation": 89,
 }
 
