@@ -13,6 +13,7 @@ import errno
 import importlib
 import os
 import sys
+from typing import NoReturn
 
 from finetune import __version__
 from finetune.errors import CheckFailed, UserError
@@ -35,7 +36,7 @@ GROUPS: dict[str, tuple[str, str]] = {
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # argparse's usage errors are bad input too: exit 2, one line
+    def error(self, message: str) -> NoReturn:  # argparse's usage errors are bad input too: exit 2, one line
         raise UserError(message, where=self.prog, fix=f"see `{self.prog} --help`")
 
 
@@ -75,7 +76,8 @@ def environment_error(exc: BaseException) -> UserError:
     if isinstance(exc, UnicodeError):
         return UserError(f"text that cannot be written as UTF-8 ({getattr(exc, 'reason', exc)})",
                          fix="remove unpaired surrogates / undecodable characters from the input")
-    what, fix = _OS_ERRORS.get(getattr(exc, "errno", None) or -1, (exc.strerror or str(exc) or "I/O error",
+    strerror = getattr(exc, "strerror", None)
+    what, fix = _OS_ERRORS.get(getattr(exc, "errno", None) or -1, (strerror or str(exc) or "I/O error",
                                                                    "check the path and the disk"))
     paths = [str(p) for p in (getattr(exc, "filename", None), getattr(exc, "filename2", None)) if p]
     return UserError(what, where=" → ".join(paths) or None, fix=fix)
