@@ -10,6 +10,7 @@ code change is not reflected in the docs. A producer that cannot be imported is 
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import re
 from collections.abc import Callable, Iterable
@@ -72,7 +73,8 @@ def toc(text: str) -> str:
     """A table of contents of a Markdown text's '## ' headings, linked by GitHub's anchors."""
     from finetune.lint import _outside_code
 
-    lines, seen = [], {}
+    lines: list[str] = []
+    seen: dict[str, int] = {}
     for _, line in _outside_code(text):
         m = re.match(r"^(#{1,6})\s+(.*?)\s*#*\s*$", line)
         if not m:
@@ -134,7 +136,7 @@ def load_producer(spec: str) -> Callable[[], str]:
         module = importlib.import_module(module_name)
     except ImportError as exc:
         raise ProducerUnavailable(f"module {module_name} is not importable ({exc})") from None
-    func = getattr(module, func_name, None)
+    func: Callable[[], str] | None = getattr(module, func_name, None)
     if not callable(func):
         raise ProducerUnavailable(f"{module_name} has no function {func_name}()")
     return func
@@ -217,7 +219,8 @@ def sync(root: Path, check: bool, registry: Iterable[Target] = REGISTRY) -> list
             continue  # short and without a TOC: nothing to do, nothing to report
         if path not in originals:
             originals[path] = path.read_text(encoding="utf-8")
-        before = pending.get(path, originals[path])
+        before = pending[path] if path in pending else originals[path]
+        assert before is not None  # globbed above: the file exists
         new = with_toc(before)
         pending[path] = new
         target = Target(str(path.relative_to(root)), "finetune.docs:with_toc", region=TOC_REGION)
@@ -235,12 +238,12 @@ def default_root() -> Path:
     return here if (here / ".claude-plugin").is_dir() else Path.cwd()
 
 
-def add_arguments(parser) -> None:
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--check", action="store_true", help="write nothing; exit 1 if any target drifted")
     parser.add_argument("--root", metavar="DIR", help="plugin root (default: the checkout this package is in)")
 
 
-def run(args, registry: Iterable[Target] | None = None) -> int:
+def run(args: argparse.Namespace, registry: Iterable[Target] | None = None) -> int:
     root = Path(args.root) if args.root else default_root()
     if not root.is_dir():
         raise UserError(f"not a directory: {root}", where="--root", fix="pass the plugin folder")

@@ -21,6 +21,7 @@ Checks (each finding is printed as ``path:line: message``; exit 1 when there is 
 
 from __future__ import annotations
 
+import argparse
 import ast
 import difflib
 import re
@@ -28,6 +29,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -149,7 +151,7 @@ def _dataclass_fields(cls: type) -> frozenset[str]:
     return frozenset(f.name for f in dataclasses.fields(cls) if f.init)
 
 
-def _signature_params(obj: Callable) -> tuple[frozenset[str], bool]:
+def _signature_params(obj: Callable[..., Any]) -> tuple[frozenset[str], bool]:
     import inspect
 
     params = inspect.signature(obj).parameters.values()
@@ -201,7 +203,7 @@ def kwarg_findings(tree: ast.AST, path: Path, first_line: int,
         if known.accepts_var_kwargs:
             continue
         for kw in keywords:
-            if kw.arg in known.fields:
+            if kw.arg is None or kw.arg in known.fields:
                 continue
             close = difflib.get_close_matches(kw.arg, sorted(known.fields), n=1, cutoff=0.6)
             hint = f"; did you mean '{close[0]}'?" if close else ""
@@ -213,7 +215,8 @@ def kwarg_findings(tree: ast.AST, path: Path, first_line: int,
 # ---------------------------------------------------------------- the checks
 
 
-def _load_frontmatter(path: Path, text: str, findings: list[Finding], kind: str) -> tuple[dict | None, str, int]:
+def _load_frontmatter(path: Path, text: str, findings: list[Finding],
+                      kind: str) -> tuple[dict[str, Any] | None, str, int]:
     raw, body, body_line = split_frontmatter(text)
     if raw is None:
         findings.append(Finding(path, 1, f"{kind} has no YAML frontmatter (a '---' block at the top)"))
@@ -462,7 +465,7 @@ SHELL_LANGS = frozenset({"", "bash", "sh", "shell", "console", "zsh"})
 
 
 @cache
-def _cli_parser(group: str):
+def _cli_parser(group: str) -> tuple[argparse.ArgumentParser | None, str | None]:
     """(parser for the group, or None) and an error text when the group's module cannot be loaded."""
     from finetune import cli
 
@@ -474,14 +477,13 @@ def _cli_parser(group: str):
         return None, (f"'finetune {group}' cannot run: its module {cli.GROUPS[group][0]} does not load "
                       f"({type(exc).__name__}: {exc})")
     for action in parser._subparsers._group_actions if parser._subparsers else ():
-        if group in action.choices:
-            return action.choices[group], None
+        choices = action.choices
+        if isinstance(choices, dict) and group in choices:
+            return choices[group], None
     return None, f"'finetune {group}' has no parser"
 
 
-def _subcommands(parser) -> dict:
-    import argparse
-
+def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
             return action.choices
@@ -495,7 +497,7 @@ def cli_reference_problem(command_line: str) -> str | None:
         return None
     group, rest = m.group(1), re.split(r"\\?\||;|&&|>|#", m.group(2), maxsplit=1)[0]
     parser, error = _cli_parser(group)
-    if error:
+    if error or parser is None:
         return error
     shown = f"finetune {group}"
     verbs = _subcommands(parser)
@@ -618,11 +620,11 @@ def render_findings(findings: Iterable[Finding], root: Path) -> list[str]:
 # ---------------------------------------------------------------- CLI
 
 
-def add_arguments(parser) -> None:
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("path", nargs="?", default=".", help="plugin folder, a folder in it, or one Markdown file")
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
     target = Path(args.path)
     findings = lint(target)
     root = find_plugin_root(target) if target.exists() else target

@@ -10,6 +10,7 @@ the decision is written to ``DIR/route.json`` atomically.
 
 from __future__ import annotations
 
+import argparse
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -237,7 +238,7 @@ def _yes_no(value: str) -> bool:
     raise UserError(f"expected yes or no, got '{value}'", fix="answer yes or no")
 
 
-def add_arguments(parser) -> None:
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--answers", metavar="FILE", help="YAML or JSON file with the answers (flags override it)")
     parser.add_argument("--verifiable", metavar="yes|no",
                         help="can an algorithm check pass/fail (tests, parser, schema, tool call, math key)?")
@@ -251,10 +252,10 @@ def add_arguments(parser) -> None:
     parser.add_argument("--json", action="store_true", help="print the decision as JSON")
 
 
-def _load_answers_file(path: Path) -> tuple[dict[str, Any], dict[tuple, int]]:
+def _load_answers_file(path: Path) -> tuple[dict[str, Any], dict[tuple[Any, ...], int]]:
     if path.suffix.lower() == ".json":
         data = jsonio.read_json(path, fix="fix the JSON")
-        lines: dict[tuple, int] = {}
+        lines: dict[tuple[Any, ...], int] = {}
     else:
         from finetune.yamlio import load_with_lines
 
@@ -265,10 +266,10 @@ def _load_answers_file(path: Path) -> tuple[dict[str, Any], dict[tuple, int]]:
     return data, lines
 
 
-def answers_from_args(args) -> Answers:
+def answers_from_args(args: argparse.Namespace) -> Answers:
     """Merge the answers file (if any) with the flags; validate; bad input → UserError naming the field."""
     data: dict[str, Any] = {}
-    lines: dict[tuple, int] = {}
+    lines: dict[tuple[Any, ...], int] = {}
     source = "flags"
     if args.answers:
         data, lines = _load_answers_file(Path(args.answers))
@@ -307,7 +308,7 @@ def render_text(decision: Decision) -> str:
     return "\n".join(lines)
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
     answers = answers_from_args(args)
     decision = decide(answers)
     out_dir = Path(args.out) if args.out else None
