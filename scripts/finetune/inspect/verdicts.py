@@ -63,12 +63,12 @@ class Verdict(BaseModel):
     note: str = ""
     reader: Literal["human", "agent"]
     time: str | None = None
-    sample_sha256: str | None = Field(None, description="Digest of the prompt, completion and columns "
+    sample_sha256: str | None = Field(default=None, description="Digest of the prompt, completion and columns "
                                          "the reader saw; filled in when the verdict is recorded.")
-    revealed: bool | None = Field(None, description="The reader saw this sample's reward scores (after "
+    revealed: bool | None = Field(default=None, description="The reader saw this sample's reward scores (after "
                                      "giving the first verdict).")
-    first_verdict: Judgement | None = Field(None, description="The verdict as first given, before the reveal.")
-    changed_after_reveal: bool | None = Field(None, description="The verdict differs from first_verdict: "
+    first_verdict: Judgement | None = Field(default=None, description="The verdict as first given, before the reveal.")
+    changed_after_reveal: bool | None = Field(default=None, description="The verdict differs from first_verdict: "
                                                  "it changed after the reader saw the rewards.")
 
     @model_validator(mode="after")
