@@ -29,7 +29,7 @@ from typing import Any
 
 from finetune import atomic, jsonio, rundir, watch
 from finetune.errors import UserError
-from finetune.watch import FLAT_GAIN, MIN_POINTS, P_SIGNIFICANT, WINDOW_FRACTION, rises
+from finetune.watch import FLAT_GAIN, MIN_POINTS, P_SIGNIFICANT, rises
 
 # ----------------------------------------------------------------------------------------------
 # names (DESIGN.md "Diagnosis") and the variant each licenses (finetune.variants.VARIANT_SYMPTOM)
@@ -1042,12 +1042,12 @@ def inspection_doc() -> list[str]:
             "- runs the live red flags (`non_finite`, `all_none`, `out_of_range`, `empty_rewarded`, "
             "`length_correlated`, `truncated`: the Phase 1 flags above, on training completions) and the hack "
             "probes, and logs `inspection/*` into the step's log entry (`train/metrics.jsonl`, trainer_state.json);",
-            f"- stops the run (`control.should_training_stop`), writes `train/STOPPED.json` (rule, step, reward, "
+            "- stops the run (`control.should_training_stop`), writes `train/STOPPED.json` (rule, step, reward, "
             "evidence) and makes train.py and launch.sh exit 3 when a rule below fires.", "",
             "| rule | stops when |", "|---|---|",
-            f"| `reward_divergence` | the `reward_hacking` rule above (the same code: `finetune.watch.divergence`) fires "
-            f"on the last {w.LIVE_WINDOW} logged steps at {w.CONFIRM} inspections in a row; names the reward carrying "
-            "the rise |",
+            "| `reward_divergence` | the `reward_hacking` rule above (the same code: `finetune.watch.divergence`) "
+            f"fires on the last {w.LIVE_WINDOW} logged steps at {w.CONFIRM} inspections in a row; names the reward "
+            "carrying the rise |",
             "| `probe_passing` | a completion shaped like a Phase 1 hack probe ("
             + ", ".join(f"`{p}`" for p in w.PROBE_SHAPES) + ") passes a correctness reward |",
             f"| `format_jump` | the share of the top-reward completions (best {w.TOP_SHARE:.0%}, at least {w.MIN_TOP}) "

@@ -33,9 +33,10 @@ import math
 import os
 import re
 import statistics
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Optional, Sequence
+from typing import Any
 
 # ----------------------------------------------------------------------------------------------
 # thresholds (finetune.diagnose re-exports the first four; references/diagnosis.md prints them)
@@ -83,7 +84,7 @@ def ranks(xs: Sequence[float]) -> list[float]:
     return out
 
 
-def spearman(xs: Sequence[float], ys: Sequence[float]) -> Optional[float]:
+def spearman(xs: Sequence[float], ys: Sequence[float]) -> float | None:
     """Spearman rank correlation (average ranks for ties); None when either side is constant."""
     rx, ry = ranks(xs), ranks(ys)
     n = len(xs)
@@ -186,7 +187,7 @@ class Rewards:
     maxima: dict[str, float] = field(default_factory=dict)
 
     @classmethod
-    def from_meta(cls, meta: Sequence[Mapping[str, Any]], weights: Sequence[float]) -> "Rewards":
+    def from_meta(cls, meta: Sequence[Mapping[str, Any]], weights: Sequence[float]) -> Rewards:
         names = [str(m["name"]) for m in meta]
         return cls({n: str(m.get("role")) for n, m in zip(names, meta)},
                    {n: float(w) for n, w in zip(names, weights)},
@@ -212,15 +213,15 @@ class Divergence:
     status: str
     why: str
     evidence: dict[str, Any] = field(default_factory=dict)
-    window: Optional[tuple[int, int]] = None
-    carrier: Optional[str] = None
+    window: tuple[int, int] | None = None
+    carrier: str | None = None
 
 
-def reward_name(key: str) -> Optional[str]:
+def reward_name(key: str) -> str | None:
     return key.split("/")[1] if key.startswith("rewards/") and key.endswith("/mean") and key.count("/") == 2 else None
 
 
-def _enough(points: Optional[Points]) -> bool:
+def _enough(points: Points | None) -> bool:
     return points is not None and sum(math.isfinite(v) for v in points[1]) >= MIN_POINTS
 
 
@@ -259,9 +260,9 @@ def divergence(series: Mapping[str, Points], rewards: Rewards) -> Divergence:
     flat = "; ".join(f"{k} {t['start']:.3g} → {t['end']:.3g}" for k, t in ev["correctness_trends"].items())
     what = (f"rewards/{carrier}/mean ({rewards.roles.get(carrier, 'role unknown')}) carries the rise"
             if carrier else "no single reward carries it")
-    return Divergence("symptom", f"the total reward rose {tt['start']:.3g} → {tt['end']:.3g} ({gain:+.0%} of its scale, "
-                      f"rho {tt['spearman_rho']:.2f}) while every correctness reward stayed flat or fell ({flat}); "
-                      f"{what}", ev, (tt["first_step"], tt["last_step"]), carrier)
+    why = (f"the total reward rose {tt['start']:.3g} → {tt['end']:.3g} ({gain:+.0%} of its scale, rho "
+           f"{tt['spearman_rho']:.2f}) while every correctness reward stayed flat or fell ({flat}); {what}")
+    return Divergence("symptom", why, ev, (tt["first_step"], tt["last_step"]), carrier)
 
 
 def series_from_history(history: Sequence[Mapping[str, Any]], last: int = LIVE_WINDOW) -> dict[str, Points]:
@@ -296,9 +297,9 @@ class Batch:
     step: int
     prompts: list[Any]
     completions: list[Any]
-    tokens: list[Optional[int]]
+    tokens: list[int | None]
     columns: dict[str, list[Any]]
-    scores: dict[str, list[Optional[float]]] = field(default_factory=dict)
+    scores: dict[str, list[float | None]] = field(default_factory=dict)
 
 
 class Recorder:
@@ -311,7 +312,7 @@ class Recorder:
         self.batches: list[Batch] = []
         self.errors = 0
         self.limit = limit
-        self._current: Optional[tuple[int, Batch]] = None
+        self._current: tuple[int, Batch] | None = None
 
     def wrap(self, func: Callable[..., Any]) -> Callable[..., Any]:
         name = func.__name__
@@ -336,13 +337,15 @@ class Recorder:
             if not self._same_batch(name, completions):
                 state = kwargs.get("trainer_state")
                 ids = kwargs.get("completion_ids")
+                tokens: list[int | None] = [len(i) for i in ids] if ids is not None else [None] * len(completions)
+                columns = {k: list(v) for k, v in kwargs.items() if k not in _NOT_COLUMNS and isinstance(v, list)}
                 batch = Batch(int(getattr(state, "global_step", 0)), list(kwargs.get("prompts") or []),
-                              list(completions), [len(i) for i in ids] if ids is not None else [None] * len(completions),
-                              {k: list(v) for k, v in kwargs.items() if k not in _NOT_COLUMNS and isinstance(v, list)})
+                              list(completions), tokens, columns)
                 self._current = (id(completions), batch)
                 self.batches.append(batch)
                 if sum(len(b.completions) for b in self.batches) > self.limit:
                     self.batches.pop(0)
+            assert self._current is not None
             self._current[1].scores[name] = [None if v is None else float(v) for v in out]
         except Exception:  # noqa: BLE001 - the inspection must never break a training step
             self.errors += 1
@@ -393,7 +396,7 @@ def _json_safe(value: Any) -> Any:
         return str(value)
 
 
-def sample_lines(rows: Sequence[dict[str, Any]], step: int, max_completion_length: Optional[int]) -> list[str]:
+def sample_lines(rows: Sequence[dict[str, Any]], step: int, max_completion_length: int | None) -> list[str]:
     """One Phase 1 sample row per line: id, prompt, completion, conversational, columns, tokens, truncated."""
     lines = []
     for k, r in enumerate(rows):
@@ -412,24 +415,24 @@ def sample_lines(rows: Sequence[dict[str, Any]], step: int, max_completion_lengt
 # live red flags and hack probes (names from finetune.inspect.flags.RED_FLAGS / inspect.probes)
 
 
-def length_flagged(role: str, rho: Optional[float]) -> bool:
+def length_flagged(role: str, rho: float | None) -> bool:
     """A non-shaping reward tracking length either way, or a shaping reward rising with it."""
     if rho is None:
         return False
     return rho >= LENGTH_CORRELATION if role == "shaping" else abs(rho) >= LENGTH_CORRELATION
 
 
-def _passes(value: Optional[float], threshold: float) -> bool:
+def _passes(value: float | None, threshold: float) -> bool:
     return value is not None and math.isfinite(value) and value >= threshold - 1e-9
 
 
 def live_flags(rows: Sequence[dict[str, Any]], meta: Sequence[Mapping[str, Any]],
-               max_completion_length: Optional[int] = None) -> list[dict[str, Any]]:
+               max_completion_length: int | None = None) -> list[dict[str, Any]]:
     """The Phase 1 red flags that a batch of training completions can show: non_finite, all_none,
     out_of_range, empty_rewarded, length_correlated, truncated."""
     flags: list[dict[str, Any]] = truncated_flag(rows, max_completion_length)
 
-    def add(name: str, reward: Optional[str], count: int, **ev: Any) -> None:
+    def add(name: str, reward: str | None, count: int, **ev: Any) -> None:
         flags.append({"id": f"{name}:{reward}" if reward else name, "name": name, "reward": reward, "count": count,
                       **ev})
 
@@ -460,7 +463,7 @@ def live_flags(rows: Sequence[dict[str, Any]], meta: Sequence[Mapping[str, Any]]
     return flags
 
 
-def truncated_flag(rows: Sequence[dict[str, Any]], max_completion_length: Optional[int]) -> list[dict[str, Any]]:
+def truncated_flag(rows: Sequence[dict[str, Any]], max_completion_length: int | None) -> list[dict[str, Any]]:
     cut = [r for r in rows if max_completion_length and isinstance(r["completion_tokens"], int)
            and r["completion_tokens"] >= max_completion_length]
     if rows and len(cut) >= TRUNCATED_SHARE * len(rows):
@@ -498,7 +501,7 @@ def top_rows(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def top_format_failures(rows: Sequence[dict[str, Any]], meta: Sequence[Mapping[str, Any]]
-                        ) -> Optional[dict[str, Any]]:
+                        ) -> dict[str, Any] | None:
     """Share of the top-reward completions failing a format-role reward (None without format rewards)."""
     formats = [m for m in meta if m.get("role") == "format"]
     top = top_rows(rows)
@@ -521,12 +524,12 @@ class WatchState:
     """What the callback carries between inspections."""
 
     fired: int = 0  # consecutive inspections on which the divergence rule fired
-    format_baseline: Optional[float] = None
+    format_baseline: float | None = None
     flags: list[dict[str, Any]] = field(default_factory=list)  # the last inspection's live red flags
 
 
 def stop_reasons(step: int, rows: Sequence[dict[str, Any]], history: Sequence[Mapping[str, Any]],
-                 settings: "Settings", state: WatchState) -> tuple[list[dict[str, Any]], dict[str, float]]:
+                 settings: Settings, state: WatchState) -> tuple[list[dict[str, Any]], dict[str, float]]:
     """Why the run must stop now (empty: it goes on) and the ``inspection/*`` metrics of this inspection."""
     reasons: list[dict[str, Any]] = []
     meta = settings.meta
@@ -619,7 +622,7 @@ class Settings:
 
     every_steps: int
     sample_rows: int
-    max_completion_length: Optional[int]
+    max_completion_length: int | None
     meta: list[dict[str, Any]]
     weights: list[float]
 
@@ -630,11 +633,11 @@ def inspection_callback(settings: Settings, recorder: Recorder) -> Any:
 
     names = [str(m["name"]) for m in settings.meta]
 
-    class Inspection(TrainerCallback):  # type: ignore[misc]
+    class Inspection(TrainerCallback):
         def __init__(self) -> None:
             self.trainer: Any = None
             self.state = WatchState()
-            self.stopped: Optional[dict[str, Any]] = None
+            self.stopped: dict[str, Any] | None = None
 
         def attach(self, trainer: Any) -> None:
             self.trainer = trainer

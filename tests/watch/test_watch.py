@@ -231,9 +231,8 @@ def test_every_steps_defaults_to_five_log_intervals_and_is_reasoned(tmp_path):
 @pytest.mark.parametrize("value", [0, -5, "often", 10_000_001])
 def test_every_steps_out_of_range_is_bad_input(tmp_path, cli, value):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "render"))
-    from render_fixtures import write_run
-
     import yaml
+    from render_fixtures import write_run
 
     spec = write_run(tmp_path / "run", "Qwen/Qwen3-1.7B")
     data = yaml.safe_load(spec.read_text())

@@ -2,7 +2,8 @@
 
 A length-paying shaping reward is stopped before its last step, STOPPED.json names it, launch.sh exits
 non-zero and `finetune diagnose` names reward_hacking with that reward (and the early length drift); a
-healthy run is not stopped; a mid-run inspection file passes through review → verdict → gate unchanged.
+healthy run is not stopped; a mid-run inspection file goes through review → verdict → gate unchanged (the
+gate judges it as it judges Phase 1's samples).
 """
 
 from __future__ import annotations
@@ -60,13 +61,14 @@ def test_a_healthy_run_is_not_stopped(tmp_path, warm_model_dir):
 
 
 def _reading(samples: Path) -> list[dict]:
-    """A person's reading of each completion: well-formed = one <answer> container, correct = it holds the sum."""
+    """A person's reading of each completion: well-formed = reasoning (no tags), then one closed <answer>
+    container holding a value (a letter or digit in it) and nothing after it; correct = that value is the sum."""
     out = []
     for line in samples.read_text().splitlines():
         s = json.loads(line)
-        found = re.findall(r"<answer>(.*?)</answer>", s["completion"], flags=re.S)
-        well_formed = len(found) == 1 and bool(found[0].strip())
-        correct = well_formed and found[0].strip() == str(s["columns"]["answer"])
+        m = re.fullmatch(r"[^<>]*<answer>([^<>]*[A-Za-z0-9][^<>]*)</answer>", s["completion"].strip())
+        well_formed = m is not None
+        correct = m is not None and m.group(1).strip() == str(s["columns"]["answer"])
         v = {"id": s["id"], "accept": correct, "well_formed": well_formed, "reader": "human",
              "note": "" if correct else "wrong sum" if well_formed else "no single answer"}
         if well_formed:
@@ -92,10 +94,15 @@ def test_a_mid_run_file_goes_through_review_verdict_gate_unchanged(tmp_path, war
     (review / "reading.jsonl").write_text("".join(json.dumps(v) + "\n" for v in _reading(review / "samples.jsonl")))
     assert cli("inspect", "verdict", review, "--file", review / "reading.jsonl").code == 0
     report = json.loads((review / "score_report.json").read_text())
-    for flag in report["flags"]:  # a barely trained tiny model: zero correct answers, said with a reason
-        assert cli("inspect", "ack", review, flag["id"], "--reason",
-                   "a seven-step tiny test policy; the test reads its format only").code == 0
+    assert report["probes"] and not any(p["passing"] for p in report["probes"])  # probes ran on these prompts
+    for flag in report["flags"]:
+        if not flag["name"].startswith("base_"):  # a base-success flag cannot be waived
+            assert cli("inspect", "ack", review, flag["id"], "--reason",
+                       "a seven-step tiny test policy: its sums are all wrong, the test reads the format").code == 0
     res = cli("inspect", "gate", review)
     gate = json.loads((review / "gate.json").read_text())
-    assert res.code == 0 and gate["status"] == "PASS", gate["reasons"]
+    # the reading agrees with the rewards on all 50; the one thing the gate holds against these samples is
+    # that a barely trained tiny model never gets a sum right (base success), which nothing may waive
     assert gate["counts"]["read"] == 50 and gate["counts"]["disagreements"] == 0
+    assert res.code == 1 and gate["status"] == "FAIL"
+    assert gate["reasons"] and all("base_never_succeeds" in r for r in gate["reasons"]), gate["reasons"]
