@@ -1028,6 +1028,20 @@ def reference_doc() -> str:
     return "\n".join(lines + inspection_doc()) + "\n"
 
 
+def stopped_by_inspection(run_dir: Path) -> dict[str, Any] | None:
+    """train/STOPPED.json when train.py's inspection callback stopped the run (rule, step, reward), else None."""
+    path = run_dir / rundir.TRAIN_DIR / watch.STOPPED
+    if not path.is_file():
+        return None
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {"file": str(path), "unreadable": True}
+    if not isinstance(doc, dict):
+        return {"file": str(path), "unreadable": True}
+    return {"file": str(path), **{k: doc.get(k) for k in ("rule", "step", "reward", "message")}}
+
+
 def inspection_doc() -> list[str]:
     """The during-training section: what train.py's inspection callback (finetune.watch) does and when it stops."""
     w = watch
@@ -1121,7 +1135,7 @@ def diagnose(run: str | Path, *, spec: str | Path | None = None, model: str | No
             "spec": str(ctx.spec_path) if ctx.spec_path else None, "config_source": ctx.config_source,
             "reward_roles": ctx.roles, "reward_roles_source": ctx.roles_source,
             "correctness_keys": d.correctness_keys(), "model": ctx.model_source,
-            "current_variant": current,
+            "current_variant": current, "stopped": stopped_by_inspection(ctx.run_dir),
         },
         "thresholds": _thresholds(),
         "plugin_version": __version__,

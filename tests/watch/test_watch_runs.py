@@ -43,6 +43,7 @@ def test_a_length_hack_is_stopped_and_diagnosed(tmp_path, warm_model_dir, cli):
 
     assert cli("diagnose", run).code == 0
     doc = json.loads((run / "diagnosis" / "diagnosis.json").read_text())
+    assert doc["run"]["stopped"]["rule"] == "reward_divergence" and doc["run"]["stopped"]["reward"] == "verbosity"
     names = [s["name"] for s in doc["symptoms"]]
     assert names[0] == "reward_hacking" and doc["recommended_change"]["reward"] == "verbosity"
     drift = next(s for s in doc["symptoms"] if s["name"] == "length_drift")  # early: within the first steps
