@@ -13,10 +13,9 @@ Exit 0 with the report (``--json`` for machine output); 2 when RUN is a file.
 
 from __future__ import annotations
 
-import argparse
 import json
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 from finetune import rundir
@@ -232,11 +231,6 @@ def run_status(run_dir: str | Path) -> tuple[list[StepState], StepState | None]:
     return states, resume
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("run", metavar="RUN", help="run directory (holds spec.yaml and what the phases wrote)")
-    parser.add_argument("--json", action="store_true", help="print the report as JSON")
-
-
 def machine() -> str:
     """This machine's accelerators, as /finetune needs to know them (sample here, or --emit-requests)."""
     try:
@@ -247,19 +241,3 @@ def machine() -> str:
         n = torch.cuda.device_count()
         return f"{n} CUDA GPU(s): {torch.cuda.get_device_name(0)}"
     return "no CUDA GPU (sample on the GPU machine: inspect sample --emit-requests)"
-
-
-def run(args: argparse.Namespace) -> int:
-    states, resume = run_status(args.run)
-    if args.json:
-        print(json.dumps({"run": str(args.run), "machine": machine(), "steps": [asdict(s) for s in states],
-                          "resume": asdict(resume) if resume else None}, indent=2))
-        return 0
-    print(f"machine: {machine()}")
-    for s in states:
-        print(f"{s.phase}  {s.step:<26} {s.state:<8} {s.detail}")
-    if resume is None:
-        print("resume: nothing to do - every phase is done and current")
-    else:
-        print(f"resume: {resume.phase} - {resume.step} ({resume.state})")
-    return 0
