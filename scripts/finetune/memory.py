@@ -153,7 +153,7 @@ def measure_saved_activation_bytes(config_path: str, *, layers: int = 2, tokens:
 
         config = AutoConfig.for_model(**raw)
     torch.manual_seed(0)
-    model = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16)  # type: ignore[no-untyped-call]
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16)
     model.train()
     params = {p.untyped_storage().data_ptr() for p in model.parameters()}
     saved: dict[int, int] = {}
