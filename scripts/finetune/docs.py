@@ -72,7 +72,8 @@ def toc(text: str) -> str:
     """A table of contents of a Markdown text's '## ' headings, linked by GitHub's anchors."""
     from finetune.lint import _outside_code
 
-    lines, seen = [], {}
+    lines: list[str] = []
+    seen: dict[str, int] = {}
     for _, line in _outside_code(text):
         m = re.match(r"^(#{1,6})\s+(.*?)\s*#*\s*$", line)
         if not m:
@@ -129,7 +130,7 @@ def load_producer(spec: str) -> Callable[[], str]:
         module = importlib.import_module(module_name)
     except ImportError as exc:
         raise ProducerUnavailable(f"module {module_name} is not importable ({exc})") from None
-    func = getattr(module, func_name, None)
+    func: Callable[[], str] | None = getattr(module, func_name, None)
     if not callable(func):
         raise ProducerUnavailable(f"{module_name} has no function {func_name}()")
     return func
@@ -212,7 +213,8 @@ def sync(root: Path, check: bool, registry: Iterable[Target] = REGISTRY) -> list
             continue  # short and without a TOC: nothing to do, nothing to report
         if path not in originals:
             originals[path] = path.read_text(encoding="utf-8")
-        before = pending.get(path, originals[path])
+        before = pending[path] if path in pending else originals[path]
+        assert before is not None  # globbed above: the file exists
         new = with_toc(before)
         pending[path] = new
         target = Target(str(path.relative_to(root)), "finetune.docs:with_toc", region=TOC_REGION)

@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
@@ -153,7 +153,7 @@ def _dataclass_fields(cls: type) -> frozenset[str]:
     return frozenset(f.name for f in dataclasses.fields(cls) if f.init)
 
 
-def _signature_params(obj: Callable) -> tuple[frozenset[str], bool]:
+def _signature_params(obj: Callable[..., Any]) -> tuple[frozenset[str], bool]:
     import inspect
 
     params = inspect.signature(obj).parameters.values()
@@ -205,7 +205,7 @@ def kwarg_findings(tree: ast.AST, path: Path, first_line: int,
         if known.accepts_var_kwargs:
             continue
         for kw in keywords:
-            if kw.arg in known.fields:
+            if kw.arg is None or kw.arg in known.fields:
                 continue
             close = difflib.get_close_matches(kw.arg, sorted(known.fields), n=1, cutoff=0.6)
             hint = f"; did you mean '{close[0]}'?" if close else ""
@@ -217,7 +217,8 @@ def kwarg_findings(tree: ast.AST, path: Path, first_line: int,
 # ---------------------------------------------------------------- the checks
 
 
-def _load_frontmatter(path: Path, text: str, findings: list[Finding], kind: str) -> tuple[dict | None, str, int]:
+def _load_frontmatter(path: Path, text: str, findings: list[Finding],
+                      kind: str) -> tuple[dict[str, Any] | None, str, int]:
     raw, body, body_line = split_frontmatter(text)
     if raw is None:
         findings.append(Finding(path, 1, f"{kind} has no YAML frontmatter (a '---' block at the top)"))

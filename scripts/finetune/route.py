@@ -236,10 +236,10 @@ def _yes_no(value: str) -> bool:
     raise UserError(f"expected yes or no, got '{value}'", fix="answer yes or no")
 
 
-def _load_answers_file(path: Path) -> tuple[dict[str, Any], dict[tuple, int]]:
+def _load_answers_file(path: Path) -> tuple[dict[str, Any], dict[tuple[Any, ...], int]]:
     if path.suffix.lower() == ".json":
         data = jsonio.read_json(path, fix="fix the JSON")
-        lines: dict[tuple, int] = {}
+        lines: dict[tuple[Any, ...], int] = {}
     else:
         from finetune.yamlio import load_with_lines
 
@@ -254,7 +254,7 @@ def answers_from(answers_file: str | None, given: Mapping[str, str | None]) -> A
     """Merge the answers file (if any) with the answers given as text (a flag each: yes/no, or a choice;
     None = not given, and it overrides the file); validate; bad input → UserError naming the field."""
     data: dict[str, Any] = {}
-    lines: dict[tuple, int] = {}
+    lines: dict[tuple[Any, ...], int] = {}
     source = "flags"
     if answers_file:
         data, lines = _load_answers_file(Path(answers_file))

@@ -17,9 +17,13 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from finetune import rundir
 from finetune.errors import UserError
+
+if TYPE_CHECKING:
+    from finetune.spec import RunSpec
 
 OK, MISSING, STALE, FAILED, ELSEWHERE = "ok", "missing", "stale", "failed", "other route"
 
@@ -39,7 +43,7 @@ class _Run:
 
     def __init__(self, run_dir: Path):
         self.dir = run_dir
-        self.spec = None
+        self.spec: RunSpec | None = None
         self.spec_error = ""
         if (run_dir / rundir.SPEC).is_file():
             from finetune.spec import load_spec
@@ -51,6 +55,12 @@ class _Run:
 
     def path(self, name: str) -> Path:
         return self.dir / name
+
+    @property
+    def loaded(self) -> RunSpec:
+        """The spec, for the steps after `spec.yaml` (they run only once it loaded)."""
+        assert self.spec is not None
+        return self.spec
 
     def newer(self, a: str, b: str) -> bool:
         """Is file ``a`` modified after file ``b``?"""
@@ -86,7 +96,7 @@ def _rewards(run: _Run) -> tuple[str, str]:
     if not run.path(rundir.REWARDS).is_file():
         return MISSING, "no rewards.py: run `finetune rewards render`"
     try:
-        files = spec_sources(run.spec)
+        files = spec_sources(run.loaded)
     except UserError as exc:
         return FAILED, f"the spec's rewards do not render: {exc.line()}"
     differ = sorted(n for n, text in files.items()
@@ -103,7 +113,10 @@ def _same_model(sampled: Path, now: Path) -> bool:
     cfg_a, cfg_b = sampled / "config.json", now / "config.json"
     if not (cfg_a.is_file() and cfg_b.is_file()):
         return False
-    weights = lambda d: sorted((p.name, p.stat().st_size) for p in d.glob("*.safetensors"))  # noqa: E731
+
+    def weights(d: Path) -> list[tuple[str, int]]:
+        return sorted((p.name, p.stat().st_size) for p in d.glob("*.safetensors"))
+
     return cfg_a.read_bytes() == cfg_b.read_bytes() and weights(sampled) == weights(now)
 
 
@@ -115,7 +128,7 @@ def _samples(run: _Run) -> tuple[str, str]:
     info = json.loads(run.path(SAMPLE_INFO).read_text(encoding="utf-8"))
     if "imported" in info or "generation" not in info:
         return OK, f"{info.get('samples', '?')} imported samples"
-    spec = run.spec
+    spec = run.loaded
     if not _same_model(Path(str(info.get("model"))), spec.resolve_path(spec.model)):
         return STALE, f"sampled from {info.get('model')}, the spec's model is {spec.model}: sample again"
     if info.get("generation") != spec.generation.model_dump(mode="json"):
@@ -129,7 +142,7 @@ def _score(run: _Run) -> tuple[str, str]:
     if not run.path(rundir.SCORE_REPORT).is_file() or not run.path(rundir.SCORED).is_file():
         return MISSING, "not scored: run `finetune inspect score`"
     report = json.loads(run.path(rundir.SCORE_REPORT).read_text(encoding="utf-8"))
-    changed = report_is_current(run.dir, run.spec, report)
+    changed = report_is_current(run.dir, run.loaded, report)
     if changed:
         return STALE, f"the score report is stale ({changed}): run `finetune inspect score`"
     return OK, "score report matches the rewards and samples"
@@ -148,7 +161,7 @@ def _gate(run: _Run) -> tuple[str, str]:
 
     if not run.path(rundir.GATE).is_file():
         return MISSING, "no gate record: run `finetune inspect gate`"
-    check = verify_gate(run.dir, run.spec)
+    check = verify_gate(run.dir, run.loaded)
     if check.ok:
         return OK, "gate PASS holds"
     record = check.record or {}
@@ -165,7 +178,7 @@ def _config(run: _Run) -> tuple[str, str]:
     if not run.path(rundir.MEMORY).is_file() or not (cfg / "train.py").is_file():
         return MISSING, "no memory.md / config/: run `finetune memory` and `finetune config render`"
     try:
-        files = config.render_files(config.build_plan(run.spec, run.dir))
+        files = config.render_files(config.build_plan(run.loaded, run.dir))
     except UserError as exc:
         return FAILED, f"the config no longer renders: {exc.line()}"
     differ = sorted(n for n, text in files.items()
