@@ -21,11 +21,14 @@ import json
 import math
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from finetune import atomic
 from finetune.errors import CheckFailed, UserError
 from finetune.hashing import canonical_json, sha256_file
+
+if TYPE_CHECKING:
+    from finetune.spec import RunSpec
 
 PASS_RATES = "data/pass_rates.jsonl"
 FILTER_REPORT = "data/filter_report.md"
@@ -50,7 +53,7 @@ def prompt_key(prompt: Any) -> str:
     return hashlib.sha256(canonical_json(prompt)).hexdigest()[:16]
 
 
-def settings_digest(spec, k: int, gate_hashes: dict[str, str]) -> str:
+def settings_digest(spec: RunSpec, k: int, gate_hashes: dict[str, str]) -> str:
     """What a pass rate depends on: model, generation settings, seed, k and the gated reward files.
 
     A pass_rates.jsonl line written under other settings is not resumed from."""
@@ -128,7 +131,7 @@ def append_line(path: Path, entry: dict[str, Any]) -> None:
 # ------------------------------------------------------------------------------------- sampling
 
 
-def _sample_and_score(spec, run_dir: Path, rows, todo: list[int], k: int, digest: str, out: Path, *,
+def _sample_and_score(spec: RunSpec, run_dir: Path, rows, todo: list[int], k: int, digest: str, out: Path, *,
                       device: str | None, backend: str, console) -> None:
     import torch
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
@@ -176,7 +179,7 @@ def _sample_and_score(spec, run_dir: Path, rows, todo: list[int], k: int, digest
 # ------------------------------------------------------------------------------------- outputs
 
 
-def _data_format(spec, path: Path) -> str:
+def _data_format(spec: RunSpec, path: Path) -> str:
     fmt = spec.dataset.format
     if fmt == "auto":
         fmt = "hf_disk" if path.is_dir() else "parquet" if path.suffix == ".parquet" else "jsonl"
@@ -186,7 +189,7 @@ def _data_format(spec, path: Path) -> str:
     return fmt
 
 
-def write_filtered(spec, source: Path, fmt: str, rows: list[dict[str, Any]], kept: list[int], run_dir: Path) -> Path:
+def write_filtered(spec: RunSpec, source: Path, fmt: str, rows: list[dict[str, Any]], kept: list[int], run_dir: Path) -> Path:
     """``data/filtered.<ext>``: the kept rows, in order, with every column of the input, same format."""
     target = run_dir / f"data/filtered.{'parquet' if fmt == 'parquet' else 'jsonl'}"
     if fmt == "parquet":
@@ -224,7 +227,7 @@ def histogram(rates_before: list[float], rates_after: list[float], k: int, path:
     os.replace(tmp, path)
 
 
-def steps_for(spec, run_dir: Path, rows: int) -> int | None:
+def steps_for(spec: RunSpec, run_dir: Path, rows: int) -> int | None:
     """Optimiser steps the rendered config would make on ``rows`` prompts (the renderer's own values)."""
     from finetune import config
 
@@ -338,7 +341,7 @@ def run_filter(spec_path: Path, run_dir: Path, *, k: int = DEFAULT_K, max_prompt
     return _finish(spec, spec_path, run_dir, rows, indices, done, k, keep, fmt, source, check.record, console)
 
 
-def _finish(spec, spec_path, run_dir, rows, indices, done, k, keep, fmt, source, record, console) -> dict[str, Any]:
+def _finish(spec: RunSpec, spec_path, run_dir, rows, indices, done, k, keep, fmt, source, record, console) -> dict[str, Any]:
     rates = {i: done[i]["successes"] / k for i in indices}
     kept = [i for i in indices if keep[0] - 1e-12 <= rates[i] <= keep[1] + 1e-12]
     if not kept:

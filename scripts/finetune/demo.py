@@ -38,10 +38,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from finetune import atomic, jsonio, rundir
 from finetune.errors import CheckFailed, UserError
+
+if TYPE_CHECKING:
+    from finetune.spec import RunSpec
 
 DATA = Path(__file__).parent / "data" / "demo"
 MARKER = "DEMO_RUN.json"
@@ -227,7 +230,7 @@ def _shell_quote(arg: str) -> str:
 # the reader: the independent checker (non-interactive) or the user (terminal review)
 
 
-def checker_verdicts(run_dir: Path, spec) -> tuple[Path, dict[str, int]]:
+def checker_verdicts(run_dir: Path, spec: RunSpec) -> tuple[Path, dict[str, int]]:
     """The checker reads the review selection; returns (verdicts JSONL for `inspect verdict --file`, counts)."""
     from finetune import demo_checker
     from finetune.inspect import review
@@ -274,7 +277,7 @@ def demo_training_kwargs(run_dir: Path, seed: int, output_dir: Path, steps: int)
     return kwargs, changes
 
 
-def train_toy(run_dir: Path, spec, seed: int, output_dir: Path, steps: int, on_step: Callable[[int, int], None]):
+def train_toy(run_dir: Path, spec: RunSpec, seed: int, output_dir: Path, steps: int, on_step: Callable[[int, int], None]):
     """Verify the gate, then train with TRL's GRPOTrainer on CPU; returns (trainer, profile changes)."""
     from datasets import load_dataset
     from transformers import TrainerCallback
@@ -566,7 +569,7 @@ def _filter_section(f: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _checker_reads(run: _Runner, run_dir: Path, spec, facts: dict[str, Any], key: str) -> None:
+def _checker_reads(run: _Runner, run_dir: Path, spec: RunSpec, facts: dict[str, Any], key: str) -> None:
     from finetune.demo_checker import READER_LABEL
 
     holder: dict[str, Any] = {}

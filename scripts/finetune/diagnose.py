@@ -24,10 +24,13 @@ import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from finetune import atomic, jsonio, rundir
 from finetune.errors import UserError
+
+if TYPE_CHECKING:
+    from finetune.spec import RunSpec
 
 # ----------------------------------------------------------------------------------------------
 # names (DESIGN.md "Diagnosis") and the variant each licenses (finetune.variants.VARIANT_SYMPTOM)
@@ -358,7 +361,7 @@ class RunContext:
 
     run_dir: Path
     spec_path: Path | None = None
-    spec: Any = None
+    spec: RunSpec | None = None
     config: dict[str, Any] = field(default_factory=dict)
     config_source: str | None = None
     roles: dict[str, str] = field(default_factory=dict)
@@ -449,7 +452,7 @@ def _reward_meta_from_rewards_py(path: Path) -> list[dict[str, Any]] | None:
     return None
 
 
-def _spec_config(spec) -> dict[str, Any]:
+def _spec_config(spec: RunSpec) -> dict[str, Any]:
     """The GRPOConfig kwargs a spec implies where it states them (the renderer fills the rest)."""
     from finetune.variants import VARIANT_BETA, VARIANTS
 
@@ -975,7 +978,7 @@ def variant_delta(config: dict[str, Any], variant: str) -> dict[str, dict[str, A
     return delta
 
 
-def current_variant(config: dict[str, Any], spec: Any = None) -> str:
+def current_variant(config: dict[str, Any], spec: RunSpec | None = None) -> str:
     """The variant the run trained with: the spec's, else read off its config (grpo when unknown)."""
     if spec is not None:
         return spec.variant
@@ -988,8 +991,8 @@ def current_variant(config: dict[str, Any], spec: Any = None) -> str:
     return "grpo"
 
 
-def recommend(findings: list[Finding], config: dict[str, Any],
-              current: str = "grpo") -> tuple[str, dict[str, Any] | None]:
+def recommended_change(findings: list[Finding], config: dict[str, Any],
+                       current: str = "grpo") -> tuple[str, dict[str, Any] | None]:
     """(recommended_variant, recommended_change) for the highest-priority symptom; none → stay on ``current``."""
     from finetune.spec import BASE_LEARNING_RATE
 
@@ -1105,7 +1108,7 @@ def diagnose(run: str | Path, *, spec: str | Path | None = None, model: str | No
     else:
         verdict = "healthy"
     current = current_variant(ctx.config, ctx.spec)
-    variant, change = recommend(findings, ctx.config, current)
+    variant, change = recommended_change(findings, ctx.config, current)
     if verdict != "symptom":
         variant, change = current, None
     stay = "GRPO" if current == "grpo" else current
