@@ -30,7 +30,7 @@ GROUPS: dict[str, tuple[str, str]] = {
     "data": ("finetune.cli.data", "keep the prompts GRPO can learn from (per-prompt pass rate, gated rewards)"),
     "config": ("finetune.config", "Phase 2: render the validated GRPO config and launch files"),
     "env": ("finetune.cli.env", "check this machine can run a rendered config (launch.sh runs it first)"),
-    "memory": ("finetune.memory", "estimate GPU memory for a run spec or a model"),
+    "memory": ("finetune.cli.memory", "estimate GPU memory for a run spec or a model"),
     "diagnose": ("finetune.cli.diagnose", "Phase 4: read training logs, detect symptoms, pick a variant"),
     "status": ("finetune.cli.status", "where a run directory stands: the phase /finetune resumes at"),
     "lint": ("finetune.cli.lint", "lint skills, commands, agents and references"),
