@@ -9,8 +9,9 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 
 def write_bytes(path: str | Path, data: bytes, mode: int | None = None) -> Path:
@@ -55,7 +56,7 @@ def write_jsonl(path: str | Path, rows: Iterable[Any]) -> Path:
     return jsonio.write_jsonl(path, rows)
 
 
-def staged_dir(target: str | Path):
+def staged_dir(target: str | Path) -> contextlib.AbstractContextManager[Path]:
     """A stage folder inside ``target``'s parent, switched in as a whole (:func:`finetune.commit.staged_dir`).
 
     Files already in ``target`` that the stage does not write are carried over.

@@ -17,7 +17,8 @@ deletes the leftovers, including atomic-write temp files (``.scored.jsonl.<pid>.
 writer is gone.
 
 ``FINETUNE_TEST_CRASH_AT=<step>`` makes the process SIGKILL itself at that step: a hook for the crash
-tests only (steps: ``write:<file name>`` in :func:`finetune.atomic.write_bytes`, ``<folder>:staged``, ``<folder>:switched``, ``files:staged``, ``files:journal``,
+tests only (steps: ``write:<file name>`` in :func:`finetune.atomic.write_bytes`, ``<folder>:staged``,
+``<folder>:switched``, ``files:staged``, ``files:journal``,
 ``files:rename:<name>``, ``files:renamed``).
 """
 
@@ -32,8 +33,8 @@ import secrets
 import shutil
 import signal
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
 
 from finetune import jsonio, locks
 
@@ -203,11 +204,13 @@ def recover(run_dir: str | Path) -> None:
         # A commit holds this lock from staging to cleanup, so another process's journal seen here is a
         # dead commit's: finish it.
         for journal in sorted(p for p in _leftovers(run_dir) if _JOURNAL.match(p.name)):
-            if int(_JOURNAL.match(journal.name).group(1)) != os.getpid():
+            jm = _JOURNAL.match(journal.name)
+            if jm and int(jm.group(1)) != os.getpid():
                 _roll_forward(run_dir, journal)
         for p in _leftovers(run_dir):
-            if _STAGE.match(p.name) or _OLD.match(p.name):
-                if int((_STAGE.match(p.name) or _OLD.match(p.name)).group(1)) != os.getpid():
+            owned = _STAGE.match(p.name) or _OLD.match(p.name)
+            if owned:
+                if int(owned.group(1)) != os.getpid():
                     shutil.rmtree(p, ignore_errors=True)
             elif _TMP.match(p.name) and p.is_file():
                 m = _TMP_PID.match(p.name)

@@ -25,7 +25,7 @@ import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, TextIO
 
 TARGET = "config/target.json"
 GPU_MEMORY_TOLERANCE = 0.95  # a GPU reporting 95% of the profile's memory is that GPU (driver reserve)
@@ -184,7 +184,7 @@ def load_target(run_dir: Path) -> dict[str, Any]:
         target = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise SystemExit(_usage_error(f"{path}: no readable target ({type(exc).__name__}) — fix: run "
-                                      "`finetune config render` for this run first"))
+                                      "`finetune config render` for this run first")) from None
     if not isinstance(target, dict) or "hardware" not in target or "packages" not in target:
         raise SystemExit(_usage_error(f"{path}: not a target.json written by `finetune config render` — fix: "
                                       "re-render the config"))
@@ -196,7 +196,7 @@ def _usage_error(line: str) -> int:
     return 2
 
 
-def report(rows: list[Check], target: dict[str, Any], out=None) -> None:
+def report(rows: list[Check], target: dict[str, Any], out: Optional[TextIO] = None) -> None:
     out = out or sys.stdout
     title = f"environment for run '{target.get('run', '?')}' ({target.get('summary', '')})"
     try:
@@ -225,12 +225,13 @@ def main(argv: Optional[list[str]] = None) -> int:
         print(__doc__)
         return 0
     if len(args) > 1:
-        return _usage_error("env_check.py takes one argument, the run directory — fix: python config/env_check.py [RUN]")
+        return _usage_error("env_check.py takes one argument, the run directory — fix: "
+                            "python config/env_check.py [RUN]")
     run_dir = Path(args[0]) if args else Path(__file__).resolve().parent.parent
     try:
         target = load_target(run_dir)
     except SystemExit as exc:
-        return int(exc.code)
+        return int(exc.code or 0)
     rows = run_checks(target)
     report(rows, target)
     return 0 if all(r.ok for r in rows) else 1

@@ -338,7 +338,8 @@ def comparison_lines(c: Row) -> list[str]:
     b, a = c["phase1"], c["checkpoint"]
     lines = [f"# Checkpoint `{c['set']}` against Phase 1", "",
              f"- checkpoint: `{c['model']}`",
-             f"- Phase 1: {b['read']} of {b['scored']} samples read, gate {b['gate']}, success {_pct(b['success_rate'])}",
+             (f"- Phase 1: {b['read']} of {b['scored']} samples read, gate {b['gate']}, "
+              f"success {_pct(b['success_rate'])}"),
              (f"- checkpoint: {a['read']} of {a['scored']} samples read, gate {a['gate']}, "
              f"success {_pct(a['success_rate'])}"), "",
              ("| reward | role | agreement Phase 1 → checkpoint | success Phase 1 → checkpoint | mean score | "
@@ -355,7 +356,8 @@ def comparison_lines(c: Row) -> list[str]:
         lines.append("None: every disagreement on the checkpoint's samples (if any) is of a kind Phase 1's "
                      "reading already had.")
     for d in news:
-        kind = "false positive (reward-hacking risk)" if d["kind"] == "false_positive" else "false negative (lost signal)"
+        kind = ("false positive (reward-hacking risk)" if d["kind"] == "false_positive"
+                else "false negative (lost signal)")
         whys = ", ".join(f"{n}: {w}" for n, w in d["why"].items() if w)
         lines.append(f"- `{d['id']}`: {kind} on {d['field']} — {', '.join(d['rewards'])} {d['scores']}"
                      + (f" (why: {whys})" if whys else "") + (f" — reader: {d['note']}" if d["note"] else "")

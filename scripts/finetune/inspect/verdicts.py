@@ -14,7 +14,7 @@ import hashlib
 import json
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Literal, Optional
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -47,8 +47,8 @@ class Judgement(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     accept: bool
-    correct: Optional[bool] = None
-    well_formed: Optional[bool] = None
+    correct: bool | None = None
+    well_formed: bool | None = None
 
 
 class Verdict(BaseModel):
@@ -58,21 +58,21 @@ class Verdict(BaseModel):
 
     id: str = Field(min_length=1)
     accept: bool
-    correct: Optional[bool] = None
-    well_formed: Optional[bool] = None
+    correct: bool | None = None
+    well_formed: bool | None = None
     note: str = ""
     reader: Literal["human", "agent"]
-    time: Optional[str] = None
-    sample_sha256: Optional[str] = Field(None, description="Digest of the prompt, completion and columns "
+    time: str | None = None
+    sample_sha256: str | None = Field(default=None, description="Digest of the prompt, completion and columns "
                                          "the reader saw; filled in when the verdict is recorded.")
-    revealed: Optional[bool] = Field(None, description="The reader saw this sample's reward scores (after "
+    revealed: bool | None = Field(default=None, description="The reader saw this sample's reward scores (after "
                                      "giving the first verdict).")
-    first_verdict: Optional[Judgement] = Field(None, description="The verdict as first given, before the reveal.")
-    changed_after_reveal: Optional[bool] = Field(None, description="The verdict differs from first_verdict: "
+    first_verdict: Judgement | None = Field(default=None, description="The verdict as first given, before the reveal.")
+    changed_after_reveal: bool | None = Field(default=None, description="The verdict differs from first_verdict: "
                                                  "it changed after the reader saw the rewards.")
 
     @model_validator(mode="after")
-    def _consistent(self) -> "Verdict":
+    def _consistent(self) -> Verdict:
         # accept means correct and well-formed (DEFINITIONS); a reading that says otherwise is a typo
         for name in ("correct", "well_formed"):
             if self.accept and getattr(self, name) is False:
@@ -88,7 +88,8 @@ def read_jsonl(path: Path) -> list[tuple[int, Any]]:
 def parse_verdicts(path: Path, reader: str | None = None, unique: bool = False) -> list[Verdict]:
     """Every line validated before anything is used. ``reader`` fills lines that name none and refuses
     lines that name another; ``unique`` refuses an id given twice (a reading file is one verdict per sample)."""
-    verdicts, seen = [], {}
+    verdicts: list[Verdict] = []
+    seen: dict[str, int] = {}
     for n, obj in read_jsonl(path):
         if reader is not None and isinstance(obj, dict):
             if obj.get("reader", reader) != reader:
@@ -327,8 +328,10 @@ def load_confirmation(run_dir: str | Path) -> dict[str, Any] | None:
     if data is None:
         return None
     fix = "delete it and run `finetune inspect confirm RUN --user NAME` (never edit it by hand)"
-    return _validated(path, Confirmation, data, "not a confirmation written by `finetune inspect confirm`",
-                      fix).model_dump()
+    confirmation: dict[str, Any] = _validated(path, Confirmation, data,
+                                              "not a confirmation written by `finetune inspect confirm`",
+                                              fix).model_dump()
+    return confirmation
 
 
 def flag_digest(flag: dict[str, Any]) -> str:
@@ -356,9 +359,10 @@ def acks_for(run_dir: str | Path, flags: list[dict[str, Any]]) -> dict[str, dict
     samples, a new reward) no longer counts.
     """
     acks = load_acks(run_dir)
-    out = {}
+    out: dict[str, dict[str, Any]] = {}
     for f in flags:
-        ack = acks.get(f.get("id"))
+        fid = f.get("id")
+        ack = acks.get(fid) if isinstance(fid, str) else None
         if ack and f.get("id") not in UNWAIVABLE_FLAGS and ack["flag_sha256"] == flag_digest(f):
             out[f["id"]] = ack
     return out
