@@ -17,7 +17,6 @@ re-renders ``config/`` through :func:`finetune.config.render`.
 
 from __future__ import annotations
 
-import argparse
 import ast
 import datetime as _dt
 import json
@@ -365,7 +364,7 @@ class RunContext:
 
     run_dir: Path
     spec_path: Path | None = None
-    spec: Any = None
+    spec: RunSpec | None = None
     config: dict[str, Any] = field(default_factory=dict)
     config_source: str | None = None
     roles: dict[str, str] = field(default_factory=dict)
@@ -515,7 +514,7 @@ def load_context(run: Path, log_file: Path, spec_path: Path | None = None,
             if isinstance(m.get("name"), str) and isinstance(m.get(src), (int, float)):
                 dst[m["name"]] = float(m[src])
     spec_names = [r.name for r in ctx.spec.rewards] if ctx.spec is not None else []
-    if spec_names and (logged_rewards is None or set(spec_names) & logged_rewards):
+    if ctx.spec is not None and spec_names and (logged_rewards is None or set(spec_names) & logged_rewards):
         for r in ctx.spec.rewards:
             ctx.roles[r.name] = r.effective_role
             ctx.weights[r.name] = r.weight
@@ -985,7 +984,7 @@ def variant_delta(config: dict[str, Any], variant: str) -> dict[str, dict[str, A
     return delta
 
 
-def current_variant(config: dict[str, Any], spec: Any = None) -> str:
+def current_variant(config: dict[str, Any], spec: RunSpec | None = None) -> str:
     """The variant the run trained with: the spec's, else read off its config (grpo when unknown)."""
     if spec is not None:
         variant: str = spec.variant
@@ -999,8 +998,8 @@ def current_variant(config: dict[str, Any], spec: Any = None) -> str:
     return "grpo"
 
 
-def recommend(findings: list[Finding], config: dict[str, Any],
-              current: str = "grpo") -> tuple[str, dict[str, Any] | None]:
+def recommended_change(findings: list[Finding], config: dict[str, Any],
+                       current: str = "grpo") -> tuple[str, dict[str, Any] | None]:
     """(recommended_variant, recommended_change) for the highest-priority symptom; none → stay on ``current``."""
     from finetune.spec import BASE_LEARNING_RATE
 
@@ -1116,7 +1115,7 @@ def diagnose(run: str | Path, *, spec: str | Path | None = None, model: str | No
     else:
         verdict = "healthy"
     current = current_variant(ctx.config, ctx.spec)
-    variant, change = recommend(findings, ctx.config, current)
+    variant, change = recommended_change(findings, ctx.config, current)
     if verdict != "symptom":
         variant, change = current, None
     stay = "GRPO" if current == "grpo" else current
@@ -1324,22 +1323,6 @@ def apply_variant(ctx: RunContext, doc: dict[str, Any], *, no_gate: bool = False
 # CLI
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("run", metavar="RUN",
-                        help="TRL output dir (or a run dir with train/), trainer_state.json, or JSONL of logged dicts")
-    parser.add_argument("-o", "--out", metavar="DIR",
-                        help="write DIR/diagnosis/ (default: the run directory)")
-    parser.add_argument("--spec", metavar="SPEC", help="the run spec (default: spec.yaml in the run directory)")
-    parser.add_argument("--model", metavar="MODEL", help="hub id, model folder or config.json (default: from the "
-                        "config or spec); a hub id's config.json comes from the HF cache or the hub")
-    parser.add_argument("--correctness", metavar="NAME", action="append",
-                        help="name of a correctness reward (rewards/NAME/mean) when no spec or REWARD_META says so")
-    parser.add_argument("--apply", action="store_true",
-                        help="set the recommended variant in the spec (original kept) and re-render config/")
-    parser.add_argument("--no-gate", action="store_true",
-                        help="with --apply, FOR TESTS ONLY: render without a Phase 1 gate record")
-
-
 def carried_variant_licence(doc: dict[str, Any], previous_path: Path) -> dict[str, Any] | None:
     """Keep the evidence that licensed the run's current variant when its diagnosis is rewritten.
 
@@ -1372,29 +1355,19 @@ def carried_variant_licence(doc: dict[str, Any], previous_path: Path) -> dict[st
     return None
 
 
-def run(args: argparse.Namespace) -> int:
-    doc, logs, ctx, findings = diagnose(args.run, spec=args.spec, model=args.model, correctness=args.correctness)
-    out_dir = Path(args.out) if args.out else ctx.run_dir
-    if args.apply and out_dir.resolve() != ctx.run_dir.resolve():
+def diagnose_and_write(run: str | Path, *, out: str | Path | None = None, spec: str | Path | None = None,
+                       model: str | None = None, correctness: list[str] | None = None,
+                       for_apply: bool = False) -> tuple[dict[str, Any], Path, RunContext]:
+    """Diagnose RUN and write OUT/diagnosis/ (default: the run directory), carrying the licence of the run's
+    current variant forward. ``for_apply``: the diagnosis must land in the run directory (the renderer reads
+    it there). Returns the diagnosis document, the folder written and the run's context."""
+    doc, logs, ctx, _ = diagnose(run, spec=spec, model=model, correctness=correctness)
+    out_dir = Path(out) if out else ctx.run_dir
+    if for_apply and out_dir.resolve() != ctx.run_dir.resolve():
         raise UserError("--apply writes the run's spec and config/, but -o sends the diagnosis elsewhere",
                         where="-o", fix="drop -o when using --apply (the renderer reads the run directory)")
-    correctness = Diagnoser(logs, ctx).correctness_series()
+    series = Diagnoser(logs, ctx).correctness_series()
     licence = carried_variant_licence(doc, out_dir / rundir.DIAGNOSIS)
     if licence:
         doc["variant_licence"] = licence
-    target = write_outputs(out_dir, doc, logs, correctness)
-    print(f"{doc['verdict']}: {doc['headline']}")
-    for s in doc["symptoms"]:
-        print(f"  - {s['name']}: {s['summary']}")
-    change = doc["recommended_change"]
-    if change and change["kwargs"]:
-        print("  change: " + ", ".join(f"{k}: {v['from']!r} -> {v['to']!r}" for k, v in change["kwargs"].items()))
-    print(f"wrote {target}/ (diagnosis.json, report.md, curves.png)")
-    if args.apply:
-        result = apply_variant(ctx, doc, no_gate=args.no_gate)
-        if result["applied"]:
-            print(f"applied: variant {result['variant']} in {result['spec']} (original kept as "
-                  f"{result['original_kept']}); re-rendered {result['config_dir']}")
-        else:
-            print(f"nothing applied: {result['why']}")
-    return 0
+    return doc, write_outputs(out_dir, doc, logs, series), ctx

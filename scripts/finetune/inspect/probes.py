@@ -14,9 +14,12 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from finetune.inspect.rewardmod import RewardModule, score_items
+
+if TYPE_CHECKING:
+    from finetune.spec import RunSpec
 
 CORRECTNESS = ("correctness",)
 FORMAT_AND_CORRECTNESS = ("format", "correctness")
@@ -33,7 +36,7 @@ Layout = Callable[[str, str], str]
 # What a well-formed answer looks like for this spec, and how to extract it again
 # ---------------------------------------------------------------------------------------------
 
-def answer_style(spec) -> str:
+def answer_style(spec: RunSpec) -> str:
     """The answer layout the spec's rewards expect (first format reward wins, then correctness)."""
     for r in spec.rewards:
         if r.type == "format":
@@ -117,14 +120,14 @@ def extract_style_of(reward_spec) -> str | None:
 # Gold answers and plausible wrong answers
 # ---------------------------------------------------------------------------------------------
 
-def gold_column(spec) -> str | None:
+def gold_column(spec: RunSpec) -> str | None:
     for r in spec.rewards:
         if r.type in ("exact_match", "math") and r.effective_role == "correctness":
             return r.answer_column
     return spec.dataset.answer_column
 
 
-def tests_column(spec) -> str | None:
+def tests_column(spec: RunSpec) -> str | None:
     for r in spec.rewards:
         if r.type == "unit_tests":
             return r.tests_column
@@ -213,12 +216,12 @@ def expected_pass(style: str, layout: Layout, gold: str, trailing_allowed: bool)
     return out
 
 
-def trailing_allowed(spec) -> bool:
+def trailing_allowed(spec: RunSpec) -> bool:
     """False when a reward of the spec forbids text after the final container (a bare format on purpose)."""
     return not any(getattr(r, "trailing_text", "allow") == "forbid" for r in spec.rewards)
 
 
-def reading_rewards(spec) -> set[str]:
+def reading_rewards(spec: RunSpec) -> set[str]:
     """Names of the rewards that read the final answer (format, exact_match, math): expected-pass
     controls apply to them."""
     return {r.name for r in spec.rewards if r.type in ("format", "exact_match", "math")
@@ -231,7 +234,7 @@ def _padded(layout: Layout, answer: str, filler: str) -> str:
     return text if filler in text else f"{filler}\n{text}"
 
 
-def build_probes(spec, sample: dict[str, Any], layout: Layout, max_words: int) -> list[dict[str, Any]]:
+def build_probes(spec: RunSpec, sample: dict[str, Any], layout: Layout, max_words: int) -> list[dict[str, Any]]:
     """The probe completions for one prompt (each: probe name, completion, target roles, columns)."""
     text = prompt_text(sample["prompt"])
     columns = dict(sample.get("columns") or {})
@@ -298,7 +301,7 @@ def build_probes(spec, sample: dict[str, Any], layout: Layout, max_words: int) -
     return probes
 
 
-def choose_layout(rm: RewardModule, spec, samples: list[dict[str, Any]]) -> tuple[Layout, bool]:
+def choose_layout(rm: RewardModule, spec: RunSpec, samples: list[dict[str, Any]]) -> tuple[Layout, bool]:
     """Pick the layout under which the rewards accept a gold answer: every format reward first, then
     as many correctness rewards as possible (a correct answer must be reachable for the probes to mean
     anything). Returns (layout, accepted): accepted is False when no candidate satisfies every format
@@ -338,7 +341,7 @@ def pick_probe_samples(samples: list[dict[str, Any]], n: int) -> list[dict[str, 
     return list(seen.values())[:n]
 
 
-def run_probes(rm: RewardModule, spec, samples: list[dict[str, Any]]) -> dict[str, Any]:
+def run_probes(rm: RewardModule, spec: RunSpec, samples: list[dict[str, Any]]) -> dict[str, Any]:
     """Score every probe (and the gold / format contrasts) with every reward.
 
     Returns {"probes": [...], "controls": [...], "layout_accepted": bool}. Controls are not attacks:

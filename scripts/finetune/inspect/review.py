@@ -19,13 +19,16 @@ import random
 import re
 import shlex
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from finetune import atomic, rundir
 from finetune.errors import UserError
 from finetune.inspect import verdicts as V
 from finetune.inspect.probes import gold_column
 from finetune.inspect.score import load_report, load_scored
+
+if TYPE_CHECKING:
+    from finetune.spec import RunSpec
 
 MAX_READ = 100  # the seed's 50-100: at most this many scored samples → the sheet holds them all
 
@@ -55,7 +58,7 @@ def select(rows: list[dict[str, Any]], n: int, seed: int) -> list[dict[str, Any]
     return out
 
 
-def _count(spec, rows: list[dict[str, Any]], n: int | None) -> int:
+def _count(spec: RunSpec, rows: list[dict[str, Any]], n: int | None) -> int:
     min_read = spec.inspection.min_read
     if n is not None and not (min_read <= n <= MAX_READ):
         raise UserError(f"-n {n} is outside {min_read}..{MAX_READ}", where="-n",
@@ -82,7 +85,7 @@ def prompt_text(prompt: Any) -> str:
     return str(prompt)
 
 
-def review_items(run_dir: Path, spec, n: int | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def review_items(run_dir: Path, spec: RunSpec, n: int | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The selected samples as plain dicts for the sheets, plus page metadata."""
     report = load_report(run_dir)
     rows = load_scored(run_dir)
@@ -195,7 +198,7 @@ def html(items: list[dict[str, Any]], meta: dict[str, Any]) -> str:
     return env.get_template("review.html.j2").render(meta=meta, data=data)
 
 
-def write_review(run_dir: str | Path, spec, fmt: str, n: int | None = None) -> Path:
+def write_review(run_dir: str | Path, spec: RunSpec, fmt: str, n: int | None = None) -> Path:
     run_dir = Path(run_dir)
     items, meta = review_items(run_dir, spec, n)
     if fmt == "md":
@@ -251,7 +254,7 @@ def _reveal(console, run_dir: Path, it: dict[str, Any], verdict: V.Verdict, row:
         console.print("your verdict and the rewards agree")
 
 
-def terminal_review(run_dir: str | Path, spec, console, n: int | None = None, ask=None) -> int:
+def terminal_review(run_dir: str | Path, spec: RunSpec, console, n: int | None = None, ask=None) -> int:
     """Read the selection in the terminal, blind: prompt, gold and completion; the verdict is saved;
     then the rewards' scores are revealed and the reader may change the verdict (recorded as changed
     after the reveal). Each answer is saved at once (resumable). Returns verdicts saved."""

@@ -19,18 +19,21 @@ import random
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from finetune import atomic, jsonio, rundir
 from finetune.errors import UserError
 from finetune.hashing import sha256_file
 from finetune.inspect.samplesio import load_samples
 
+if TYPE_CHECKING:
+    from finetune.spec import RunSpec
+
 SAMPLE_INFO = "sample_info.json"
 PROMPT_BATCH = 8  # prompts per generate() call (each with k return sequences)
 
 
-def load_rows(spec) -> list[dict[str, Any]]:
+def load_rows(spec: RunSpec) -> list[dict[str, Any]]:
     """The training dataset's rows (jsonl, parquet, or a datasets.save_to_disk folder)."""
     d = spec.dataset
     path = spec.resolve_path(d.path)
@@ -67,7 +70,7 @@ def load_rows(spec) -> list[dict[str, Any]]:
     return rows
 
 
-def training_prompt(spec, value: Any) -> tuple[Any, bool]:
+def training_prompt(spec: RunSpec, value: Any) -> tuple[Any, bool]:
     """(prompt as TRL receives it, conversational?) — mirrors the rendered train.py."""
     system = spec.dataset.system_prompt
     if isinstance(value, str):
@@ -87,7 +90,7 @@ def _pick(n_rows: int, n: int, seed: int) -> list[int]:
     return sorted(random.Random(seed).sample(range(n_rows), min(n, n_rows)))
 
 
-def _requests(spec, rows, indices: list[int], k: int, prefix: str) -> list[dict[str, Any]]:
+def _requests(spec: RunSpec, rows, indices: list[int], k: int, prefix: str) -> list[dict[str, Any]]:
     out = []
     for i in indices:
         prompt, conversational = training_prompt(spec, rows[i][spec.dataset.prompt_column])
@@ -213,7 +216,7 @@ def _load_import(path: str, prompt_column: str = "prompt") -> tuple[list[dict[st
 
 
 def _import_all(import_file: str | None, import_base: str | None, run_dir: Path, info: dict[str, Any],
-                prompt_column: str, base_temperature: float | None, spec=None) -> None:
+                prompt_column: str, base_temperature: float | None, spec: RunSpec | None=None) -> None:
     """Validate every imported file before writing any: `--import good --import-base bad` writes nothing."""
     from finetune.rewards.columns import check_dataset, check_samples
 
@@ -234,7 +237,7 @@ def _import_all(import_file: str | None, import_base: str | None, run_dir: Path,
     jsonio.write_json(run_dir / SAMPLE_INFO, info)
 
 
-def run_sample(spec, run_dir: str | Path, *, import_file: str | None = None, import_base: str | None = None,
+def run_sample(spec: RunSpec, run_dir: str | Path, *, import_file: str | None = None, import_base: str | None = None,
                base: bool = True, device: str | None = None, backend: str = "auto", console=None,
                base_temperature: float | None = None) -> dict[str, Any]:
     """Write samples.jsonl (+ base_samples.jsonl) and sample_info.json; return the info record."""

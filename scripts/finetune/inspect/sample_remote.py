@@ -19,10 +19,13 @@ from __future__ import annotations
 
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from finetune import atomic
 from finetune.errors import UserError
+
+if TYPE_CHECKING:
+    from finetune.spec import RunSpec
 
 REQUESTS_DIR = "requests"
 REQUESTS = "requests.jsonl"
@@ -46,7 +49,7 @@ top_p, top_k, min_p, repetition_penalty, max_tokens, seed), sample_vllm.py (vLLM
 """
 
 
-def _tokenizer(spec):
+def _tokenizer(spec: RunSpec):
     from transformers import AutoTokenizer
 
     model = spec.resolve_path(spec.model)
@@ -70,7 +73,7 @@ def _prompt_text(tok, req: dict[str, Any]) -> str:
     return tok.apply_chat_template(req["prompt"], tokenize=False, add_generation_prompt=True)
 
 
-def _lines(spec, tok, reqs: list[dict[str, Any]], k: int, temperature: float) -> list[dict[str, Any]]:
+def _lines(spec: RunSpec, tok, reqs: list[dict[str, Any]], k: int, temperature: float) -> list[dict[str, Any]]:
     g = spec.generation
     sampling = {"n": k, "temperature": temperature, "top_p": g.top_p, "top_k": g.top_k, "min_p": g.min_p or 0.0,
                 "repetition_penalty": g.repetition_penalty, "max_tokens": g.max_completion_length,
@@ -116,7 +119,8 @@ training), with the spec's sampling settings (`sampling`). Use the same policy t
 """
 
 
-def emit_requests(spec, run_dir: str | Path, *, spec_path: str = "spec.yaml", base: bool = True) -> dict[str, Any]:
+def emit_requests(spec: RunSpec, run_dir: str | Path, *, spec_path: str = "spec.yaml",
+                  base: bool = True) -> dict[str, Any]:
     """Write RUN/requests/ (requests, base requests, the sampling script, a README); return a summary."""
     from finetune.inspect.sample import _pick, _requests, load_rows
     from finetune.invocation import command

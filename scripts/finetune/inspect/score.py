@@ -11,7 +11,7 @@ import math
 import statistics
 from math import comb
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from finetune import jsonio, rundir
 from finetune.errors import UserError
@@ -23,11 +23,14 @@ from finetune.inspect.rewardmod import RewardModule, load_rewards, score_items
 from finetune.inspect.samplesio import load_samples
 from finetune.inspect.verdicts import load_json, read_jsonl
 
+if TYPE_CHECKING:
+    from finetune.spec import RunSpec
+
 NEVER = 0.0  # mean base success at/below which RL has nothing to sharpen
 SATURATED_SHARE = 0.9  # share of prompts solved k/k at/above which there is nothing left to learn
 
 
-def scored_inputs(run_dir: Path, spec) -> dict[str, str]:
+def scored_inputs(run_dir: Path, spec: RunSpec) -> dict[str, str]:
     """Hashes of what a score report was computed from (rewards, spec rewards, samples)."""
     out = {p.name: sha256_file(p) for p in reward_files(run_dir)}
     out["spec:rewards"] = reward_section_digest(spec.reward_section())
@@ -37,7 +40,7 @@ def scored_inputs(run_dir: Path, spec) -> dict[str, str]:
     return out
 
 
-def report_is_current(run_dir: Path, spec, report: dict[str, Any]) -> str:
+def report_is_current(run_dir: Path, spec: RunSpec, report: dict[str, Any]) -> str:
     """'' when the report matches the files now; otherwise what changed."""
     now = scored_inputs(run_dir, spec)
     then = report.get("inputs", {})
@@ -136,7 +139,7 @@ def _base_temperature(run_dir: Path) -> float | None:
     return (info.get("base_success") or {}).get("temperature")
 
 
-def mark_provisional(base: dict[str, Any], spec, stand_in: bool) -> None:
+def mark_provisional(base: dict[str, Any], spec: RunSpec, stand_in: bool) -> None:
     """Say what the base-success evidence lacks against the spec's base-success settings; any gap
     makes the verdict provisional (the seed's test is many samples per prompt at low temperature)."""
     want = spec.inspection.base_success
@@ -172,7 +175,7 @@ def _stats(r, values: list[float | None], errors: list[str | None], rows) -> dic
             "pass_rate": sum(row["passes"][r.name] for row in rows) / len(rows) if rows else None}
 
 
-def compute(run_dir: str | Path, spec, *, caches: bool = True, channel=None) -> tuple[list[dict[str, Any]],
+def compute(run_dir: str | Path, spec: RunSpec, *, caches: bool = True, channel=None) -> tuple[list[dict[str, Any]],
                                                                                      dict[str, Any]]:
     """Score samples (and base samples), detect flags, run probes: ``(rows, report)``; writes nothing.
 
@@ -228,7 +231,7 @@ def compute(run_dir: str | Path, spec, *, caches: bool = True, channel=None) -> 
     return rows, report
 
 
-def _base_report(rm: RewardModule, spec, rows: list[dict[str, Any]], base_samples: list[dict[str, Any]],
+def _base_report(rm: RewardModule, spec: RunSpec, rows: list[dict[str, Any]], base_samples: list[dict[str, Any]],
                  base_scores, base_temperature: float | None) -> dict[str, Any]:
     g = spec.training.num_generations
     groups: dict[Any, list[bool]] = {}
@@ -253,7 +256,7 @@ def _base_report(rm: RewardModule, spec, rows: list[dict[str, Any]], base_sample
     return base
 
 
-def compute_isolated(run_dir: str | Path, spec, *, caches: bool = True, on_progress=None
+def compute_isolated(run_dir: str | Path, spec: RunSpec, *, caches: bool = True, on_progress=None
                      ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """:func:`compute` in a child process: a reward that exits or kills its process is a UserError naming it."""
     from finetune.inspect import isolate
@@ -269,7 +272,7 @@ def compute_isolated(run_dir: str | Path, spec, *, caches: bool = True, on_progr
                        caches=caches)
 
 
-def score_run(run_dir: str | Path, spec, console=None) -> dict[str, Any]:
+def score_run(run_dir: str | Path, spec: RunSpec, console=None) -> dict[str, Any]:
     """Score in an isolated child (:func:`compute_isolated`), then write scored.jsonl + score_report.json."""
     run_dir = Path(run_dir)
     from rich.progress import Progress

@@ -11,12 +11,15 @@ import json
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from finetune import __version__, literals, rundir
 from finetune.errors import UserError
 from finetune.rewards.registry import HELPERS, KINDS, TYPE_ORDER
 from finetune.rewards.specs import PARTIAL_CEILING, ordering_margin, penalty_floors
+
+if TYPE_CHECKING:
+    from finetune.spec import RunSpec
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 HELPER_FILES = {name: file for name, (file, _) in HELPERS.items()}
@@ -222,7 +225,7 @@ def generation_prompt_suffix(model_dir: Path) -> str | None:
         return None
 
 
-def check_prefilled_think(spec: Any) -> None:
+def check_prefilled_think(spec: RunSpec) -> None:
     """trl#6966: a think_answer format reward must know whether the chat template opens <think>.
 
     With the wrong setting every completion scores 0 on format, so this is refused before rendering.
@@ -249,7 +252,7 @@ def check_prefilled_think(spec: Any) -> None:
                         spec.source)
 
 
-def spec_sources(spec: Any) -> dict[str, str]:
+def spec_sources(spec: RunSpec) -> dict[str, str]:
     """File name → text of what ``render_rewards`` writes for ``spec`` (nothing written; `finetune status`
     compares it with the run directory)."""
     from finetune.hashing import reward_section_digest
@@ -262,7 +265,7 @@ def spec_sources(spec: Any) -> dict[str, str]:
         max_completion_length=spec.generation.max_completion_length, source_path=source)
 
 
-def render_rewards(spec: Any, out_dir: str | Path) -> list[Path]:
+def render_rewards(spec: RunSpec, out_dir: str | Path) -> list[Path]:
     """Write rewards.py and its helpers for ``spec`` (a RunSpec) into ``out_dir``, all or nothing.
 
     Helpers a previous render wrote and this spec no longer needs are removed, so the gate never
