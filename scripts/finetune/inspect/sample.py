@@ -118,6 +118,7 @@ def _chosen_backend(backend: str, device: str | None) -> str:
 class _TransformersSampler:
     def __init__(self, model_path: str, device: str | None, max_prompt_length: int):
         import torch
+        from safetensors import SafetensorError
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         self.torch = torch
@@ -126,7 +127,7 @@ class _TransformersSampler:
             self.tok = AutoTokenizer.from_pretrained(model_path)
             dtype = torch.bfloat16 if self.device.startswith("cuda") else torch.float32
             self.model = AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype).to(self.device).eval()
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, SafetensorError) as exc:  # a damaged weights file is bad input too
             raise UserError(f"cannot load the model: {str(exc).splitlines()[0]}", where="model",
                             fix="point `model` at a local folder with config.json, weights and a tokenizer") from None
         self.tok.padding_side = "left"
