@@ -28,7 +28,7 @@ GROUPS: dict[str, tuple[str, str]] = {
     "rewards": ("finetune.cli.rewards", "render rewards.py from the run spec"),
     "inspect": ("finetune.cli.inspect", "Phase 1: sample, score, review, record verdicts, gate"),
     "data": ("finetune.cli.data", "keep the prompts GRPO can learn from (per-prompt pass rate, gated rewards)"),
-    "config": ("finetune.config", "Phase 2: render the validated GRPO config and launch files"),
+    "config": ("finetune.cli.config", "Phase 2: render the validated GRPO config and launch files"),
     "env": ("finetune.cli.env", "check this machine can run a rendered config (launch.sh runs it first)"),
     "memory": ("finetune.cli.memory", "estimate GPU memory for a run spec or a model"),
     "diagnose": ("finetune.cli.diagnose", "Phase 4: read training logs, detect symptoms, pick a variant"),
