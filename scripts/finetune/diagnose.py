@@ -24,7 +24,7 @@ import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from finetune import atomic, jsonio, rundir
 from finetune.errors import UserError
@@ -307,7 +307,10 @@ def load_logs(run: str | Path) -> Logs:
     """Read the training entries of a run's log history. Malformed, truncated or empty → UserError."""
     path = choose_log_file(Path(run))
     rows = _parse_json_file(path)
-    where = lambda i: f"{path}: entry {i + 1}"  # noqa: E731
+
+    def where(i: int) -> str:
+        return f"{path}: entry {i + 1}"
+
     by_step: dict[int, dict[str, Any]] = {}
     notes: list[str] = []
     ignored: set[str] = set()
@@ -414,7 +417,7 @@ def _training_args(path: Path) -> dict[str, Any] | None:
 
     import torch
 
-    allowed: list[type] = []
+    allowed: list[Any] = []
     for _ in range(16):
         try:
             with torch.serialization.safe_globals(allowed):
@@ -511,7 +514,7 @@ def load_context(run: Path, log_file: Path, spec_path: Path | None = None,
             if isinstance(m.get("name"), str) and isinstance(m.get(src), (int, float)):
                 dst[m["name"]] = float(m[src])
     spec_names = [r.name for r in ctx.spec.rewards] if ctx.spec is not None else []
-    if spec_names and (logged_rewards is None or set(spec_names) & logged_rewards):
+    if ctx.spec is not None and spec_names and (logged_rewards is None or set(spec_names) & logged_rewards):
         for r in ctx.spec.rewards:
             ctx.roles[r.name] = r.effective_role
             ctx.weights[r.name] = r.weight
@@ -584,7 +587,9 @@ def trend(s: Series) -> dict[str, Any]:
 
 
 def rises(t: dict[str, Any]) -> bool:
-    return t["spearman_rho"] > 0 and t["p_value"] < P_SIGNIFICANT
+    rho: float = t["spearman_rho"]
+    p: float = t["p_value"]
+    return rho > 0 and p < P_SIGNIFICANT
 
 
 def _correlation(a: Series, b: Series) -> dict[str, Any]:
@@ -661,9 +666,9 @@ class Diagnoser:
             return None
         if len(keys) == 1:
             return self.logs.get(keys[0])
-        parts = [self.logs.get(k) for k in keys]
+        parts = [self.logs.series[k] for k in keys]  # each logged: correctness_keys() checked
         steps = sorted(set.intersection(*(set(p.steps) for p in parts)))
-        values = []
+        values: list[float] = []
         for st in steps:
             values.append(sum(self.ctx.weights.get(k.split("/")[1], 1.0) * p.values[p.steps.index(st)]
                               for k, p in zip(keys, parts)))
@@ -681,7 +686,7 @@ class Diagnoser:
         vals = [v for v in (s.values if s else []) if math.isfinite(v)]
         return (max(vals) - min(vals)) if vals and max(vals) > min(vals) else 1.0
 
-    def enough(self, s: Series | None) -> bool:
+    def enough(self, s: Series | None) -> TypeGuard[Series]:
         return s is not None and len(s.finite()) >= MIN_POINTS
 
     # -- detectors
@@ -785,7 +790,7 @@ class Diagnoser:
         lt["start"] = baseline  # from the first logged steps: an early drift is still a drift
         rise = lt["end"] / baseline - 1 if baseline > 0 else math.inf
         corr = _correlation(length, reward)
-        cap = self.ctx.config.get("max_completion_length")
+        cap: Any = self.ctx.config.get("max_completion_length")
         at_cap = bool(cap) and lt["end"] >= CAP_REACHED * float(cap) and baseline < CAP_REACHED * float(cap)
         ev = {"length_trend": lt, "length_rise": rise, "baseline_points": BASELINE_POINTS,
               "length_vs_reward": corr, "max_completion_length": cap if cap else UNKNOWN_SETTING,
@@ -828,14 +833,15 @@ class Diagnoser:
             self.caveats.append("no reward is known to be the correctness reward (spec / REWARD_META roles, or "
                                 "--correctness NAME), so a reward rising without correctness could not be checked")
             return Finding(REWARD_HACKING, "not_evaluated", "no correctness reward identified")
-        ev: dict[str, Any] = {"correctness_trends": {k: trend(self.logs.get(k)) for k in cor_keys}}
+        ev: dict[str, Any] = {"correctness_trends": {k: trend(self.logs.series[k]) for k in cor_keys}}
         rising_cor = [k for k, t in ev["correctness_trends"].items() if rises(t)]
         carriers: dict[str, float] = {}  # reward name -> its weighted rise, as a share of the total's scale
         for key in sorted(self.logs.series):
             name = key.split("/")[1] if key.startswith("rewards/") and key.endswith("/mean") else None
-            if name is None or self.ctx.roles.get(name) == "correctness" or not self.enough(self.logs.get(key)):
+            series = self.logs.get(key)
+            if name is None or self.ctx.roles.get(name) == "correctness" or not self.enough(series):
                 continue
-            t = trend(self.logs.get(key))
+            t = trend(series)
             ev.setdefault("other_trends", {})[key] = t
             if rises(t) and (t["end"] - t["start"]) / self.reward_scale(key) >= FLAT_GAIN:
                 carriers[name] = self.ctx.weights.get(name, 1.0) * (t["end"] - t["start"]) / self.reward_scale(K_REWARD)
@@ -848,7 +854,7 @@ class Diagnoser:
         if rising_cor:
             return Finding(REWARD_HACKING, "clear", f"the reward rises and so does {', '.join(rising_cor)}: "
                            "learning, not hacking", ev)
-        carrier = max(carriers, key=carriers.get) if carriers else None
+        carrier = max(carriers, key=lambda n: carriers[n]) if carriers else None
         ev["carrier"] = carrier
         ct = ev["correctness_trends"]
         flat = "; ".join(f"{k} {t['start']:.3g} → {t['end']:.3g}" for k, t in ct.items())
@@ -889,7 +895,7 @@ class Diagnoser:
             return Finding(TRUNCATION, "not_evaluated", f"fewer than {MIN_POINTS} logged {K_CLIPPED} values")
         half = _second_half(s)
         level = _median(half.values)
-        cap = self.ctx.config.get("max_completion_length")
+        cap: Any = self.ctx.config.get("max_completion_length")
         ev = {"median_second_half": level, "threshold": CLIPPED_MAJORITY, "trend": trend(s),
               "max_completion_length": cap if cap else UNKNOWN_SETTING}
         if level <= CLIPPED_MAJORITY:
@@ -981,7 +987,8 @@ def variant_delta(config: dict[str, Any], variant: str) -> dict[str, dict[str, A
 def current_variant(config: dict[str, Any], spec: RunSpec | None = None) -> str:
     """The variant the run trained with: the spec's, else read off its config (grpo when unknown)."""
     if spec is not None:
-        return spec.variant
+        variant: str = spec.variant
+        return variant
     if config.get("importance_sampling_level") == "sequence":
         return "gspo"
     if config.get("loss_type") == "dr_grpo":
@@ -1174,8 +1181,8 @@ def plot(logs: Logs, doc: dict[str, Any], d_correctness: Series | None, path: Pa
         s = d_correctness if key == "correctness" else logs.get(key)
         if s is not None:
             ax.plot(s.steps, s.values, lw=1.2, marker=".", ms=3, label=s.key)
-        if key == K_CLIPPED and logs.get(K_CLIP_REGION) is not None:
-            r = logs.get(K_CLIP_REGION)
+        r = logs.get(K_CLIP_REGION)
+        if key == K_CLIPPED and r is not None:
             ax.plot(r.steps, r.values, lw=1, ls="--", label="PPO clip region (clip_ratio/region_mean)")
         if s is None:
             ax.text(0.5, 0.5, "not logged" if key != "correctness" else "no correctness reward identified",
