@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 import os
 
+from finetune.cli.argtypes import count
 from finetune.demo import DEFAULT_SEEDS, DEMO_STEPS, run_demo
 from finetune.errors import CheckFailed, UserError
-from finetune.types import count
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from finetune import rundir
+from finetune.cli.argtypes import count, real
 from finetune.errors import CheckFailed, UserError
 from finetune.inspect.sample_remote import SAMPLE_FORMATS
-from finetune.types import count, real
 
 if TYPE_CHECKING:
     from rich.console import Console

@@ -40,12 +40,14 @@ def answer_style(spec: RunSpec) -> str:
     """The answer layout the spec's rewards expect (first format reward wins, then correctness)."""
     for r in spec.rewards:
         if r.type == "format":
-            return r.pattern
+            pattern: str = r.pattern
+            return pattern
     for r in spec.rewards:
         if r.type == "unit_tests":
             return "code"
         if r.type in ("exact_match", "math") and r.extract in ("answer_tag", "boxed", "hash_answer"):
-            return r.extract
+            extract: str = r.extract
+            return extract
     return "none"
 
 
@@ -107,12 +109,13 @@ def extract_answer(text: str, style: str) -> str | None:
     raise ValueError(style)
 
 
-def extract_style_of(reward_spec) -> str | None:
+def extract_style_of(reward_spec: Any) -> str | None:
     """The extraction a correctness reward claims to use, or None when it is not answer-based."""
+    extract: str | None = getattr(reward_spec, "extract", None)
     if reward_spec.type == "exact_match":
-        return None if reward_spec.extract == "none" else reward_spec.extract
+        return None if extract == "none" else extract
     if reward_spec.type == "math":
-        return reward_spec.extract
+        return extract
     return None
 
 
@@ -123,14 +126,16 @@ def extract_style_of(reward_spec) -> str | None:
 def gold_column(spec: RunSpec) -> str | None:
     for r in spec.rewards:
         if r.type in ("exact_match", "math") and r.effective_role == "correctness":
-            return r.answer_column
+            column: str | None = r.answer_column
+            return column
     return spec.dataset.answer_column
 
 
 def tests_column(spec: RunSpec) -> str | None:
     for r in spec.rewards:
         if r.type == "unit_tests":
-            return r.tests_column
+            column: str | None = r.tests_column
+            return column
     return spec.dataset.tests_column
 
 
@@ -252,7 +257,7 @@ def build_probes(spec: RunSpec, sample: dict[str, Any], layout: Layout, max_word
     add("gibberish", "!!!!!!!!!!!!!!!! ???? #### ~~~~", FORMAT_AND_CORRECTNESS,
         shows="degenerate output (open-r1#587 collapsed to '!!!!')")
     filler = " ".join([REASONING] * max(1, max_words // len(REASONING.split())))
-    if gold is not None:
+    if gold is not None and gcol is not None:  # a gold is only read from a known column
         wrong, wrong2 = wrong_answers(gold, opts)
         add("wrong_answer", layout(wrong, REASONING), CORRECTNESS,
             shows="a well-formed wrong answer (format-only credit)")
@@ -326,13 +331,14 @@ def choose_layout(rm: RewardModule, spec: RunSpec, samples: list[dict[str, Any]]
         key = (sum(passes[r.name] for r in fmt), sum(passes.values()))
         if best_key is None or key > best_key:
             best, best_key = layout, key
+    assert best_key is not None  # set by the first candidate
     return best, best_key[0] == len(fmt) * len(samples)
 
 
 def pick_probe_samples(samples: list[dict[str, Any]], n: int) -> list[dict[str, Any]]:
     """One sample per distinct prompt row, the first ``n`` rows (stable across runs)."""
     seen: dict[Any, dict[str, Any]] = {}
-    def key(s: dict[str, Any]) -> tuple:
+    def key(s: dict[str, Any]) -> tuple[Any, ...]:
         row = s.get("row")
         return (0, row, "", s["id"]) if isinstance(row, int) else (1, 0, str(row), s["id"])
 
