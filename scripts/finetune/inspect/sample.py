@@ -27,7 +27,7 @@ from finetune.hashing import sha256_file
 from finetune.inspect.samplesio import load_samples
 
 if TYPE_CHECKING:
-    from finetune.spec import RunSpec
+    from finetune.spec import GenerationSpec, RunSpec
 
 SAMPLE_INFO = "sample_info.json"
 PROMPT_BATCH = 8  # prompts per generate() call (each with k return sequences)
@@ -144,7 +144,8 @@ class _TransformersSampler:
             return self.tok.apply_chat_template(req["prompt"], tokenize=False, add_generation_prompt=True)
         return req["prompt"]
 
-    def generate(self, reqs: list[dict[str, Any]], k: int, g, temperature: float) -> list[list[dict[str, Any]]]:
+    def generate(self, reqs: list[dict[str, Any]], k: int, g: GenerationSpec,
+                 temperature: float) -> list[list[dict[str, Any]]]:
         from transformers import GenerationConfig
 
         enc = self.tok([self.text(r) for r in reqs], return_tensors="pt", padding=True, truncation=True,
@@ -181,7 +182,8 @@ class _VllmSampler:
         self.tok = self.llm.get_tokenizer()
         self.seed = seed
 
-    def generate(self, reqs: list[dict[str, Any]], k: int, g, temperature: float) -> list[list[dict[str, Any]]]:
+    def generate(self, reqs: list[dict[str, Any]], k: int, g: GenerationSpec,
+                 temperature: float) -> list[list[dict[str, Any]]]:
         from vllm import SamplingParams
 
         params = SamplingParams(n=k, temperature=temperature, top_p=g.top_p, top_k=g.top_k if g.top_k > 0 else -1,
@@ -194,7 +196,7 @@ class _VllmSampler:
                  for o in out.outputs] for out in outs]
 
 
-def _generate(sampler, reqs, k, g, temperature, progress, task) -> list[dict[str, Any]]:
+def _generate(sampler, reqs, k, g: GenerationSpec, temperature, progress, task) -> list[dict[str, Any]]:
     rows = []
     for start in range(0, len(reqs), PROMPT_BATCH):
         batch = reqs[start:start + PROMPT_BATCH]
