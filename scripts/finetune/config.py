@@ -10,19 +10,28 @@ Jinja templates beside this module.
 
 from __future__ import annotations
 
-import argparse
 import difflib
 import json
 import math
 import re
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from finetune import __version__, jsonio, literals, rundir
 from finetune.errors import CheckFailed, UserError
 from finetune.variants import ALGORITHM_FIELDS, VARIANT_SYMPTOM, Pinned, algorithm_kwargs
+
+if TYPE_CHECKING:
+    import jinja2
+
+    from finetune.hardware import Hardware
+    from finetune.memory import Estimate, Knobs, Recommendation
+    from finetune.models import ModelInfo
+    from finetune.runlength import RunLength
+    from finetune.spec import RunSpec
 
 TEMPLATES = Path(__file__).parent / "templates"
 TRL_VERSION_PIN = "1.16.0"
@@ -98,15 +107,17 @@ class DatasetStats:
 
 @dataclass
 class RenderPlan:
-    spec: Any
+    """Everything a render writes, each GRPOConfig value with its reason: computed before any file is written."""
+
+    spec: RunSpec
     run_dir: Path
     preview: bool
     no_gate: bool
-    model_info: Any
-    hardware: Any
+    model_info: ModelInfo
+    hardware: Hardware
     topology: Topology
-    recommendation: Any
-    estimate: Any
+    recommendation: Recommendation
+    estimate: Estimate
     zero_stage: int  # DeepSpeed ZeRO stage for several training processes (0: one process)
     algorithm: dict[str, Pinned]
     kwargs: dict[str, Setting]  # every GRPOConfig kwarg, in rendering order
@@ -119,63 +130,70 @@ class RenderPlan:
     gate: dict[str, Any] | None
     diagnosis: dict[str, Any] | None
     warnings: list[str] = field(default_factory=list)
-    run_length: Any = None  # finetune.runlength.RunLength of the rendered values
+    run_length: RunLength | None = None  # of the rendered values
 
     @property
     def generation_batch_size(self) -> int:
-        return (self.kwargs["per_device_train_batch_size"].value * self.topology.training_processes
+        return int(self.kwargs["per_device_train_batch_size"].value * self.topology.training_processes
                 * self.kwargs["steps_per_generation"].value)
 
 
 # ----------------------------------------------------------------------------------------------
 # the other modules' interfaces (DESIGN.md)
 
-def _model_info(spec):
+def _model_info(spec: RunSpec) -> ModelInfo:
     from finetune.models import load_model_info
 
     base = spec.source.parent if spec.source else None
     return load_model_info(spec.model, spec.model_config_path, base_dir=base)
 
 
-def _hardware(spec):
+def _hardware(spec: RunSpec) -> Hardware:
     from finetune.hardware import resolve_hardware
 
     return resolve_hardware(spec.hardware)
 
 
-def _recommend(model_info, hardware, spec):
-    from finetune.memory import recommend
+def _recommend(model_info: ModelInfo, hardware: Hardware, spec: RunSpec) -> Recommendation:
+    from finetune.memory import recommend, workload_of
+
+    return recommend(model_info, hardware, spec.method, workload_of(spec))
+
+
+def _knobs(spec: RunSpec, kw: dict[str, Setting], topo: Topology, zero_stage: int) -> Knobs:
+    """The estimator's inputs for exactly the values rendered (spec overrides included)."""
+    from finetune.memory import Knobs
 
     g = spec.generation
-    return recommend(model_info, hardware, method=spec.method, max_prompt_length=g.max_prompt_length,
-                     max_completion_length=g.max_completion_length, num_generations=spec.training.num_generations,
-                     beta=spec.training.beta, lora_r=spec.lora.r)
+    server = topo.vllm_mode == "server"
+
+    def value(k: str, default: Any = None) -> Any:
+        return kw[k].value if k in kw else default
+
+    return Knobs(method=kw["_method"].value, num_generations=value("num_generations"),
+                 per_device_train_batch_size=value("per_device_train_batch_size"),
+                 gradient_accumulation_steps=value("gradient_accumulation_steps"),
+                 steps_per_generation=value("steps_per_generation"),
+                 max_prompt_length=g.max_prompt_length, max_completion_length=g.max_completion_length,
+                 beta=value("beta"), use_vllm=topo.use_vllm, vllm_mode=topo.vllm_mode or "colocate",
+                 vllm_gpu_memory_utilization=None if server else value("vllm_gpu_memory_utilization"),
+                 vllm_enable_sleep_mode=bool(value("vllm_enable_sleep_mode", False)),
+                 vllm_tensor_parallel_size=topo.vllm_gpus if server else 1,
+                 vllm_gpus=topo.vllm_gpus if server else None,
+                 gradient_checkpointing=value("gradient_checkpointing"), optimizer=value("optim"),
+                 zero_stage=zero_stage, lora_r=spec.lora.r, lora_target_modules=spec.lora.target_modules,
+                 model_dtype=value("model_init_kwargs")["dtype"] if not topo.cpu else None)
 
 
-def _estimate(model_info, hardware, spec, rec, kw: dict[str, Setting], topo: Topology, zero_stage: int):
+def _estimate(model_info: ModelInfo, hardware: Hardware, spec: RunSpec, kw: dict[str, Setting], topo: Topology,
+              zero_stage: int) -> Estimate:
     """The memory estimate for exactly the values rendered (spec overrides included)."""
     from finetune.memory import estimate
 
-    g = spec.generation
-    value = lambda k, default=None: kw[k].value if k in kw else default  # noqa: E731
-    server = topo.vllm_mode == "server"
-    return estimate(model_info, hardware, kw["_method"].value,
-                    num_generations=value("num_generations"),
-                    per_device_train_batch_size=value("per_device_train_batch_size"),
-                    gradient_accumulation_steps=value("gradient_accumulation_steps"),
-                    steps_per_generation=value("steps_per_generation"),
-                    max_prompt_length=g.max_prompt_length, max_completion_length=g.max_completion_length,
-                    beta=value("beta"), use_vllm=topo.use_vllm, vllm_mode=topo.vllm_mode or "colocate",
-                    vllm_gpu_memory_utilization=None if server else value("vllm_gpu_memory_utilization"),
-                    vllm_enable_sleep_mode=bool(value("vllm_enable_sleep_mode", False)),
-                    vllm_tensor_parallel_size=topo.vllm_gpus if server else 1,
-                    vllm_gpus=topo.vllm_gpus if server else None,
-                    gradient_checkpointing=value("gradient_checkpointing"), optimizer=value("optim"),
-                    zero_stage=zero_stage, lora_r=spec.lora.r, lora_target_modules=spec.lora.target_modules,
-                    model_dtype=value("model_init_kwargs")["dtype"] if not topo.cpu else None, suggest=True)
+    return estimate(model_info, hardware, _knobs(spec, kw, topo, zero_stage), suggest=True)
 
 
-def _verify_gate(run_dir: Path, spec) -> tuple[bool, str, dict[str, Any] | None]:
+def _verify_gate(run_dir: Path, spec: RunSpec) -> tuple[bool, str, dict[str, Any] | None]:
     """(holds, reason, record): a PASS record holds only while every bound hash still matches."""
     from finetune.inspect.gate import verify_gate
 
@@ -186,20 +204,11 @@ def _verify_gate(run_dir: Path, spec) -> tuple[bool, str, dict[str, Any] | None]
 # ----------------------------------------------------------------------------------------------
 # validation steps
 
-def _attr(obj, *names, default=None):
-    for n in names:
-        if isinstance(obj, dict) and n in obj:
-            return obj[n]
-        if hasattr(obj, n):
-            return getattr(obj, n)
-    return default
-
-
-def _check_model(spec, info) -> None:
-    if _attr(info, "is_vlm", default=False):
+def _check_model(spec: RunSpec, info: ModelInfo) -> None:
+    if info.is_vlm:
         raise UserError(f"model '{spec.model}' is a vision-language model: {VLM_REFUSAL}", where="model",
                         fix="use a text-only policy model; see skills/grpo-rlvr-training (VLM RL: reference only)")
-    if _attr(info, "is_moe", default=False) and spec.variant != "gspo":
+    if info.is_moe and spec.variant != "gspo":
         raise UserError(f"model '{spec.model}' is a mixture-of-experts model and variant is '{spec.variant}': "
                         "token-level importance ratios are unstable under expert routing, so MoE requires GSPO "
                         "from the start", where="variant", fix="set `variant: gspo`")
@@ -212,11 +221,11 @@ def _load_diagnosis(run_dir: Path) -> dict[str, Any] | None:
     return jsonio.read_json_object(path, what="the diagnosis", fix="re-run `finetune diagnose`")
 
 
-def _check_variant(spec, info, diagnosis: dict[str, Any] | None, run_dir: Path) -> str | None:
+def _check_variant(spec: RunSpec, info: ModelInfo, diagnosis: dict[str, Any] | None, run_dir: Path) -> str | None:
     """Contract 6. Returns the licence (why this variant) or raises CheckFailed."""
     if spec.variant == "grpo":
         return None
-    if spec.variant == "gspo" and _attr(info, "is_moe", default=False):
+    if spec.variant == "gspo" and info.is_moe:
         return "the model is mixture-of-experts: GSPO from the start (contract 6)"
     symptom = VARIANT_SYMPTOM[spec.variant]
     names = [s.get("name") for s in (diagnosis or {}).get("symptoms", []) if isinstance(s, dict)]
@@ -233,7 +242,7 @@ def _check_variant(spec, info, diagnosis: dict[str, Any] | None, run_dir: Path) 
                       "Train the base recipe (variant: grpo), run `finetune diagnose`, then switch")
 
 
-def _check_lr_beta(spec, diagnosis, gate_ok: bool, preview: bool) -> list[str]:
+def _check_lr_beta(spec: RunSpec, diagnosis: dict[str, Any] | None, gate_ok: bool, preview: bool) -> list[str]:
     """Contract 7: lr 5e-7 / beta 0.01 move only after a PASS gate and a healthy base-run diagnosis."""
     from finetune.spec import BASE_BETA, BASE_LEARNING_RATE
 
@@ -244,7 +253,7 @@ def _check_lr_beta(spec, diagnosis, gate_ok: bool, preview: bool) -> list[str]:
         changed.append(f"training.beta={spec.training.beta:g} (base {BASE_BETA:g})")
     if not changed:
         return []
-    healthy = bool(diagnosis) and diagnosis.get("verdict") == "healthy"
+    healthy = diagnosis is not None and diagnosis.get("verdict") == "healthy"
     if gate_ok and healthy:
         return [f"{'; '.join(changed)}: allowed by a PASS gate and a healthy diagnosis of the base run"]
     why = ("no PASS gate record for these rewards" if not gate_ok else
@@ -256,7 +265,7 @@ def _check_lr_beta(spec, diagnosis, gate_ok: bool, preview: bool) -> list[str]:
     raise CheckFailed(msg + ". Keep lr 5e-7 / beta 0.01 until the base run is stable and the reward inspected")
 
 
-def _target_hardware(spec, info):
+def _target_hardware(spec: RunSpec, info: ModelInfo) -> Hardware:
     """The spec's hardware, with the generation GPUs fixed where the layout demands it (several nodes)."""
     h = spec.hardware
     hw = _hardware(spec)
@@ -266,22 +275,21 @@ def _target_hardware(spec, info):
         if h.vllm_gpus is not None and h.vllm_gpus != h.gpus:
             raise UserError(f"with {h.nodes} nodes the first node is the generation node: vllm_gpus must be "
                             f"{h.gpus} (a whole node)", where="hardware.vllm_gpus", fix=f"set vllm_gpus: {h.gpus} or remove it")
-        _check_tp(h.gpus, _attr(info, "heads", default=None))
+        _check_tp(h.gpus, info.heads)
         hw = hw.with_vllm_gpus(h.gpus)
     elif h.vllm_gpus:
-        _check_tp(h.vllm_gpus, _attr(info, "heads", default=None))
+        _check_tp(h.vllm_gpus, info.heads)
     return hw
 
 
-def _topology(spec, hw, rec) -> Topology:
+def _topology(spec: RunSpec, hw: Hardware, rec: Recommendation) -> Topology:
     h = spec.hardware
     profile = hw.profile.name
     if hw.profile.is_cpu:
         if h.nodes > 1:
             raise UserError("a CPU target runs on one node", where="hardware.nodes", fix="set nodes: 1")
         return Topology(profile, 1, 0, False, None, 0, 1, 1, "CPU target: no vLLM, one process")
-    reasons = _attr(rec, "reasons", default={}) or {}
-    why = reasons.get("use_vllm", "")
+    why = rec.reasons.get("use_vllm", "")
     if rec.vllm_mode == "colocate":
         if h.nodes > 1:
             raise UserError("several nodes need a generation node, and the model does not fit one",
@@ -291,7 +299,7 @@ def _topology(spec, hw, rec) -> Topology:
                             "one GPU: vLLM colocated with training (the seed's single-GPU default)")
         return Topology(profile, 1, h.gpus, True, "colocate", 0, 1, h.gpus,
                         f"{h.gpus} GPUs, vLLM colocated in each training process ({why})")
-    vllm_gpus = int(rec.vllm_gpus)
+    vllm_gpus = int(rec.vllm_gpus or 0)
     if h.nodes == 1:
         return Topology(profile, 1, h.gpus, True, "server", vllm_gpus, 1, h.gpus - vllm_gpus,
                         f"{h.gpus} GPUs: `trl vllm-serve` on {vllm_gpus}, training on {h.gpus - vllm_gpus} "
@@ -338,7 +346,7 @@ def nearest_valid_batches(pdbs: int, ga: int, spg: int, processes: int, num_gene
     return out
 
 
-def _check_batch(plan_kwargs: dict[str, Setting], topo: Topology, spec) -> None:
+def _check_batch(plan_kwargs: dict[str, Setting], topo: Topology) -> None:
     pdbs = plan_kwargs["per_device_train_batch_size"].value
     ga = plan_kwargs["gradient_accumulation_steps"].value
     spg = plan_kwargs["steps_per_generation"].value
@@ -369,10 +377,10 @@ def _trl_version() -> str:
         return TRL_VERSION_PIN
 
 
-def _check_overrides(spec) -> dict[str, Setting]:
+def _check_overrides(spec: RunSpec) -> dict[str, Setting]:
     import dataclasses
 
-    from trl import GRPOConfig
+    from trl.trainer.grpo_config import GRPOConfig
 
     version = _trl_version()
     fields = {f.name for f in dataclasses.fields(GRPOConfig)}
@@ -396,7 +404,7 @@ def _check_overrides(spec) -> dict[str, Setting]:
 # ----------------------------------------------------------------------------------------------
 # dataset
 
-def _load_rows(spec) -> tuple[list[dict[str, Any]], str]:
+def _load_rows(spec: RunSpec) -> tuple[list[dict[str, Any]], str]:
     d = spec.dataset
     path = spec.training_data_path()  # the filtered file once `finetune data filter` set dataset.filter
     fmt = d.format
@@ -426,7 +434,7 @@ def _percentile(values: list[int], q: float) -> int:
     return s[min(len(s) - 1, int(math.ceil(q * len(s))) - 1)] if s else 0
 
 
-def _dataset_stats(spec) -> tuple[DatasetStats, str]:
+def _dataset_stats(spec: RunSpec) -> tuple[DatasetStats, str]:
     rows, fmt = _load_rows(spec)
     if not rows:
         raise UserError("the dataset is empty", where="dataset.path", fix="point it at the training data")
@@ -455,7 +463,7 @@ def _dataset_stats(spec) -> tuple[DatasetStats, str]:
     def prompt_text(p: Any) -> str:
         if isinstance(p, list):  # conversational
             if tokenizer is not None and getattr(tokenizer, "chat_template", None):
-                return tokenizer.apply_chat_template(p, tokenize=False, add_generation_prompt=True)
+                return str(tokenizer.apply_chat_template(p, tokenize=False, add_generation_prompt=True))
             return "\n".join(str(m.get("content", "")) for m in p if isinstance(m, dict))
         return str(p)
 
@@ -471,7 +479,7 @@ LENGTH_SAMPLE = 2000  # rows tokenized for the percentiles (a random sample, fix
 LONGEST_BY_CHARS = 200  # plus the longest rows by characters, so the maximum is not sampled away
 
 
-def _length_stats(texts: list[str], n_tokens) -> tuple[int, int]:
+def _length_stats(texts: list[str], n_tokens: Callable[[str], int]) -> tuple[int, int]:
     """(max, 95th percentile) token length; large datasets are measured on a sample plus their longest rows."""
     import random
 
@@ -484,7 +492,7 @@ def _length_stats(texts: list[str], n_tokens) -> tuple[int, int]:
     return max(sample_lens + [n_tokens(texts[i]) for i in longest]), _percentile(sample_lens, 0.95)
 
 
-def _check_lengths(spec, stats: DatasetStats, info, overrides: dict[str, Setting]) -> tuple[int, list[str]]:
+def _check_lengths(spec: RunSpec, stats: DatasetStats, info: ModelInfo, overrides: dict[str, Setting]) -> tuple[int, list[str]]:
     g = spec.generation
     warnings: list[str] = []
     unit = "tokens" if stats.tokenized else "tokens (estimated at 4 characters per token: tokenizer not local)"
@@ -506,7 +514,7 @@ def _check_lengths(spec, stats: DatasetStats, info, overrides: dict[str, Setting
                 f"'{stats.answer_column}' answers ({stats.answer_p95} {unit}): most reasoning would be truncated "
                 "and score zero (trl#5697: a 256-token cap truncated 97–99% of completions)",
                 where="generation.max_completion_length", fix=f"set it to at least {stats.answer_max}"))
-        elif g.max_completion_length < stats.answer_max:
+        elif stats.answer_max is not None and g.max_completion_length < stats.answer_max:
             warnings.append(f"the longest '{stats.answer_column}' answer is {stats.answer_max} {unit}, over "
                             f"max_completion_length {g.max_completion_length}: its completions will be truncated")
     if g.max_completion_length <= 256:
@@ -517,7 +525,7 @@ def _check_lengths(spec, stats: DatasetStats, info, overrides: dict[str, Setting
     if vllm_len is not None and vllm_len.value is not None and vllm_len.value < need:
         raise UserError(f"vllm_max_model_length {vllm_len.value} < max_prompt_length + max_completion_length ({need})",
                         where="overrides.vllm_max_model_length", fix=f"set it to at least {need} or remove it")
-    max_pos = _attr(info, "max_position_embeddings", default=None)
+    max_pos = info.max_position_embeddings
     if max_pos and need > max_pos:
         raise UserError(f"prompt + completion ({need} tokens) exceeds the model's context ({max_pos})",
                         where="generation.max_completion_length", fix=f"keep max_prompt_length + max_completion_length ≤ {max_pos}")
@@ -527,13 +535,12 @@ def _check_lengths(spec, stats: DatasetStats, info, overrides: dict[str, Setting
 # ----------------------------------------------------------------------------------------------
 # building the plan
 
-def _pick(spec_value, rec, name: str, what: str) -> Setting:
+def _pick(spec_value: Any, rec: Recommendation, name: str, what: str) -> Setting:
+    """The spec's value when it sets one, else the recommendation's field ``name`` with its reason."""
     if spec_value is not None:
         return Setting(spec_value, f"set in the run spec ({what})", "spec")
-    value = _attr(rec, name)
-    reasons = _attr(rec, "reasons", default={}) or {}
-    reason = reasons.get(name) if isinstance(reasons, dict) else None
-    return Setting(value, f"memory.recommend(): {reason or 'per-scale default'}", "memory")
+    reason = rec.reasons.get(name)
+    return Setting(getattr(rec, name), f"memory.recommend(): {reason or 'per-scale default'}", "memory")
 
 
 def _relative(path: Path, run_dir: Path) -> str:
@@ -544,36 +551,101 @@ def _relative(path: Path, run_dir: Path) -> str:
         return str(path.resolve())
 
 
-def build_plan(spec, run_dir: Path, *, preview: bool = False, no_gate: bool = False) -> RenderPlan:
-    """Validate ``spec`` for its target hardware and compute every rendered value. Writes nothing."""
-    from finetune.runlength import MAX_WARMUP_FRACTION
-    from finetune.spec import BASE_BETA, MIN_NUM_GENERATIONS
+@dataclass
+class _Licence:
+    """What the run directory licenses: the diagnosis, why this variant, the gate record (contracts 6, 7)."""
 
+    diagnosis: dict[str, Any] | None
+    variant_licence: str | None  # why this variant (None: the base recipe)
+    gate_record: dict[str, Any] | None  # a PASS record that still holds
+    warnings: list[str]
+
+
+@dataclass
+class _Choice:
+    """The per-scale values (contract 8): memory.recommend()'s, or the spec's where it sets them."""
+
+    recommendation: Recommendation
+    topology: Topology
+    zero_stage: int
+    method: Setting
+    batch: Setting
+    accumulation: Setting
+    checkpointing: Setting
+    optimizer: Setting
+
+
+@dataclass
+class _Data:
+    """The dataset as measured, and what its lengths mean for the generation settings."""
+
+    stats: DatasetStats
+    format: str
+    vllm_max_model_length: int
+    warnings: list[str]
+
+
+def build_plan(spec: RunSpec, run_dir: Path, *, preview: bool = False, no_gate: bool = False) -> RenderPlan:
+    """Validate ``spec`` for its target hardware and compute every rendered value. Writes nothing.
+
+    The steps, in BRIEF.md's order: the target (hardware, model), the licence to train (variant, gate,
+    lr / beta), the per-scale values, the dataset's lengths, every GRPOConfig value, TRL's batch rule,
+    the run length, the memory fit; then what the launch files name (model, dataset, adapters).
+    """
     run_dir = Path(run_dir)
+    _check_num_generations(spec)
+    info = _model_info(spec)
+    _check_model(spec, info)
+    hw = _target_hardware(spec, info)
+    overrides = _check_overrides(spec)
+    licence = _licence(spec, info, run_dir, preview=preview, no_gate=no_gate)
+    choice = _choose_values(spec, info, hw)
+    data = _check_data(spec, info, overrides)
+    algorithm = _algorithm(spec, choice)
+    kw, sections = _assemble_kwargs(spec, licence, choice, data, algorithm, overrides)
+    _check_batch(kw, choice.topology)
+    _validate_with_trl(kw, choice.topology)
+    length = _run_length(kw, choice.topology, data.stats.rows)
+    est, memory_warnings = _check_memory(info, hw, spec, kw, choice, preview)
+    model_ref, dataset, peft, launch_warnings = _launch_inputs(spec, run_dir, data.format, choice.method.value)
+    warnings = [*licence.warnings, *data.warnings, *length.warnings, *memory_warnings, *launch_warnings,
+                *inspection_warnings(spec, length.optimiser_steps)]
+    return RenderPlan(spec, run_dir, preview, no_gate, info, hw, choice.topology, choice.recommendation, est,
+                      choice.zero_stage, algorithm, kw, sections, model_ref, dataset, peft,
+                      choice.method.value == "qlora", data.stats, licence.gate_record, licence.diagnosis, warnings,
+                      length)
+
+
+def _check_num_generations(spec: RunSpec) -> None:
+    from finetune.spec import MIN_NUM_GENERATIONS
+
     t = spec.training
     if t.num_generations < MIN_NUM_GENERATIONS:
         raise UserError(f"num_generations {t.num_generations} is below the floor of {MIN_NUM_GENERATIONS}: GRPO's "
                         "advantage is relative to the group mean, and fewer samples per prompt give a noisy "
                         "baseline that starves the update", where="training.num_generations",
                         fix=f"use at least {MIN_NUM_GENERATIONS}")
-    info = _model_info(spec)
-    _check_model(spec, info)
-    hw = _target_hardware(spec, info)
-    overrides = _check_overrides(spec)
+
+
+def _licence(spec: RunSpec, info: ModelInfo, run_dir: Path, *, preview: bool, no_gate: bool) -> _Licence:
+    """Contracts 6 and 7 and the Phase 1 gate: a preview says what a full render would refuse."""
     diagnosis = _load_diagnosis(run_dir)
     try:
-        licence = _check_variant(spec, info, diagnosis, run_dir)
+        why = _check_variant(spec, info, diagnosis, run_dir)
     except CheckFailed as exc:
         if not preview:
             raise
-        licence = f"PREVIEW ONLY — a full render will refuse: {exc}"
-
+        why = f"PREVIEW ONLY — a full render will refuse: {exc}"
     gate_ok, gate_reason, gate_record = _verify_gate(run_dir, spec)
-    warnings: list[str] = []
     if not preview and not no_gate and not gate_ok:
         raise CheckFailed(f"Phase 2 refused: {gate_reason}")
-    warnings += _check_lr_beta(spec, diagnosis, gate_ok, preview)
+    warnings = _check_lr_beta(spec, diagnosis, gate_ok, preview)
+    return _Licence(diagnosis, why, gate_record if gate_ok else None, warnings)
 
+
+def _choose_values(spec: RunSpec, info: ModelInfo, hw: Hardware) -> _Choice:
+    """memory.recommend() for the target, where generation runs, and the spec's values over the recommended."""
+    t = spec.training
     rec = _recommend(info, hw, spec)
     topo = _topology(spec, hw, rec)
     # contract 8: the sharding stage is memory.recommend()'s (0 = plain DDP, e.g. LoRA whose trainable
@@ -592,12 +664,21 @@ def build_plan(spec, run_dir: Path, *, preview: bool = False, no_gate: bool = Fa
                      f"{pdbs.value * n * acc} completions per generation round, divisible by num_generations", "memory")
     gc = _pick(t.gradient_checkpointing, rec, "gradient_checkpointing", "training.gradient_checkpointing")
     optim = _pick(t.optimizer, rec, "optimizer", "training.optimizer")
+    return _Choice(rec, topo, zero_stage, method, pdbs, ga, gc, optim)
 
+
+def _check_data(spec: RunSpec, info: ModelInfo, overrides: dict[str, Setting]) -> _Data:
+    """Measure the dataset's token lengths and hold the generation settings against them."""
     stats, data_format = _dataset_stats(spec)
-    vllm_max_len, length_warnings = _check_lengths(spec, stats, info, overrides)
-    warnings += length_warnings
+    vllm_max_len, warnings = _check_lengths(spec, stats, info, overrides)
+    return _Data(stats, data_format, vllm_max_len, warnings)
 
-    g = spec.generation
+
+def _algorithm(spec: RunSpec, choice: _Choice) -> dict[str, Pinned]:
+    """The variant's algorithm-defining fields, every one pinned (contract 9); GSPO must be off-policy."""
+    from finetune.spec import BASE_BETA
+
+    t, g, ga, gc = spec.training, spec.generation, choice.accumulation, choice.checkpointing
     beta_reason = ("the seed's base recipe: KL coefficient 0.01 vs the reference policy (contract 7)"
                    if math.isclose(t.beta, BASE_BETA) else "training.beta, allowed under contract 7")
     algorithm = algorithm_kwargs(
@@ -607,22 +688,50 @@ def build_plan(spec, run_dir: Path, *, preview: bool = False, no_gate: bool = Fa
         reward_weights=[r.weight for r in spec.rewards], max_completion_length=g.max_completion_length,
         gradient_checkpointing=bool(gc.value), gradient_checkpointing_reason=gc.reason,
         steps_per_generation=t.steps_per_generation)
-    if spec.variant == "gspo" and algorithm["steps_per_generation"].value <= ga.value and algorithm["num_iterations"].value == 1:
+    if (spec.variant == "gspo" and algorithm["steps_per_generation"].value <= ga.value
+            and algorithm["num_iterations"].value == 1):
         raise UserError("GSPO on-policy changes nothing: the sequence ratio is exactly 1",
                         where="training.steps_per_generation",
                         fix=f"leave it unset (rendered as {2 * ga.value}) or set num_iterations > 1")
+    return algorithm
 
+
+def _assemble_kwargs(spec: RunSpec, licence: _Licence, choice: _Choice, data: _Data, algorithm: dict[str, Pinned],
+                     overrides: dict[str, Setting]) -> tuple[dict[str, Setting], list[tuple[str, list[str]]]]:
+    """Every GRPOConfig keyword in rendering order, grouped in titled sections; overrides last, moved out of
+    the section that would otherwise hold them."""
+    why = licence.variant_licence
+    variant_note = f"variant '{spec.variant}'" + (f" — {why}" if why else " (the base recipe)")
+    use_vllm = choice.topology.use_vllm
+    groups: list[tuple[str, dict[str, Setting]]] = [
+        (f"algorithm: {variant_note}; every field pinned (contract 9)",
+         {k: Setting(p.value, p.reason, "variant") for k, p in algorithm.items()}),
+        ("optimisation", _optimisation_settings(spec, choice)),
+        ("batch (validated for the target's training processes)", _batch_settings(spec, choice)),
+        ("precision and model loading", _precision_settings(choice)),
+        ("generation (vLLM)" if use_vllm else "generation (transformers; no vLLM on a CPU target)",
+         _generation_settings(spec, choice, data.vllm_max_model_length)),
+        ("logging and checkpoints (diagnose reads trainer_state.json)", _logging_settings(spec)),
+    ]
     kw: dict[str, Setting] = {}
     sections: list[tuple[str, list[str]]] = []
-
-    def section(title: str, items: dict[str, Setting]) -> None:
+    for title, items in groups:
         kw.update(items)
         sections.append((title, list(items)))
+    if overrides:
+        for _, keys in sections:
+            keys[:] = [k for k in keys if k not in overrides]
+        kw.update(overrides)
+        sections.append(("overrides (validated against the installed TRL)", list(overrides)))
+    kw["_method"] = choice.method  # not a GRPOConfig kwarg; carried for the estimator and templates
+    return kw, sections
 
-    variant_note = f"variant '{spec.variant}'" + (f" — {licence}" if licence else " (the base recipe)")
-    section(f"algorithm: {variant_note}; every field pinned (contract 9)",
-            {k: Setting(p.value, p.reason, "variant") for k, p in algorithm.items()})
-    section("optimisation", {
+
+def _optimisation_settings(spec: RunSpec, choice: _Choice) -> dict[str, Setting]:
+    from finetune.runlength import MAX_WARMUP_FRACTION
+
+    t, optim = spec.training, choice.optimizer
+    return {
         "learning_rate": Setting(t.learning_rate, "the seed's settled GRPO learning rate (contract 7)"
                                  if math.isclose(t.learning_rate, 5e-7) else "training.learning_rate, allowed under contract 7", "spec"),
         "lr_scheduler_type": Setting("constant_with_warmup", "flat after a short warm-up: RL rewards move slowly"),
@@ -634,50 +743,64 @@ def build_plan(spec, run_dir: Path, *, preview: bool = False, no_gate: bool = Fa
         "optim": Setting(optim.value, optim.reason, optim.source),
         "seed": Setting(t.seed, "the seed's reference seed" if t.seed == 3407 else "training.seed", "spec"),
         "disable_dropout": Setting(True, "dropout makes the policy's log-probs disagree with the sampler's"),
-    })
-    section("batch (validated for the target's training processes)", {
+    }
+
+
+def _batch_settings(spec: RunSpec, choice: _Choice) -> dict[str, Setting]:
+    t, pdbs, ga = spec.training, choice.batch, choice.accumulation
+    return {
         "per_device_train_batch_size": Setting(pdbs.value, pdbs.reason, pdbs.source),
         "gradient_accumulation_steps": Setting(ga.value, ga.reason, ga.source),
         "num_train_epochs": Setting(t.num_train_epochs, "training.num_train_epochs", "spec"),
         "max_steps": Setting(t.max_steps, "training.max_steps (-1: run the epochs)", "spec"),
         "gradient_checkpointing_kwargs": Setting({"use_reentrant": False}, "non-reentrant checkpointing works "
                                                  "with ZeRO-3 and PEFT"),
-    })
-    cpu = topo.cpu
-    rr = _attr(rec, "reasons", default={}) or {}
+    }
+
+
+def _precision_settings(choice: _Choice) -> dict[str, Setting]:
+    rec, cpu = choice.recommendation, choice.topology.cpu
     dtype = "float32" if cpu else rec.model_dtype
     bf16 = not cpu and bool(rec.bf16)
-    section("precision and model loading", {
+    return {
         "bf16": Setting(bf16, "bf16 mixed precision (the seed's recipe)" if bf16 else "no bf16 on this target"),
         "use_cpu": Setting(cpu, "CPU target" if cpu else "GPU target"),
-        "model_init_kwargs": Setting({"dtype": dtype}, "memory.recommend(): " + rr.get("model_dtype", dtype)
+        "model_init_kwargs": Setting({"dtype": dtype}, "memory.recommend(): " + rec.reasons.get("model_dtype", dtype)
                                      if not cpu else "fp32 on CPU", "memory"),
         "remove_unused_columns": Setting(False, "reward functions receive every dataset column (answers, tests)"),
         "shuffle_dataset": Setting(True, "shuffle prompts each epoch"),
-    })
+    }
+
+
+def _generation_settings(spec: RunSpec, choice: _Choice, vllm_max_len: int) -> dict[str, Setting]:
+    """Where rollouts run: vLLM colocated (memory.recommend()'s share) or `trl vllm-serve`, or transformers."""
+    topo, rec, g = choice.topology, choice.recommendation, spec.generation
     vllm: dict[str, Setting] = {"use_vllm": Setting(topo.use_vllm, topo.reason)}
-    if topo.use_vllm:
-        vllm["vllm_mode"] = Setting(topo.vllm_mode, topo.reason)
-        vllm["vllm_max_model_length"] = Setting(vllm_max_len, "max_prompt_length + max_completion_length "
-                                                f"({g.max_prompt_length} + {g.max_completion_length})")
-        if topo.vllm_mode == "colocate":
-            util = _attr(rec, "vllm_gpu_memory_utilization")
-            sleep = _attr(rec, "vllm_enable_sleep_mode")
-            reasons = _attr(rec, "reasons", default={}) or {}
-            vllm["vllm_gpu_memory_utilization"] = Setting(util, "memory.recommend(): " + str(
-                reasons.get("vllm_gpu_memory_utilization", "per-scale share")), "memory")
-            vllm["vllm_enable_sleep_mode"] = Setting(bool(sleep), "memory.recommend(): " + str(
-                reasons.get("vllm_enable_sleep_mode", "per-scale default")), "memory")
-            vllm["vllm_tensor_parallel_size"] = Setting(1, "one GPU per colocated engine")
-        else:
-            vllm["vllm_server_host"] = Setting("127.0.0.1" if topo.nodes == 1 else "VLLM_HOST",
-                                               "the vllm-serve process on this node" if topo.nodes == 1 else
-                                               "placeholder for node 0's address: launch.sh passes it to train.py "
-                                               "(--vllm-server-host); with `trl grpo` pass --vllm_server_host")
-            vllm["vllm_server_port"] = Setting(VLLM_SERVER_PORT, "launch.sh starts `trl vllm-serve` on this port")
-            vllm["vllm_server_timeout"] = Setting(600.0, "large models take minutes to load in vllm-serve")
-    section("generation (vLLM)" if topo.use_vllm else "generation (transformers; no vLLM on a CPU target)", vllm)
-    section("logging and checkpoints (diagnose reads trainer_state.json)", {
+    if not topo.use_vllm:
+        return vllm
+    vllm["vllm_mode"] = Setting(topo.vllm_mode, topo.reason)
+    vllm["vllm_max_model_length"] = Setting(vllm_max_len, "max_prompt_length + max_completion_length "
+                                            f"({g.max_prompt_length} + {g.max_completion_length})")
+    if topo.vllm_mode == "colocate":
+        vllm["vllm_gpu_memory_utilization"] = Setting(rec.vllm_gpu_memory_utilization, "memory.recommend(): " + str(
+            rec.reasons.get("vllm_gpu_memory_utilization", "per-scale share")), "memory")
+        vllm["vllm_enable_sleep_mode"] = Setting(bool(rec.vllm_enable_sleep_mode), "memory.recommend(): " + str(
+            rec.reasons.get("vllm_enable_sleep_mode", "per-scale default")), "memory")
+        vllm["vllm_tensor_parallel_size"] = Setting(1, "one GPU per colocated engine")
+        return vllm
+    one_node = topo.nodes == 1
+    vllm["vllm_server_host"] = Setting("127.0.0.1" if one_node else "VLLM_HOST",
+                                       "the vllm-serve process on this node" if one_node else
+                                       "placeholder for node 0's address: launch.sh passes it to train.py "
+                                       "(--vllm-server-host); with `trl grpo` pass --vllm_server_host")
+    vllm["vllm_server_port"] = Setting(VLLM_SERVER_PORT, "launch.sh starts `trl vllm-serve` on this port")
+    vllm["vllm_server_timeout"] = Setting(600.0, "large models take minutes to load in vllm-serve")
+    return vllm
+
+
+def _logging_settings(spec: RunSpec) -> dict[str, Setting]:
+    t = spec.training
+    return {
         "output_dir": Setting("train", "the run directory's train/ (relative to the run directory)"),
         "logging_steps": Setting(t.logging_steps, "training.logging_steps", "spec"),
         "logging_first_step": Setting(True, "log step 1: a broken reward shows immediately"),
@@ -686,32 +809,30 @@ def build_plan(spec, run_dir: Path, *, preview: bool = False, no_gate: bool = Fa
         "report_to": Setting("none", "trainer_state.json is the log diagnose reads; add trackers in overrides"),
         "log_completions": Setting(True, "print sample completions: keep reading outputs during training"),
         "num_completions_to_print": Setting(2, "a couple per logging step"),
-    })
-    if overrides:
-        for k in list(overrides):
-            for _, keys in sections:
-                if k in keys:
-                    keys.remove(k)
-        section("overrides (validated against the installed TRL)", overrides)
-    kw["_method"] = method  # not a GRPOConfig kwarg; carried for the estimator and templates
+    }
 
-    # TRL's batch rule for the target's real process count, then the installed GRPOConfig itself
-    _check_batch(kw, topo, spec)
-    _validate_with_trl(kw, topo)
-    length = _run_length(kw, topo, stats.rows)
-    warnings += length.warnings + inspection_warnings(spec, length.optimiser_steps)
 
-    est = _estimate(info, hw, spec, rec, kw, topo, zero_stage)
+def _check_memory(info: ModelInfo, hw: Hardware, spec: RunSpec, kw: dict[str, Setting], choice: _Choice,
+                  preview: bool) -> tuple[Estimate, list[str]]:
+    """The memory estimate of exactly the rendered values: refused when it does not fit (a warning in a
+    preview), a warning when tight."""
+    est = _estimate(info, hw, spec, kw, choice.topology, choice.zero_stage)
     if est.verdict == "does not fit":
         detail = "; ".join(list(est.problems) + [s.action for s in est.suggestions[:2]])
         msg = (f"the memory estimate does not fit the target: peak {est.total_gib:.1f} GiB of "
                f"{est.memory_gib:.1f} GiB per GPU" + (f" ({detail})" if detail else ""))
         if not preview:
             raise CheckFailed(msg + "; see `finetune memory` for the components")
-        warnings.append(msg)
-    elif est.verdict == "tight":
-        warnings.append(f"memory is tight: peak {est.total_gib:.1f} GiB of {est.memory_gib:.1f} GiB per GPU")
+        return est, [msg]
+    if est.verdict == "tight":
+        return est, [f"memory is tight: peak {est.total_gib:.1f} GiB of {est.memory_gib:.1f} GiB per GPU"]
+    return est, []
 
+
+def _launch_inputs(spec: RunSpec, run_dir: Path, data_format: str, method: str
+                   ) -> tuple[str, dict[str, Any], dict[str, Any] | None, list[str]]:
+    """(model reference, dataset, PEFT config, warnings) as the launch files name them."""
+    warnings: list[str] = []
     model_path = spec.resolve_path(spec.model)
     model_ref = _relative(model_path, run_dir) if model_path.exists() else spec.model
     dpath = spec.training_data_path()
@@ -725,20 +846,20 @@ def build_plan(spec, run_dir: Path, *, preview: bool = False, no_gate: bool = Fa
         warnings.append("`trl grpo --config` uses the dataset as it is: only train.py renames the prompt column "
                         "to 'prompt' and adds the system prompt — launch with train.py (launch.sh does)")
     peft = None
-    if method.value in ("lora", "qlora"):
+    if method in ("lora", "qlora"):
         lo = spec.lora
         peft = {"r": lo.r, "lora_alpha": lo.alpha, "lora_dropout": lo.dropout, "target_modules": lo.target_modules,
                 "task_type": "CAUSAL_LM"}
-    return RenderPlan(spec, run_dir, preview, no_gate, info, hw, topo, rec, est, zero_stage, algorithm, kw, sections,
-                      model_ref, dataset, peft, method.value == "qlora", stats, gate_record if gate_ok else None,
-                      diagnosis, warnings, length)
+    return model_ref, dataset, peft, warnings
 
 
-def _run_length(kw: dict[str, Setting], topo: Topology, rows: int):
+def _run_length(kw: dict[str, Setting], topo: Topology, rows: int) -> RunLength:
     """Optimiser steps, log points, warm-up and checkpoints of exactly the rendered values."""
     from finetune.runlength import run_length
 
-    v = lambda k: kw[k].value  # noqa: E731
+    def v(k: str) -> Any:
+        return kw[k].value
+
     return run_length(rows=rows, num_generations=v("num_generations"),
                       per_device_train_batch_size=v("per_device_train_batch_size"),
                       processes=topo.training_processes, gradient_accumulation_steps=v("gradient_accumulation_steps"),
@@ -804,7 +925,7 @@ def _validate_with_trl(kw: dict[str, Setting], topo: Topology) -> None:
     import tempfile
     import warnings as _w
 
-    from trl import GRPOConfig
+    from trl.trainer.grpo_config import GRPOConfig
 
     args = cpu_safe({k: s.value for k, s in kw.items() if not k.startswith("_")}, topo.training_processes)
     with tempfile.TemporaryDirectory() as tmp, _w.catch_warnings():
@@ -820,12 +941,13 @@ def _validate_with_trl(kw: dict[str, Setting], topo: Topology) -> None:
 # ----------------------------------------------------------------------------------------------
 # rendering
 
-def _env():
+def _env() -> jinja2.Environment:
     import jinja2
 
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), undefined=jinja2.StrictUndefined,
                              keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True)
-    return literals.register(env)
+    literals.register(env)
+    return env
 
 
 def _context(plan: RenderPlan) -> dict[str, Any]:
@@ -834,7 +956,7 @@ def _context(plan: RenderPlan) -> dict[str, Any]:
     spec, topo = plan.spec, plan.topology
     gate_hashes = dict((plan.gate or {}).get("hashes") or {})
     reward_section = spec.reward_section()
-    rec_reasons = _attr(plan.recommendation, "reasons", default={}) or {}
+    rec_reasons = plan.recommendation.reasons
     return {
         "plan": plan, "spec": spec, "topo": topo, "version": __version__, "trl_version": TRL_VERSION_PIN,
         "kwargs": {k: s for k, s in plan.kwargs.items() if not k.startswith("_")},
@@ -864,7 +986,7 @@ def _context(plan: RenderPlan) -> dict[str, Any]:
     }
 
 
-def _memory_table(est: Any) -> str:
+def _memory_table(est: Estimate) -> str:
     # the estimator's own headings sit under BRIEF.md's "Memory fit" section
     return re.sub(r"^(#+) ", lambda m: "#" * (len(m.group(1)) + 2) + " ", est.to_markdown().strip(), flags=re.M)
 
@@ -966,29 +1088,3 @@ def skill_recipe_block() -> str:
 
 # ----------------------------------------------------------------------------------------------
 # CLI
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    sub = parser.add_subparsers(dest="verb", metavar="<verb>", required=True, parser_class=type(parser))
-    p = sub.add_parser("render", help="validate the run spec for its target hardware and write config/",
-                       description="Validate SPEC for its target hardware and write DIR/config/ atomically.")
-    p.add_argument("spec", help="run spec (spec.yaml) or a run directory")
-    p.add_argument("-o", "--out", help="run directory (default: the spec's folder)")
-    p.add_argument("--preview", action="store_true",
-                   help="render only BRIEF.md with the memory fit, marked PREVIEW (no gate needed, nothing launchable)")
-    p.add_argument("--no-gate", action="store_true",
-                   help="FOR TESTS ONLY: skip the Phase 1 gate record (marked loudly in BRIEF.md and train.py)")
-
-
-def run(args: argparse.Namespace) -> int:
-    import sys
-
-    if args.no_gate and not args.preview:
-        print("WARNING: --no-gate — rendering WITHOUT a Phase 1 gate record. For tests only: these rewards "
-              "were never inspected.", file=sys.stderr)
-    plan, target = render(args.spec, args.out, preview=args.preview, no_gate=args.no_gate)
-    names = sorted(p.name for p in target.iterdir() if p.is_file())
-    kind = "PREVIEW" if plan.preview else "rendered"
-    print(f"{kind}: {target} ({', '.join(names)})")
-    for w in plan.warnings:
-        print(f"warning: {w}")
-    return 0
