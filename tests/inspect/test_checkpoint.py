@@ -16,6 +16,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from inspect_helpers import craft_samples, verdicts_for, write_jsonl
 
 from finetune import rundir
 from finetune.inspect import checkpoint
@@ -39,7 +40,7 @@ def _lines(path: Path) -> list[dict]:
 
 def test_hub_checkpoint_resamples_phase1_prompts_into_its_own_set(cli, make_run, hf_home, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    run = make_run("good")
+    run = make_run("good", samples=craft_samples(n_prompts=4, per_prompt=3))
     phase1 = _lines(run / rundir.SAMPLES)
     before = _tree(run)
     r = cli("inspect", "sample", run, "--model", HUB_ID)
@@ -77,6 +78,44 @@ def test_hub_checkpoint_resamples_phase1_prompts_into_its_own_set(cli, make_run,
 
 
 # ------------------------------------------------------------------------------------------------
+# completions sampled elsewhere (a GPU machine, a mid-run inspection file) imported as a set
+
+
+def test_imported_set_through_the_gate_against_a_passing_phase1(cli, make_run):
+    run = make_run("good")
+    assert cli("inspect", "score", run).code == 0
+    write_jsonl(run / "phase1.jsonl", verdicts_for(craft_samples(), reader="human", n=56))
+    assert cli("inspect", "verdict", run, "--file", run / "phase1.jsonl").code == 0
+    assert cli("inspect", "gate", run).code == 0
+    phase1 = _tree(run)
+
+    later = [{**s, "id": "m" + s["id"]} for s in craft_samples(seed=7)]  # other prompts, other ids
+    write_jsonl(run.parent / "step_40.jsonl", [{k: v for k, v in s.items() if k != "kind"} for s in later])
+    r = cli("inspect", "sample", run, "--import", run.parent / "step_40.jsonl", "--name", "step-40")
+    assert r.code == 0 and "not Phase 1's prompts" in r.out, r
+    target = run / "inspect" / "checkpoints" / "step-40"
+    assert json.loads((target / checkpoint.SET_INFO).read_text())["same_prompts_as_phase1"] is False
+    assert cli("inspect", "score", target).code == 0
+    write_jsonl(target.parent / "reading.jsonl", verdicts_for(later, reader="human"))
+    assert cli("inspect", "verdict", target, "--file", target.parent / "reading.jsonl").code == 0
+    r = cli("inspect", "gate", target)
+    assert r.code == 0 and "gate PASS" in r.out, r
+    c = json.loads((target / checkpoint.COMPARISON).read_text())
+    assert c["new_disagreements"] == [] and c["checkpoint"]["read"] == len(later)
+    success = _recount_success(target)
+    for rw in c["rewards"]:
+        assert rw["agreement_phase1"] == rw["agreement_checkpoint"] == 1.0
+        assert rw["success_rate_checkpoint"] == pytest.approx(success[rw["name"]])
+    # the right answers the crafted reader accepts are exactly what the correctness reward passes
+    assert success["correctness"] == pytest.approx(sum(s["kind"] == "right" for s in later) / len(later))
+    assert {k: v for k, v in _tree(run).items() if not k.startswith("inspect")} == phase1
+    # Phase 1's own file imported under another name: the same prompts under the same ids
+    assert cli("inspect", "sample", run, "--import", run / rundir.SAMPLES, "--name", "same").code == 0
+    info = json.loads((run / "inspect" / "checkpoints" / "same" / checkpoint.SET_INFO).read_text())
+    assert info["same_prompts_as_phase1"] is True
+
+
+# ------------------------------------------------------------------------------------------------
 # bad input: one line, exit 2, nothing written
 
 
@@ -111,7 +150,9 @@ CASES = {  # name -> (argv after `inspect sample RUN`, phrase in the one error l
     "prompts_absent": (["--model", "{tiny}"], "no Phase 1 prompts"),
     "bad_name": (["--model", "{tiny}", "--name", "../escape"], "not a plain folder name"),
     "name_alone": (["--name", "x"], "use it with --model"),
-    "with_import": (["--model", "{tiny}", "--import", "{run}/samples.jsonl"], "--import does not apply"),
+    "with_import_no_name": (["--model", "{tiny}", "--import", "{run}/samples.jsonl"], "name the set"),
+    "with_import_base": (["--model", "{tiny}", "--import-base", "{run}/samples.jsonl"], "--import-base does not apply"),
+    "bad_import_line": (["--import", "{tmp}/bad.jsonl", "--name", "mid"], "bad.jsonl:2"),
     "hub_offline": (["--model", "nobody-here/absent-model"], "HF_HUB_OFFLINE"),
 }
 
@@ -124,6 +165,7 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(case, cli, make_run, ti
     run = make_run("good")
     if case == "prompts_absent":
         (run / rundir.SAMPLES).unlink()
+    (tmp_path / "bad.jsonl").write_text('{"prompt": "p", "completion": "c", "answer": "1"}\n{"prompt": 3}\n')
     argv, phrase = CASES[case]
     args = []
     for a in argv:
@@ -171,7 +213,8 @@ def _recount_success(set_path: Path) -> dict[str, float]:
     out = {}
     for func, meta in zip(module.REWARD_FUNCS, module.REWARD_META):
         scores = func(prompts=[s["prompt"] for s in samples],
-                      completions=[[{"role": "assistant", "content": s["completion"]}] for s in samples],
+                      completions=[[{"role": "assistant", "content": s["completion"]}] if s["conversational"]
+                                   else s["completion"] for s in samples],
                       completion_ids=None, trainer_state=None, log_extra=None, log_metric=None, **columns)
         out[meta["name"]] = sum(v is not None and v >= meta["threshold"] - 1e-9 for v in scores) / len(samples)
     return out

@@ -43,7 +43,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--model", metavar="CHECKPOINT",
                    help="re-sample Phase 1's prompts (same settings) from a trained checkpoint (folder or hub id) "
                         "into RUN/inspect/checkpoints/NAME/; run score/review/verdict/gate on that folder")
-    p.add_argument("--name", help="with --model: the sample set's folder name (default: the checkpoint's name)")
+    p.add_argument("--name", help="with --model: the sample set's folder name (default: the checkpoint's name); "
+                                  "with --import FILE: import completions sampled elsewhere into that set")
 
     p = sub.add_parser("score", help="run rewards.py on every sample; flags, probes, base success")
     p.add_argument("run", help="run directory (or its spec.yaml)")
@@ -137,7 +138,7 @@ def _sample(args: argparse.Namespace) -> int:
                         fix="give the sampling temperature, e.g. 0.3")
     console = _console()
     if args.model is not None or args.name is not None:
-        return _sample_checkpoint(args, spec, run_dir, console)
+        return _sample_checkpoint(args, spec, run_dir, console)  # a set of its own; Phase 1 untouched
     if args.emit_requests:
         return _emit(args, spec, run_dir, console)
     info = sample.run_sample(spec, run_dir, import_file=args.import_file, import_base=args.import_base,
@@ -160,18 +161,28 @@ def _sample(args: argparse.Namespace) -> int:
 def _sample_checkpoint(args: argparse.Namespace, spec: RunSpec, run_dir: Path, console: Console) -> int:
     from finetune.inspect import checkpoint
 
-    if args.model is None:
-        raise UserError("--name names a checkpoint's sample set", where="--name", fix="use it with --model CHECKPOINT")
-    clash = [o for o, given in (("--import", args.import_file), ("--import-base", args.import_base),
-                                ("--emit-requests", args.emit_requests), ("--no-base", args.no_base),
-                                ("-o", args.out)) if given]
+    if args.model is None and args.import_file is None:
+        raise UserError("--name names a checkpoint's sample set", where="--name",
+                        fix="use it with --model CHECKPOINT (sample here) or --import FILE (sampled elsewhere)")
+    if args.import_file is not None and args.name is None:
+        raise UserError("--model with --import records completions of that checkpoint as a set", where="--import",
+                        fix="name the set: --name NAME")
+    clash = [o for o, given in (("--import-base", args.import_base), ("--emit-requests", args.emit_requests),
+                                ("--no-base", args.no_base), ("-o", args.out)) if given]
     if clash:
-        raise UserError(f"--model re-samples Phase 1's prompts; {clash[0]} does not apply to it", where=clash[0],
-                        fix="run `finetune inspect sample RUN --model CHECKPOINT [--name NAME]` alone")
-    info = checkpoint.sample_checkpoint(spec, run_dir, args.model, name=args.name, device=args.device,
-                                        backend=args.backend, console=console)
-    console.print(f"wrote {info['samples']} samples of {args.model} on Phase 1's {len(info['prompts'])} prompts to "
-                  f"{info['dir']} (settings: {info['settings_from']})", markup=False)
+        raise UserError(f"a checkpoint's sample set has no base samples; {clash[0]} does not apply to it",
+                        where=clash[0], fix="run `finetune inspect sample RUN --model CHECKPOINT [--name NAME]` "
+                        "or `--import FILE --name NAME` alone")
+    if args.import_file is not None:
+        info = checkpoint.import_set(spec, run_dir, args.import_file, args.name, args.model)
+        console.print(f"imported {info['samples']} samples into {info['dir']}"
+                      + ("" if info["same_prompts_as_phase1"] else " (not Phase 1's prompts and ids: the "
+                         "comparison is per reward, not per prompt)"), markup=False)
+    else:
+        info = checkpoint.sample_checkpoint(spec, run_dir, args.model, name=args.name, device=args.device,
+                                            backend=args.backend, console=console)
+        console.print(f"wrote {info['samples']} samples of {args.model} on Phase 1's {len(info['prompts'])} "
+                      f"prompts to {info['dir']} (settings: {info['settings_from']})", markup=False)
     if info["truncated"]:
         console.print(f"{info['truncated']} of {info['samples']} completions stopped at max_completion_length "
                       f"({info['generation']['max_completion_length']} tokens)")

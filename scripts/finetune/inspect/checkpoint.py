@@ -5,6 +5,8 @@ Phase 1 (``samples.jsonl``: same prompts, same sample ids, same columns) with th
 settings Phase 1 recorded (``sample_info.json``; the spec's when Phase 1 was imported) from a
 trained checkpoint (a transformers save, or a hub id resolved by :mod:`finetune.hub`), into a sample
 set of its own: ``RUN/inspect/checkpoints/<NAME>/``. Phase 1's files are never written.
+``--import FILE --name NAME`` makes a set from completions sampled elsewhere (the checkpoint on a GPU
+machine from Phase 1's ``requests/``, or a mid-run inspection file), validated line by line.
 
 A set folder is a run directory for the Phase 1 verbs: ``finetune inspect score|review|verdict|
 confirm|ack|gate SET`` work on it unchanged, with the run's spec (found from the folder's place,
@@ -16,6 +18,7 @@ checkpoint's, the disagreements that are new, and the success rates before/after
 
 from __future__ import annotations
 
+import json
 import random
 import re
 from dataclasses import dataclass
@@ -211,6 +214,50 @@ def reward_drift(set_path: Path) -> list[str]:
     return sorted(k for k in set(mine) | set(theirs) if mine.get(k) != theirs.get(k))
 
 
+def _write_set(run_dir: Path, target: Path, rows: list[Row], info: Row, record: Row) -> None:
+    """The set folder, whole or not at all; an older set of that name is replaced whole (its verdicts
+    judged other completions)."""
+    from finetune import commit
+
+    with commit.staged_dir(target, keep=lambda _name: False) as stage:
+        jsonio.write_jsonl(stage / rundir.SAMPLES, rows)
+        jsonio.write_json(stage / SAMPLE_INFO, info)
+        _copy_rewards(run_dir, stage)
+        jsonio.write_json(stage / SET_INFO, record)
+
+
+def import_set(spec: RunSpec, run_dir: Path, source: str, name: str, model: str | None = None) -> Row:
+    """Completions sampled elsewhere (a checkpoint on the GPU machine with Phase 1's requests, or a
+    mid-run inspection file) into ``RUN/inspect/checkpoints/<name>/``; every line validated first."""
+    from finetune.inspect.sample import _load_import
+    from finetune.rewards.columns import check_samples
+
+    target = set_dir(run_dir, name)
+    if not (run_dir / rundir.REWARDS).is_file():
+        raise UserError(f"no {rundir.REWARDS} in {run_dir}", where=str(run_dir),
+                        fix="run `finetune rewards render SPEC` first")
+    rows, imported = _load_import(source, spec.dataset.prompt_column)
+    check_samples(spec, rows, imported["file"])
+    phase1_path = run_dir / rundir.SAMPLES
+    phase1 = {rundir.SAMPLES: sha256_file(phase1_path)} if phase1_path.is_file() else {}
+    same = phase1_path.is_file() and _prompt_keys(rows) == _prompt_keys(
+        jsonio.read_jsonl(phase1_path), from_file=True)
+    stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    info = {"time": stamp, "imported": imported, "samples": len(rows), "model": model, "base_success": None,
+            "same_prompts_as_phase1": same, "truncated": sum(bool(r.get("truncated")) for r in rows)}
+    record = {"name": target.name, "model": model, "imported": imported, "phase1": phase1,
+              "same_prompts_as_phase1": same, "time": stamp}
+    _write_set(run_dir, target, rows, info, record)
+    return {**info, "dir": str(target), "name": target.name}
+
+
+def _prompt_keys(rows: list[Any], from_file: bool = False) -> list[tuple[str, str]]:
+    """(id, prompt) per sample: whether a set holds Phase 1's very prompts under Phase 1's ids."""
+    items = [obj for _, obj in rows] if from_file else rows
+    return sorted((str(r.get("id")), json.dumps(r.get("prompt"), sort_keys=True)) for r in items
+                  if isinstance(r, dict))
+
+
 def sample_checkpoint(spec: RunSpec, run_dir: Path, model: str, *, name: str | None = None,
                       device: str | None = None, backend: str = "auto", console: Console | None = None) -> Row:
     """Re-sample Phase 1's prompts from ``model`` into ``RUN/inspect/checkpoints/<name>/`` (replaced whole).
@@ -231,15 +278,7 @@ def sample_checkpoint(spec: RunSpec, run_dir: Path, model: str, *, name: str | N
             "truncated": sum(bool(r.get("truncated")) for r in rows)}
     record = {"name": target.name, "model": model, "model_folder": str(folder), "phase1": plan.phase1,
               "settings_from": plan.settings_from, "time": info["time"]}
-    from finetune import commit
-
-    # the set appears whole or not at all; an older set of that name is replaced whole (its verdicts
-    # judged other completions)
-    with commit.staged_dir(target, keep=lambda _name: False) as stage:
-        jsonio.write_jsonl(stage / rundir.SAMPLES, rows)
-        jsonio.write_json(stage / SAMPLE_INFO, info)
-        _copy_rewards(run_dir, stage)
-        jsonio.write_json(stage / SET_INFO, record)
+    _write_set(run_dir, target, rows, info, record)
     return {**info, "dir": str(target), "name": target.name}
 
 
