@@ -274,7 +274,8 @@ def _target_hardware(spec: RunSpec, info: ModelInfo) -> Hardware:
         # processes on every training node, so the generation node is a whole node
         if h.vllm_gpus is not None and h.vllm_gpus != h.gpus:
             raise UserError(f"with {h.nodes} nodes the first node is the generation node: vllm_gpus must be "
-                            f"{h.gpus} (a whole node)", where="hardware.vllm_gpus", fix=f"set vllm_gpus: {h.gpus} or remove it")
+                            f"{h.gpus} (a whole node)", where="hardware.vllm_gpus",
+                            fix=f"set vllm_gpus: {h.gpus} or remove it")
         _check_tp(h.gpus, info.heads)
         hw = hw.with_vllm_gpus(h.gpus)
     elif h.vllm_gpus:
@@ -492,7 +493,8 @@ def _length_stats(texts: list[str], n_tokens: Callable[[str], int]) -> tuple[int
     return max(sample_lens + [n_tokens(texts[i]) for i in longest]), _percentile(sample_lens, 0.95)
 
 
-def _check_lengths(spec: RunSpec, stats: DatasetStats, info: ModelInfo, overrides: dict[str, Setting]) -> tuple[int, list[str]]:
+def _check_lengths(spec: RunSpec, stats: DatasetStats, info: ModelInfo,
+                   overrides: dict[str, Setting]) -> tuple[int, list[str]]:
     g = spec.generation
     warnings: list[str] = []
     unit = "tokens" if stats.tokenized else "tokens (estimated at 4 characters per token: tokenizer not local)"
@@ -528,7 +530,8 @@ def _check_lengths(spec: RunSpec, stats: DatasetStats, info: ModelInfo, override
     max_pos = info.max_position_embeddings
     if max_pos and need > max_pos:
         raise UserError(f"prompt + completion ({need} tokens) exceeds the model's context ({max_pos})",
-                        where="generation.max_completion_length", fix=f"keep max_prompt_length + max_completion_length ≤ {max_pos}")
+                        where="generation.max_completion_length",
+                        fix=f"keep max_prompt_length + max_completion_length ≤ {max_pos}")
     return need if vllm_len is None or vllm_len.value is None else vllm_len.value, warnings
 
 
@@ -652,8 +655,10 @@ def _choose_values(spec: RunSpec, info: ModelInfo, hw: Hardware) -> _Choice:
     # state is tiny); one training process never shards.
     zero_stage = 0 if topo.cpu or topo.training_processes == 1 else rec.zero_stage
     method = _pick(spec.method, rec, "method", "method")
-    pdbs = _pick(t.per_device_train_batch_size, rec, "per_device_train_batch_size", "training.per_device_train_batch_size")
-    ga = _pick(t.gradient_accumulation_steps, rec, "gradient_accumulation_steps", "training.gradient_accumulation_steps")
+    pdbs = _pick(t.per_device_train_batch_size, rec, "per_device_train_batch_size",
+                 "training.per_device_train_batch_size")
+    ga = _pick(t.gradient_accumulation_steps, rec, "gradient_accumulation_steps",
+               "training.gradient_accumulation_steps")
     if pdbs.source == "spec" and ga.source == "memory" and pdbs.value != rec.per_device_train_batch_size:
         # the recommended accumulation was sized for the recommended batch: size it for the user's
         from finetune.memory import accumulation_for
@@ -733,7 +738,8 @@ def _optimisation_settings(spec: RunSpec, choice: _Choice) -> dict[str, Setting]
     t, optim = spec.training, choice.optimizer
     return {
         "learning_rate": Setting(t.learning_rate, "the seed's settled GRPO learning rate (contract 7)"
-                                 if math.isclose(t.learning_rate, 5e-7) else "training.learning_rate, allowed under contract 7", "spec"),
+                                 if math.isclose(t.learning_rate, 5e-7)
+                                 else "training.learning_rate, allowed under contract 7", "spec"),
         "lr_scheduler_type": Setting("constant_with_warmup", "flat after a short warm-up: RL rewards move slowly"),
         "warmup_steps": Setting(t.warmup_steps, "training.warmup_steps: a short warm-up before the flat "
                                 f"learning rate (the run-length check keeps it within {MAX_WARMUP_FRACTION:.0%} "
