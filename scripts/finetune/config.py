@@ -612,7 +612,8 @@ def build_plan(spec: RunSpec, run_dir: Path, *, preview: bool = False, no_gate: 
     est, memory_warnings = _check_memory(info, hw, spec, kw, choice, preview)
     model_ref, dataset, peft, launch_warnings = _launch_inputs(spec, run_dir, data.format, choice.method.value)
     warnings = [*licence.warnings, *data.warnings, *length.warnings, *memory_warnings, *launch_warnings,
-                *inspection_warnings(spec, length.optimiser_steps)]
+                *inspection_warnings(spec, length.optimiser_steps, kw["per_device_train_batch_size"].value
+                                     * kw["gradient_accumulation_steps"].value)]
     return RenderPlan(spec, run_dir, preview, no_gate, info, hw, choice.topology, choice.recommendation, est,
                       choice.zero_stage, algorithm, kw, sections, model_ref, dataset, peft,
                       choice.method.value == "qlora", data.stats, licence.gate_record, licence.diagnosis, warnings,
@@ -889,22 +890,29 @@ def inspection_settings(spec: Any) -> dict[str, Setting]:
     }
 
 
-def inspection_warnings(spec: Any, optimiser_steps: int) -> list[str]:
-    """A run too short for its inspections to judge anything."""
+def inspection_warnings(spec: Any, optimiser_steps: int, completions_per_step: int) -> list[str]:
+    """A run too short for its inspections to judge anything, or step files too small for the gate.
+
+    ``completions_per_step``: what the main process's rewards score per optimiser step (per-device batch ×
+    gradient accumulation), which is what its inspection samples from."""
     from finetune.watch import CONFIRM, MIN_POINTS
 
-    every = inspection_settings(spec).get("every_steps")
-    assert every is not None
-    logging = spec.training.logging_steps
-    first = max(every.value, -(-(MIN_POINTS - 1) * logging // every.value) * every.value) + (CONFIRM - 1) * every.value
-    if optimiser_steps and every.value > optimiser_steps:
-        return [f"inspection.every_steps = {every.value} exceeds the run's {optimiser_steps} optimiser steps: no "
-                "mid-run inspection will run (lower inspection.every_steps)"]
-    if optimiser_steps and first > optimiser_steps:
-        return [f"the reward-hacking stop rule needs {MIN_POINTS} log points and {CONFIRM} inspections: its first "
-                f"possible stop is step {first} of {optimiser_steps} (lower inspection.every_steps or "
-                "training.logging_steps)"]
-    return []
+    every = inspection_settings(spec)["every_steps"].value
+    logging, min_read = spec.training.logging_steps, spec.inspection.min_read
+    first = max(every, -(-(MIN_POINTS - 1) * logging // every) * every) + (CONFIRM - 1) * every
+    out = []
+    if optimiser_steps and every > optimiser_steps:
+        out.append(f"inspection.every_steps = {every} exceeds the run's {optimiser_steps} optimiser steps: no "
+                   "mid-run inspection will run (lower inspection.every_steps)")
+    elif optimiser_steps and first > optimiser_steps:
+        out.append(f"the reward-hacking stop rule needs {MIN_POINTS} log points and {CONFIRM} inspections: its first "
+                   f"possible stop is step {first} of {optimiser_steps} (lower inspection.every_steps or "
+                   "training.logging_steps)")
+    if every * completions_per_step < min_read:
+        out.append(f"a mid-run step file will hold {every * completions_per_step} completions ({every} steps × "
+                   f"{completions_per_step}), fewer than inspection.min_read = {min_read}: the gate cannot PASS on "
+                   f"one (set inspection.every_steps ≥ {-(-min_read // completions_per_step)})")
+    return out
 
 
 def grpo_kwargs(plan: RenderPlan) -> dict[str, Any]:

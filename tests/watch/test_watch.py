@@ -259,3 +259,21 @@ def test_launch_exits_nonzero_when_the_run_was_stopped(tmp_path):
     fake.write_text("#!/bin/sh\nexit 0\n")  # a run that finished: no STOPPED.json, exit 0
     res = subprocess.run(["bash", "config/launch.sh"], cwd=run, env=env, capture_output=True, text=True, timeout=60)
     assert res.returncode == 0 and not (run / "train" / "STOPPED.json").exists()
+
+
+def test_render_warns_when_inspections_cannot_judge_or_their_files_cannot_pass_the_gate(tmp_path, cli):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "render"))
+    from render_fixtures import write_run
+
+    # 8 completions per step (batch 8 × accumulation 1) × every 5 steps = 40 < min_read 50; 8 steps < first stop 15
+    spec = write_run(tmp_path / "run", "Qwen/Qwen3-1.7B", hardware={"profile": "cpu", "gpus": 0, "nodes": 1},
+                     training__gradient_accumulation_steps=1, training__num_generations=8,
+                     training__per_device_train_batch_size=8, training__max_steps=8)
+    res = cli("config", "render", spec, "--no-gate")
+    assert res.code == 0, res
+    assert "its first possible stop is step 15 of 8" in res.out
+    assert "step file will hold 40 completions (5 steps × 8), fewer than inspection.min_read = 50" in res.out
+    assert "set inspection.every_steps ≥ 7" in res.out
+    spec.write_text(spec.read_text().replace("max_steps: 8", "max_steps: 4"))
+    res = cli("config", "render", spec, "--no-gate")
+    assert "inspection.every_steps = 5 exceeds the run's 4 optimiser steps" in res.out
