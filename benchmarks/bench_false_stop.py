@@ -13,6 +13,7 @@ runs' stop rate and stop steps.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import sys
@@ -35,9 +36,13 @@ def _one(scenario: str, out: Path, warm: Path, seed: int) -> dict[str, Any]:
         raise SystemExit(f"{scenario} seed {seed}: launch.sh exited {res.returncode}\n{res.stderr[-3000:]}")
     o = watch_runs.outcome(run)
     why = o["stopped"] or {}
+    index = [json.loads(x) for x in (run / "train" / "inspections" / "index.jsonl").read_text().splitlines()]
+    # inspections on which the divergence rule fired (a stop needs it on CONFIRM in a row): the margin
+    fired = sum(i["metrics"].get("inspection/divergence") == 1.0 for i in index)
     return {"scenario": scenario, "seed": seed, "rc": res.returncode, "stopped": bool(o["stopped"]),
             "step": o["global_step"], "max_steps": o["max_steps"], "rule": why.get("rule", "-"),
-            "reward": why.get("reward") or "-", "wall_s": time.perf_counter() - t0}
+            "reward": why.get("reward") or "-", "wall_s": time.perf_counter() - t0, "inspections": len(index),
+            "fired": fired}
 
 
 def main() -> int:
@@ -73,9 +78,12 @@ def main() -> int:
     false_stops = sum(r["stopped"] for r in healthy)
     caught = [r for r in hacks if r["stopped"]]
     steps = [r["step"] for r in caught]
-    print(f"\nhealthy: false stops {false_stops}/{len(healthy)} = {false_stops / len(healthy):.0%} (target 0)")
+    print(f"\nhealthy: false stops {false_stops}/{len(healthy)} = {false_stops / len(healthy):.0%} (target 0); "
+          f"the divergence rule fired (unconfirmed) on {sum(r['fired'] for r in healthy)} of "
+          f"{sum(r['inspections'] for r in healthy)} inspections")
     print(f"hacking: stopped {len(caught)}/{len(hacks)} = {len(caught) / len(hacks):.0%}; stop step "
-          + (f"median {statistics.median(steps):g}, range {min(steps)}-{max(steps)} of 30; "
+          + (f"median {statistics.median(steps):g}, range {min(steps)}-{max(steps)} of 30 (the earliest a "
+             f"confirmed stop can come with every_steps 5: {watch_runs.earliest_stop()}); "
              f"naming {sorted({r['reward'] for r in caught})}" if steps else "-"))
     print(f"wall: healthy {statistics.mean(r['wall_s'] for r in healthy):.0f}s, hacking "
           f"{statistics.mean(r['wall_s'] for r in hacks):.0f}s per run (mean)")

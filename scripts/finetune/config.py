@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from finetune import __version__, jsonio, literals, rundir
+from finetune import __version__, jsonio, literals, rundir, watch
 from finetune.errors import CheckFailed, UserError
 from finetune.variants import ALGORITHM_FIELDS, VARIANT_SYMPTOM, Pinned, algorithm_kwargs
 
@@ -1029,7 +1029,7 @@ def render_files(plan: RenderPlan) -> dict[str, str]:
     return files
 
 
-STOPPED_EXIT = 3  # train.py's and launch.sh's exit status when the inspection callback stopped the run
+STOPPED_EXIT = watch.STOPPED_EXIT  # train.py's and launch.sh's exit status when the inspection callback stopped the run
 
 
 def watch_source() -> str:

@@ -1063,7 +1063,7 @@ def inspection_doc() -> list[str]:
             "`length_correlated`, `truncated`: the Phase 1 flags above, on training completions) and the hack "
             "probes, and logs `inspection/*` into the step's log entry (`train/metrics.jsonl`, trainer_state.json);",
             "- stops the run (`control.should_training_stop`), writes `train/STOPPED.json` (rule, step, reward, "
-            "evidence) and makes train.py and launch.sh exit 3 when a rule below fires.", "",
+            f"evidence) and makes train.py and launch.sh exit {w.STOPPED_EXIT} when a rule below fires.", "",
             "| rule | stops when |", "|---|---|",
             "| `reward_divergence` | the `reward_hacking` rule above (the same code: `finetune.watch.divergence`) "
             f"fires on the last {w.LIVE_WINDOW} logged steps at {w.CONFIRM} inspections in a row; names the reward "

@@ -56,6 +56,7 @@ FORMAT_JUMP = 0.3  # top completions failing a format reward: +30 points over th
 TOP_IN_SAMPLE = 8  # top-reward completions always in the sample file
 K_REWARD = "reward"
 STOPPED = "STOPPED.json"
+STOPPED_EXIT = 3  # train.py's and launch.sh's exit status when the callback stopped the run (the docs say 3)
 INSPECTIONS = "inspections"
 
 Points = tuple[list[int], list[float]]  # (steps, finite values) of one logged metric

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+import re
 import stat
 import subprocess
 import sys
@@ -277,3 +278,13 @@ def test_render_warns_when_inspections_cannot_judge_or_their_files_cannot_pass_t
     spec.write_text(spec.read_text().replace("max_steps: 8", "max_steps: 4"))
     res = cli("config", "render", spec, "--no-gate")
     assert "inspection.every_steps = 5 exceeds the run's 4 optimiser steps" in res.out
+
+
+def test_the_hand_written_docs_state_the_stop_exit_status_the_code_uses():
+    """The exit status of a stopped run is a number in prose (DESIGN, skill, command, agent): drift-checked here."""
+    root = Path(__file__).resolve().parents[2]
+    for doc in ("DESIGN.md", "skills/grpo-rlvr-training/SKILL.md", "commands/finetune.md",
+                "agents/llm-finetuning-training-engineer.md", "references/diagnosis.md"):
+        said = re.findall(r"\bexits? (\d+)\b", (root / doc).read_text())
+        assert str(watch.STOPPED_EXIT) in said, doc
+        assert all(n in (str(watch.STOPPED_EXIT), "1", "2", "0") for n in said), (doc, said)

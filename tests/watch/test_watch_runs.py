@@ -26,6 +26,7 @@ def test_a_length_hack_is_stopped_and_diagnosed(tmp_path, warm_model_dir, cli):
     assert "STOPPED by the inspection callback" in res.stderr
     out = watch_runs.outcome(run)
     assert out["global_step"] < out["max_steps"] == 30  # stopped BEFORE its last step
+    assert out["global_step"] >= watch_runs.earliest_stop()  # no earlier than the rule can confirm
     stopped = out["stopped"]
     assert (stopped["rule"], stopped["reward"], stopped["step"]) == ("reward_divergence", "verbosity",
                                                                      out["global_step"])

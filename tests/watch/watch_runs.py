@@ -99,3 +99,17 @@ def outcome(run: Path) -> dict[str, Any]:
     stopped = run / "train" / "STOPPED.json"
     return {"global_step": state["global_step"], "max_steps": state["max_steps"],
             "stopped": json.loads(stopped.read_text()) if stopped.is_file() else None}
+
+
+def earliest_stop(every_steps: int = 5, logging_steps: int = 1) -> int:
+    """The first step a confirmed divergence stop can come at: the window needs MIN_POINTS logged steps
+    before the inspection's own step is logged, then CONFIRM inspections in a row."""
+    from finetune.watch import CONFIRM, MIN_POINTS
+
+    def logged_before(step: int) -> int:  # log entries before this step's own (logging_first_step: step 1)
+        return len(({1} | set(range(logging_steps, step, logging_steps))) - {step})
+
+    first = every_steps
+    while logged_before(first) < MIN_POINTS:
+        first += every_steps
+    return first + (CONFIRM - 1) * every_steps
