@@ -52,6 +52,20 @@ def test_a_length_hack_is_stopped_and_diagnosed(tmp_path, warm_model_dir, cli):
     assert "over the first 3 steps" in drift["summary"]
 
 
+def test_top_reward_completions_that_stop_being_well_formed_stop_the_run(tmp_path, warm_model_dir):
+    """The length hack beside a format reward (the answer and nothing else): the best-paid completions grow
+    out of the format before the reward's trend can be confirmed, so the format rule stops the run first."""
+    run = watch_runs.write_inspected_run(tmp_path / "format", warm_model_dir, "format")
+    res = watch_runs.launch(run)
+    assert res.returncode == 3, res.stderr[-3000:]
+    out = watch_runs.outcome(run)
+    stopped = out["stopped"]
+    assert (stopped["rule"], stopped["reward"]) == ("format_jump", "answer_format")
+    assert out["global_step"] == stopped["step"] < out["max_steps"]
+    ev = stopped["evidence"]
+    assert ev["share"] - ev["baseline"] >= ev["jump"] and ev["failing"]["answer_format"] >= 1 and ev["top"] >= 4
+
+
 def test_a_healthy_run_is_not_stopped(tmp_path, warm_model_dir):
     run = watch_runs.write_inspected_run(tmp_path / "healthy", warm_model_dir, "healthy")
     res = watch_runs.launch(run)

@@ -2,8 +2,9 @@
 
 Each run directory is rendered by `finetune config render --no-gate` (the test-only path), then given
 the reward module of a make_runs.py scenario — ``length`` (a correctness reward the tiny model never
-earns plus a shaping reward paying per character: the issue's reward hack) or ``healthy`` (a format
-reward and a dense correctness reward) — and that scenario's learning rate and beta written into
+earns plus a shaping reward paying per character: the issue's reward hack), ``format`` (the same hack
+beside a format reward that wants the answer and nothing else) or ``healthy`` (a format reward and a
+dense correctness reward) — and that scenario's learning rate and beta written into
 train.py's GRPOConfig: the base recipe's lr 5e-7 moves nothing in a few dozen steps, and a rendered
 lr needs a PASS gate plus a healthy diagnosis, which a test-only render does not have. Everything
 else — the inspection callback, STOPPED.json, launch.sh's exit status — is the rendered code as is.
@@ -41,9 +42,23 @@ SPEC_REWARDS: dict[str, list[dict[str, Any]]] = {
 }
 # make_runs.py's settings per scenario (tests/diagnose: checked to hack / to stay healthy)
 SPEC_REWARDS["rendered"] = SPEC_REWARDS["healthy"]
+# the length hack with a format reward beside it (the answer and nothing else): as completions grow the
+# top-paid ones stop being well-formed (the share of top-reward completions failing the format jumps)
+SPEC_REWARDS["format"] = [SPEC_REWARDS["healthy"][0], *SPEC_REWARDS["length"]]
+FORMAT_SOURCE = make_runs.REWARDS_SOURCE["length"].replace(
+    "REWARD_FUNCS = [correctness, verbosity]",
+    "_HEAD = re.compile(r\"\\s*<answer>\\s*(-?\\d+)\\s*</answer>\")\n\n"
+    "def answer_format(completions, **kwargs):\n"
+    "    texts = [c[0][\"content\"] if isinstance(c, list) else c for c in completions]\n"
+    "    return [1.0 if _HEAD.fullmatch(t.strip()) else 0.0 for t in texts]\n\n"
+    "REWARD_FUNCS = [answer_format, correctness, verbosity]").replace(
+    "REWARD_WEIGHTS = [1.0, 1.0]", "REWARD_WEIGHTS = [0.5, 1.0, 1.0]").replace(
+    "REWARD_META = [\n", "REWARD_META = [\n    {\"name\": \"answer_format\", \"type\": \"format\", \"role\": \"format\", "
+    "\"threshold\": 1.0, \"min\": 0.0, \"max\": 1.0},\n")
 SCENARIO: dict[str, dict[str, Any]] = {
     # the renderer's own rewards.py and the base recipe: nothing swapped, nothing patched
     "rendered": {"max_steps": 7, "max_completion_length": 16, "batch": 8},
+    "format": {"learning_rate": 1e-3, "beta": 0.01, "max_steps": 30, "max_completion_length": 32, "batch": 8},
     "length": {"learning_rate": 1e-3, "beta": 0.01, "max_steps": 30, "max_completion_length": 32, "batch": 8},
     "healthy": {"learning_rate": 3e-4, "beta": 0.08, "max_steps": 80, "max_completion_length": 16, "batch": 16},
 }
@@ -74,7 +89,8 @@ def write_inspected_run(run: Path, model: Path, scenario: str, seed: int = 0, ev
     assert main(["config", "render", str(run / "spec.yaml"), "--no-gate"]) == 0
     if scenario == "rendered":
         return run
-    (run / "rewards.py").write_text(make_runs.REWARDS_SOURCE[scenario].lstrip())
+    source = FORMAT_SOURCE if scenario == "format" else make_runs.REWARDS_SOURCE[scenario]
+    (run / "rewards.py").write_text(source.lstrip())
     train_py = run / "config" / "train.py"
     text = train_py.read_text()
     for key in ("learning_rate", "beta"):
