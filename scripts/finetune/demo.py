@@ -557,8 +557,9 @@ def _filter_section(f: dict[str, Any]) -> list[str]:
              f"`finetune data filter` sampled k = {flt['k']} completions for each of the first {flt['assessed']} "
              f"training prompts and kept **{flt['kept']}** ({flt['dropped_never']} never solved, "
              f"{flt['dropped_always']} always solved dropped); GRPO trained on the kept prompts only "
-             "([filter report](pass/data/filter_report.md)). Prediction: per prompt, the chance that a group of "
-             f"{flt['num_generations']} has equal weighted totals (format + correctness), as TRL measures it.", "",
+             "([filter report](pass/data/filter_report.md)). Prediction: per prompt, the share of groups of "
+             f"{flt['num_generations']} whose weighted totals (format + correctness) TRL logs as zero std — float32, "
+             "`torch.isclose(std, 0)`, as `finetune.zerostd` computes it for Phase 1 too.", "",
              "| | predicted, all prompts | predicted, kept prompts | measured by TRL (mean over logged steps) |",
              "|---|---:|---:|---:|"]
     pb, pa = flt["predicted_zero_std_before"], flt["predicted_zero_std_after"]
