@@ -152,7 +152,7 @@ def _vllm_installed() -> bool:
 def run_model(hub_id: str, work: Path, args: argparse.Namespace) -> dict:
     import torch
 
-    from finetune import render
+    from finetune import config
     from finetune.spec import load_spec
     from finetune.tinymodel import build_tokenizer
 
@@ -162,8 +162,8 @@ def run_model(hub_id: str, work: Path, args: argparse.Namespace) -> dict:
     spec_path = write_run(work / "run", model_dir, profile="cpu" if args.dry else args.profile,
                           prompt_len=args.prompt_len, completion_len=args.completion_len, dry=args.dry)
     spec = load_spec(spec_path)
-    plan = render.build_plan(spec, spec_path.parent, no_gate=True)
-    kwargs = render.grpo_kwargs(plan)
+    plan = config.build_plan(spec, spec_path.parent, no_gate=True)
+    kwargs = config.grpo_kwargs(plan)
     use_vllm = bool(kwargs.get("use_vllm")) and _vllm_installed() and cuda
     topo = plan.topology if use_vllm else dataclasses.replace(plan.topology, use_vllm=False, vllm_mode=None)
     if not use_vllm:
@@ -171,8 +171,8 @@ def run_model(hub_id: str, work: Path, args: argparse.Namespace) -> dict:
         for k in [k for k in kwargs if k.startswith("vllm_")]:
             kwargs.pop(k)
     if not cuda:
-        kwargs = render.cpu_safe(kwargs, 1)
-    est = render._estimate(plan.model_info, plan.hardware, spec, plan.recommendation, plan.kwargs, topo,
+        kwargs = config.cpu_safe(kwargs, 1)
+    est = config._estimate(plan.model_info, plan.hardware, spec, plan.recommendation, plan.kwargs, topo,
                            plan.zero_stage)
     kwargs.update(output_dir=str(work / "run" / "train"), max_steps=args.steps, save_strategy="no",
                   report_to="none", log_completions=False)

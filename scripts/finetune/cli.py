@@ -23,7 +23,7 @@ GROUPS: dict[str, tuple[str, str]] = {
     "rewards": ("finetune.rewards.cli", "render rewards.py from the run spec"),
     "inspect": ("finetune.inspect.cli", "Phase 1: sample, score, review, record verdicts, gate"),
     "data": ("finetune.datafilter", "keep the prompts GRPO can learn from (per-prompt pass rate, gated rewards)"),
-    "config": ("finetune.render", "Phase 2: render the validated GRPO config and launch files"),
+    "config": ("finetune.config", "Phase 2: render the validated GRPO config and launch files"),
     "env": ("finetune.env.cli", "check this machine can run a rendered config (launch.sh runs it first)"),
     "memory": ("finetune.memory", "estimate GPU memory for a run spec or a model"),
     "diagnose": ("finetune.diagnose", "Phase 4: read training logs, detect symptoms, pick a variant"),

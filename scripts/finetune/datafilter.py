@@ -208,11 +208,11 @@ def histogram(rates_before: list[float], rates_after: list[float], k: int, path:
 
 def steps_for(spec, run_dir: Path, rows: int) -> int | None:
     """Optimiser steps the rendered config would make on ``rows`` prompts (the renderer's own values)."""
-    from finetune import render
+    from finetune import config
 
     try:
-        plan = render.build_plan(spec, run_dir, preview=True)
-        return render._run_length(plan.kwargs, plan.topology, rows).optimiser_steps
+        plan = config.build_plan(spec, run_dir, preview=True)
+        return config._run_length(plan.kwargs, plan.topology, rows).optimiser_steps
     except (UserError, CheckFailed):
         return None  # the spec does not render for its target: the report says so
 

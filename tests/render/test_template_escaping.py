@@ -98,11 +98,11 @@ def test_the_check_catches_a_bare_spec_value(tmp_path):
 
 
 def test_every_project_environment_registers_the_filters():
-    from finetune import render
+    from finetune import config
     from finetune.inspect import review
     from finetune.rewards import render as rewards_render
 
-    envs = [rewards_render.environment(), render._env(), review.environment()]
+    envs = [rewards_render.environment(), config._env(), review.environment()]
     for env in envs:
         assert set(literals.FILTERS) <= set(env.filters)
         assert env.undefined is jinja2.StrictUndefined

@@ -8,11 +8,15 @@ acknowledged.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from finetune.inspect.probes import extract_answer, extract_style_of
-from finetune.inspect.rewardmod import RewardModule
+from finetune.inspect.rewardmod import RewardInfo, RewardModule
+
+if TYPE_CHECKING:
+    from finetune.spec import RunSpec
 
 LENGTH_CORRELATION = 0.5  # |Spearman rho| between reward and completion length that is flagged
 MIN_FOR_CORRELATION = 10
@@ -112,96 +116,186 @@ def _same(a: float | None, b: float | None) -> bool:
     return a == b or abs(a - b) <= 1e-9 * max(1.0, abs(a), abs(b))
 
 
-def detect(rm: RewardModule, spec, rows: list[dict[str, Any]], rescored: dict[str, list[float | None]],
-           probe_result: dict[str, Any], base: dict[str, Any] | None) -> list[dict[str, Any]]:
-    """All red flags for the scored ``rows`` (each with rewards / errors / passes / completion)."""
-    flags: list[dict[str, Any]] = []
-    spec_by_name = {r.name: r for r in spec.rewards}
-    probes, controls = probe_result["probes"], probe_result["controls"]
-    # token counts when the sampler recorded them (what GRPO's length bias acts on), else characters
-    use_tokens = bool(rows) and all(isinstance(row.get("completion_tokens"), int) for row in rows)
-    for r in rm.rewards:
-        values = [row["rewards"].get(r.name) for row in rows]
-        ids = [row["id"] for row in rows]
-        finite = [(i, v) for i, v in zip(ids, values) if v is not None and math.isfinite(v)]
-        errs = [row["id"] for row in rows if row["errors"].get(r.name)]
-        probe_errs = [p["id"] for p in probes + controls if p["errors"].get(r.name)]
-        if errs or probe_errs:
-            first = next((row["errors"][r.name] for row in rows if row["errors"].get(r.name)), None) or \
-                next(p["errors"][r.name] for p in probes + controls if p["errors"].get(r.name))
-            flags.append(_flag("exceptions", r.name, f"raised on {len(errs)} sample(s) and {len(probe_errs)} "
-                               f"probe(s) — in training an exception stops the run; first: {first}",
-                               errs + probe_errs))
-        nonfinite = [i for i, v in zip(ids, values) if v is not None and not math.isfinite(v)]
-        if nonfinite:
-            flags.append(_flag("non_finite", r.name, f"returned NaN/inf for {len(nonfinite)} sample(s)", nonfinite))
-        if rows and all(v is None for v in values) and not errs:
-            flags.append(_flag("all_none", r.name, "returned None for every sample: it never gives a signal"))
-        lo, hi = r.min, r.max
-        seen = finite + [(p["id"], v) for p in probes + controls
-                         if (v := p["scores"].get(r.name)) is not None and math.isfinite(v)]
-        outside = [i for i, v in seen if (lo is not None and v < lo - 1e-9) or (hi is not None and v > hi + 1e-9)]
-        if outside:
-            flags.append(_flag("out_of_range", r.name, f"{len(outside)} score(s) outside the declared range "
-                               f"[{lo}, {hi}]", outside))
-        if r.role != "shaping" and len(finite) >= 2 and len({v for _, v in finite}) == 1:
-            flags.append(_flag("constant_reward", r.name, f"every sample scored {finite[0][1]:g}: the reward "
-                               "gives GRPO no signal on these samples (zero advantage)", value=finite[0][1]))
-        again = rescored.get(r.name, [])
-        differ = [i for i, a, b in zip(ids, values, again) if not _same(a, b)]
-        if differ:
-            flags.append(_flag("nondeterministic", r.name, f"scoring twice (caches disabled) changed {len(differ)} "
-                               "score(s): the same completion must get the same reward", differ))
-        pairs = [(_length(row, use_tokens), row["rewards"][r.name]) for row in rows
-                 if row["rewards"].get(r.name) is not None and math.isfinite(row["rewards"][r.name])]
-        if len(pairs) >= MIN_FOR_CORRELATION:
-            rho = spearman([float(a) for a, _ in pairs], [b for _, b in pairs])
-            wrong_sign = r.role == "shaping" and rho is not None and rho >= LENGTH_CORRELATION
-            if rho is not None and ((r.role != "shaping" and abs(rho) >= LENGTH_CORRELATION) or wrong_sign):
-                flags.append(_flag("length_correlated", r.name, f"reward {'rises' if rho > 0 else 'falls'} with "
-                                   f"completion length (Spearman rho={rho:.2f}): the policy can learn length "
-                                   "instead of the task", rho=round(rho, 3)))
-        if r.role != "shaping":
-            empty = [row["id"] for row in rows if not row["completion"].strip()
-                     and (v := row["rewards"].get(r.name)) is not None and math.isfinite(v)
-                     and v > (r.min if r.min is not None else 0.0) + 1e-9]
-            if empty:
-                flags.append(_flag("empty_rewarded", r.name, f"{len(empty)} empty/whitespace completion(s) got "
-                                   "credit", empty))
-        if r.role == "correctness":
-            style = extract_style_of(spec_by_name[r.name]) if r.name in spec_by_name else None
-            if style:
-                no_answer = [row["id"] for row in rows if r.passes(row["rewards"].get(r.name))
-                             and extract_answer(row["completion"], style) is None]
-                if no_answer:
-                    flags.append(_flag("correct_without_answer", r.name, f"{len(no_answer)} sample(s) pass "
-                                       f"correctness with no extractable answer ({style})", no_answer))
-            golds = [c for c in controls if c["probe"] == "gold_answer"]
-            failing = [c["id"] for c in golds if not r.passes(c["scores"].get(r.name))]
-            if golds and len(failing) == len(golds):
-                flags.append(_flag("gold_answer_fails", r.name, "a well-formed completion carrying the gold answer "
-                                   "does not pass: the reward cannot be satisfied (lost signal)", failing))
-    for r in rm.rewards:
-        lost = [c for c in controls if c.get("expect_pass") and r.name in c.get("failed_by", [])]
-        if lost:
-            kinds = sorted({c["probe"] for c in lost})
-            flags.append(_flag("lost_signal", r.name, f"fails {len(lost)} correct answer(s) written the way instruct "
-                               f"models write them ({', '.join(kinds)}): GRPO would push the model away from a correct, "
-                               "normal style; fix the reward (trailing_text, extract) or acknowledge why",
-                               [c["id"] for c in lost], controls=kinds))
+Flag = dict[str, Any]
+Row = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class _Evidence:
+    """What every per-reward detector reads: the scored rows, the caches-off re-score, the probes."""
+
+    rows: list[Row]
+    rescored: dict[str, list[float | None]]
+    probes: list[dict[str, Any]]
+    controls: list[dict[str, Any]]
+    use_tokens: bool  # token counts when the sampler recorded them (what GRPO's length bias acts on)
+    spec_by_name: dict[str, Any]
+
+    @property
+    def ids(self) -> list[str]:
+        return [row["id"] for row in self.rows]
+
+    def values(self, name: str) -> list[float | None]:
+        return [row["rewards"].get(name) for row in self.rows]
+
+    def finite(self, name: str) -> list[tuple[str, float]]:
+        return [(i, v) for i, v in zip(self.ids, self.values(name)) if v is not None and math.isfinite(v)]
+
+
+def _exceptions(r: RewardInfo, ev: _Evidence) -> list[Flag]:
+    errs = [row["id"] for row in ev.rows if row["errors"].get(r.name)]
+    probe_errs = [p["id"] for p in ev.probes + ev.controls if p["errors"].get(r.name)]
+    if not (errs or probe_errs):
+        return []
+    first = next((row["errors"][r.name] for row in ev.rows if row["errors"].get(r.name)), None) or \
+        next(p["errors"][r.name] for p in ev.probes + ev.controls if p["errors"].get(r.name))
+    return [_flag("exceptions", r.name, f"raised on {len(errs)} sample(s) and {len(probe_errs)} "
+                  f"probe(s) — in training an exception stops the run; first: {first}", errs + probe_errs)]
+
+
+def _non_finite(r: RewardInfo, ev: _Evidence) -> list[Flag]:
+    nonfinite = [i for i, v in zip(ev.ids, ev.values(r.name)) if v is not None and not math.isfinite(v)]
+    if not nonfinite:
+        return []
+    return [_flag("non_finite", r.name, f"returned NaN/inf for {len(nonfinite)} sample(s)", nonfinite)]
+
+
+def _all_none(r: RewardInfo, ev: _Evidence) -> list[Flag]:
+    errs = any(row["errors"].get(r.name) for row in ev.rows)
+    if ev.rows and all(v is None for v in ev.values(r.name)) and not errs:
+        return [_flag("all_none", r.name, "returned None for every sample: it never gives a signal")]
+    return []
+
+
+def _out_of_range(r: RewardInfo, ev: _Evidence) -> list[Flag]:
+    lo, hi = r.min, r.max
+    seen = ev.finite(r.name) + [(p["id"], v) for p in ev.probes + ev.controls
+                                if (v := p["scores"].get(r.name)) is not None and math.isfinite(v)]
+    outside = [i for i, v in seen if (lo is not None and v < lo - 1e-9) or (hi is not None and v > hi + 1e-9)]
+    if not outside:
+        return []
+    return [_flag("out_of_range", r.name, f"{len(outside)} score(s) outside the declared range [{lo}, {hi}]",
+                  outside)]
+
+
+def _constant(r: RewardInfo, ev: _Evidence) -> list[Flag]:
+    finite = ev.finite(r.name)
+    if r.role != "shaping" and len(finite) >= 2 and len({v for _, v in finite}) == 1:
+        return [_flag("constant_reward", r.name, f"every sample scored {finite[0][1]:g}: the reward gives GRPO "
+                      "no signal on these samples (zero advantage)", value=finite[0][1])]
+    return []
+
+
+def _nondeterministic(r: RewardInfo, ev: _Evidence) -> list[Flag]:
+    again = ev.rescored.get(r.name, [])
+    differ = [i for i, a, b in zip(ev.ids, ev.values(r.name), again) if not _same(a, b)]
+    if not differ:
+        return []
+    return [_flag("nondeterministic", r.name, f"scoring twice (caches disabled) changed {len(differ)} "
+                  "score(s): the same completion must get the same reward", differ)]
+
+
+def _length_correlated(r: RewardInfo, ev: _Evidence) -> list[Flag]:
+    pairs = [(_length(row, ev.use_tokens), row["rewards"][r.name]) for row in ev.rows
+             if row["rewards"].get(r.name) is not None and math.isfinite(row["rewards"][r.name])]
+    if len(pairs) < MIN_FOR_CORRELATION:
+        return []
+    rho = spearman([float(a) for a, _ in pairs], [b for _, b in pairs])
+    if rho is None:
+        return []
+    # a shaping reward may fall with length (a length penalty); only rising with it is flagged
+    flagged = rho >= LENGTH_CORRELATION if r.role == "shaping" else abs(rho) >= LENGTH_CORRELATION
+    if not flagged:
+        return []
+    return [_flag("length_correlated", r.name, f"reward {'rises' if rho > 0 else 'falls'} with completion "
+                  f"length (Spearman rho={rho:.2f}): the policy can learn length instead of the task",
+                  rho=round(rho, 3))]
+
+
+def _empty_rewarded(r: RewardInfo, ev: _Evidence) -> list[Flag]:
+    if r.role == "shaping":
+        return []
+    floor = (r.min if r.min is not None else 0.0) + 1e-9
+    empty = [row["id"] for row in ev.rows if not row["completion"].strip()
+             and (v := row["rewards"].get(r.name)) is not None and math.isfinite(v) and v > floor]
+    if not empty:
+        return []
+    return [_flag("empty_rewarded", r.name, f"{len(empty)} empty/whitespace completion(s) got credit", empty)]
+
+
+def _correct_without_answer(r: RewardInfo, ev: _Evidence) -> list[Flag]:
+    if r.role != "correctness":
+        return []
+    style = extract_style_of(ev.spec_by_name[r.name]) if r.name in ev.spec_by_name else None
+    if not style:
+        return []
+    no_answer = [row["id"] for row in ev.rows if r.passes(row["rewards"].get(r.name))
+                 and extract_answer(row["completion"], style) is None]
+    if not no_answer:
+        return []
+    return [_flag("correct_without_answer", r.name, f"{len(no_answer)} sample(s) pass correctness with no "
+                  f"extractable answer ({style})", no_answer)]
+
+
+def _gold_answer_fails(r: RewardInfo, ev: _Evidence) -> list[Flag]:
+    golds = [c for c in ev.controls if c["probe"] == "gold_answer"]
+    failing = [c["id"] for c in golds if not r.passes(c["scores"].get(r.name))]
+    if r.role != "correctness" or not golds or len(failing) != len(golds):
+        return []
+    return [_flag("gold_answer_fails", r.name, "a well-formed completion carrying the gold answer does not "
+                  "pass: the reward cannot be satisfied (lost signal)", failing)]
+
+
+# per-reward detectors, in the order their flags are reported
+_PER_REWARD: tuple[Callable[[RewardInfo, _Evidence], list[Flag]], ...] = (
+    _exceptions, _non_finite, _all_none, _out_of_range, _constant, _nondeterministic, _length_correlated,
+    _empty_rewarded, _correct_without_answer, _gold_answer_fails)
+
+
+def _lost_signal(r: RewardInfo, controls: list[dict[str, Any]]) -> list[Flag]:
+    lost = [c for c in controls if c.get("expect_pass") and r.name in c.get("failed_by", [])]
+    if not lost:
+        return []
+    kinds = sorted({c["probe"] for c in lost})
+    return [_flag("lost_signal", r.name, f"fails {len(lost)} correct answer(s) written the way instruct models "
+                  f"write them ({', '.join(kinds)}): GRPO would push the model away from a correct, normal style; "
+                  "fix the reward (trailing_text, extract) or acknowledge why", [c["id"] for c in lost],
+                  controls=kinds)]
+
+
+def _truncated(rows: list[Row]) -> list[Flag]:
     cut = [row["id"] for row in rows if row.get("truncated")]
-    if rows and len(cut) >= TRUNCATED_SHARE * len(rows):
-        flags.append(_flag("truncated", None, f"{len(cut)} of {len(rows)} completions stopped at "
-                           "max_completion_length: the rewards judged cut-off outputs (trl#5697: a 256-token cap "
-                           "truncated 97-99% and every reward was 0); raise generation.max_completion_length", cut))
+    if not rows or len(cut) < TRUNCATED_SHARE * len(rows):
+        return []
+    return [_flag("truncated", None, f"{len(cut)} of {len(rows)} completions stopped at max_completion_length: "
+                  "the rewards judged cut-off outputs (trl#5697: a 256-token cap truncated 97-99% and every "
+                  "reward was 0); raise generation.max_completion_length", cut)]
+
+
+def _format_blind(controls: list[dict[str, Any]]) -> list[Flag]:
     wf = {c["row"]: c["total"] for c in controls if c["probe"] == "wellformed_wrong"}
     mf = {c["row"]: c["total"] for c in controls if c["probe"] == "malformed_wrong"}
-    if wf and all(_same(wf[k], mf.get(k)) for k in wf):
-        flags.append(_flag("format_blind", None, "a well-formatted wrong answer scores the same total as a malformed "
-                           f"one ({next(iter(wf.values())):g}): the format carries no signal; add a format reward",
-                           [f"wellformed_wrong@{k}" for k in wf]))
+    if not wf or not all(_same(wf[k], mf.get(k)) for k in wf):
+        return []
+    return [_flag("format_blind", None, "a well-formatted wrong answer scores the same total as a malformed one "
+                  f"({next(iter(wf.values())):g}): the format carries no signal; add a format reward",
+                  [f"wellformed_wrong@{k}" for k in wf])]
+
+
+def _base_flags(base: dict[str, Any] | None) -> list[Flag]:
     if base and base.get("verdict") == "never_succeeds":
-        flags.append(_flag("base_never_succeeds", None, base["message"]))
-    elif base and base.get("verdict") == "saturated":
-        flags.append(_flag("base_saturated", None, base["message"]))
-    return flags
+        return [_flag("base_never_succeeds", None, base["message"])]
+    if base and base.get("verdict") == "saturated":
+        return [_flag("base_saturated", None, base["message"])]
+    return []
+
+
+def detect(rm: RewardModule, spec: RunSpec, rows: list[Row], rescored: dict[str, list[float | None]],
+           probe_result: dict[str, Any], base: dict[str, Any] | None) -> list[Flag]:
+    """All red flags for the scored ``rows`` (each with rewards / errors / passes / completion)."""
+    use_tokens = bool(rows) and all(isinstance(row.get("completion_tokens"), int) for row in rows)
+    ev = _Evidence(rows, rescored, probe_result["probes"], probe_result["controls"], use_tokens,
+                   {r.name: r for r in spec.rewards})
+    flags = [f for r in rm.rewards for check in _PER_REWARD for f in check(r, ev)]
+    flags += [f for r in rm.rewards for f in _lost_signal(r, ev.controls)]
+    return flags + _truncated(rows) + _format_blind(ev.controls) + _base_flags(base)

@@ -15,12 +15,15 @@ import math
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from finetune import __version__, atomic, rundir
 from finetune.errors import UserError
 from finetune.hashing import bound_hashes, sha256_file
 from finetune.inspect import verdicts as V
+
+if TYPE_CHECKING:
+    from finetune.spec import RunSpec
 
 # Files the gate judged but that contract 5 does not bind; recorded and re-checked by verify_gate too,
 # so editing the samples or the report behind the gate's back is caught.
@@ -94,7 +97,7 @@ def _later(a: Any, b: Any) -> bool:
     return ta > tb
 
 
-def _blind_record(run_dir: Path, read: list) -> dict[str, Any]:
+def _blind_record(run_dir: Path, read: list[V.Verdict]) -> dict[str, Any]:
     """Which read samples' scores the reader saw before or after judging (reveals.json + the verdicts).
 
     judged_after_reveal: the recorded verdict is newer than the reveal and carries no first (blind)
@@ -120,7 +123,7 @@ def _canonical(value: Any) -> str:
     return json.dumps(clean(value), sort_keys=True, ensure_ascii=True)
 
 
-def rescore_differences(run_dir: Path, spec, rows: list[dict[str, Any]], report: dict[str, Any]) -> list[str]:
+def rescore_differences(run_dir: Path, spec: RunSpec, rows: list[dict[str, Any]], report: dict[str, Any]) -> list[str]:
     """Re-run the scoring (isolated, caches off) and say where scored.jsonl / score_report.json differ.
 
     The gate trusts neither file: a PASS needs the reward, run now, to give exactly the scores the
@@ -148,99 +151,139 @@ def rescore_differences(run_dir: Path, spec, rows: list[dict[str, Any]], report:
     return out
 
 
-def evaluate(run_dir: str | Path, spec, rescore: bool = True) -> dict[str, Any]:
-    """Judge the run directory; return the gate record (status PASS or FAIL with reasons).
+Record = dict[str, Any]
 
-    With ``rescore`` (always, from the CLI) rewards.py is run again on the samples in an isolated
-    child and must reproduce scored.jsonl and score_report.json exactly.
-    """
-    from finetune.inspect.score import load_scored, load_report, report_is_current
 
-    run_dir = Path(run_dir)
-    report = load_report(run_dir)
-    rows = load_scored(run_dir)
-    metas = report["rewards"]
-    reasons: list[str] = []
+@dataclass
+class _Reading:
+    """The verdicts that count (each for the very sample it judged) and how they compare with the rewards."""
+
+    read: list[V.Verdict]
+    stale: list[str]
+    disagreements: list[Record] = field(default_factory=list)
+    gated_agreements: list[Record] = field(default_factory=list)
+    causes: list[Record] = field(default_factory=list)
+
+
+def _score_reasons(run_dir: Path, spec: RunSpec, rows: list[Record], report: Record, rescore: bool) -> list[str]:
+    """The score report must match the files now, and (with ``rescore``) a fresh isolated re-score."""
+    from finetune.inspect.score import report_is_current
 
     changed = report_is_current(run_dir, spec, report)
     if changed:
-        reasons.append(f"the score report is stale ({changed}); re-run `finetune inspect score`")
-    elif rescore:
-        reasons += rescore_differences(run_dir, spec, rows, report)
+        return [f"the score report is stale ({changed}); re-run `finetune inspect score`"]
+    return rescore_differences(run_dir, spec, rows, report) if rescore else []
 
+
+def _reading(run_dir: Path, by_id: dict[str, Record], metas: list[Record]) -> _Reading:
+    """A verdict counts only for the very sample it judged (same prompt, completion and gold)."""
     verdicts = V.load_verdicts(run_dir)
-    by_id = {r["id"]: r for r in rows}
-    # A verdict counts only for the very sample it judged (same prompt, completion and gold).
     read = [v for k, v in verdicts.items() if k in by_id and v.sample_sha256 == V.sample_digest(by_id[k])]
-    stale = sorted(set(verdicts) - {v.id for v in read})
-    min_read = spec.inspection.min_read
-    if len(rows) < min_read:
-        reasons.append(f"only {len(rows)} samples scored but {min_read} must be read; sample more "
-                       "(inspection.prompts × inspection.per_prompt)")
-    if len(read) < min_read:
-        reasons.append(f"{len(read)} of the required {min_read} samples read"
-                       + (f" ({len(stale)} verdict(s) judged samples that changed or are gone since)" if stale else ""))
-
-    disagreements: list[dict[str, Any]] = []
-    gated_agreements: list[dict[str, Any]] = []
+    out = _Reading(read, sorted(set(verdicts) - {v.id for v in read}))
     for v in read:
-        disagreements.extend(V.compare(by_id[v.id], v, metas))
-        gated_agreements.extend(V.gated_notes(by_id[v.id], v, metas))
-    causes = group_causes(disagreements, by_id)
-    if disagreements:
-        fp = sum(d["kind"] == "false_positive" for d in disagreements)
-        fn = len(disagreements) - fp
-        reasons.append(f"{len(disagreements)} disagreement(s) between reward and reading: {fp} false positive "
-                       f"(reward-hacking risk), {fn} false negative (lost signal); fix the reward first")
-        reasons += [c["summary"] for c in causes]
+        out.disagreements.extend(V.compare(by_id[v.id], v, metas))
+        out.gated_agreements.extend(V.gated_notes(by_id[v.id], v, metas))
+    out.causes = group_causes(out.disagreements, by_id)
+    return out
 
-    acks = V.acks_for(run_dir, report.get("flags", []))  # schema-checked, bound to each flag, never unwaivable
+
+def _reading_reasons(n_rows: int, reading: _Reading, min_read: int) -> list[str]:
+    reasons: list[str] = []
+    if n_rows < min_read:
+        reasons.append(f"only {n_rows} samples scored but {min_read} must be read; sample more "
+                       "(inspection.prompts × inspection.per_prompt)")
+    if len(reading.read) < min_read:
+        stale = reading.stale
+        reasons.append(f"{len(reading.read)} of the required {min_read} samples read"
+                       + (f" ({len(stale)} verdict(s) judged samples that changed or are gone since)" if stale else ""))
+    if reading.disagreements:
+        fp = sum(d["kind"] == "false_positive" for d in reading.disagreements)
+        fn = len(reading.disagreements) - fp
+        reasons.append(f"{len(reading.disagreements)} disagreement(s) between reward and reading: {fp} false "
+                       f"positive (reward-hacking risk), {fn} false negative (lost signal); fix the reward first")
+        reasons += [c["summary"] for c in reading.causes]
+    return reasons
+
+
+def _flag_statuses(run_dir: Path, report: Record) -> tuple[list[Record], list[str]]:
+    """Each flag open or acknowledged (acks schema-checked, bound to the flag as stated, never unwaivable)."""
+    acks = V.acks_for(run_dir, report.get("flags", []))
     flags = []
     for f in report.get("flags", []):
         ack = acks.get(f["id"])
         flags.append({**f, "status": "acknowledged" if ack else "open", **({"ack": ack} if ack else {})})
     open_flags = [f["id"] for f in flags if f["status"] == "open"]
-    if open_flags:
-        reasons.append(f"{len(open_flags)} red flag(s) neither fixed nor acknowledged: {listing(open_flags)}")
+    if not open_flags:
+        return flags, []
+    return flags, [f"{len(open_flags)} red flag(s) neither fixed nor acknowledged: {listing(open_flags)}"]
 
+
+def _probe_statuses(report: Record) -> tuple[list[Record], list[str]]:
     probes = [{k: p.get(k) for k in ("id", "probe", "row", "target", "passing", "passed_by", "scores")}
               for p in report.get("probes", [])]
     passing = [p["id"] for p in probes if p["passing"]]
-    if passing:
-        reasons.append(f"{len(passing)} hack probe(s) pass a reward (cannot be waived): {listing(passing)}")
+    if not passing:
+        return probes, []
+    return probes, [f"{len(passing)} hack probe(s) pass a reward (cannot be waived): {listing(passing)}"]
 
-    humans = sum(v.reader == "human" for v in read)
-    agents = len(read) - humans
+
+def _confirmation(run_dir: Path, agents: int) -> tuple[Record | None, bool, list[str]]:
+    """(confirmation record, confirmed?, reasons): an agent's reading needs the user's confirmation of
+    exactly these verdicts."""
     confirmation = V.load_confirmation(run_dir)
-    confirmed = False
-    if agents:
-        verdicts_path = run_dir / rundir.VERDICTS
-        if not confirmation:
-            reasons.append(f"{agents} verdict(s) were read by an agent and the user has not confirmed the "
-                           "reading: run `finetune inspect confirm RUN --user NAME` after the user checks it")
-        elif confirmation.get("verdicts_sha256") != sha256_file(verdicts_path):
-            reasons.append("the user's confirmation predates the current verdicts; confirm again")
-        else:
-            confirmed = True
+    if not agents:
+        return confirmation, False, []
+    if not confirmation:
+        return None, False, [(f"{agents} verdict(s) were read by an agent and the user has not confirmed the "
+                             "reading: run `finetune inspect confirm RUN --user NAME` after the user checks it")]
+    if confirmation.get("verdicts_sha256") != sha256_file(run_dir / rundir.VERDICTS):
+        return confirmation, False, ["the user's confirmation predates the current verdicts; confirm again"]
+    return confirmation, True, []
 
-    status = "FAIL" if reasons else "PASS"
+
+def _counts(n_rows: int, reading: _Reading, min_read: int, humans: int) -> dict[str, int]:
+    read = reading.read
+    return {"scored": n_rows, "read": len(read), "min_read": min_read, "stale_verdicts": len(reading.stale),
+            "agreed": len(read) - len({d["id"] for d in reading.disagreements}),
+            "disagreements": len(reading.disagreements), "gated_agreements": len(reading.gated_agreements),
+            "human": humans, "agent": len(read) - humans}
+
+
+def evaluate(run_dir: str | Path, spec: RunSpec, rescore: bool = True) -> Record:
+    """Judge the run directory; return the gate record (status PASS or FAIL with reasons).
+
+    With ``rescore`` (always, from the CLI) rewards.py is run again on the samples in an isolated
+    child and must reproduce scored.jsonl and score_report.json exactly.
+    """
+    from finetune.inspect.score import load_report, load_scored
+
+    run_dir = Path(run_dir)
+    report = load_report(run_dir)
+    rows = load_scored(run_dir)
+    reasons = _score_reasons(run_dir, spec, rows, report, rescore)
+    reading = _reading(run_dir, {r["id"]: r for r in rows}, report["rewards"])
+    min_read = spec.inspection.min_read
+    reasons += _reading_reasons(len(rows), reading, min_read)
+    flags, flag_reasons = _flag_statuses(run_dir, report)
+    probes, probe_reasons = _probe_statuses(report)
+    humans = sum(v.reader == "human" for v in reading.read)
+    agents = len(reading.read) - humans
+    confirmation, confirmed, confirm_reasons = _confirmation(run_dir, agents)
+    reasons += flag_reasons + probe_reasons + confirm_reasons
     return {
-        "status": status,
+        "status": "FAIL" if reasons else "PASS",
         "reasons": reasons,
         "hashes": bound_hashes(run_dir, spec.reward_section(), **spec.filter_binding()),
         "inputs": _input_hashes(run_dir),
-        "counts": {"scored": len(rows), "read": len(read), "min_read": min_read, "stale_verdicts": len(stale),
-                   "agreed": len(read) - len({d["id"] for d in disagreements}),
-                   "disagreements": len(disagreements), "gated_agreements": len(gated_agreements),
-                   "human": humans, "agent": agents},
-        "disagreements": disagreements,
-        "causes": causes,
-        "gated_agreements": gated_agreements,
-        "blind": _blind_record(run_dir, read),
+        "counts": _counts(len(rows), reading, min_read, humans),
+        "disagreements": reading.disagreements,
+        "causes": reading.causes,
+        "gated_agreements": reading.gated_agreements,
+        "blind": _blind_record(run_dir, reading.read),
         "flags": flags,
         "probes": probes,
         "base_success": report.get("base_success"),
-        "readers": sorted({v.reader for v in read}),
+        "readers": sorted({v.reader for v in reading.read}),
         "confirmation": confirmation if agents else None,
         "confirmed": confirmed,
         "versions": _versions(),
@@ -253,7 +296,7 @@ def write_gate_record(run_dir: str | Path, record: dict[str, Any]) -> Path:
     return atomic.write_json(Path(run_dir) / rundir.GATE, record)
 
 
-def verify_gate(run_dir: str | Path, spec) -> GateCheck:
+def verify_gate(run_dir: str | Path, spec: RunSpec) -> GateCheck:
     """Does a PASS gate record still hold? Re-hashes everything the record binds."""
     run_dir = Path(run_dir)
     path = run_dir / rundir.GATE
@@ -291,7 +334,7 @@ def verify_gate(run_dir: str | Path, spec) -> GateCheck:
     return GateCheck(True, "gate PASS holds: rewards, scored samples, verdicts and reward spec unchanged", record)
 
 
-def _report_binding(run_dir: Path, spec) -> str:
+def _report_binding(run_dir: Path, spec: RunSpec) -> str:
     """'' when score_report.json was computed from the rewards, spec section and samples there now."""
     from finetune.inspect.score import load_report, report_is_current
 
@@ -303,7 +346,7 @@ def _report_binding(run_dir: Path, spec) -> str:
         return f"{rundir.SCORE_REPORT} is not a score report"
 
 
-def run_gate(run_dir: str | Path, spec) -> dict[str, Any]:
+def run_gate(run_dir: str | Path, spec: RunSpec) -> dict[str, Any]:
     from finetune.inspect.isolate import RewardAborted
 
     try:
