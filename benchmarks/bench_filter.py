@@ -7,7 +7,7 @@ the demo's toy GRPO run (finetune.demo.train_toy, the demo's CPU profile) in bot
 seeds and prints, side by side, the filter's predicted frac_reward_zero_std and the value TRL logged
 (mean over the logged steps), with the ratio filtered / unfiltered.
 
-    .venv/bin/python benchmarks/bench_filter.py [--demo-dir DIR] [--seeds 3407 3408] [--steps 20]
+    .venv/bin/python benchmarks/bench_filter.py [--demo-dir DIR] [--seeds 3407 3408] [--steps 20] [--k K] [--keep LO-HI]
 """
 
 from __future__ import annotations
@@ -64,13 +64,15 @@ def main() -> int:
     parser.add_argument("--seeds", type=int, nargs="+", default=[3407, 3408])
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--max-prompts", type=int, default=None, help="prompts the filter assesses (default all)")
+    parser.add_argument("--k", type=int, default=None, help="completions per prompt (default num_generations)")
+    parser.add_argument("--keep", default=None, help="pass-rate range kept, LO-HI (default the filter's)")
     args = parser.parse_args()
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from rich.console import Console
 
     from finetune.cli import main as cli
-    from finetune.datafilter import run_filter
+    from finetune.datafilter import DEFAULT_KEEP, parse_keep, run_filter
     from finetune.demo import run_demo, train_toy
     from finetune.spec import load_spec
 
@@ -83,8 +85,10 @@ def main() -> int:
     plain, filtered = _copy_pass(demo, work / "unfiltered"), _copy_pass(demo, work / "filtered")
     spec = load_spec(filtered)
     t0 = time.perf_counter()
-    summary = run_filter(filtered, filtered.parent, k=spec.training.num_generations, max_prompts=args.max_prompts)
-    print(f"filter: k={summary['k']}, kept {summary['kept']} of {summary['assessed']} prompts "
+    keep = parse_keep(args.keep) if args.keep else DEFAULT_KEEP
+    summary = run_filter(filtered, filtered.parent, k=args.k or spec.training.num_generations,
+                         max_prompts=args.max_prompts, keep=keep)
+    print(f"filter: k={summary['k']}, keep {keep[0]:g}-{keep[1]:g}, kept {summary['kept']} of {summary['assessed']} prompts "
           f"({summary['dropped_never']} never, {summary['dropped_always']} always solved) in "
           f"{time.perf_counter() - t0:.0f} s")
     assert cli(["config", "render", str(filtered)]) == 0

@@ -14,7 +14,7 @@ import json as _json
 import keyword
 import math
 import shlex
-from pathlib import PurePath
+from pathlib import Path, PurePath
 from typing import Any
 
 # Characters str.splitlines() (and YAML 1.1, and some editors) treat as line breaks, plus NUL.
@@ -196,6 +196,17 @@ def register(env: Any) -> Any:
     """Install every escaping filter in a Jinja environment (returned for chaining)."""
     env.filters.update(FILTERS)
     return env
+
+
+def environment(folder: Path) -> Any:
+    """The project's Jinja environment for the templates in ``folder`` (as config/BRIEF.md.j2 renders):
+    strict (an unknown name is an error), block tags leave no blank lines, the trailing newline is kept,
+    and every escaping filter is registered."""
+    import jinja2
+
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(folder)), undefined=jinja2.StrictUndefined,
+                             keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True)
+    return register(env)
 
 
 def check_text(value: Any, where: str = "") -> list[str]:
