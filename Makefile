@@ -23,6 +23,8 @@ demo: $(STAMP)
 	$(BIN)/finetune demo
 
 lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/mypy
 	$(BIN)/finetune lint .
 	$(BIN)/finetune docs --check
 	for d in skills/*/; do $(BIN)/agentskills validate "$$d" || exit 1; done

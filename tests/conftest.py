@@ -4,7 +4,6 @@ the expensive part of this suite, so everything that needs a real model shares t
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
 import pytest

@@ -9,8 +9,8 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from hfcache_helpers import HUB_REPO_ID, install_in_hf_cache
+
 from finetune.errors import UserError
 
 

@@ -4,11 +4,12 @@ recommend() (contract 8), the CLI and the generated reference doc."""
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from finetune.errors import UserError
 from finetune.hardware import PROFILES, resolve_hardware
-from finetune.memory import (GIB, accumulation_for, estimate, kv_cache_bytes, logits_bytes, recommend)
+from finetune.memory import GIB, accumulation_for, estimate, kv_cache_bytes, logits_bytes, recommend
 from finetune.models import load_model_info
 
 

@@ -9,8 +9,9 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 
 def write_bytes(path: str | Path, data: bytes, mode: int | None = None) -> Path:

@@ -17,7 +17,8 @@ deletes the leftovers, including atomic-write temp files (``.scored.jsonl.<pid>.
 writer is gone.
 
 ``FINETUNE_TEST_CRASH_AT=<step>`` makes the process SIGKILL itself at that step: a hook for the crash
-tests only (steps: ``write:<file name>`` in :func:`finetune.atomic.write_bytes`, ``<folder>:staged``, ``<folder>:switched``, ``files:staged``, ``files:journal``,
+tests only (steps: ``write:<file name>`` in :func:`finetune.atomic.write_bytes`, ``<folder>:staged``,
+``<folder>:switched``, ``files:staged``, ``files:journal``,
 ``files:rename:<name>``, ``files:renamed``).
 """
 
@@ -32,8 +33,8 @@ import secrets
 import shutil
 import signal
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
 
 from finetune import jsonio, locks
 

@@ -18,7 +18,7 @@ import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from finetune import __version__, jsonio, literals, rundir
 from finetune.errors import CheckFailed, UserError
@@ -67,7 +67,7 @@ class Topology:
     nodes: int
     gpus_per_node: int
     use_vllm: bool
-    vllm_mode: Optional[str]  # colocate | server | None (cpu)
+    vllm_mode: str | None  # colocate | server | None (cpu)
     vllm_gpus: int  # GPUs given to `trl vllm-serve` (server mode)
     training_nodes: int
     processes_per_node: int
@@ -90,9 +90,9 @@ class DatasetStats:
     tokenized: bool
     prompt_max: int
     prompt_p95: int
-    answer_max: Optional[int]
-    answer_p95: Optional[int]
-    answer_column: Optional[str]
+    answer_max: int | None
+    answer_p95: int | None
+    answer_column: str | None
     columns: list[str]
 
 
@@ -113,11 +113,11 @@ class RenderPlan:
     sections: list[tuple[str, list[str]]]
     model_ref: str
     dataset: dict[str, Any]
-    peft: Optional[dict[str, Any]]
+    peft: dict[str, Any] | None
     quantization: bool
     stats: DatasetStats
-    gate: Optional[dict[str, Any]]
-    diagnosis: Optional[dict[str, Any]]
+    gate: dict[str, Any] | None
+    diagnosis: dict[str, Any] | None
     warnings: list[str] = field(default_factory=list)
     run_length: Any = None  # finetune.runlength.RunLength of the rendered values
 
@@ -152,7 +152,7 @@ def _recommend(model_info, hardware, spec):
                      beta=spec.training.beta, lora_r=spec.lora.r)
 
 
-def _estimate(model_info, hardware, spec, rec, kw: dict[str, "Setting"], topo: "Topology", zero_stage: int):
+def _estimate(model_info, hardware, spec, rec, kw: dict[str, Setting], topo: Topology, zero_stage: int):
     """The memory estimate for exactly the values rendered (spec overrides included)."""
     from finetune.memory import estimate
 
@@ -175,7 +175,7 @@ def _estimate(model_info, hardware, spec, rec, kw: dict[str, "Setting"], topo: "
                     model_dtype=value("model_init_kwargs")["dtype"] if not topo.cpu else None, suggest=True)
 
 
-def _verify_gate(run_dir: Path, spec) -> tuple[bool, str, Optional[dict[str, Any]]]:
+def _verify_gate(run_dir: Path, spec) -> tuple[bool, str, dict[str, Any] | None]:
     """(holds, reason, record): a PASS record holds only while every bound hash still matches."""
     from finetune.inspect.gate import verify_gate
 
@@ -205,14 +205,14 @@ def _check_model(spec, info) -> None:
                         "from the start", where="variant", fix="set `variant: gspo`")
 
 
-def _load_diagnosis(run_dir: Path) -> Optional[dict[str, Any]]:
+def _load_diagnosis(run_dir: Path) -> dict[str, Any] | None:
     path = run_dir / rundir.DIAGNOSIS
     if not path.is_file():
         return None
     return jsonio.read_json_object(path, what="the diagnosis", fix="re-run `finetune diagnose`")
 
 
-def _check_variant(spec, info, diagnosis: Optional[dict[str, Any]], run_dir: Path) -> Optional[str]:
+def _check_variant(spec, info, diagnosis: dict[str, Any] | None, run_dir: Path) -> str | None:
     """Contract 6. Returns the licence (why this variant) or raises CheckFailed."""
     if spec.variant == "grpo":
         return None
@@ -302,7 +302,7 @@ def _topology(spec, hw, rec) -> Topology:
                     + f" train{'s' if h.nodes == 2 else ''} ({(h.nodes - 1) * h.gpus} processes)")
 
 
-def _check_tp(vllm_gpus: int, heads: Optional[int]) -> None:
+def _check_tp(vllm_gpus: int, heads: int | None) -> None:
     # vllm-serve refuses data parallelism for dense models, so several generation GPUs means tensor
     # parallelism, which must split the attention heads evenly.
     if heads and heads % vllm_gpus:

@@ -36,9 +36,10 @@ import re
 import shutil
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from finetune import atomic, jsonio, literals, rundir
 from finetune.errors import CheckFailed, UserError
@@ -194,10 +195,9 @@ def _quiet_libraries():
     """Silence transformers / hub progress bars and warnings while the demo draws its own."""
     import warnings
 
+    import datasets
     from huggingface_hub.utils import are_progress_bars_disabled, disable_progress_bars, enable_progress_bars
     from transformers.utils import logging as hf_logging
-
-    import datasets
 
     hub_was_disabled = are_progress_bars_disabled()
     datasets_were_enabled = datasets.is_progress_bar_enabled()

@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import random
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from finetune import atomic
 
@@ -72,7 +73,7 @@ class WarmupRecipe:
 def warmup_target(digits: str, rng: random.Random, mix: dict[str, float]) -> tuple[str, str]:
     """(kind, completion text) drawn from the noisy mixture."""
     u, acc, kind = rng.random(), 0.0, "copy"
-    for kind, share in mix.items():
+    for kind, share in mix.items():  # noqa: B007 - the kind drawn is the one the loop stops on
         acc += share
         if u < acc:
             break
@@ -137,7 +138,8 @@ def build_demo_model(out_dir: str | Path, train_strings: list[str], recipe: Warm
     model.save_pretrained(out)
     tok.save_pretrained(out)
     atomic.write_json(out / "DEMO_MODEL.json", {
-        "built_by": "finetune.demo_task.build_demo_model", "task": f"{INSTRUCTION} (3 digits) -> <answer>DIGITS</answer>",
+        "built_by": "finetune.demo_task.build_demo_model",
+        "task": f"{INSTRUCTION} (3 digits) -> <answer>DIGITS</answer>",
         "recipe": asdict(recipe), "train_prompts": len(train_strings),
         "loss_first": losses[0], "loss_last": sum(losses[-10:]) / min(10, len(losses)),
         "seconds": round(time.perf_counter() - started, 2)})

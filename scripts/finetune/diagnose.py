@@ -25,7 +25,7 @@ import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from finetune import atomic, jsonio, rundir
 from finetune.errors import UserError
@@ -187,7 +187,7 @@ class Series:
     def __len__(self) -> int:
         return len(self.values)
 
-    def finite(self) -> "Series":
+    def finite(self) -> Series:
         keep = [(s, v) for s, v in zip(self.steps, self.values) if math.isfinite(v)]
         return Series(self.key, [s for s, _ in keep], [v for _, v in keep])
 
@@ -201,7 +201,7 @@ class Logs:
     series: dict[str, Series]
     notes: list[str] = field(default_factory=list)
 
-    def get(self, key: str) -> Optional[Series]:
+    def get(self, key: str) -> Series | None:
         s = self.series.get(key)
         return s if s is not None and len(s) else None
 
@@ -210,7 +210,7 @@ class Logs:
         return [int(e["step"]) for e in self.entries]
 
 
-def _newest_checkpoint(folder: Path) -> Optional[Path]:
+def _newest_checkpoint(folder: Path) -> Path | None:
     found = []
     for p in folder.glob("checkpoint-*/trainer_state.json"):
         m = re.fullmatch(r"checkpoint-(\d+)", p.parent.name)
@@ -285,7 +285,7 @@ def _parse_json_file(path: Path) -> list[Any]:
     return rows
 
 
-def _number(value: Any) -> Optional[float]:
+def _number(value: Any) -> float | None:
     if isinstance(value, bool):
         return None
     if isinstance(value, (int, float)):
@@ -358,18 +358,18 @@ class RunContext:
     """What the diagnosis knows about the run besides its logs, and where each fact came from."""
 
     run_dir: Path
-    spec_path: Optional[Path] = None
+    spec_path: Path | None = None
     spec: Any = None
     config: dict[str, Any] = field(default_factory=dict)
-    config_source: Optional[str] = None
+    config_source: str | None = None
     roles: dict[str, str] = field(default_factory=dict)
     maxima: dict[str, float] = field(default_factory=dict)
     minima: dict[str, float] = field(default_factory=dict)
     weights: dict[str, float] = field(default_factory=dict)
-    roles_source: Optional[str] = None
-    model: Optional[str] = None
+    roles_source: str | None = None
+    model: str | None = None
     model_info: Any = None
-    model_source: Optional[str] = None
+    model_source: str | None = None
     notes: list[str] = field(default_factory=list)
 
 
@@ -400,7 +400,7 @@ _SAFE_ARG_MODULES = ("transformers.", "trl.", "accelerate.", "peft.")
 _SAFE_ARG_CLASSES = {"accelerate.state.PartialState"}
 
 
-def _training_args(path: Path) -> Optional[dict[str, Any]]:
+def _training_args(path: Path) -> dict[str, Any] | None:
     """TRL's saved training_args.bin, read with torch's weights-only unpickler (no arbitrary code).
 
     Only dataclasses and enums defined by transformers / TRL / accelerate / peft are allowed, one by
@@ -433,14 +433,15 @@ def _training_args(path: Path) -> Optional[dict[str, Any]]:
     return None
 
 
-def _reward_meta_from_rewards_py(path: Path) -> Optional[list[dict[str, Any]]]:
+def _reward_meta_from_rewards_py(path: Path) -> list[dict[str, Any]] | None:
     """REWARD_META of a rendered rewards.py, read as a literal (the file is never imported or run)."""
     try:
         tree = ast.parse(path.read_text(encoding="utf-8"))
     except (OSError, SyntaxError, UnicodeDecodeError):
         return None
     for node in tree.body:
-        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "REWARD_META" for t in node.targets):
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "REWARD_META"
+                                                for t in node.targets):
             try:
                 meta = ast.literal_eval(node.value)
             except ValueError:
@@ -466,9 +467,9 @@ def _spec_config(spec) -> dict[str, Any]:
     return cfg
 
 
-def load_context(run: Path, log_file: Path, spec_path: Optional[Path] = None,
-                 model: Optional[str] = None, correctness: Optional[list[str]] = None,
-                 logged_rewards: Optional[set[str]] = None) -> RunContext:
+def load_context(run: Path, log_file: Path, spec_path: Path | None = None,
+                 model: str | None = None, correctness: list[str] | None = None,
+                 logged_rewards: set[str] | None = None) -> RunContext:
     """Find the spec, the run's GRPOConfig kwargs, the reward roles and the model config.
 
     ``logged_rewards`` (the names behind ``rewards/<name>/mean`` in the logs) keeps a spec that
@@ -629,7 +630,7 @@ class Finding:
     status: str
     why: str
     evidence: dict[str, Any] = field(default_factory=dict)
-    window: Optional[tuple[int, int]] = None
+    window: tuple[int, int] | None = None
 
     def symptom(self) -> dict[str, Any]:
         out = {"name": self.name, "summary": self.why, "evidence": _r(self.evidence)}
@@ -651,7 +652,7 @@ class Diagnoser:
         return [f"rewards/{n}/mean" for n, role in self.ctx.roles.items()
                 if role == "correctness" and self.logs.get(f"rewards/{n}/mean") is not None]
 
-    def correctness_series(self) -> Optional[Series]:
+    def correctness_series(self) -> Series | None:
         """The correctness reward (weighted sum when several); None when no reward is known to be correctness."""
         keys = self.correctness_keys()
         if not keys:
@@ -678,7 +679,7 @@ class Diagnoser:
         vals = [v for v in (s.values if s else []) if math.isfinite(v)]
         return (max(vals) - min(vals)) if vals and max(vals) > min(vals) else 1.0
 
-    def enough(self, s: Optional[Series]) -> bool:
+    def enough(self, s: Series | None) -> bool:
         return s is not None and len(s.finite()) >= MIN_POINTS
 
     # -- detectors
@@ -764,7 +765,8 @@ class Diagnoser:
         ev["reward_gain_after_over_scale"] = gain
         if rises(rt) and gain >= FLAT_GAIN:
             return Finding(ENTROPY_COLLAPSE, "clear", f"entropy fell but {reward.key} kept rising after step "
-                           f"{e.steps[judged_from]} (rho {rt['spearman_rho']:.2f}, p {rt['p_value']:.2g}): learning", ev)
+                           f"{e.steps[judged_from]} (rho {rt['spearman_rho']:.2f}, p {rt['p_value']:.2g}): learning",
+                           ev)
         return Finding(ENTROPY_COLLAPSE, "symptom",
                        f"entropy fell {drop:.0%} ({start:.3g} → {t['end']:.3g}; halved by step {step_halved}, "
                        f"settled by step {step_settled}) and {reward.key} plateaued after it ({rt['start']:.3g} → "
@@ -917,7 +919,8 @@ class Diagnoser:
                            f"{t['spearman_rho']:.2f}, p {t['p_value']:.2g})", ev)
         how = "fell" if t["spearman_rho"] < 0 and t["p_value"] < P_SIGNIFICANT else "flat"
         return Finding(FLAT_REWARD, "symptom", f"reward {how}: {t['start']:.3g} → {t['end']:.3g} ({gain:+.1%} of its "
-                       f"scale, rho {t['spearman_rho']:.2f}, p {t['p_value']:.2g})", ev, (t["first_step"], t["last_step"]))
+                       f"scale, rho {t['spearman_rho']:.2f}, p {t['p_value']:.2g})", ev,
+                       (t["first_step"], t["last_step"]))
 
     def kl_blowup(self) -> Finding:
         s = self.logs.get(K_KL)
@@ -987,7 +990,7 @@ def current_variant(config: dict[str, Any], spec: Any = None) -> str:
 
 
 def recommend(findings: list[Finding], config: dict[str, Any],
-              current: str = "grpo") -> tuple[str, Optional[dict[str, Any]]]:
+              current: str = "grpo") -> tuple[str, dict[str, Any] | None]:
     """(recommended_variant, recommended_change) for the highest-priority symptom; none → stay on ``current``."""
     from finetune.spec import BASE_LEARNING_RATE
 
@@ -1008,7 +1011,8 @@ def recommend(findings: list[Finding], config: dict[str, Any],
         if variant != current or delta:
             return variant, {"kind": "variant", "addresses": name, "variant": variant, "kwargs": delta,
                              **PAPERS[variant],
-                             "apply": "finetune diagnose RUN --apply (sets `variant` in the spec and re-renders config/)"}
+                             "apply": "finetune diagnose RUN --apply "
+                                      "(sets `variant` in the spec and re-renders config/)"}
         # already on the variant meant for this symptom: switching again changes nothing
         return current, {"kind": "health", "addresses": name, "variant": current, "kwargs": {},
                          "action": f"the run already trains with {variant}'s settings and still shows {name}: read "
@@ -1085,7 +1089,7 @@ def _thresholds() -> dict[str, Any]:
 
 
 def diagnose(run: str | Path, *, spec: str | Path | None = None, model: str | None = None,
-             correctness: Optional[list[str]] = None) -> tuple[dict[str, Any], Logs, RunContext, list[Finding]]:
+             correctness: list[str] | None = None) -> tuple[dict[str, Any], Logs, RunContext, list[Finding]]:
     """Read RUN's logs and context, run every detector, and return the diagnosis document."""
     run = Path(run)
     logs = load_logs(run)
@@ -1153,7 +1157,7 @@ PANELS = ((K_REWARD, "reward (total)"), ("correctness", "correctness reward"), (
           (K_LENGTH, "completion length (tokens)"), (K_CLIPPED, "clip ratio"))
 
 
-def plot(logs: Logs, doc: dict[str, Any], d_correctness: Optional[Series], path: Path) -> None:
+def plot(logs: Logs, doc: dict[str, Any], d_correctness: Series | None, path: Path) -> None:
     """reward, correctness reward, entropy, completion length and clip ratio over steps; windows shaded."""
     import matplotlib
 
@@ -1237,7 +1241,7 @@ def report_md(doc: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def write_outputs(out_dir: Path, doc: dict[str, Any], logs: Logs, correctness: Optional[Series]) -> Path:
+def write_outputs(out_dir: Path, doc: dict[str, Any], logs: Logs, correctness: Series | None) -> Path:
     """DIR/diagnosis/{diagnosis.json, report.md, curves.png}, all three or none."""
     target = out_dir / rundir.DIAGNOSIS_DIR
     with atomic.staged_dir(target) as tmp:
@@ -1251,7 +1255,7 @@ def write_outputs(out_dir: Path, doc: dict[str, Any], logs: Logs, correctness: O
 # --apply: set the variant in the spec (original kept) and re-render config/
 
 
-def set_variant_text(text: str, variant: str, line: Optional[int]) -> str:
+def set_variant_text(text: str, variant: str, line: int | None) -> str:
     """The spec text with ``variant:`` set, comments and layout kept (only that one line changes)."""
     lines = text.splitlines(keepends=True)
     if line is not None:
@@ -1316,8 +1320,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-o", "--out", metavar="DIR",
                         help="write DIR/diagnosis/ (default: the run directory)")
     parser.add_argument("--spec", metavar="SPEC", help="the run spec (default: spec.yaml in the run directory)")
-    parser.add_argument("--model", metavar="MODEL", help="hub id, model folder or config.json (default: from the config "
-                        "or spec); a hub id's config.json comes from the HF cache or the hub")
+    parser.add_argument("--model", metavar="MODEL", help="hub id, model folder or config.json (default: from the "
+                        "config or spec); a hub id's config.json comes from the HF cache or the hub")
     parser.add_argument("--correctness", metavar="NAME", action="append",
                         help="name of a correctness reward (rewards/NAME/mean) when no spec or REWARD_META says so")
     parser.add_argument("--apply", action="store_true",
@@ -1326,7 +1330,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="with --apply, FOR TESTS ONLY: render without a Phase 1 gate record")
 
 
-def carried_variant_licence(doc: dict[str, Any], previous_path: Path) -> Optional[dict[str, Any]]:
+def carried_variant_licence(doc: dict[str, Any], previous_path: Path) -> dict[str, Any] | None:
     """Keep the evidence that licensed the run's current variant when its diagnosis is rewritten.
 
     A run already on DAPO / Dr.GRPO / GSPO is usually healthy on re-diagnosis (the variant fixed the

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import importlib
 import re
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable
 
 from finetune import atomic
 from finetune.errors import CheckFailed, UserError

@@ -9,8 +9,9 @@ in GiB, not the marketing "GB" on the box; bandwidths are the vendor's peak HBM/
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Any, Mapping
+from typing import Any
 
 from finetune.errors import UserError
 
@@ -96,10 +97,10 @@ class Hardware:
     def bandwidth_gbs(self) -> float:
         return self.profile.bandwidth_gbs
 
-    def with_vllm_gpus(self, n: int | None) -> "Hardware":
+    def with_vllm_gpus(self, n: int | None) -> Hardware:
         return replace(self, vllm_gpus=n)
 
-    def with_gpus(self, gpus: int) -> "Hardware":
+    def with_gpus(self, gpus: int) -> Hardware:
         return replace(self, gpus=gpus)
 
     def describe(self) -> str:

@@ -24,10 +24,10 @@ from __future__ import annotations
 import ast
 import difflib
 import re
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
 
 import yaml
 
@@ -160,7 +160,7 @@ def _signature_params(obj: Callable) -> tuple[frozenset[str], bool]:
 CHECKED_CALLABLES = ("GRPOConfig", "SFTConfig", "DPOConfig", "LoraConfig", "GRPOTrainer", "SFTTrainer", "DPOTrainer")
 
 
-@lru_cache(maxsize=None)
+@cache
 def known_callable(name: str) -> KnownCallable:
     """Fields of one checked class in the INSTALLED library (imported lazily: TRL pulls in torch)."""
     if name == "LoraConfig":
@@ -461,7 +461,7 @@ CLI_OPTION_RE = re.compile(r"(?:(?<=[\s\[])|^)(--?[A-Za-z][\w-]*)")
 SHELL_LANGS = frozenset({"", "bash", "sh", "shell", "console", "zsh"})
 
 
-@lru_cache(maxsize=None)
+@cache
 def _cli_parser(group: str):
     """(parser for the group, or None) and an error text when the group's module cannot be loaded."""
     from finetune import cli

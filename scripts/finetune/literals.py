@@ -22,8 +22,8 @@ _LINE_BREAKS = "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029\x00"
 _MD_SPECIAL = set("\\*[]|~$")  # emphasis, links/images, table cells, strike-through, math
 
 #: Filters that make a value safe for its destination; the static template test accepts these.
-ESCAPING_FILTERS = ("py", "py_ident", "py_module", "py_comment", "py_doc", "sh", "sh_comment", "yaml", "yaml_comment", "json",
-                    "md", "md_code")
+ESCAPING_FILTERS = ("py", "py_ident", "py_module", "py_comment", "py_doc", "sh", "sh_comment", "yaml", "yaml_comment",
+                    "json", "md", "md_code")
 
 
 class LiteralError(ValueError):

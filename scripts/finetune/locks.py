@@ -16,8 +16,8 @@ import contextlib
 import fcntl
 import os
 import threading
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 _held: dict[str, tuple[int, int]] = {}  # folder → (fd, depth) held by this process
 _guard = threading.RLock()

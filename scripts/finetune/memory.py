@@ -16,9 +16,10 @@ from __future__ import annotations
 import argparse
 import math
 import statistics
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, Iterable, Literal
+from typing import Any, Literal
 
 from finetune.errors import UserError
 from finetune.hardware import Hardware, resolve_hardware
@@ -154,7 +155,7 @@ def measure_saved_activation_bytes(config_path: str, *, layers: int = 2, tokens:
     params = {p.untyped_storage().data_ptr() for p in model.parameters()}
     saved: dict[int, int] = {}
 
-    def pack(t: "torch.Tensor") -> "torch.Tensor":
+    def pack(t: torch.Tensor) -> torch.Tensor:
         storage = t.untyped_storage()
         if storage.data_ptr() not in params:  # weights saved by matmuls are not activations
             saved[storage.data_ptr()] = storage.nbytes()

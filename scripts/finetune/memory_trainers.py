@@ -82,7 +82,8 @@ def estimate_step(model: Any, trainer: str, method: str, *, seq_len: int, batch:
 
 
 def measure_sft_step_peak(model_dir: str, *, seq_len: int, batch: int = 1, checkpointing: bool = False) -> int:
-    """Peak bytes above the loaded model of two real SFTTrainer steps on CPU (fp32; the second holds the optimizer state through forward and backward, as every later step does), by the torch profiler."""
+    """Peak bytes above the loaded model of two real SFTTrainer steps on CPU (fp32; the second holds the
+    optimizer state through forward and backward, as every later step does), by the torch profiler."""
     import tempfile
 
     import numpy as np

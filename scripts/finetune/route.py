@@ -11,9 +11,10 @@ the decision is written to ``DIR/route.json`` atomically.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Literal, Optional
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -41,7 +42,7 @@ class Answers(BaseModel):
 
     verifiable: bool = Field(description="Can an algorithm check pass/fail for an output (tests, parser, schema, "
                              "tool-call pattern, math answer key)?")
-    signal_kind: Optional[Literal[SIGNAL_KINDS]] = Field(  # type: ignore[valid-type]
+    signal_kind: Literal[SIGNAL_KINDS] | None = Field(  # type: ignore[valid-type]
         None, description="What checks it, when verifiable.")
     demonstrations: bool = Field(False, description="Are there good example outputs (prompt → ideal completion)?")
     preference_pairs: bool = Field(False, description="Are there pairs of outputs with the preferred one marked?")
@@ -50,7 +51,7 @@ class Answers(BaseModel):
                                       "sampled many times at low temperature?")
 
     @model_validator(mode="after")
-    def _consistent(self) -> "Answers":
+    def _consistent(self) -> Answers:
         if self.signal_kind is not None and not self.verifiable:
             raise ValueError(f"signal_kind '{self.signal_kind}' names a check, but verifiable is no; answer "
                              "verifiable yes, or drop signal_kind")

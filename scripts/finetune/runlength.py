@@ -53,12 +53,17 @@ class RunLength:
             "|---|---|---|",
             f"| prompts in the dataset | {self.rows} | the dataset as measured at render |",
             f"| prompts per generation batch | {self.prompts_per_generation} | generation batch ÷ num_generations |",
-            f"| prompts per optimiser step | {self.prompts_per_step:g} | batch × processes × accumulation ÷ num_generations |",
+            f"| prompts per optimiser step | {self.prompts_per_step:g} "
+            "| batch × processes × accumulation ÷ num_generations |",
             f"| optimiser steps | **{self.optimiser_steps}** | {how} |",
-            f"| generation batches | {self.generation_batches} | steps × accumulation ÷ (steps_per_generation × num_iterations) |",
-            f"| log points | {self.log_points} | step 1 and every {self.logging_steps} steps (diagnose needs {MIN_LOG_POINTS}) |",
-            f"| warm-up steps | {self.warmup_steps} | {_pct(self.warmup_steps, self.optimiser_steps)} of the run (at most {MAX_WARMUP_FRACTION:.0%}) |",
-            f"| checkpoints | {self.checkpoints} | every {self.save_steps} steps; the final model is saved at the end |",
+            f"| generation batches | {self.generation_batches} "
+            "| steps × accumulation ÷ (steps_per_generation × num_iterations) |",
+            f"| log points | {self.log_points} "
+            f"| step 1 and every {self.logging_steps} steps (diagnose needs {MIN_LOG_POINTS}) |",
+            f"| warm-up steps | {self.warmup_steps} "
+            f"| {_pct(self.warmup_steps, self.optimiser_steps)} of the run (at most {MAX_WARMUP_FRACTION:.0%}) |",
+            f"| checkpoints | {self.checkpoints} "
+            f"| every {self.save_steps} steps; the final model is saved at the end |",
         ])
 
 

@@ -8,7 +8,7 @@ defaults come from :func:`finetune.memory.recommend`, DESIGN.md contract 8).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal, Optional
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
@@ -49,11 +49,11 @@ class DatasetSpec(_Strict):
         "auto", description="auto: from the path (folder → hf_disk, .parquet → parquet, else jsonl).")
     split: str = Field("train", description="Split to train on (hf_disk datasets with several splits).")
     prompt_column: str = Field("prompt", description="Column holding the prompt (plain text or chat messages).")
-    answer_column: Optional[str] = Field("answer", description="Gold answer column, if any.")
-    tests_column: Optional[str] = Field(None, description="Unit-test column for code tasks.")
-    system_prompt: Optional[str] = Field(None, description="Prepended as a system message when the "
+    answer_column: str | None = Field("answer", description="Gold answer column, if any.")
+    tests_column: str | None = Field(None, description="Unit-test column for code tasks.")
+    system_prompt: str | None = Field(None, description="Prepended as a system message when the "
                                          "prompt column holds plain strings and the model has a chat template.")
-    filter: Optional[DataFilterSpec] = Field(None, description="Set by `finetune data filter`: train on this "
+    filter: DataFilterSpec | None = Field(None, description="Set by `finetune data filter`: train on this "
                                              "pass-rate-filtered file instead of `path` (bound into the gate record).")
 
 
@@ -62,8 +62,8 @@ class HardwareSpec(_Strict):
     gpus: int = Field(1, ge=0, description="GPUs per node.")
     nodes: int = Field(1, ge=1, description="Machines. With nodes > 1 the first node serves generation "
                        "(`trl vllm-serve`) and the others train.")
-    gpu_memory_gib: Optional[float] = Field(None, gt=0, description="Override the profile's per-GPU memory.")
-    vllm_gpus: Optional[int] = Field(None, ge=0, description="GPUs per run given to `trl vllm-serve` in "
+    gpu_memory_gib: float | None = Field(None, gt=0, description="Override the profile's per-GPU memory.")
+    vllm_gpus: int | None = Field(None, ge=0, description="GPUs per run given to `trl vllm-serve` in "
                                      "server mode (default: chosen by the renderer when gpus > 1).")
 
 
@@ -85,7 +85,7 @@ class GenerationSpec(_Strict):
     temperature: float = Field(1.0, gt=0, description="Sampling temperature.")
     top_p: float = Field(1.0, gt=0, le=1, description="Nucleus sampling (1.0 = off).")
     top_k: int = Field(0, ge=0, description="0 = disabled.")
-    min_p: Optional[float] = Field(None, ge=0, le=1, description="Minimum token probability relative to the "
+    min_p: float | None = Field(None, ge=0, le=1, description="Minimum token probability relative to the "
                                    "top token (null = off).")
     repetition_penalty: float = Field(1.0, gt=0, description="1.0 = off.")
 
@@ -97,12 +97,12 @@ class TrainingSpec(_Strict):
                         "rule as learning_rate. Variants set their own.")
     num_generations: int = Field(8, ge=2, description="Completions per prompt; 8 is a floor (fewer starves "
                                  "the group-relative baseline).")
-    per_device_train_batch_size: Optional[int] = Field(None, ge=1, description="null: from "
+    per_device_train_batch_size: int | None = Field(None, ge=1, description="null: from "
                                                        "finetune.memory.recommend() for the model's scale class.")
-    gradient_accumulation_steps: Optional[int] = Field(None, ge=1, description="null: from "
+    gradient_accumulation_steps: int | None = Field(None, ge=1, description="null: from "
                                                        "finetune.memory.recommend().")
     num_iterations: int = Field(1, ge=1, description="Policy updates per generation batch (> 1 is off-policy).")
-    steps_per_generation: Optional[int] = Field(None, ge=1, description="null: gradient_accumulation_steps "
+    steps_per_generation: int | None = Field(None, ge=1, description="null: gradient_accumulation_steps "
                                                 "(on-policy); GSPO renders 2 × that (off-policy).")
     max_steps: int = Field(-1, description="Stop after N optimiser steps (-1: run num_train_epochs).")
     num_train_epochs: float = Field(1.0, gt=0, description="Passes over the prompts.")
@@ -112,8 +112,8 @@ class TrainingSpec(_Strict):
                               "config render warns when it is over 20% of the optimiser steps.")
     save_steps: int = Field(200, ge=1, description="Checkpoint every N steps.")
     seed: int = Field(BASE_SEED, description="The seed's reference seed.")
-    gradient_checkpointing: Optional[bool] = Field(None, description="null: from finetune.memory.recommend().")
-    optimizer: Optional[Literal["adamw_torch", "adamw_8bit", "paged_adamw_8bit"]] = Field(
+    gradient_checkpointing: bool | None = Field(None, description="null: from finetune.memory.recommend().")
+    optimizer: Literal["adamw_torch", "adamw_8bit", "paged_adamw_8bit"] | None = Field(
         None, description="null: from finetune.memory.recommend().")
 
 
@@ -135,12 +135,12 @@ class InspectionSpec(_Strict):
 class RunSpec(_Strict):
     name: str = Field(description="Run name (used for folders and reports).")
     model: str = Field(description="Hub id or local path of the policy (e.g. the SFT checkpoint).")
-    model_config_path: Optional[str] = Field(None, alias="model_config", description="config.json (or a "
+    model_config_path: str | None = Field(None, alias="model_config", description="config.json (or a "
                                              "bundled model name) for memory estimates when `model` is a hub id.")
     dataset: DatasetSpec = Field(description="The prompts (and answer / test columns the rewards read).")
     rewards: list[RewardSpec] = Field(min_length=1, description="Reward functions, composite: a format "
                                       "reward plus a correctness reward (references/reward-functions.md).")
-    method: Optional[Literal["full", "lora", "qlora"]] = Field(None, description="null: from "
+    method: Literal["full", "lora", "qlora"] | None = Field(None, description="null: from "
                                                                "finetune.memory.recommend() for the target.")
     lora: LoraSpec = Field(LoraSpec(), description="Adapter settings when method is lora / qlora.")
     hardware: HardwareSpec = Field(HardwareSpec(), description="The TARGET hardware (validated on any box).")
@@ -171,7 +171,7 @@ class RunSpec(_Strict):
         return v
 
     @model_validator(mode="after")
-    def _unique_reward_names(self) -> "RunSpec":
+    def _unique_reward_names(self) -> RunSpec:
         seen: set[str] = set()
         for r in self.rewards:
             if r.name in seen:
@@ -180,10 +180,10 @@ class RunSpec(_Strict):
         return self
 
     # Set by load_spec: where the spec came from (relative paths in it resolve against its folder).
-    _source: Optional[Path] = None
+    _source: Path | None = None
 
     @property
-    def source(self) -> Optional[Path]:
+    def source(self) -> Path | None:
         return self._source
 
     def resolve_path(self, value: str) -> Path:

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable, Optional
 
 from finetune import rundir
 from finetune.errors import UserError
@@ -211,7 +211,7 @@ STEPS: tuple[tuple[str, str, Callable[[_Run], tuple[str, str]]], ...] = (
 )
 
 
-def run_status(run_dir: str | Path) -> tuple[list[StepState], Optional[StepState]]:
+def run_status(run_dir: str | Path) -> tuple[list[StepState], StepState | None]:
     """Every step's state, and the first step that is not ok (None: every phase is done and current)."""
     run_dir = Path(run_dir)
     if run_dir.exists() and not run_dir.is_dir():
@@ -219,7 +219,7 @@ def run_status(run_dir: str | Path) -> tuple[list[StepState], Optional[StepState
                         fix="pass the folder that holds (or will hold) spec.yaml, e.g. runs/my-task")
     run = _Run(run_dir)
     states: list[StepState] = []
-    resume: Optional[StepState] = None
+    resume: StepState | None = None
     for phase, step, check in STEPS:
         if resume is not None:
             states.append(StepState(phase, step, "pending", f"after {resume.phase} {resume.step}"))

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import argparse
 import math
-from typing import Annotated, Callable
+from collections.abc import Callable
+from typing import Annotated
 
 from pydantic import AllowInfNan, ConfigDict
 
@@ -52,7 +53,8 @@ def real(minimum: float | None = None, maximum: float | None = None, *, above: b
         if low_bad or (maximum is not None and value > maximum):
             low = f"{'>' if above else '≥'} {minimum:g}" if minimum is not None else ""
             high = f"≤ {maximum:g}" if maximum is not None else ""
-            raise argparse.ArgumentTypeError(f"{value:g} is out of range: must be {' and '.join(filter(None, (low, high)))}")
+            raise argparse.ArgumentTypeError(
+                f"{value:g} is out of range: must be {' and '.join(filter(None, (low, high)))}")
         return value
 
     parse.__name__ = "real"

@@ -319,11 +319,11 @@ def box_rows(rows: Rows, problems, styles, hedges, retracts, confirms, rng: rand
                  "never boxed", rule)
         rows.add("boxed_math", BOX_PROMPT.format(q=q), fill(template, wrong, B=gold, R=reasoning, U=unit), gold,
                  REJECT, f"retraction: {phrase}; boxes the gold {gold} then withdraws it for {wrong}", rule)
-    for q, reasoning, gold, wrong, unit in problems[1::3]:
+    for q, reasoning, gold, _wrong, unit in problems[1::3]:
         template, rule, phrase = rng.choice(confirms)
         rows.add("boxed_math", BOX_PROMPT.format(q=q), fill(template, gold, R=reasoning, U=unit), gold, ACCEPT,
                  f"{phrase} ({gold}); not a hedge", rule)
-    for q, reasoning, gold, wrong, unit in problems[2::4]:
+    for q, reasoning, gold, _wrong, unit in problems[2::4]:
         rows.add("boxed_math", BOX_PROMPT.format(q=q), f"{reasoning}\n\nSo the answer is {gold} {unit}.", gold,
                  MALFORMED_RIGHT, f"correct {gold} but never boxed though the prompt asks for a box", "no_box")
         cut = reasoning[: max(12, len(reasoning) // 2)]
@@ -333,7 +333,7 @@ def box_rows(rows: Rows, problems, styles, hedges, retracts, confirms, rng: rand
 
 def number_rows(rows: Rows, problems, rng: random.Random, keep: slice) -> None:
     big = [p for p in problems if len(p[2]) >= 4]
-    for q, reasoning, gold, wrong, unit in big:
+    for q, reasoning, gold, _wrong, unit in big:
         prompt = BOX_PROMPT.format(q=q)
         forms = number_forms(gold)[keep]
         if unit == "dollars":
@@ -365,12 +365,12 @@ def math_rows(rows: Rows, problems, styles, rng: random.Random) -> None:
 
 
 def tag_rows(rows: Rows, problems, styles, rng: random.Random, hedge: str, second: str) -> None:
-    for q, reasoning, gold, wrong, unit in problems:
+    for q, reasoning, gold, _wrong, _unit in problems:
         prompt = TAG_PROMPT.format(q=q)
         template, rule, phrase = rng.choice(styles)
         rows.add("answer_tag_math", prompt, fill(template, gold, R=reasoning), gold, ACCEPT,
                  f"correct {gold}; {phrase}", rule)
-    for q, reasoning, gold, wrong, unit in problems[::2]:
+    for q, reasoning, gold, wrong, _unit in problems[::2]:
         prompt = TAG_PROMPT.format(q=q)
         template, rule, phrase = rng.choice(styles)
         rows.add("answer_tag_math", prompt, fill(template, wrong, R=reasoning), gold, WRONG,
@@ -380,7 +380,7 @@ def tag_rows(rows: Rows, problems, styles, rng: random.Random, hedge: str, secon
         rows.add("answer_tag_math", prompt, f"<think>\n{reasoning}\n</think>\n<answer>{wrong}</answer>\n{second}"
                  f"<answer>{gold}</answer>", gold, REJECT,
                  f"two answer tags with different values ({wrong}, {gold})", "hedge_multi_box")
-    for q, reasoning, gold, wrong, unit in problems[1::3]:
+    for q, reasoning, gold, _wrong, _unit in problems[1::3]:
         prompt = TAG_PROMPT.format(q=q)
         rows.add("answer_tag_math", prompt, f"<think>\n{reasoning}\n</think>\n<answer>{gold}", gold, REJECT,
                  "answer tag never closed (truncated at the length cap)", "truncated")
@@ -389,13 +389,13 @@ def tag_rows(rows: Rows, problems, styles, rng: random.Random, hedge: str, secon
 
 
 def hash_rows(rows: Rows, problems, styles, rng: random.Random) -> None:
-    for q, reasoning, gold, wrong, unit in problems:
+    for q, reasoning, gold, _wrong, unit in problems:
         prompt = HASH_PROMPT.format(q=q)
         template, rule, phrase = rng.choice(styles)
         shown = f"{int(gold):,}" if len(gold) >= 4 else gold
         rows.add("gsm8k_hash", prompt, fill(template, shown, R=reasoning, U=unit), gold, ACCEPT,
                  f"{shown} equals gold {gold}; {phrase}", "number_comma" if shown != gold else rule)
-    for q, reasoning, gold, wrong, unit in problems[::2]:
+    for q, reasoning, gold, wrong, _unit in problems[::2]:
         prompt = HASH_PROMPT.format(q=q)
         rows.add("gsm8k_hash", prompt, f"{reasoning}\n#### {wrong}", gold, WRONG,
                  f"#### {wrong}, gold is {gold}", "wrong_answer")

@@ -83,7 +83,7 @@ def _box_contents(text: str) -> list[str]:
     out, start = [], 0
     while (i := text.find("\\boxed{", start)) >= 0:
         depth, j = 0, i + len("\\boxed")
-        for j in range(j, len(text)):
+        for j in range(j, len(text)):  # noqa: B020 - j is the closing brace's index after the loop
             depth += {"{": 1, "}": -1}.get(text[j], 0)
             if depth == 0:
                 break

@@ -13,9 +13,8 @@ import shutil
 import time
 from pathlib import Path
 
-import pytest
-
 import make_runs
+import pytest
 
 
 @pytest.fixture(scope="session")

@@ -185,7 +185,7 @@ def test_moe_run_requires_gspo(diagnosed):
 
 
 def test_outputs_written_together(diagnosed):
-    for scenario, (target, doc) in diagnosed.items():
+    for _scenario, (target, doc) in diagnosed.items():
         files = sorted(p.name for p in (target / "diagnosis").iterdir())
         assert files == ["curves.png", "diagnosis.json", "report.md"], files
         png = (target / "diagnosis" / "curves.png").read_bytes()

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import json
 import shutil
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 MARKER = "pwned.txt"
 SPEC = """\
@@ -117,7 +117,8 @@ READS: dict[tuple[str, ...], list[str]] = {
     ("inspect", "gate", "{run}"): ["score_report.json", "scored.jsonl", "verdicts.jsonl", "acks.json",
                                    "confirmation.json"],
 }
-BAD_CONTENT = {"dir": (None, ""),  # "is a directory", or "no X in RUN" where the verb looks for a file "not_utf8": (b'{"a": "\xff\xfe"}\n', "not UTF-8"),
+BAD_CONTENT = {"dir": (None, ""),  # "is a directory", or "no X in RUN" where the verb looks for a file
+               "not_utf8": (b'{"a": "\xff\xfe"}\n', "not UTF-8"),
                "truncated": (b'{"id": "p0', "invalid JSON"), "nan": (b'{"x": NaN}\n', "non-finite"),
                "wrong_type": (b"[1]\n", "")}
 
@@ -202,7 +203,7 @@ def invoke(case: Case, argv: list[str]) -> tuple[int, str]:
             code = main(argv)
         except SystemExit as exc:  # argparse --help / --version only
             code = exc.code if isinstance(exc.code, int) else 2
-        except BaseException as exc:  # noqa: BLE001 — an escaped exception is the defect being looked for
+        except BaseException:  # noqa: BLE001 — an escaped exception is the defect being looked for
             import traceback
 
             code, _ = 99, traceback.print_exc(file=err)

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from cases import check, cases, invoke
+from cases import cases, check, invoke
 
 CASES = cases()
 FIRST = "p0000-s00"  # a scored id of the base run (conftest: the crafted 'right' samples of prompt 0)

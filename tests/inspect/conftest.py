@@ -8,7 +8,6 @@ from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-
 from inspect_helpers import CORRECTNESS, MODULES, SPEC, Judge, craft_samples, write_jsonl
 
 

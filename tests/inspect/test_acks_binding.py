@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from inspect_helpers import craft_samples, verdicts_for, write_jsonl
+
 from finetune.inspect.gate import verify_gate
 from finetune.spec import load_spec
 

@@ -8,7 +8,6 @@ import json
 import random
 
 import pytest
-
 from inspect_helpers import write_jsonl
 
 SPEC = """name: gsm-boxed

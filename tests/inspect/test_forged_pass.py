@@ -13,8 +13,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from inspect_helpers import craft_samples, verdicts_for, write_jsonl
+
 from finetune.inspect.gate import verify_gate
 from finetune.spec import load_spec
 

@@ -9,7 +9,6 @@ import subprocess
 import sys
 
 import pytest
-
 from inspect_helpers import craft_samples, write_jsonl
 
 

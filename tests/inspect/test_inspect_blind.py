@@ -7,6 +7,7 @@ import json
 import re
 
 from inspect_helpers import craft_samples, write_jsonl
+
 from finetune.inspect.gate import listing
 
 SAMPLES = craft_samples()

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from inspect_helpers import SPEC, craft_samples, verdicts_for, write_jsonl
+
 from finetune.inspect.gate import verify_gate
 from finetune.spec import load_spec
 

@@ -7,7 +7,6 @@ import json
 import shutil
 
 import pytest
-
 from inspect_helpers import CODE_SPEC, MODULES, code_samples, craft_samples, verdicts_for, write_jsonl
 
 # module, correctness type in the spec, probes that must pass (the bug), flags that must be raised

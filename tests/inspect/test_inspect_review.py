@@ -8,8 +8,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from inspect_helpers import craft_samples, write_jsonl
+
 from finetune.inspect import verdicts as V
 from finetune.inspect.gate import verify_gate
 from finetune.inspect.review import select

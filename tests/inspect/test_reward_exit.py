@@ -11,7 +11,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from inspect_helpers import MODULES, craft_samples, verdicts_for, write_jsonl
 
 WRAP = '''

@@ -12,7 +12,6 @@ import textwrap
 from pathlib import Path
 
 import pytest
-
 from test_inspect_sample import _lines, _run
 
 # vLLM's offline API as the emitted script uses it, backed by transformers and the tiny model. It records the

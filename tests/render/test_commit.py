@@ -10,10 +10,9 @@ from pathlib import Path
 
 import pytest
 import yaml
+from render_fixtures import write_run
 
 from finetune import commit
-
-from render_fixtures import write_run
 
 ROOT = Path(__file__).resolve().parents[2]
 HUB_MODEL = "Qwen/Qwen3-1.7B"  # bundled config: no weights needed to render

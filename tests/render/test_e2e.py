@@ -16,7 +16,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from render_fixtures import write_run
 
 pytestmark = pytest.mark.slow

@@ -14,7 +14,6 @@ import sys
 
 import pytest
 import yaml
-
 from hfcache_helpers import HUB_REPO_ID
 from render_fixtures import write_run
 

@@ -12,7 +12,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from render_fixtures import write_run
 
 LOGGED = 12  # more than diagnose's minimum of log points, so it gives a verdict, not "insufficient"

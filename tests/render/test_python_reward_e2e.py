@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from render_fixtures import pass_phase1, write_run
 
 pytestmark = pytest.mark.slow

@@ -135,7 +135,7 @@ def completions(dialect: str, layout: str, payload: str, forbid: bool) -> dict[s
                 + ([f"GOOD \\boxed{{{right}}} and more words"] if forbid else [])}
     if dialect == "hash":
         return {"correct": [f"GOOD\n#### {right}"], "wrong": [f"so\n#### {wrong}"],
-                "malformed": [f"GOOD {right}", f"GOOD\n####\n"] + ([f"GOOD\n#### {right}\nmore"] if forbid else [])}
+                "malformed": [f"GOOD {right}", "GOOD\n####\n"] + ([f"GOOD\n#### {right}\nmore"] if forbid else [])}
     return {"correct": [right], "wrong": [wrong], "malformed": [right + " trailing", right[:-1]]}
 
 

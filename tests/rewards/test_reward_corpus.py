@@ -8,7 +8,6 @@ beside TRL's and math-verify's.
 from __future__ import annotations
 
 import importlib.util
-import json
 import os
 import sys
 from pathlib import Path

@@ -18,7 +18,15 @@ from pathlib import Path
 import pytest
 
 from finetune.sandbox.runner import (
-    AssertJob, CallJob, CallTest, SandboxPool, SandboxUnavailable, StdioJob, StdioTest, detect_isolation,
+    AssertJob,
+    CallJob,
+    CallTest,
+    SandboxError,
+    SandboxPool,
+    SandboxUnavailable,
+    StdioJob,
+    StdioTest,
+    detect_isolation,
 )
 
 TIMEOUT_S = 1.0
@@ -437,7 +445,7 @@ def test_clean_shutdown_leaves_nothing(tmp_path):
         assert results[0].passed and results[1].status == "timeout"
     assert list(tmp_path.iterdir()) == []
     assert all(not Path(f"/proc/{pid}").exists() for pid in zygotes)
-    with pytest.raises(Exception):
+    with pytest.raises(SandboxError, match="closed"):
         pool.run(GOOD_JOB)
 
 

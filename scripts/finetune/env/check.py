@@ -184,7 +184,7 @@ def load_target(run_dir: Path) -> dict[str, Any]:
         target = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise SystemExit(_usage_error(f"{path}: no readable target ({type(exc).__name__}) — fix: run "
-                                      "`finetune config render` for this run first"))
+                                      "`finetune config render` for this run first")) from None
     if not isinstance(target, dict) or "hardware" not in target or "packages" not in target:
         raise SystemExit(_usage_error(f"{path}: not a target.json written by `finetune config render` — fix: "
                                       "re-render the config"))
@@ -225,7 +225,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         print(__doc__)
         return 0
     if len(args) > 1:
-        return _usage_error("env_check.py takes one argument, the run directory — fix: python config/env_check.py [RUN]")
+        return _usage_error("env_check.py takes one argument, the run directory — fix: "
+                            "python config/env_check.py [RUN]")
     run_dir = Path(args[0]) if args else Path(__file__).resolve().parent.parent
     try:
         target = load_target(run_dir)

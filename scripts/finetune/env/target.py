@@ -25,7 +25,6 @@ CURL_INSTALL = "sudo apt-get install -y curl  (Debian/Ubuntu; `sudo dnf install 
 @lru_cache(maxsize=1)
 def pins() -> dict[str, str]:
     """Distribution name → specifier ('==1.16.0') for the core pins and the [train] extra."""
-    from importlib import metadata
 
     from packaging.requirements import Requirement
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 import multiprocessing
 import os
 import traceback
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from finetune.errors import UserError
 

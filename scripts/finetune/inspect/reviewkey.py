@@ -36,7 +36,8 @@ def _header(run_dir: Path, items: list[dict[str, Any]], meta: dict[str, Any], ve
     lines += ["", "## Red flags and probes", ""]
     lines += [f"- **{f['id']}** — {f['message']}" for f in meta["flags"]]
     if meta["passing_probes"]:
-        lines.append(f"- **passing hack probes** (cannot be waived; fix the reward): {', '.join(meta['passing_probes'])}")
+        lines.append("- **passing hack probes** (cannot be waived; fix the reward): "
+                     f"{', '.join(meta['passing_probes'])}")
     if not meta["flags"] and not meta["passing_probes"]:
         lines.append("- none")
     lines += ["", f"Base success: {meta['base_success']['message']}", "",
@@ -49,7 +50,8 @@ def _sample(i: int, it: dict[str, Any], row: dict[str, Any], verdict: V.Verdict 
              "| reward | role | score | threshold | passes |", "|---|---|---|---|---|"]
     for r in it["rewards"]:
         score = f"error: {r['error']}".replace("|", "\\|") if r["error"] else R._fmt(r["score"])
-        lines.append(f"| {r['name']} | {r['role']} | {score} | {R._fmt(r['threshold'])} | {'yes' if r['pass'] else 'no'} |")
+        lines.append(f"| {r['name']} | {r['role']} | {score} | {R._fmt(r['threshold'])} "
+                     f"| {'yes' if r['pass'] else 'no'} |")
     lines += ["", f"Rewards' view: **{'accept' if it['reward_view'] else 'reject'}**"]
     if verdict is None:
         lines += ["", "Your verdict: none recorded yet", ""]

@@ -14,9 +14,10 @@ import importlib.util
 import itertools
 import math
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from finetune import rundir
 from finetune.errors import UserError

@@ -9,7 +9,7 @@ allowed (the writer adds fields over time); the keys readers index must be there
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Optional, Union
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -24,10 +24,10 @@ class _Open(BaseModel):
 
 class ScoredRow(_Open):
     id: str = Field(min_length=1)
-    row: Union[int, str]
+    row: int | str
     completion: str
     columns: dict[str, Any] = {}
-    rewards: dict[str, Optional[float]]
+    rewards: dict[str, float | None]
     errors: dict[str, str] = {}
     passes: dict[str, bool]
     all_pass: bool
@@ -39,7 +39,7 @@ class ScoredRow(_Open):
 class RewardStat(_Open):
     name: str
     role: str
-    threshold: Optional[float]
+    threshold: float | None
 
 
 class Flag(_Open):
@@ -84,6 +84,7 @@ def check_scored(rows: list[tuple[int, Any]], path: Path) -> list[dict[str, Any]
     for n, obj in rows:
         _check(ScoredRow, obj, f"{path}:{n}", "not a scored sample as `inspect score` writes it")
         if obj["id"] in seen:
-            raise UserError(f"duplicate id '{obj['id']}' (first on line {seen[obj['id']]})", where=f"{path}:{n}", fix=FIX)
+            raise UserError(f"duplicate id '{obj['id']}' (first on line {seen[obj['id']]})", where=f"{path}:{n}",
+                            fix=FIX)
         seen[obj["id"]] = n
     return [obj for _, obj in rows]

@@ -29,6 +29,22 @@ REQUESTS = "requests.jsonl"
 BASE_REQUESTS = "base_requests.jsonl"
 SCRIPT = "sample_vllm.py"
 
+# `finetune inspect sample --help` shows this, and the reward reference quotes it (reference_section).
+SAMPLE_FORMATS = """Generate completions the way training will (transformers, or vLLM with a GPU), or import them.
+
+Import format (--import / --import-base): JSONL, one completion per line:
+  {"prompt": str or [{"role", "content"}, ...], "completion": str, "id"?: str, "row"?: prompt key,
+   "columns"?: {...}, "conversational"?: bool, "completion_tokens"?: int, "truncated"?: bool}
+  "prompt" may instead sit under the spec's dataset.prompt_column; any other top-level key is a
+  dataset column passed to the rewards (e.g. the gold answer).
+
+--emit-requests (sampling where the GPU is): writes RUN/requests/requests.jsonl and
+base_requests.jsonl (one line per prompt: ids, row, prompt, conversational, columns, prompt_text =
+the chat template applied, prompt_token_ids = truncated as training does, sampling = n, temperature,
+top_p, top_k, min_p, repetition_penalty, max_tokens, seed), sample_vllm.py (vLLM offline, or a
+`trl vllm-serve` / `vllm serve` URL) and README.md. The script's output is the import format above.
+"""
+
 
 def _tokenizer(spec):
     from transformers import AutoTokenizer
@@ -132,8 +148,6 @@ def emit_requests(spec, run_dir: str | Path, *, spec_path: str = "spec.yaml", ba
 
 def reference_section() -> str:
     """The import / --emit-requests formats for references/reward-functions.md (from the CLI's own help)."""
-    from finetune.inspect.cli import SAMPLE_FORMATS
-
     return ("## Samples: the import format and sampling on another machine\n\n"
             "The samples every reward above is inspected on come from `finetune inspect sample`: generated here, "
             "or produced on the machine with the GPU and imported. This is `finetune inspect sample --help`:\n\n"

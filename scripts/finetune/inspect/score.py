@@ -81,7 +81,8 @@ def _row_verdicts(rm: RewardModule, scores: dict[str, float | None], errs: dict[
     gated = [r for r in rm.by_role("format", "correctness") if scores[r.name] is not None or r.name in errs]
     correctness = [r for r in rm.by_role("correctness") if scores[r.name] is not None or r.name in errs]
     all_pass = bool(gated) and all(passes[r.name] for r in gated)
-    success = (bool(correctness) and all(passes[r.name] for r in correctness)) if rm.by_role("correctness") else all_pass
+    success = ((bool(correctness) and all(passes[r.name] for r in correctness)) if rm.by_role("correctness")
+               else all_pass)
     total = sum(r.weight * v for r in rm.rewards if (v := scores[r.name]) is not None and math.isfinite(v))
     return {"passes": passes, "all_pass": all_pass, "success": success, "total": total}
 
@@ -272,7 +273,8 @@ def compute_isolated(run_dir: str | Path, spec, *, caches: bool = True, on_progr
 
     run_dir = Path(run_dir)
     if not (run_dir / rundir.SAMPLES).is_file():
-        raise UserError(f"no {rundir.SAMPLES} in {run_dir}", fix="run `finetune inspect sample SPEC` (or --import FILE)")
+        raise UserError(f"no {rundir.SAMPLES} in {run_dir}",
+                        fix="run `finetune inspect sample SPEC` (or --import FILE)")
     if not (run_dir / rundir.REWARDS).is_file():
         raise UserError(f"no {rundir.REWARDS} in {run_dir}", where=str(run_dir),
                         fix="run `finetune rewards render SPEC` first")

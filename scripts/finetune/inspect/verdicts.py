@@ -14,7 +14,7 @@ import hashlib
 import json
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Literal, Optional
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -47,8 +47,8 @@ class Judgement(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     accept: bool
-    correct: Optional[bool] = None
-    well_formed: Optional[bool] = None
+    correct: bool | None = None
+    well_formed: bool | None = None
 
 
 class Verdict(BaseModel):
@@ -58,21 +58,21 @@ class Verdict(BaseModel):
 
     id: str = Field(min_length=1)
     accept: bool
-    correct: Optional[bool] = None
-    well_formed: Optional[bool] = None
+    correct: bool | None = None
+    well_formed: bool | None = None
     note: str = ""
     reader: Literal["human", "agent"]
-    time: Optional[str] = None
-    sample_sha256: Optional[str] = Field(None, description="Digest of the prompt, completion and columns "
+    time: str | None = None
+    sample_sha256: str | None = Field(default=None, description="Digest of the prompt, completion and columns "
                                          "the reader saw; filled in when the verdict is recorded.")
-    revealed: Optional[bool] = Field(None, description="The reader saw this sample's reward scores (after "
+    revealed: bool | None = Field(default=None, description="The reader saw this sample's reward scores (after "
                                      "giving the first verdict).")
-    first_verdict: Optional[Judgement] = Field(None, description="The verdict as first given, before the reveal.")
-    changed_after_reveal: Optional[bool] = Field(None, description="The verdict differs from first_verdict: "
+    first_verdict: Judgement | None = Field(default=None, description="The verdict as first given, before the reveal.")
+    changed_after_reveal: bool | None = Field(default=None, description="The verdict differs from first_verdict: "
                                                  "it changed after the reader saw the rewards.")
 
     @model_validator(mode="after")
-    def _consistent(self) -> "Verdict":
+    def _consistent(self) -> Verdict:
         # accept means correct and well-formed (DEFINITIONS); a reading that says otherwise is a typo
         for name in ("correct", "well_formed"):
             if self.accept and getattr(self, name) is False:

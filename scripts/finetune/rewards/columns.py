@@ -5,7 +5,8 @@ succeeds" (which routes the user to SFT)."""
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from finetune.errors import UserError
 

@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from finetune import __version__, literals, rundir
 from finetune.errors import UserError
@@ -46,8 +46,8 @@ class _Planned:
     min: float
     max: float
     gated: bool = False
-    floor: Optional[float] = None
-    limit: Optional[int] = None
+    floor: float | None = None
+    limit: int | None = None
     wrapped: Any = None
 
     @property
@@ -55,7 +55,7 @@ class _Planned:
         return KINDS[self.spec.type].template
 
 
-def _fail(loc: str, what: str, fix: str, spec_path: Optional[Path]) -> UserError:
+def _fail(loc: str, what: str, fix: str, spec_path: Path | None) -> UserError:
     where = str(spec_path) if spec_path else "spec"
     if spec_path is not None and spec_path.is_file():
         from finetune.yamlio import line_for, load_with_lines
@@ -72,7 +72,7 @@ def _fail(loc: str, what: str, fix: str, spec_path: Optional[Path]) -> UserError
     return UserError(f"{loc}: {what}", where=where, fix=fix)
 
 
-def plan(rewards: list[Any], max_completion_length: int, spec_path: Optional[Path] = None) -> list[_Planned]:
+def plan(rewards: list[Any], max_completion_length: int, spec_path: Path | None = None) -> list[_Planned]:
     """Check cross-reward settings and compute what each rendered function needs (gating, floors)."""
     names = [r.name for r in rewards]
     if len(set(names)) != len(names):
@@ -121,7 +121,7 @@ def _requirements(rewards: list[Any]) -> tuple[list[str], list[str]]:
 
 def render_sources(rewards: list[Any], *, run_name: str = "run", spec_path: str = "spec.yaml",
                    section_digest: str = "", max_completion_length: int = 1024,
-                   source_path: Optional[Path] = None) -> dict[str, str]:
+                   source_path: Path | None = None) -> dict[str, str]:
     """File name → text for rewards.py and every helper it needs (nothing is written)."""
     planned = plan(rewards, max_completion_length, source_path)
     types_used = [t for t in TYPE_ORDER if any(r.type == t for r in rewards)]
@@ -152,7 +152,7 @@ def render_sources(rewards: list[Any], *, run_name: str = "run", spec_path: str 
     return files
 
 
-def _user_files(rewards: list[Any], source_path: Optional[Path]) -> dict[str, str]:
+def _user_files(rewards: list[Any], source_path: Path | None) -> dict[str, str]:
     """rewards_user_<name>.py → the text of each `type: python` reward's file, copied verbatim (the gate
     binds it like every rewards_*.py). A missing file, a syntax error or a missing function is refused."""
     import ast
@@ -186,7 +186,7 @@ def _render_helper(helper: str) -> str:
     return HELPERS[helper][1].read_text(encoding="utf-8")
 
 
-def generation_prompt_suffix(model_dir: Path) -> Optional[str]:
+def generation_prompt_suffix(model_dir: Path) -> str | None:
     """The text a local model's chat template ends a generation prompt with, or None when unknown.
 
     Best effort, no model load: reads tokenizer_config.json / chat_template.jinja and renders the
@@ -377,7 +377,8 @@ READING_RULES = (
     ("A retraction after the container (\"no wait, it is 6\", \"that is wrong\") voids it; a re-check that lands on "
      "the same value does not.", "The model's last word is the answer a reader takes."),
     ("Numbers: `3\\,600`, `3{,}600`, `3 600`, `3,600`, `3600.0`, `3.6e3`, `3.6 \\times 10^3` and Unicode digits equal "
-     "3600; `\\frac13`, `\\sqrt3`, `\\tfrac12` are expanded.", "These are spellings of one value, not different answers."),
+     "3600; `\\frac13`, `\\sqrt3`, `\\tfrac12` are expanded.",
+     "These are spellings of one value, not different answers."),
     ("Golds are parsed WHOLE (`10\\sqrt{2}`, `[-2, 7]`, `3, 5, 7`, `2\\pi` as one expression); a gold written as a "
      "solution is read at its final container; a gold no reading accounts for is None (not applicable) and "
      "counted in `rewards/<name>/unusable_gold`.",

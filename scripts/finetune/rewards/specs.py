@@ -17,7 +17,7 @@ construction, and these models reject the settings that would break it:
 from __future__ import annotations
 
 import math
-from typing import Annotated, Any, ClassVar, Literal, Optional, Union
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
@@ -40,8 +40,8 @@ class _RewardBase(BaseModel):
     name: str = Field(description="Python identifier; TRL logs the reward as rewards/<name>/mean.")
     weight: float = Field(1.0, gt=0, description="Weight in GRPOConfig.reward_weights (> 0: a zero or "
                           "negative weight would break the composite ordering).")
-    role: Optional[Role] = Field(None, description="format | correctness | shaping (default by type).")
-    threshold: Optional[float] = Field(None, description="Score at/above which the reward 'passes' "
+    role: Role | None = Field(None, description="format | correctness | shaping (default by type).")
+    threshold: float | None = Field(None, description="Score at/above which the reward 'passes' "
                                        "(default: the reward's maximum).")
 
     # Class-level facts about each type (not spec fields).
@@ -64,14 +64,14 @@ class _RewardBase(BaseModel):
 
     @field_validator("role")
     @classmethod
-    def _allowed_role(cls, v: Optional[Role]) -> Optional[Role]:
+    def _allowed_role(cls, v: Role | None) -> Role | None:
         if v is not None and v not in cls.allowed_roles:
             raise ValueError(f"role '{v}' is not allowed for this type (allowed: {', '.join(cls.allowed_roles)})")
         return v
 
     @field_validator("threshold")
     @classmethod
-    def _threshold_range(cls, v: Optional[float]) -> Optional[float]:
+    def _threshold_range(cls, v: float | None) -> float | None:
         if v is not None and cls.default_role != "shaping" and not (0 < v <= cls.max_score):
             raise ValueError(f"threshold {v} must be in (0, {cls.max_score}]")
         return v
@@ -149,8 +149,8 @@ class JsonSchemaReward(_RewardBase):
     """The completion's JSON validates against a schema (jsonschema); optional partial credit."""
 
     type: Literal["json_schema"]
-    schema_: Optional[dict[str, Any]] = Field(None, alias="schema", description="JSON Schema for every row.")
-    schema_column: Optional[str] = Field(None, description="Column holding a per-row schema instead.")
+    schema_: dict[str, Any] | None = Field(None, alias="schema", description="JSON Schema for every row.")
+    schema_column: str | None = Field(None, description="Column holding a per-row schema instead.")
     extract: Literal["auto", "answer_tag", "none"] = Field("auto", description="auto: a ```json fenced "
                                                             "block if present, else the whole completion.")
     partial_credit: bool = Field(False, description="An invalid object earns PARTIAL_CEILING × the share of "
@@ -161,7 +161,7 @@ class JsonSchemaReward(_RewardBase):
 
     @field_validator("schema_")
     @classmethod
-    def _valid_schema(cls, v: Optional[dict[str, Any]]) -> Optional[dict[str, Any]]:
+    def _valid_schema(cls, v: dict[str, Any] | None) -> dict[str, Any] | None:
         if v is not None:
             import jsonschema
 
@@ -195,7 +195,7 @@ class UnitTestReward(_RewardBase):
     test_format: Literal["stdin_stdout", "function_call", "assert"] = Field(
         "assert", description="assert: MBPP test_list / HumanEval test source; stdin_stdout: "
         "[{input, output}] or APPS {inputs, outputs}; function_call: [{args, kwargs, expected}].")
-    entry_point_column: Optional[str] = Field(None, description="Column naming the function to call "
+    entry_point_column: str | None = Field(None, description="Column naming the function to call "
                                               "(test_format: function_call).")
     extract: Literal["fenced", "answer_tag", "none"] = Field("fenced", description="fenced: the last "
                                                               "```python block (else the whole text).")
@@ -203,7 +203,7 @@ class UnitTestReward(_RewardBase):
                                  "PARTIAL_CEILING × fraction passed).")
     timeout_s: float = Field(5.0, gt=0, le=600, description="Wall-clock limit of one execution.")
     memory_mb: int = Field(512, gt=0, description="Address-space limit of one execution.")
-    workers: Optional[int] = Field(None, ge=1, description="Parallel executions (default: CPU count).")
+    workers: int | None = Field(None, ge=1, description="Parallel executions (default: CPU count).")
     min_isolation: Literal["namespaces", "unprivileged", "process"] = Field(
         "namespaces", description="Refuse to run untrusted code on a host that grants less isolation.")
 
@@ -231,7 +231,7 @@ class JudgeReward(_RewardBase):
     concurrency: int = Field(8, ge=1, le=256, description="Requests in flight at most.")
     cache: bool = Field(True, description="Reuse scores of identical (prompt, completion); disable_caches() "
                         "bypasses it.")
-    api_key_env: Optional[str] = Field(None, description="Environment variable holding the API key.")
+    api_key_env: str | None = Field(None, description="Environment variable holding the API key.")
     max_tokens: int = Field(16, ge=1, description="The judge must answer `SCORE: <n>`; nothing longer.")
 
     @field_validator("endpoint")
@@ -259,12 +259,12 @@ class LengthPenaltyReward(_RewardBase):
     mode: Literal["soft_overlong", "budget"] = Field("soft_overlong", description="soft_overlong: DAPO ramp "
                                                       "ending at max_completion_length; budget: ramp after "
                                                       "`budget` tokens.")
-    wraps: Optional[str] = Field(None, description="Only penalise completions on which this reward "
+    wraps: str | None = Field(None, description="Only penalise completions on which this reward "
                                  "passes (e.g. long correct answers); default: every completion.")
-    max_completion_length: Optional[int] = Field(None, gt=0, description="Default: generation."
+    max_completion_length: int | None = Field(None, gt=0, description="Default: generation."
                                                  "max_completion_length of the run spec.")
     overlong_buffer: int = Field(64, gt=0, description="Tokens over which the penalty ramps to its floor.")
-    budget: Optional[int] = Field(None, gt=0, description="mode budget: tokens allowed before the ramp.")
+    budget: int | None = Field(None, gt=0, description="mode budget: tokens allowed before the ramp.")
     max_penalty: float = Field(1.0, gt=0, description="Requested floor magnitude (DAPO: 1.0); the renderer "
                                "lowers it when needed to keep the composite ordering.")
     default_role: ClassVar[Role] = "shaping"
@@ -327,11 +327,11 @@ def __getattr__(name: str):
 # except `format`, which the templates never call so that a format reward may be named `format`).
 _RESERVED_NAMES = {"REWARD_FUNCS", "REWARD_WEIGHTS", "REWARD_META", "PARTIAL_CEILING", "disable_caches",
                    "annotations", "concurrent", "dataclasses", "decimal", "hashlib", "json", "jsonschema", "math",
-                   "os", "re", "sys", "time", "urllib", "warnings", "rewards_mathpool", "rewards_sandbox", "rewards_answers",
-                   "rewards_user"}
+                   "os", "re", "sys", "time", "urllib", "warnings", "rewards_mathpool", "rewards_sandbox",
+                   "rewards_answers", "rewards_user"}
 
 
-def ordering_margin(rewards: list[Any]) -> Optional[float]:
+def ordering_margin(rewards: list[Any]) -> float | None:
     """Smallest weighted gap between composite levels (correct+formatted / formatted-wrong / malformed).
 
     Format rewards are binary and correctness rewards are gated on format, so a malformed completion

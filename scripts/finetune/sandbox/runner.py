@@ -111,8 +111,9 @@ import tempfile
 import threading
 import time
 import weakref
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Optional, Sequence, Union
+from typing import Any
 
 __all__ = [
     "ISOLATION_LEVELS", "Isolation", "SandboxError", "SandboxUnavailable", "detect_isolation",
@@ -225,10 +226,13 @@ def _unshare(flags: int) -> None:
     _check(ctypes, libc.unshare(flags), "unshare")
 
 
-def _mount(source: Optional[str], target: str, fstype: Optional[str], flags: int,
-           data: Optional[str] = None) -> None:
+def _mount(source: str | None, target: str, fstype: str | None, flags: int,
+           data: str | None = None) -> None:
     ctypes, libc = _libc()
-    enc = (lambda s: None if s is None else s.encode())
+
+    def enc(s: str | None) -> bytes | None:
+        return None if s is None else s.encode()
+
     _check(ctypes, libc.mount(enc(source), enc(target), enc(fstype), ctypes.c_ulong(flags), enc(data)),
            f"mount {target}")
 
@@ -248,7 +252,7 @@ def _drop_privileges(uid: int) -> None:
         raise OSError("setuid did not take effect")
 
 
-def _fork_probe(fn) -> Optional[str]:
+def _fork_probe(fn) -> str | None:
     """Run ``fn`` in a forked child; None on success, else the child's error text."""
     r, w = os.pipe()
     pid = os.fork()
@@ -317,7 +321,7 @@ def _probe(uid: int) -> Isolation:
                      readonly_root=readonly["ok"], notes=tuple(notes))
 
 
-def detect_isolation(python: Optional[str] = None) -> Isolation:
+def detect_isolation(python: str | None = None) -> Isolation:
     """Report what isolation this host grants, probed in a throw-away child interpreter."""
     out = subprocess.run([python or sys.executable, "-I", "-S", os.path.abspath(__file__), "--probe"],
                          capture_output=True, text=True, timeout=60, env=_zygote_env())
@@ -676,25 +680,57 @@ def _kill_uid(uid: int) -> None:
     os.waitpid(pid, 0)
 
 
-def _execute(req: dict, cfg: dict, base_dir: str, seq: int) -> dict:
+def _execute(req: dict[str, Any], cfg: dict[str, Any], base_dir: str, seq: int) -> dict[str, Any]:
     """In the guard process (a fork of the zygote, still trusted): run one execution, return the report."""
     started = time.monotonic()
     level, uid = cfg["level"], cfg["uid"]
     workdir = os.path.join(base_dir, f"run{seq}")  # in the namespaces level: a tmpfs inside the sandbox
+    _make_workdir(workdir, level, uid)
+    stdin_fd = _stdin_memfd(req.get("stdin", ""))
+    candidate, pipes = _spawn_candidate(req, cfg, workdir, stdin_fd)
+    max_out = req["max_output_bytes"]
+    caps = {pipes["stdout"]: max_out, pipes["stderr"]: max_out,
+            pipes["result"]: max(max_out, 1 << 20) * 4, pipes["setup"]: 4096}
+    bufs, timed_out, overflow = _collect(candidate, caps, {fd: name for name, fd in pipes.items()},
+                                         deadline=started + req["timeout_s"])
+    if not candidate.exited:
+        candidate.kill_all()
+        candidate.reap()
+    for fd in list(caps) + ([candidate.pidfd] if candidate.pidfd is not None else []):
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+    shutil.rmtree(workdir, ignore_errors=True)
+    return _report({name: bufs[fd] for name, fd in pipes.items()}, candidate.status, timed_out, overflow, started)
+
+
+def _make_workdir(workdir: str, level: str, uid: int) -> None:
+    """The candidate's private working directory (the namespaces level mounts a tmpfs there itself)."""
     if level != "namespaces":
         os.mkdir(workdir, 0o700)
         if level == "unprivileged":
             os.chown(workdir, uid, uid)
+
+
+def _stdin_memfd(text: str) -> int:
+    """An anonymous file holding the candidate's stdin, rewound (never a pipe: a large stdin cannot block)."""
     stdin_fd = os.memfd_create("stdin")
-    data = req.get("stdin", "").encode("utf-8", "replace")
+    data = text.encode("utf-8", "replace")
     while data:
         data = data[os.write(stdin_fd, data):]
     os.lseek(stdin_fd, 0, os.SEEK_SET)
+    return stdin_fd
+
+
+def _spawn_candidate(req: dict[str, Any], cfg: dict[str, Any], workdir: str,
+                     stdin_fd: int) -> tuple[_Candidate, dict[str, int]]:
+    """Fork the candidate (into fresh namespaces at that level); the guard keeps the read ends of its pipes."""
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
     res_r, res_w = os.pipe()
     setup_r, setup_w = os.pipe()
-    if level == "namespaces":
+    if cfg["level"] == "namespaces":
         _unshare(_CLONE_NEWPID | _CLONE_NEWNET | _CLONE_NEWIPC | _CLONE_NEWUTS)
     pid = os.fork()
     if pid == 0:
@@ -704,45 +740,54 @@ def _execute(req: dict, cfg: dict, base_dir: str, seq: int) -> dict:
                                               "result": res_w, "setup": setup_w})
     for fd in (stdin_fd, out_w, err_w, res_w, setup_w):
         os.close(fd)
-    deadline = started + req["timeout_s"]
-    caps = {out_r: req["max_output_bytes"], err_r: req["max_output_bytes"],
-            res_r: max(req["max_output_bytes"], 1 << 20) * 4, setup_r: 4096}
-    names = {out_r: "stdout", err_r: "stderr", res_r: "result", setup_r: "setup"}
-    bufs = {fd: bytearray() for fd in caps}
-    open_fds = set(caps)
-    try:
-        pidfd = os.pidfd_open(pid)
-    except (AttributeError, OSError):
-        pidfd = None
-    timed_out, overflow, exited, status = False, None, False, 0
+    return _Candidate(pid, cfg["level"], cfg["uid"]), {"stdout": out_r, "stderr": err_r, "result": res_r,
+                                                       "setup": setup_r}
 
-    def has_exited() -> bool:
+
+class _Candidate:
+    """The forked candidate as the guard sees it: exit checks, reaping, and killing everything it started."""
+
+    def __init__(self, pid: int, level: str, uid: int) -> None:
+        self.pid, self.level, self.uid = pid, level, uid
+        self.exited, self.status, self.killed = False, 0, False
+        self.pidfd: int | None
+        try:
+            self.pidfd = os.pidfd_open(pid)
+        except (AttributeError, OSError):
+            self.pidfd = None
+
+    def has_exited(self) -> bool:
         # WNOWAIT leaves the zombie in place: until it is reaped its pid (= its process group id) cannot
         # be reused, so kill_all() below can never hit an unrelated process.
-        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+        return os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
 
-    def reap() -> None:
-        nonlocal exited, status
-        _, status = os.waitpid(pid, 0)
-        exited = True
+    def reap(self) -> None:
+        _, self.status = os.waitpid(self.pid, 0)
+        self.exited = True
 
-    killed = False
-
-    def kill_all() -> None:
+    def kill_all(self) -> None:
         """Kill the candidate and everything it started (call before reaping it)."""
-        nonlocal killed
-        if killed:
+        if self.killed:
             return
-        killed = True
-        os.kill(pid, signal.SIGKILL)  # a zombie ignores it; with a PID namespace this kills them all
-        if level != "namespaces":
+        self.killed = True
+        os.kill(self.pid, signal.SIGKILL)  # a zombie ignores it; with a PID namespace this kills them all
+        if self.level != "namespaces":
             try:
-                os.killpg(pid, signal.SIGKILL)
+                os.killpg(self.pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
-            if level == "unprivileged":
-                _kill_uid(uid)
+            if self.level == "unprivileged":
+                _kill_uid(self.uid)
 
+
+def _collect(candidate: _Candidate, caps: dict[int, int], names: dict[int, str],
+             deadline: float) -> tuple[dict[int, bytearray], bool, str | None]:
+    """Read the candidate's pipes until they close, the deadline passes or one overflows its cap.
+
+    Returns (what each pipe delivered, timed out, the name of the pipe that overflowed or None)."""
+    bufs = {fd: bytearray() for fd in caps}
+    open_fds = set(caps)
+    timed_out, overflow = False, None
     drain_deadline = None
     while open_fds:
         now = time.monotonic()
@@ -750,52 +795,57 @@ def _execute(req: dict, cfg: dict, base_dir: str, seq: int) -> dict:
         if now >= limit:
             if drain_deadline is None:
                 timed_out = True
-                kill_all()
+                candidate.kill_all()
             break
-        watch = list(open_fds) + ([pidfd] if pidfd is not None and not exited else [])
+        pidfd = candidate.pidfd
+        watch = list(open_fds) + ([pidfd] if pidfd is not None and not candidate.exited else [])
         ready, _, _ = select.select(watch, [], [], min(limit - now, 0.05 if pidfd is None else limit - now))
-        for fd in ready:
-            if fd == pidfd:
-                continue
-            chunk = os.read(fd, 65536)
-            if not chunk:
-                open_fds.discard(fd)
-                continue
-            bufs[fd] += chunk
-            if len(bufs[fd]) > caps[fd]:
-                overflow = names[fd]
-                del bufs[fd][caps[fd]:]
-                kill_all()
-                open_fds.clear()
-                break
-        if overflow:
+        full = _read_ready(ready, pidfd, bufs, caps, open_fds)
+        if full is not None:
+            overflow = names[full]
+            candidate.kill_all()
             break
-        if not exited and has_exited():
+        if not candidate.exited and candidate.has_exited():
             # The candidate is gone: take its leftovers down now (they may hold the pipes open), then
             # read what is still buffered.
-            kill_all()
-            reap()
+            candidate.kill_all()
+            candidate.reap()
             drain_deadline = min(deadline, time.monotonic() + 0.5)
-    if not exited:
-        kill_all()
-        reap()
-    for fd in list(caps) + ([pidfd] if pidfd is not None else []):
-        try:
-            os.close(fd)
-        except OSError:
-            pass
-    shutil.rmtree(workdir, ignore_errors=True)
-    report = {
+    return bufs, timed_out, overflow
+
+
+def _read_ready(ready: list[int], pidfd: int | None, bufs: dict[int, bytearray], caps: dict[int, int],
+                open_fds: set[int]) -> int | None:
+    """Read one chunk from each ready pipe; the first pipe to pass its cap (truncated to it), or None."""
+    for fd in ready:
+        if fd == pidfd:
+            continue
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            open_fds.discard(fd)
+            continue
+        bufs[fd] += chunk
+        if len(bufs[fd]) > caps[fd]:
+            del bufs[fd][caps[fd]:]
+            open_fds.clear()
+            return fd
+    return None
+
+
+def _report(out: dict[str, bytearray], status: int, timed_out: bool, overflow: str | None,
+            started: float) -> dict[str, Any]:
+    """The execution report the zygote sends back (the wire format SandboxPool parses)."""
+    report: dict[str, Any] = {
         "exit_code": os.WEXITSTATUS(status) if os.WIFEXITED(status) else None,
         "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
         "timed_out": timed_out, "overflow": overflow,
-        "stdout": bufs[out_r].decode("utf-8", errors="replace"),
-        "stderr": bufs[err_r][-_STDERR_KEEP:].decode("utf-8", errors="replace"),
-        "result": bufs[res_r].decode("utf-8", errors="replace"),
+        "stdout": out["stdout"].decode("utf-8", errors="replace"),
+        "stderr": out["stderr"][-_STDERR_KEEP:].decode("utf-8", errors="replace"),
+        "result": out["result"].decode("utf-8", errors="replace"),
         "wall_s": time.monotonic() - started,
         "error": None,
     }
-    setup_error = bufs[setup_r].decode("utf-8", errors="replace")
+    setup_error = out["setup"].decode("utf-8", errors="replace")
     if setup_error:
         report["error"] = f"sandbox setup failed: {setup_error}"
     if report["signal"] == signal.SIGXCPU:
@@ -886,9 +936,9 @@ class StdioJob:
     """Run ``code`` as a program once per test; compare stdout on the trusted side."""
 
     code: str
-    tests: Sequence[Union[StdioTest, tuple]]
+    tests: Sequence[StdioTest | tuple]
     compare: str = "lines"
-    timeout_s: Optional[float] = None
+    timeout_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -906,9 +956,9 @@ class CallJob:
 
     code: str
     function: str
-    tests: Sequence[Union[CallTest, tuple]]
+    tests: Sequence[CallTest | tuple]
     compare: str = "python"
-    timeout_s: Optional[float] = None
+    timeout_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -916,13 +966,13 @@ class AssertJob:
     """MBPP / HumanEval-style assert tests (see the module docstring for how they are judged)."""
 
     code: str
-    tests: Union[str, Sequence[str]]
+    tests: str | Sequence[str]
     setup: str = ""
-    entry_point: Optional[str] = None
-    timeout_s: Optional[float] = None
+    entry_point: str | None = None
+    timeout_s: float | None = None
 
 
-Job = Union[StdioJob, CallJob, AssertJob]
+Job = StdioJob | CallJob | AssertJob
 
 
 @dataclass(frozen=True)
@@ -1033,7 +1083,7 @@ class _Check:
         return bool(_trusted_eval(self.expr, env))
 
 
-def _safe_callable(func: ast.AST, shadowed: frozenset = frozenset()) -> Optional[str]:
+def _safe_callable(func: ast.AST, shadowed: frozenset = frozenset()) -> str | None:
     """The whitelisted name of a call target (``abs``, ``math.isclose``), else None (``shadowed``: names
     the task itself defines, e.g. an entry point called ``max``)."""
     if isinstance(func, ast.Name) and func.id in _SAFE_FUNCS and func.id not in shadowed:
@@ -1044,7 +1094,7 @@ def _safe_callable(func: ast.AST, shadowed: frozenset = frozenset()) -> Optional
     return None
 
 
-def _split_assert(stmt: ast.stmt, shadowed: frozenset = frozenset()) -> Optional[_Check]:
+def _split_assert(stmt: ast.stmt, shadowed: frozenset = frozenset()) -> _Check | None:
     """Split an assert into sandbox subexpressions (calls of anything not whitelisted — the candidate's
     functions — with their arguments) and a trusted remainder built only from literals, operators and
     whitelisted pure functions. None when the assert must run in-process (free names, lambdas,
@@ -1141,7 +1191,10 @@ _UNARY = {ast.USub: lambda a: -a, ast.UAdd: lambda a: +a, ast.Not: lambda a: not
 def _trusted_eval(node: ast.AST, env: dict) -> Any:
     """Evaluate a split assert's trusted remainder over plain values (only the node types and
     whitelisted functions :func:`_split_assert` lets through)."""
-    ev = (lambda n: _trusted_eval(n, env))
+
+    def ev(n: ast.AST) -> Any:
+        return _trusted_eval(n, env)
+
     if isinstance(node, ast.Constant):
         return node.value
     if isinstance(node, ast.Name):
@@ -1197,14 +1250,14 @@ class _Rename(ast.NodeTransformer):
         return ast.copy_location(ast.Name(self.new, node.ctx), node) if node.id == self.old else node
 
 
-def _assert_plan(job: AssertJob) -> tuple[list[dict], list[Optional[_Check]]]:
+def _assert_plan(job: AssertJob) -> tuple[list[dict], list[_Check | None]]:
     """Steps for the child and, per test step, the trusted check (None = in-process assert)."""
     steps: list[dict] = []
-    checks: list[Optional[_Check]] = []
+    checks: list[_Check | None] = []
 
     shadowed = frozenset({job.entry_point} if job.entry_point else ())
 
-    def add_test(stmt: ast.stmt, src: Optional[str] = None) -> None:
+    def add_test(stmt: ast.stmt, src: str | None = None) -> None:
         check = _split_assert(stmt, shadowed)
         if check is not None:
             steps.append({"k": "eval", "src": check.src})
@@ -1271,7 +1324,7 @@ def _records(text: str) -> list[dict]:
     return out
 
 
-def _failure_status(report: dict) -> Optional[str]:
+def _failure_status(report: dict) -> str | None:
     if report.get("error"):
         return "error"
     if report.get("timed_out"):
@@ -1378,11 +1431,11 @@ def _value_judge(checks: dict, token: str):
 class _Zygote:
     """One pool slot's pristine server process and its unprivileged uid."""
 
-    def __init__(self, pool: "SandboxPool", slot: int):
+    def __init__(self, pool: SandboxPool, slot: int):
         self.pool, self.slot = pool, slot
         self.uid = pool._uid_base + slot
-        self.proc: Optional[subprocess.Popen] = None
-        self.hello: Optional[dict] = None
+        self.proc: subprocess.Popen | None = None
+        self.hello: dict | None = None
 
     def start(self) -> None:
         cfg = {"uid": self.uid, "level": self.pool._level_wanted, "hide_paths": self.pool._hide_paths,
@@ -1409,7 +1462,7 @@ class _Zygote:
         self.hello = json.loads(line)
         return self.hello
 
-    def _read_line(self, deadline: float) -> Optional[bytes]:
+    def _read_line(self, deadline: float) -> bytes | None:
         fd = self.proc.stdout.fileno()
         while b"\n" not in self.buf:
             remaining = deadline - time.monotonic()
@@ -1508,7 +1561,7 @@ def _default_hide_paths() -> list[str]:
 
 
 _SENTINEL = object()
-_LIVE_POOLS: "weakref.WeakSet[SandboxPool]" = weakref.WeakSet()
+_LIVE_POOLS: weakref.WeakSet[SandboxPool] = weakref.WeakSet()
 
 
 @atexit.register
@@ -1525,12 +1578,12 @@ class SandboxPool:
     killed at its timeout and never stalls the others. ``close()`` (or leaving the ``with`` block)
     stops every process and removes every temp dir."""
 
-    def __init__(self, workers: Optional[int] = None, timeout_s: float = 5.0, memory_mb: int = 512,
-                 min_isolation: str = "namespaces", *, isolation: Optional[str] = None,
+    def __init__(self, workers: int | None = None, timeout_s: float = 5.0, memory_mb: int = 512,
+                 min_isolation: str = "namespaces", *, isolation: str | None = None,
                  max_output_bytes: int = 1 << 20, disk_mb: int = 32, max_processes: int = 32,
-                 max_open_files: int = 64, hide_paths: Optional[Sequence[str]] = None,
-                 tmp_root: Optional[str] = None, python: Optional[str] = None,
-                 preimport: Sequence[str] = DEFAULT_PREIMPORT, queue_size: Optional[int] = None):
+                 max_open_files: int = 64, hide_paths: Sequence[str] | None = None,
+                 tmp_root: str | None = None, python: str | None = None,
+                 preimport: Sequence[str] = DEFAULT_PREIMPORT, queue_size: int | None = None):
         for name, level in (("min_isolation", min_isolation), ("isolation", isolation)):
             if level is not None and level not in ISOLATION_LEVELS:
                 raise ValueError(f"{name} must be one of {ISOLATION_LEVELS}, not {level!r}")
@@ -1553,7 +1606,7 @@ class SandboxPool:
         self._preimport = tuple(preimport)
         self._pool_index = _claim_pool_index()
         self._uid_base = _uid_block(self._pool_index)
-        self._queue: "queue.Queue" = queue.Queue(maxsize=queue_size or 2 * self.workers)
+        self._queue: queue.Queue = queue.Queue(maxsize=queue_size or 2 * self.workers)
         self._closed = False
         self._lock = threading.Lock()
         self._zygotes = [_Zygote(self, slot) for slot in range(self.workers)]
@@ -1600,7 +1653,7 @@ class SandboxPool:
         return [z.proc.pid for z in self._zygotes if z.proc is not None]
 
     # -- context manager ----------------------------------------------------------------------------
-    def __enter__(self) -> "SandboxPool":
+    def __enter__(self) -> SandboxPool:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -1621,7 +1674,7 @@ class SandboxPool:
             finally:
                 done.release()
 
-    def _base_request(self, timeout_s: Optional[float]) -> dict:
+    def _base_request(self, timeout_s: float | None) -> dict:
         return {**self._limits, "timeout_s": float(timeout_s or self.timeout_s)}
 
     def run(self, job: Job) -> Result:
@@ -1634,7 +1687,7 @@ class SandboxPool:
             raise SandboxError("the sandbox pool is closed")
         plans = [self._plan(job) for job in jobs]
         requests = [req for plan in plans for req in plan[0]]
-        reports: list[Optional[dict]] = [None] * len(requests)
+        reports: list[dict | None] = [None] * len(requests)
         done = threading.Semaphore(0)
         for index, req in enumerate(requests):
             while True:  # bounded queue: wait for room, but never past a close()
@@ -1730,7 +1783,7 @@ class SandboxPool:
         self._stop_zygotes()
 
 
-def _result(statuses: list[str], detail: str, wall_s: float, report: Optional[dict] = None) -> Result:
+def _result(statuses: list[str], detail: str, wall_s: float, report: dict | None = None) -> Result:
     total = len(statuses)
     passed_n = sum(s == "passed" for s in statuses)
     if total == 0:

@@ -116,7 +116,7 @@ def answer_is(text: str) -> list:
     for line_match in re.finditer(r"[^\n]+", text):
         line = line_match.group(0)
         cue = None
-        for cue in _ANSWER_IS.finditer(line):
+        for cue in _ANSWER_IS.finditer(line):  # noqa: B007 - keeps the last cue on the line
             pass
         if cue is not None:
             rest = line[cue.end():]
@@ -160,14 +160,16 @@ def containers(text: str, how: str) -> tuple:
 _DELIMS = re.compile(r"^(?:\$\$|\$|\\\(|\\\[)\s*|\s*(?:\$\$|\$|\\\)|\\\])$")
 _EMPHASIS = re.compile(r"^(\*\*|__|\*|`)(.+)\1$", re.S)
 _TEXT_WRAP = re.compile(r"^\\(?:text|textbf|mathrm|mathbf)\{([^{}]*)\}$")
-_THOUSANDS = re.compile(r"(?<=\d)(?:,\\!\s*|\{,\}\\!\s*|\\,|\\!|\\;|\\ |\{,\}|~|[\u2009\u202f\u00a0\u2006 ]|,)(?=\d{3}(?!\d))")
+_THOUSANDS = re.compile(r"(?<=\d)(?:,\\!\s*|\{,\}\\!\s*|\\,|\\!|\\;|\\ |\{,\}|~|[\u2009\u202f\u00a0\u2006 ]|,)"
+                        r"(?=\d{3}(?!\d))")
 # inside LaTeX a plain comma may separate values ("(12,102)"): only the unambiguous separators join
 _LATEX_THOUSANDS = re.compile(r"(?<=\d)(?:,\\!\s*|\{,\}\\!\s*|\\,|\\!|\{,\}|[\u2009\u202f])(?=\d{3}(?!\d))")
 _SHORT_FRAC = re.compile(r"\\[dt]?frac\s*(\d)\s*(\d)")
 _SHORT_FRAC1 = re.compile(r"\\[dt]?frac\s*(\d)\s*(\{)")
 _SHORT_SQRT = re.compile(r"\\sqrt\s*(\d)")
 _SCI = re.compile(r"^([+-]?(?:\d+\.?\d*|\.\d+))(?:[eE]([+-]?\d+)|\s*(?:\\times|\\cdot|×)\s*10\^\{?([+-]?\d+)\}?)?$")
-_UNIT_TAIL = re.compile(r"(?:\s*(?:\\(?:text|textnormal|textrm|mathrm|mbox)\{\s*[A-Za-z][A-Za-z .\-/]*\}|\\?%|\^\\circ|\^\{\\circ\}|°))+$")
+_UNIT_TAIL = re.compile(r"(?:\s*(?:\\(?:text|textnormal|textrm|mathrm|mbox)\{\s*[A-Za-z][A-Za-z .\-/]*\}"
+                        r"|\\?%|\^\\circ|\^\{\\circ\}|°))+$")
 _PLAIN_NUMBER = re.compile(r"^[+-]?(?:\d+\.?\d*|\.\d+)$")
 
 

@@ -2,8 +2,11 @@
 
 Exit codes (DESIGN.md contract 1): 0 ok, 1 a check failed, 2 bad input (one line, nothing written).
 
+Every command group is one module of this package (``finetune.cli.<group>``): its argparse and the call
+into the domain module that does the work; domain modules never import argparse (tests/test_cli_layout.py).
 Groups are imported lazily: `finetune lint` must not pay for importing torch/TRL. Each group module
 exposes ``add_arguments(parser)`` (which may add its own verbs as sub-parsers) and ``run(args) -> int``.
+Docs and lint read the commands through :func:`shape` (plain data), never through argparse.
 """
 
 from __future__ import annotations
@@ -13,6 +16,8 @@ import errno
 import importlib
 import os
 import sys
+from dataclasses import dataclass, field
+from typing import NoReturn
 
 from finetune import __version__
 from finetune.errors import CheckFailed, UserError
@@ -20,11 +25,11 @@ from finetune.errors import CheckFailed, UserError
 # group -> (module, one-line help). Order is the pipeline order.
 GROUPS: dict[str, tuple[str, str]] = {
     "route": ("finetune.route", "Phase 0: decide the fine-tuning method for a task"),
-    "rewards": ("finetune.rewards.cli", "render rewards.py from the run spec"),
-    "inspect": ("finetune.inspect.cli", "Phase 1: sample, score, review, record verdicts, gate"),
+    "rewards": ("finetune.cli.rewards", "render rewards.py from the run spec"),
+    "inspect": ("finetune.cli.inspect", "Phase 1: sample, score, review, record verdicts, gate"),
     "data": ("finetune.datafilter", "keep the prompts GRPO can learn from (per-prompt pass rate, gated rewards)"),
     "config": ("finetune.config", "Phase 2: render the validated GRPO config and launch files"),
-    "env": ("finetune.env.cli", "check this machine can run a rendered config (launch.sh runs it first)"),
+    "env": ("finetune.cli.env", "check this machine can run a rendered config (launch.sh runs it first)"),
     "memory": ("finetune.memory", "estimate GPU memory for a run spec or a model"),
     "diagnose": ("finetune.diagnose", "Phase 4: read training logs, detect symptoms, pick a variant"),
     "status": ("finetune.status", "where a run directory stands: the phase /finetune resumes at"),
@@ -35,7 +40,7 @@ GROUPS: dict[str, tuple[str, str]] = {
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # argparse's usage errors are bad input too: exit 2, one line
+    def error(self, message: str) -> NoReturn:  # argparse's usage errors are bad input too: exit 2, one line
         raise UserError(message, where=self.prog, fix=f"see `{self.prog} --help`")
 
 
@@ -48,6 +53,40 @@ def build_parser(group: str | None = None) -> argparse.ArgumentParser:
         if name == group:
             importlib.import_module(module).add_arguments(p)
     return parser
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What one command accepts, read from its own parser: the docs' command table and lint's check of
+    the `finetune ...` lines in the docs read this, so they never reach into argparse themselves."""
+
+    help: str
+    options: frozenset[str]  # every option string, e.g. "-o", "--out", "-h"
+    verbs: dict[str, Shape] = field(default_factory=dict)  # in the order the group defines them
+
+
+def _sub_action(parser: argparse.ArgumentParser) -> argparse._SubParsersAction[argparse.ArgumentParser] | None:
+    return next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
+
+
+def _shape(parser: argparse.ArgumentParser, help_: str) -> Shape:
+    sub = _sub_action(parser)
+    verbs: dict[str, Shape] = {}
+    if sub is not None:
+        helps = {c.dest: c.help or "" for c in sub._choices_actions}
+        verbs = {name: _shape(p, helps.get(name, "")) for name, p in sub.choices.items()}
+    return Shape(help_, frozenset(parser._option_string_actions), verbs)
+
+
+def shape(group: str, *, load: bool = True) -> Shape:
+    """The command group as its module defines it (its verbs, their options and help). ``load=False``:
+    only what `finetune --help` shows, without importing the group's module. Unknown group → KeyError;
+    a module that does not import raises what its import raises."""
+    help_ = GROUPS[group][1]
+    parser = build_parser(group if load else None)
+    sub = _sub_action(parser)
+    assert sub is not None  # build_parser always adds the groups
+    return _shape(sub.choices[group], help_)
 
 
 _OS_ERRORS = {  # errno → (what happened, how to fix it)
@@ -75,8 +114,8 @@ def environment_error(exc: BaseException) -> UserError:
     if isinstance(exc, UnicodeError):
         return UserError(f"text that cannot be written as UTF-8 ({getattr(exc, 'reason', exc)})",
                          fix="remove unpaired surrogates / undecodable characters from the input")
-    what, fix = _OS_ERRORS.get(getattr(exc, "errno", None) or -1, (exc.strerror or str(exc) or "I/O error",
-                                                                   "check the path and the disk"))
+    unknown = (getattr(exc, "strerror", None) or str(exc) or "I/O error", "check the path and the disk")
+    what, fix = _OS_ERRORS.get(getattr(exc, "errno", None) or -1, unknown)
     paths = [str(p) for p in (getattr(exc, "filename", None), getattr(exc, "filename2", None)) if p]
     return UserError(what, where=" → ".join(paths) or None, fix=fix)
 

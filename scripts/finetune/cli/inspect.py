@@ -8,27 +8,19 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from finetune import rundir
 from finetune.errors import CheckFailed, UserError
+from finetune.inspect.sample_remote import SAMPLE_FORMATS
 from finetune.types import count, real
 
+if TYPE_CHECKING:
+    from rich.console import Console
 
-SAMPLE_FORMATS = """Generate completions the way training will (transformers, or vLLM with a GPU), or import them.
-
-Import format (--import / --import-base): JSONL, one completion per line:
-  {"prompt": str or [{"role", "content"}, ...], "completion": str, "id"?: str, "row"?: prompt key,
-   "columns"?: {...}, "conversational"?: bool, "completion_tokens"?: int, "truncated"?: bool}
-  "prompt" may instead sit under the spec's dataset.prompt_column; any other top-level key is a
-  dataset column passed to the rewards (e.g. the gold answer).
-
---emit-requests (sampling where the GPU is): writes RUN/requests/requests.jsonl and
-base_requests.jsonl (one line per prompt: ids, row, prompt, conversational, columns, prompt_text =
-the chat template applied, prompt_token_ids = truncated as training does, sampling = n, temperature,
-top_p, top_k, min_p, repetition_penalty, max_tokens, seed), sample_vllm.py (vLLM offline, or a
-`trl vllm-serve` / `vllm serve` URL) and README.md. The script's output is the import format above.
-"""
+    from finetune.spec import RunSpec
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -94,7 +86,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("run")
 
 
-def _run_dir_and_spec(arg: str, out: str | None = None):
+def _run_dir_and_spec(arg: str, out: str | None = None) -> tuple[RunSpec, Path]:
     from finetune.spec import load_spec
 
     spec_path, run_dir = rundir.resolve(arg, out)
@@ -103,13 +95,13 @@ def _run_dir_and_spec(arg: str, out: str | None = None):
     return load_spec(spec_path), run_dir
 
 
-def _cmd(*args) -> str:
+def _cmd(*args: Any) -> str:
     from finetune.inspect.review import command
 
     return command(*args)
 
 
-def _console():
+def _console() -> Console:
     from rich.console import Console
 
     return Console(stderr=False, highlight=False)
@@ -120,7 +112,7 @@ def run(args: argparse.Namespace) -> int:
             "ack": _ack, "gate": _gate}[args.verb](args)
 
 
-def _sample(args) -> int:
+def _sample(args: argparse.Namespace) -> int:
     from finetune.inspect import sample
 
     spec, run_dir = _run_dir_and_spec(args.spec, args.out)
@@ -150,7 +142,7 @@ def _sample(args) -> int:
     return 0
 
 
-def _emit(args, spec, run_dir, console) -> int:
+def _emit(args: argparse.Namespace, spec: RunSpec, run_dir: Path, console: Console) -> int:
     from finetune.inspect import sample_remote
 
     if args.import_file or args.import_base:
@@ -164,7 +156,7 @@ def _emit(args, spec, run_dir, console) -> int:
     return 0
 
 
-def _score(args) -> int:
+def _score(args: argparse.Namespace) -> int:
     from finetune.inspect import score
 
     spec, run_dir = _run_dir_and_spec(args.run)
@@ -176,7 +168,7 @@ def _score(args) -> int:
     return 0
 
 
-def _review(args) -> int:
+def _review(args: argparse.Namespace) -> int:
     from finetune.inspect import review
 
     spec, run_dir = _run_dir_and_spec(args.run)
@@ -198,12 +190,12 @@ def _review(args) -> int:
         console.print("open it in a browser, read, press x to export verdicts.jsonl, then: "
                       + review.command("inspect", "verdict", run_dir, "--file", "verdicts.jsonl"), markup=False)
     else:
-        console.print("read it blind, record the verdicts, then: " + review.command("inspect", "review", run_dir, "--key"),
-                      markup=False)
+        console.print("read it blind, record the verdicts, then: "
+                      + review.command("inspect", "review", run_dir, "--key"), markup=False)
     return 0
 
 
-def _verdict(args) -> int:
+def _verdict(args: argparse.Namespace) -> int:
     from finetune.inspect import verdicts as V
 
     spec, run_dir = _run_dir_and_spec(args.run)
@@ -230,7 +222,7 @@ def _verdict(args) -> int:
     return 0
 
 
-def _confirm(args) -> int:
+def _confirm(args: argparse.Namespace) -> int:
     from finetune.inspect import verdicts as V
 
     spec, run_dir = _run_dir_and_spec(args.run)
@@ -239,7 +231,7 @@ def _confirm(args) -> int:
     return 0
 
 
-def _ack(args) -> int:
+def _ack(args: argparse.Namespace) -> int:
     from finetune.inspect import score
     from finetune.inspect import verdicts as V
 
@@ -251,7 +243,7 @@ def _ack(args) -> int:
     return 0
 
 
-def _gate(args) -> int:
+def _gate(args: argparse.Namespace) -> int:
     from finetune.inspect import gate
 
     spec, run_dir = _run_dir_and_spec(args.run)
@@ -260,9 +252,7 @@ def _gate(args) -> int:
     print(f"read {c['read']}/{c['min_read']} required, {c['disagreements']} disagreement(s), "
           f"{sum(f['status'] == 'open' for f in record['flags'])} open flag(s), "
           f"{sum(bool(p['passing']) for p in record['probes'])} passing probe(s)")
-    _print_some(record["disagreements"], 20, lambda d: (
-        f"  {d['id']}: {'false positive (reward-hacking risk)' if d['kind'] == 'false_positive' else 'false negative (lost signal)'}"
-        f" on {d['field']} — rewards {', '.join(d['rewards'])} {d['scores']}" + (f" — note: {d['note']}" if d["note"] else "")))
+    _print_some(record["disagreements"], 20, _disagreement_line)
     if record.get("gated_agreements"):
         print(f"{len(record['gated_agreements'])} correct-but-malformed sample(s) count as agreement: the "
               "correctness reward is gated on format, so it gives malformed output no credit by design")
@@ -284,7 +274,13 @@ def _gate(args) -> int:
     return 0
 
 
-def _print_some(items: list, limit: int, line) -> None:
+def _disagreement_line(d: dict[str, Any]) -> str:
+    kind = "false positive (reward-hacking risk)" if d["kind"] == "false_positive" else "false negative (lost signal)"
+    note = f" — note: {d['note']}" if d["note"] else ""
+    return f"  {d['id']}: {kind} on {d['field']} — rewards {', '.join(d['rewards'])} {d['scores']}{note}"
+
+
+def _print_some(items: list[Any], limit: int, line: Callable[[Any], str]) -> None:
     """Print up to ``limit`` items; a longer list ends with how many more gate.json holds."""
     for item in items[:limit]:
         print(line(item))
