@@ -243,7 +243,9 @@ scored with the gated `rewards.py`. Kept the prompts whose pass rate is in **[{s
 (all reward functions, with their weights), computed in float32 with TRL's own operations and counted
 as zero when `torch.isclose(std, 0)` (`finetune.zerostd`). Per prompt: the share of groups of
 G = num_generations drawn from its k scored completions that TRL would count; the prediction is the
-mean over prompts. The pass rate decides only what is kept.
+mean over prompts. The pass rate decides only what is kept. The *after* column is predicted on the very
+samples that selected the kept prompts, so it is biased low (0 when k = num_generations); TRL measures
+fresh groups, from a policy that training moves.
 
 | successes | prompts before | prompts after |
 |---|---:|---:|

@@ -57,9 +57,13 @@ DEFAULT_SEEDS = (3407, 3408)
 DEMO_STEPS = 40
 HELDOUT_PROMPTS = 64
 HELDOUT_K = 8
-# the difficulty filter on the toy dataset: small k and the first prompts only, so the demo stays ~60 s
-FILTER_K = 4
+# the difficulty filter on the toy dataset: the first prompts only, so the demo stays short; k = the spec's
+# num_generations, so each prompt's k samples are one GRPO-sized group that the prediction judges as TRL does
+# (with k < G the groups are resampled from k, which counts a prompt's few equal samples as a likely
+# all-equal group: k = 4 predicted 0.43 where TRL then logged 0.10-0.15)
+FILTER_K = 8
 FILTER_PROMPTS = 64
+EARLY_STEPS = 5  # frac_reward_zero_std of the first steps: the policy the filter sampled, before GRPO moves it
 
 # The toy run's departures from the rendered base recipe: field -> (value, why). Everything else —
 # every algorithm-defining field (loss_type, beta, epsilon, scale_rewards, num_generations,
@@ -552,7 +556,8 @@ def _phase3(run: _Runner, good: Path, spec: Any, held_strings: list[str], seeds:
             after = heldout(trainer.model, seed)
             runs.append({"seed": seed, "output_dir": str(target.relative_to(good)),
                          "before": dataclasses.asdict(before), "after": dataclasses.asdict(after),
-                         "measured_zero_std": measured_zero_std(target)})
+                         "measured_zero_std": measured_zero_std(target),
+                         "measured_zero_std_early": measured_zero_std(target, EARLY_STEPS)})
             facts["profile_changes"] = changes
             p.command = f"GRPOTrainer (TRL) with config/grpo_config.yaml + DEMO_CPU_PROFILE, seed {seed}"
             return (f"held-out reward {before.reward:.3f} → {after.reward:.3f}; checker accepts "
@@ -575,10 +580,12 @@ def _phase4(run: _Runner, good: Path, facts: dict[str, Any]) -> None:
                               "recommended_variant": d.get("recommended_variant")}
 
 
-def measured_zero_std(output_dir: Path) -> float | None:
-    """TRL's logged frac_reward_zero_std of a run, averaged over its logged steps (None if never logged)."""
+def measured_zero_std(output_dir: Path, first: int | None = None) -> float | None:
+    """TRL's logged frac_reward_zero_std of a run, averaged over its logged steps or the ``first`` of them
+    (None if never logged)."""
     state = jsonio.read_json(output_dir / "trainer_state.json")
     values = [e["frac_reward_zero_std"] for e in state.get("log_history", []) if "frac_reward_zero_std" in e]
+    values = values[:first] if first is not None else values
     return sum(values) / len(values) if values else None
 
 
@@ -684,11 +691,15 @@ def _filter_facts(f: dict[str, Any]) -> dict[str, Any] | None:
         return None
     flt = f["filter"]
     runs = f.get("heldout", {}).get("runs", []) or [{"seed": "–", "measured_zero_std": None}]
-    rows = [{"seed": r["seed"], "measured": "n/a" if (m := r.get("measured_zero_std")) is None else f"{m:.3f}"}
-            for r in runs]
+    rows = [{"seed": r["seed"], "measured": _fraction(r.get("measured_zero_std")),
+             "early": _fraction(r.get("measured_zero_std_early"))} for r in runs]
     return {**{k: flt[k] for k in ("k", "assessed", "kept", "dropped_never", "dropped_always", "num_generations")},
             "before": f"{flt['predicted_zero_std_before']:.3f}", "after": f"{flt['predicted_zero_std_after']:.3f}",
-            "rows": rows}
+            "early_steps": EARLY_STEPS, "rows": rows}
+
+
+def _fraction(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3f}"
 
 
 def _heldout_facts(out: Path, f: dict[str, Any]) -> dict[str, Any] | None:
