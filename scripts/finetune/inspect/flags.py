@@ -29,7 +29,7 @@ TRUNCATED_SHARE = 0.5  # share of samples cut at max_completion_length that is f
 @dataclass(frozen=True)
 class RedFlag:
     """One Phase 1 red flag: what it catches (doc) and how to get rid of it (remedy). The generated
-    reference (finetune.diagnose.reference_doc) and each flag's ``remedy`` come from this table."""
+    reference (finetune.diagnose.diagnosis_doc) and each flag's ``remedy`` come from this table."""
 
     doc: str
     remedy: str

@@ -1,7 +1,7 @@
 """Render a run's standalone rewards.py (and its rewards_*.py helpers) from the Jinja templates.
 
 The templates under ``templates/`` are the single source of every reward function: this module
-renders them into a run directory, and :func:`reference_doc` renders the same macros into
+renders them into a run directory, and :func:`reward_functions_doc` renders the same macros into
 references/reward-functions.md.
 """
 
@@ -333,7 +333,7 @@ def _kind_sections(examples: dict[str, Any]) -> list[dict[str, Any]]:
     return sections
 
 
-def reference_doc() -> str:
+def reward_functions_doc() -> str:
     """The whole of references/reward-functions.md (templates/reward-functions.md.j2), rendered from the
     reward templates."""
     import yaml
