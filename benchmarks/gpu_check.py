@@ -172,7 +172,7 @@ def run_model(hub_id: str, work: Path, args: argparse.Namespace) -> dict:
             kwargs.pop(k)
     if not cuda:
         kwargs = config.cpu_safe(kwargs, 1)
-    est = config._estimate(plan.model_info, plan.hardware, spec, plan.recommendation, plan.kwargs, topo,
+    est = config._estimate(plan.model_info, plan.hardware, spec, plan.kwargs, topo,
                            plan.zero_stage)
     kwargs.update(output_dir=str(work / "run" / "train"), max_steps=args.steps, save_strategy="no",
                   report_to="none", log_completions=False)

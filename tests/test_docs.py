@@ -54,11 +54,11 @@ REGISTRY = (Target("references/table.md", "fake_producers:whole"),
 
 
 def run_docs(root: Path, check: bool, registry=REGISTRY) -> int:
-    from finetune.cli import main  # noqa: F401  (the same exit-code mapping as the CLI)
+    from finetune.cli import docs as docs_cli  # the command itself, with the CLI's exit-code mapping below
     from finetune.errors import CheckFailed, UserError
 
     try:
-        return docs.run(argparse.Namespace(check=check, root=str(root)), registry=registry)
+        return docs_cli.run(argparse.Namespace(check=check, root=str(root)), registry=registry)
     except CheckFailed:
         return 1
     except UserError:

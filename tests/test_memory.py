@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from finetune.errors import UserError
 from finetune.hardware import PROFILES, resolve_hardware
-from finetune.memory import GIB, accumulation_for, estimate, kv_cache_bytes, logits_bytes, recommend
+from finetune.memory import GIB, Knobs, accumulation_for, estimate, kv_cache_bytes, logits_bytes, recommend
 from finetune.models import load_model_info
 
 
@@ -27,12 +27,10 @@ def test_unsloth_logits_and_kv_figures(llama8b):
     # Unsloth GRPO blog: 8 generations × 20,480 tokens → logits 78.3 GiB, KV 2.5 GiB (their GB are GiB).
     assert round(logits_bytes(8, 20_480, llama8b.vocab) / GIB, 1) == 78.3
     assert kv_cache_bytes(llama8b, 20_480) / GIB == 2.5
-    naive = estimate(llama8b, resolve_hardware("h200-141gb"), "lora", per_device_train_batch_size=8,
-                     max_prompt_length=1, max_completion_length=20_480, fused_lm_head=False)
+    naive = estimate(llama8b, resolve_hardware("h200-141gb"), Knobs("lora", per_device_train_batch_size=8, max_prompt_length=1, max_completion_length=20_480, fused_lm_head=False))
     assert round(naive.gib_of("lm_head"), 1) == 78.3
     # TRL 1.16 never materialises them: one 4096 × 32768 bf16 tile + fp32 ∇hidden for 163,840 tokens
-    fused = estimate(llama8b, resolve_hardware("h200-141gb"), "lora", per_device_train_batch_size=8,
-                     max_prompt_length=1, max_completion_length=20_480)
+    fused = estimate(llama8b, resolve_hardware("h200-141gb"), Knobs("lora", per_device_train_batch_size=8, max_prompt_length=1, max_completion_length=20_480))
     assert fused.gib_of("lm_head") * GIB == 4096 * 32768 * 2 + 8 * 20_480 * 4096 * 4 + 8 * 4 * 8 * 20_480
 
 
@@ -62,82 +60,80 @@ def h100(**kw):
 
 
 def test_full_fine_tuning_without_deepspeed_is_16_bytes_per_param_plus_reference(qwen7b):
-    est = estimate(qwen7b, h100(gpus=1), "full", beta=0.01, use_vllm=False)
+    est = estimate(qwen7b, h100(gpus=1), Knobs("full", beta=0.01, use_vllm=False))
     P = qwen7b.params
     assert est.settings["model_dtype"] == "float32"  # TRL's default; lr 5e-7 needs fp32 weights here
     states = sum(est.gib_of(k) for k in ("policy_weights", "gradients", "optimizer"))
     assert states * GIB == pytest.approx(16 * P)
     assert est.gib_of("reference_model") * GIB == pytest.approx(4 * P)
-    assert estimate(qwen7b, h100(), "full", beta=0.0, use_vllm=False).component("reference_model") is None
+    assert estimate(qwen7b, h100(), Knobs("full", beta=0.0, use_vllm=False)).component("reference_model") is None
 
 
 def test_lora_has_no_reference_copy_and_fp32_adapter_states(qwen7b):
-    est = estimate(qwen7b, h100(), "lora", beta=0.04, lora_r=16)
+    est = estimate(qwen7b, h100(), Knobs("lora", beta=0.04, lora_r=16))
     L = qwen7b.lora_params(16)
     assert est.component("reference_model") is None  # TRL disables the adapters instead
     assert est.gib_of("policy_weights") * GIB == pytest.approx(2 * qwen7b.params)
     assert est.gib_of("adapters") * GIB == pytest.approx(4 * L)
     assert est.gib_of("optimizer") * GIB == pytest.approx(8 * L)
-    eight = estimate(qwen7b, h100(), "lora", optimizer="adamw_8bit")
+    eight = estimate(qwen7b, h100(), Knobs("lora", optimizer="adamw_8bit"))
     assert eight.gib_of("optimizer") * GIB == pytest.approx(2 * L)
 
 
 def test_qlora_quantizes_linear_weights_only(qwen7b):
     from finetune.memory import QLORA_BYTES_PER_PARAM
 
-    est = estimate(qwen7b, h100(), "qlora")
+    est = estimate(qwen7b, h100(), Knobs("qlora"))
     q = qwen7b.quantizable_params
     assert est.gib_of("policy_weights") * GIB == pytest.approx(q * QLORA_BYTES_PER_PARAM + (qwen7b.params - q) * 2)
-    assert est.vllm.weights_gib < estimate(qwen7b, h100(), "lora").vllm.weights_gib  # vLLM loads it 4-bit too
+    assert est.vllm.weights_gib < estimate(qwen7b, h100(), Knobs("lora")).vllm.weights_gib  # vLLM loads it 4-bit too
 
 
 def test_zero3_matches_deepspeed_formula(qwen72):
     # deepspeed memory.rst: ZeRO-3 per GPU = 18·P/N + 4 × largest layer (model states, no offload)
     n = 16
-    est = estimate(qwen72, h100(gpus=8, nodes=2), "full", zero_stage=3, beta=0.0, use_vllm=False)
+    est = estimate(qwen72, h100(gpus=8, nodes=2), Knobs("full", zero_stage=3, beta=0.0, use_vllm=False))
     states = sum(est.gib_of(k) for k in ("policy_weights", "gradients", "master_weights", "optimizer", "zero3_gather"))
     assert states * GIB == pytest.approx(18 * qwen72.params / n + 4 * qwen72.largest_layer_params)
-    z2 = estimate(qwen72, h100(gpus=8, nodes=2), "full", zero_stage=2, beta=0.0, use_vllm=False)
+    z2 = estimate(qwen72, h100(gpus=8, nodes=2), Knobs("full", zero_stage=2, beta=0.0, use_vllm=False))
     states2 = sum(z2.gib_of(k) for k in ("policy_weights", "gradients", "master_weights", "optimizer"))
     assert states2 * GIB == pytest.approx(4 * qwen72.params + 16 * qwen72.params / n)
 
 
 def test_logits_and_activations_scale_with_the_micro_batch(llama8b):
-    one = estimate(llama8b, h100(), "lora", per_device_train_batch_size=1)
-    four = estimate(llama8b, h100(), "lora", per_device_train_batch_size=4)
+    one = estimate(llama8b, h100(), Knobs("lora", per_device_train_batch_size=1))
+    four = estimate(llama8b, h100(), Knobs("lora", per_device_train_batch_size=4))
     naive = dict(per_device_train_batch_size=1, fused_lm_head=False)
-    assert estimate(llama8b, h100(), "lora", **{**naive, "per_device_train_batch_size": 4}).gib_of("lm_head") == \
-        pytest.approx(4 * estimate(llama8b, h100(), "lora", **naive).gib_of("lm_head"))
+    assert estimate(llama8b, h100(), Knobs("lora", **{**naive, "per_device_train_batch_size": 4})).gib_of("lm_head") == \
+        pytest.approx(4 * estimate(llama8b, h100(), Knobs("lora", **naive)).gib_of("lm_head"))
     assert four.gib_of("activations") == pytest.approx(4 * one.gib_of("activations"))
-    no_gc = estimate(llama8b, h100(), "lora", per_device_train_batch_size=4, gradient_checkpointing=False)
+    no_gc = estimate(llama8b, h100(), Knobs("lora", per_device_train_batch_size=4, gradient_checkpointing=False))
     assert no_gc.gib_of("activations") > 10 * four.gib_of("activations")
 
 
 def test_vllm_colocate_share_kv_and_sleep_mode(llama8b):
-    awake = estimate(llama8b, h100(), "lora", vllm_gpu_memory_utilization=0.3, per_device_train_batch_size=8,
-                     gradient_accumulation_steps=4, max_prompt_length=512, max_completion_length=1024)
+    awake = estimate(llama8b, h100(), Knobs("lora", vllm_gpu_memory_utilization=0.3, per_device_train_batch_size=8, gradient_accumulation_steps=4, max_prompt_length=512, max_completion_length=1024))
     v = awake.vllm
     assert v.share_gib == pytest.approx(0.3 * 79.6)
     assert v.max_num_seqs == 8 * 1 * 4  # TRL: per_device_train_batch_size × TP × steps_per_generation
     assert v.kv_needed_gib * GIB == pytest.approx(32 * 1536 * 128 * 1024)
     assert v.weights_gib * GIB == pytest.approx(2 * llama8b.params)
-    asleep = estimate(llama8b, h100(), "lora", vllm_gpu_memory_utilization=0.3, vllm_enable_sleep_mode=True)
+    asleep = estimate(llama8b, h100(), Knobs("lora", vllm_gpu_memory_utilization=0.3, vllm_enable_sleep_mode=True))
     assert asleep.generation_peak_gib == pytest.approx(awake.generation_peak_gib)
     assert awake.training_peak_gib - asleep.training_peak_gib == pytest.approx(v.share_gib - 0.8)
-    tp2 = estimate(llama8b, h100(gpus=2), "lora", vllm_tensor_parallel_size=2)
+    tp2 = estimate(llama8b, h100(gpus=2), Knobs("lora", vllm_tensor_parallel_size=2))
     assert tp2.vllm.weights_gib == pytest.approx(v.weights_gib / 2)
 
 
 def test_vllm_share_too_small_or_not_free_at_start_is_a_problem(qwen7b):
-    tiny = estimate(qwen7b, h100(), "lora", vllm_gpu_memory_utilization=0.1)
+    tiny = estimate(qwen7b, h100(), Knobs("lora", vllm_gpu_memory_utilization=0.1))
     assert tiny.verdict == "does not fit" and any("cannot hold its weights" in p for p in tiny.problems)
-    crowded = estimate(qwen7b, h100(), "full", vllm_gpu_memory_utilization=0.5)
+    crowded = estimate(qwen7b, h100(), Knobs("full", vllm_gpu_memory_utilization=0.5))
     assert any("start-up check" in p for p in crowded.problems)
 
 
 def test_server_mode_takes_gpus_out_of_training(llama8b):
-    est = estimate(llama8b, h100(gpus=8), "lora", vllm_mode="server", vllm_gpus=2, vllm_tensor_parallel_size=2,
-                   per_device_train_batch_size=4, gradient_accumulation_steps=2)
+    est = estimate(llama8b, h100(gpus=8), Knobs("lora", vllm_mode="server", vllm_gpus=2, vllm_tensor_parallel_size=2, per_device_train_batch_size=4, gradient_accumulation_steps=2))
     assert est.hardware.training_gpus == 6
     assert est.component("vllm") is None  # the training GPU holds no engine
     assert est.vllm.mode == "server" and est.vllm.utilization == 0.9
@@ -146,8 +142,7 @@ def test_server_mode_takes_gpus_out_of_training(llama8b):
 
 
 def test_suggestions_are_re_estimated_and_ordered(qwen7b):
-    est = estimate(qwen7b, resolve_hardware("rtx-4090-24gb"), "lora", vllm_gpu_memory_utilization=0.9,
-                   gradient_checkpointing=False)
+    est = estimate(qwen7b, resolve_hardware("rtx-4090-24gb"), Knobs("lora", vllm_gpu_memory_utilization=0.9, gradient_checkpointing=False))
     assert est.verdict == "does not fit" and est.suggestions
     actions = [s.action for s in est.suggestions]
     assert actions[0].startswith("vLLM sleep mode")
@@ -157,10 +152,10 @@ def test_suggestions_are_re_estimated_and_ordered(qwen7b):
         kw = dict(est.settings)
         kw.pop("round_sequences")
         kw.update(sug.change)
-        after = estimate(qwen7b, est.hardware, suggest=False, **kw)
+        after = estimate(qwen7b, est.hardware, Knobs(**kw), suggest=False)
         assert sug.total_after_gib == pytest.approx(after.total_gib)
         assert sug.saves_gib == pytest.approx(est.total_gib - after.total_gib)
-    assert estimate(qwen7b, h100(), "qlora").suggestions == ()  # nothing to suggest when it fits
+    assert estimate(qwen7b, h100(), Knobs("qlora")).suggestions == ()  # nothing to suggest when it fits
 
 
 def test_dgx_spark_bound_and_freeze_warning():
@@ -170,7 +165,7 @@ def test_dgx_spark_bound_and_freeze_warning():
     bound = decode_bound_tokens_per_s(qwen3_8, 273, context_tokens=0)
     assert bound == pytest.approx(273e9 / (2 * qwen3_8.params))
     assert 16 < bound < 17.5  # memory-figures.md: "bound ~17", measured 13.1
-    est = estimate(qwen3_8, resolve_hardware("dgx-spark"), "lora")
+    est = estimate(qwen3_8, resolve_hardware("dgx-spark"), Knobs("lora"))
     assert any("freeze" in w for w in est.warnings)
     assert any("bandwidth-bound" in w for w in est.warnings)
     assert est.fit_limit_gib == pytest.approx(0.85 * 119.7)
@@ -180,14 +175,14 @@ def test_dgx_spark_bound_and_freeze_warning():
 
 def test_bad_arguments_are_user_errors(qwen7b):
     with pytest.raises(UserError) as err:
-        estimate(qwen7b, h100(), "dora")
+        estimate(qwen7b, h100(), Knobs("dora"))
     assert err.value.where == "method"
     with pytest.raises(UserError):
-        estimate(qwen7b, h100(), "lora", optimizer="sgd")
+        estimate(qwen7b, h100(), Knobs("lora", optimizer="sgd"))
     with pytest.raises(UserError):
-        estimate(qwen7b, resolve_hardware("cpu"), "lora", use_vllm=True)
+        estimate(qwen7b, resolve_hardware("cpu"), Knobs("lora", use_vllm=True))
     with pytest.raises(UserError):
-        estimate(qwen7b, h100(), "lora", vllm_gpu_memory_utilization=1.5)
+        estimate(qwen7b, h100(), Knobs("lora", vllm_gpu_memory_utilization=1.5))
 
 
 # ------------------------------------------------------------------------------------------- recommend
@@ -221,7 +216,7 @@ def test_recommendations_are_consistent_everywhere(hub_id):
                 continue
             hw = resolve_hardware({"profile": profile, "gpus": gpus})
             for method in (None, "lora", "qlora"):
-                rec = recommend(model, hw, method, num_generations=8)
+                rec = recommend(model, hw, method, Knobs(num_generations=8))
                 gen_batch = rec.per_device_train_batch_size * rec.training_processes * rec.steps_per_generation
                 assert gen_batch % 8 == 0, (hub_id, profile, gpus, method)
                 if rec.fits:
@@ -351,7 +346,7 @@ def test_spec_values_win_over_recommended_ones(tmp_path):
 def test_markdown_and_dict_forms(qwen7b):
     import json
 
-    est = estimate(qwen7b, resolve_hardware("a100-40gb"), "lora")
+    est = estimate(qwen7b, resolve_hardware("a100-40gb"), Knobs("lora"))
     md = est.to_markdown("t")
     assert md.startswith("# t\n") and "| policy weights (bfloat16) |" in md and f"**Verdict: {est.verdict}**" in md
     json.dumps(est.to_dict())
@@ -359,8 +354,7 @@ def test_markdown_and_dict_forms(qwen7b):
 
 
 def test_generation_phase_without_vllm_holds_the_kv_cache(qwen7b):
-    est = estimate(qwen7b, h100(), "lora", use_vllm=False, per_device_train_batch_size=4,
-                   gradient_accumulation_steps=8, max_prompt_length=512, max_completion_length=512)
+    est = estimate(qwen7b, h100(), Knobs("lora", use_vllm=False, per_device_train_batch_size=4, gradient_accumulation_steps=8, max_prompt_length=512, max_completion_length=512))
     assert est.gib_of("generate_kv") * GIB == 4 * 8 * 1024 * qwen7b.kv_bytes_per_token()
     assert est.component("vllm") is None
 
@@ -375,11 +369,7 @@ def test_estimate_invariants(method, batch, acc, prompt, completion, gpus, zero,
     model = load_model_info("Qwen/Qwen2.5-1.5B")
     if mode == "server" and gpus == 1:
         mode = "colocate"
-    est = estimate(model, h100(gpus=gpus), method, per_device_train_batch_size=batch, gradient_accumulation_steps=acc,
-                   max_prompt_length=prompt, max_completion_length=completion, zero_stage=zero,
-                   gradient_checkpointing=gc, vllm_enable_sleep_mode=sleep, optimizer=optimizer,
-                   use_vllm=mode is not None, vllm_mode=mode or "colocate", vllm_gpus=1 if mode == "server" else None,
-                   beta=beta)
+    est = estimate(model, h100(gpus=gpus), Knobs(method, per_device_train_batch_size=batch, gradient_accumulation_steps=acc, max_prompt_length=prompt, max_completion_length=completion, zero_stage=zero, gradient_checkpointing=gc, vllm_enable_sleep_mode=sleep, optimizer=optimizer, use_vllm=mode is not None, vllm_mode=mode or "colocate", vllm_gpus=1 if mode == "server" else None, beta=beta))
     assert all(c.gib >= 0 for c in est.components)
     assert est.total_gib == max(est.training_peak_gib, est.generation_peak_gib)
     assert est.training_allocated_gib <= est.total_gib
@@ -390,7 +380,7 @@ def test_estimate_invariants(method, batch, acc, prompt, completion, gpus, zero,
 
 
 def test_training_allocated_excludes_the_engine_and_context(llama8b):
-    est = estimate(llama8b, h100(), "lora", vllm_gpu_memory_utilization=0.3)
+    est = estimate(llama8b, h100(), Knobs("lora", vllm_gpu_memory_utilization=0.3))
     torch_side = sum(c.gib for c in est.components if c.phase == "resident") + max(
         sum(c.gib for c in est.components if c.phase == "training"), 0.0)
     assert est.training_allocated_gib == pytest.approx(torch_side)
@@ -398,8 +388,7 @@ def test_training_allocated_excludes_the_engine_and_context(llama8b):
 
 
 def test_server_data_parallel_replicas_split_the_sequences(llama8b):
-    est = estimate(llama8b, h100(gpus=8), "lora", vllm_mode="server", vllm_gpus=4, vllm_tensor_parallel_size=2,
-                   per_device_train_batch_size=8, gradient_accumulation_steps=1)
+    est = estimate(llama8b, h100(gpus=8), Knobs("lora", vllm_mode="server", vllm_gpus=4, vllm_tensor_parallel_size=2, per_device_train_batch_size=8, gradient_accumulation_steps=1))
     assert est.vllm.max_num_seqs == 8 * 4 * 1 // 2  # 4 training processes, 2 replicas of TP 2
 
 

@@ -56,7 +56,7 @@ def write_jsonl(path: str | Path, rows: Iterable[Any]) -> Path:
     return jsonio.write_jsonl(path, rows)
 
 
-def staged_dir(target: str | Path):
+def staged_dir(target: str | Path) -> contextlib.AbstractContextManager[Path]:
     """A stage folder inside ``target``'s parent, switched in as a whole (:func:`finetune.commit.staged_dir`).
 
     Files already in ``target`` that the stage does not write are carried over.

@@ -204,11 +204,13 @@ def recover(run_dir: str | Path) -> None:
         # A commit holds this lock from staging to cleanup, so another process's journal seen here is a
         # dead commit's: finish it.
         for journal in sorted(p for p in _leftovers(run_dir) if _JOURNAL.match(p.name)):
-            if int(_JOURNAL.match(journal.name).group(1)) != os.getpid():
+            jm = _JOURNAL.match(journal.name)
+            if jm and int(jm.group(1)) != os.getpid():
                 _roll_forward(run_dir, journal)
         for p in _leftovers(run_dir):
-            if _STAGE.match(p.name) or _OLD.match(p.name):
-                if int((_STAGE.match(p.name) or _OLD.match(p.name)).group(1)) != os.getpid():
+            owned = _STAGE.match(p.name) or _OLD.match(p.name)
+            if owned:
+                if int(owned.group(1)) != os.getpid():
                     shutil.rmtree(p, ignore_errors=True)
             elif _TMP.match(p.name) and p.is_file():
                 m = _TMP_PID.match(p.name)

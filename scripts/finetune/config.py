@@ -16,13 +16,23 @@ import json
 import math
 import re
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from finetune import __version__, jsonio, literals, rundir
 from finetune.errors import CheckFailed, UserError
 from finetune.variants import ALGORITHM_FIELDS, VARIANT_SYMPTOM, Pinned, algorithm_kwargs
+
+if TYPE_CHECKING:
+    import jinja2
+
+    from finetune.hardware import Hardware
+    from finetune.memory import Estimate, Knobs, Recommendation
+    from finetune.models import ModelInfo
+    from finetune.runlength import RunLength
+    from finetune.spec import RunSpec
 
 TEMPLATES = Path(__file__).parent / "templates"
 TRL_VERSION_PIN = "1.16.0"
@@ -98,15 +108,17 @@ class DatasetStats:
 
 @dataclass
 class RenderPlan:
-    spec: Any
+    """Everything a render writes, each GRPOConfig value with its reason: computed before any file is written."""
+
+    spec: RunSpec
     run_dir: Path
     preview: bool
     no_gate: bool
-    model_info: Any
-    hardware: Any
+    model_info: ModelInfo
+    hardware: Hardware
     topology: Topology
-    recommendation: Any
-    estimate: Any
+    recommendation: Recommendation
+    estimate: Estimate
     zero_stage: int  # DeepSpeed ZeRO stage for several training processes (0: one process)
     algorithm: dict[str, Pinned]
     kwargs: dict[str, Setting]  # every GRPOConfig kwarg, in rendering order
@@ -119,63 +131,70 @@ class RenderPlan:
     gate: dict[str, Any] | None
     diagnosis: dict[str, Any] | None
     warnings: list[str] = field(default_factory=list)
-    run_length: Any = None  # finetune.runlength.RunLength of the rendered values
+    run_length: RunLength | None = None  # of the rendered values
 
     @property
     def generation_batch_size(self) -> int:
-        return (self.kwargs["per_device_train_batch_size"].value * self.topology.training_processes
+        return int(self.kwargs["per_device_train_batch_size"].value * self.topology.training_processes
                 * self.kwargs["steps_per_generation"].value)
 
 
 # ----------------------------------------------------------------------------------------------
 # the other modules' interfaces (DESIGN.md)
 
-def _model_info(spec):
+def _model_info(spec: RunSpec) -> ModelInfo:
     from finetune.models import load_model_info
 
     base = spec.source.parent if spec.source else None
     return load_model_info(spec.model, spec.model_config_path, base_dir=base)
 
 
-def _hardware(spec):
+def _hardware(spec: RunSpec) -> Hardware:
     from finetune.hardware import resolve_hardware
 
     return resolve_hardware(spec.hardware)
 
 
-def _recommend(model_info, hardware, spec):
-    from finetune.memory import recommend
+def _recommend(model_info: ModelInfo, hardware: Hardware, spec: RunSpec) -> Recommendation:
+    from finetune.memory import recommend, workload_of
+
+    return recommend(model_info, hardware, spec.method, workload_of(spec))
+
+
+def _knobs(spec: RunSpec, kw: dict[str, Setting], topo: Topology, zero_stage: int) -> Knobs:
+    """The estimator's inputs for exactly the values rendered (spec overrides included)."""
+    from finetune.memory import Knobs
 
     g = spec.generation
-    return recommend(model_info, hardware, method=spec.method, max_prompt_length=g.max_prompt_length,
-                     max_completion_length=g.max_completion_length, num_generations=spec.training.num_generations,
-                     beta=spec.training.beta, lora_r=spec.lora.r)
+    server = topo.vllm_mode == "server"
+
+    def value(k: str, default: Any = None) -> Any:
+        return kw[k].value if k in kw else default
+
+    return Knobs(method=kw["_method"].value, num_generations=value("num_generations"),
+                 per_device_train_batch_size=value("per_device_train_batch_size"),
+                 gradient_accumulation_steps=value("gradient_accumulation_steps"),
+                 steps_per_generation=value("steps_per_generation"),
+                 max_prompt_length=g.max_prompt_length, max_completion_length=g.max_completion_length,
+                 beta=value("beta"), use_vllm=topo.use_vllm, vllm_mode=topo.vllm_mode or "colocate",
+                 vllm_gpu_memory_utilization=None if server else value("vllm_gpu_memory_utilization"),
+                 vllm_enable_sleep_mode=bool(value("vllm_enable_sleep_mode", False)),
+                 vllm_tensor_parallel_size=topo.vllm_gpus if server else 1,
+                 vllm_gpus=topo.vllm_gpus if server else None,
+                 gradient_checkpointing=value("gradient_checkpointing"), optimizer=value("optim"),
+                 zero_stage=zero_stage, lora_r=spec.lora.r, lora_target_modules=spec.lora.target_modules,
+                 model_dtype=value("model_init_kwargs")["dtype"] if not topo.cpu else None)
 
 
-def _estimate(model_info, hardware, spec, rec, kw: dict[str, Setting], topo: Topology, zero_stage: int):
+def _estimate(model_info: ModelInfo, hardware: Hardware, spec: RunSpec, kw: dict[str, Setting], topo: Topology,
+              zero_stage: int) -> Estimate:
     """The memory estimate for exactly the values rendered (spec overrides included)."""
     from finetune.memory import estimate
 
-    g = spec.generation
-    value = lambda k, default=None: kw[k].value if k in kw else default  # noqa: E731
-    server = topo.vllm_mode == "server"
-    return estimate(model_info, hardware, kw["_method"].value,
-                    num_generations=value("num_generations"),
-                    per_device_train_batch_size=value("per_device_train_batch_size"),
-                    gradient_accumulation_steps=value("gradient_accumulation_steps"),
-                    steps_per_generation=value("steps_per_generation"),
-                    max_prompt_length=g.max_prompt_length, max_completion_length=g.max_completion_length,
-                    beta=value("beta"), use_vllm=topo.use_vllm, vllm_mode=topo.vllm_mode or "colocate",
-                    vllm_gpu_memory_utilization=None if server else value("vllm_gpu_memory_utilization"),
-                    vllm_enable_sleep_mode=bool(value("vllm_enable_sleep_mode", False)),
-                    vllm_tensor_parallel_size=topo.vllm_gpus if server else 1,
-                    vllm_gpus=topo.vllm_gpus if server else None,
-                    gradient_checkpointing=value("gradient_checkpointing"), optimizer=value("optim"),
-                    zero_stage=zero_stage, lora_r=spec.lora.r, lora_target_modules=spec.lora.target_modules,
-                    model_dtype=value("model_init_kwargs")["dtype"] if not topo.cpu else None, suggest=True)
+    return estimate(model_info, hardware, _knobs(spec, kw, topo, zero_stage), suggest=True)
 
 
-def _verify_gate(run_dir: Path, spec) -> tuple[bool, str, dict[str, Any] | None]:
+def _verify_gate(run_dir: Path, spec: RunSpec) -> tuple[bool, str, dict[str, Any] | None]:
     """(holds, reason, record): a PASS record holds only while every bound hash still matches."""
     from finetune.inspect.gate import verify_gate
 
@@ -186,20 +205,11 @@ def _verify_gate(run_dir: Path, spec) -> tuple[bool, str, dict[str, Any] | None]
 # ----------------------------------------------------------------------------------------------
 # validation steps
 
-def _attr(obj, *names, default=None):
-    for n in names:
-        if isinstance(obj, dict) and n in obj:
-            return obj[n]
-        if hasattr(obj, n):
-            return getattr(obj, n)
-    return default
-
-
-def _check_model(spec, info) -> None:
-    if _attr(info, "is_vlm", default=False):
+def _check_model(spec: RunSpec, info: ModelInfo) -> None:
+    if info.is_vlm:
         raise UserError(f"model '{spec.model}' is a vision-language model: {VLM_REFUSAL}", where="model",
                         fix="use a text-only policy model; see skills/grpo-rlvr-training (VLM RL: reference only)")
-    if _attr(info, "is_moe", default=False) and spec.variant != "gspo":
+    if info.is_moe and spec.variant != "gspo":
         raise UserError(f"model '{spec.model}' is a mixture-of-experts model and variant is '{spec.variant}': "
                         "token-level importance ratios are unstable under expert routing, so MoE requires GSPO "
                         "from the start", where="variant", fix="set `variant: gspo`")
@@ -212,11 +222,11 @@ def _load_diagnosis(run_dir: Path) -> dict[str, Any] | None:
     return jsonio.read_json_object(path, what="the diagnosis", fix="re-run `finetune diagnose`")
 
 
-def _check_variant(spec, info, diagnosis: dict[str, Any] | None, run_dir: Path) -> str | None:
+def _check_variant(spec: RunSpec, info: ModelInfo, diagnosis: dict[str, Any] | None, run_dir: Path) -> str | None:
     """Contract 6. Returns the licence (why this variant) or raises CheckFailed."""
     if spec.variant == "grpo":
         return None
-    if spec.variant == "gspo" and _attr(info, "is_moe", default=False):
+    if spec.variant == "gspo" and info.is_moe:
         return "the model is mixture-of-experts: GSPO from the start (contract 6)"
     symptom = VARIANT_SYMPTOM[spec.variant]
     names = [s.get("name") for s in (diagnosis or {}).get("symptoms", []) if isinstance(s, dict)]
@@ -233,7 +243,7 @@ def _check_variant(spec, info, diagnosis: dict[str, Any] | None, run_dir: Path) 
                       "Train the base recipe (variant: grpo), run `finetune diagnose`, then switch")
 
 
-def _check_lr_beta(spec, diagnosis, gate_ok: bool, preview: bool) -> list[str]:
+def _check_lr_beta(spec: RunSpec, diagnosis: dict[str, Any] | None, gate_ok: bool, preview: bool) -> list[str]:
     """Contract 7: lr 5e-7 / beta 0.01 move only after a PASS gate and a healthy base-run diagnosis."""
     from finetune.spec import BASE_BETA, BASE_LEARNING_RATE
 
@@ -244,7 +254,7 @@ def _check_lr_beta(spec, diagnosis, gate_ok: bool, preview: bool) -> list[str]:
         changed.append(f"training.beta={spec.training.beta:g} (base {BASE_BETA:g})")
     if not changed:
         return []
-    healthy = bool(diagnosis) and diagnosis.get("verdict") == "healthy"
+    healthy = diagnosis is not None and diagnosis.get("verdict") == "healthy"
     if gate_ok and healthy:
         return [f"{'; '.join(changed)}: allowed by a PASS gate and a healthy diagnosis of the base run"]
     why = ("no PASS gate record for these rewards" if not gate_ok else
@@ -256,7 +266,7 @@ def _check_lr_beta(spec, diagnosis, gate_ok: bool, preview: bool) -> list[str]:
     raise CheckFailed(msg + ". Keep lr 5e-7 / beta 0.01 until the base run is stable and the reward inspected")
 
 
-def _target_hardware(spec, info):
+def _target_hardware(spec: RunSpec, info: ModelInfo) -> Hardware:
     """The spec's hardware, with the generation GPUs fixed where the layout demands it (several nodes)."""
     h = spec.hardware
     hw = _hardware(spec)
@@ -266,22 +276,21 @@ def _target_hardware(spec, info):
         if h.vllm_gpus is not None and h.vllm_gpus != h.gpus:
             raise UserError(f"with {h.nodes} nodes the first node is the generation node: vllm_gpus must be "
                             f"{h.gpus} (a whole node)", where="hardware.vllm_gpus", fix=f"set vllm_gpus: {h.gpus} or remove it")
-        _check_tp(h.gpus, _attr(info, "heads", default=None))
+        _check_tp(h.gpus, info.heads)
         hw = hw.with_vllm_gpus(h.gpus)
     elif h.vllm_gpus:
-        _check_tp(h.vllm_gpus, _attr(info, "heads", default=None))
+        _check_tp(h.vllm_gpus, info.heads)
     return hw
 
 
-def _topology(spec, hw, rec) -> Topology:
+def _topology(spec: RunSpec, hw: Hardware, rec: Recommendation) -> Topology:
     h = spec.hardware
     profile = hw.profile.name
     if hw.profile.is_cpu:
         if h.nodes > 1:
             raise UserError("a CPU target runs on one node", where="hardware.nodes", fix="set nodes: 1")
         return Topology(profile, 1, 0, False, None, 0, 1, 1, "CPU target: no vLLM, one process")
-    reasons = _attr(rec, "reasons", default={}) or {}
-    why = reasons.get("use_vllm", "")
+    why = rec.reasons.get("use_vllm", "")
     if rec.vllm_mode == "colocate":
         if h.nodes > 1:
             raise UserError("several nodes need a generation node, and the model does not fit one",
@@ -291,7 +300,7 @@ def _topology(spec, hw, rec) -> Topology:
                             "one GPU: vLLM colocated with training (the seed's single-GPU default)")
         return Topology(profile, 1, h.gpus, True, "colocate", 0, 1, h.gpus,
                         f"{h.gpus} GPUs, vLLM colocated in each training process ({why})")
-    vllm_gpus = int(rec.vllm_gpus)
+    vllm_gpus = int(rec.vllm_gpus or 0)
     if h.nodes == 1:
         return Topology(profile, 1, h.gpus, True, "server", vllm_gpus, 1, h.gpus - vllm_gpus,
                         f"{h.gpus} GPUs: `trl vllm-serve` on {vllm_gpus}, training on {h.gpus - vllm_gpus} "
@@ -338,7 +347,7 @@ def nearest_valid_batches(pdbs: int, ga: int, spg: int, processes: int, num_gene
     return out
 
 
-def _check_batch(plan_kwargs: dict[str, Setting], topo: Topology, spec) -> None:
+def _check_batch(plan_kwargs: dict[str, Setting], topo: Topology) -> None:
     pdbs = plan_kwargs["per_device_train_batch_size"].value
     ga = plan_kwargs["gradient_accumulation_steps"].value
     spg = plan_kwargs["steps_per_generation"].value
@@ -369,10 +378,10 @@ def _trl_version() -> str:
         return TRL_VERSION_PIN
 
 
-def _check_overrides(spec) -> dict[str, Setting]:
+def _check_overrides(spec: RunSpec) -> dict[str, Setting]:
     import dataclasses
 
-    from trl import GRPOConfig
+    from trl.trainer.grpo_config import GRPOConfig
 
     version = _trl_version()
     fields = {f.name for f in dataclasses.fields(GRPOConfig)}
@@ -396,7 +405,7 @@ def _check_overrides(spec) -> dict[str, Setting]:
 # ----------------------------------------------------------------------------------------------
 # dataset
 
-def _load_rows(spec) -> tuple[list[dict[str, Any]], str]:
+def _load_rows(spec: RunSpec) -> tuple[list[dict[str, Any]], str]:
     d = spec.dataset
     path = spec.training_data_path()  # the filtered file once `finetune data filter` set dataset.filter
     fmt = d.format
@@ -426,7 +435,7 @@ def _percentile(values: list[int], q: float) -> int:
     return s[min(len(s) - 1, int(math.ceil(q * len(s))) - 1)] if s else 0
 
 
-def _dataset_stats(spec) -> tuple[DatasetStats, str]:
+def _dataset_stats(spec: RunSpec) -> tuple[DatasetStats, str]:
     rows, fmt = _load_rows(spec)
     if not rows:
         raise UserError("the dataset is empty", where="dataset.path", fix="point it at the training data")
@@ -455,7 +464,7 @@ def _dataset_stats(spec) -> tuple[DatasetStats, str]:
     def prompt_text(p: Any) -> str:
         if isinstance(p, list):  # conversational
             if tokenizer is not None and getattr(tokenizer, "chat_template", None):
-                return tokenizer.apply_chat_template(p, tokenize=False, add_generation_prompt=True)
+                return str(tokenizer.apply_chat_template(p, tokenize=False, add_generation_prompt=True))
             return "\n".join(str(m.get("content", "")) for m in p if isinstance(m, dict))
         return str(p)
 
@@ -471,7 +480,7 @@ LENGTH_SAMPLE = 2000  # rows tokenized for the percentiles (a random sample, fix
 LONGEST_BY_CHARS = 200  # plus the longest rows by characters, so the maximum is not sampled away
 
 
-def _length_stats(texts: list[str], n_tokens) -> tuple[int, int]:
+def _length_stats(texts: list[str], n_tokens: Callable[[str], int]) -> tuple[int, int]:
     """(max, 95th percentile) token length; large datasets are measured on a sample plus their longest rows."""
     import random
 
@@ -484,7 +493,7 @@ def _length_stats(texts: list[str], n_tokens) -> tuple[int, int]:
     return max(sample_lens + [n_tokens(texts[i]) for i in longest]), _percentile(sample_lens, 0.95)
 
 
-def _check_lengths(spec, stats: DatasetStats, info, overrides: dict[str, Setting]) -> tuple[int, list[str]]:
+def _check_lengths(spec: RunSpec, stats: DatasetStats, info: ModelInfo, overrides: dict[str, Setting]) -> tuple[int, list[str]]:
     g = spec.generation
     warnings: list[str] = []
     unit = "tokens" if stats.tokenized else "tokens (estimated at 4 characters per token: tokenizer not local)"
@@ -506,7 +515,7 @@ def _check_lengths(spec, stats: DatasetStats, info, overrides: dict[str, Setting
                 f"'{stats.answer_column}' answers ({stats.answer_p95} {unit}): most reasoning would be truncated "
                 "and score zero (trl#5697: a 256-token cap truncated 97–99% of completions)",
                 where="generation.max_completion_length", fix=f"set it to at least {stats.answer_max}"))
-        elif g.max_completion_length < stats.answer_max:
+        elif stats.answer_max is not None and g.max_completion_length < stats.answer_max:
             warnings.append(f"the longest '{stats.answer_column}' answer is {stats.answer_max} {unit}, over "
                             f"max_completion_length {g.max_completion_length}: its completions will be truncated")
     if g.max_completion_length <= 256:
@@ -517,7 +526,7 @@ def _check_lengths(spec, stats: DatasetStats, info, overrides: dict[str, Setting
     if vllm_len is not None and vllm_len.value is not None and vllm_len.value < need:
         raise UserError(f"vllm_max_model_length {vllm_len.value} < max_prompt_length + max_completion_length ({need})",
                         where="overrides.vllm_max_model_length", fix=f"set it to at least {need} or remove it")
-    max_pos = _attr(info, "max_position_embeddings", default=None)
+    max_pos = info.max_position_embeddings
     if max_pos and need > max_pos:
         raise UserError(f"prompt + completion ({need} tokens) exceeds the model's context ({max_pos})",
                         where="generation.max_completion_length", fix=f"keep max_prompt_length + max_completion_length ≤ {max_pos}")
@@ -527,13 +536,12 @@ def _check_lengths(spec, stats: DatasetStats, info, overrides: dict[str, Setting
 # ----------------------------------------------------------------------------------------------
 # building the plan
 
-def _pick(spec_value, rec, name: str, what: str) -> Setting:
+def _pick(spec_value: Any, rec: Recommendation, name: str, what: str) -> Setting:
+    """The spec's value when it sets one, else the recommendation's field ``name`` with its reason."""
     if spec_value is not None:
         return Setting(spec_value, f"set in the run spec ({what})", "spec")
-    value = _attr(rec, name)
-    reasons = _attr(rec, "reasons", default={}) or {}
-    reason = reasons.get(name) if isinstance(reasons, dict) else None
-    return Setting(value, f"memory.recommend(): {reason or 'per-scale default'}", "memory")
+    reason = rec.reasons.get(name)
+    return Setting(getattr(rec, name), f"memory.recommend(): {reason or 'per-scale default'}", "memory")
 
 
 def _relative(path: Path, run_dir: Path) -> str:
@@ -544,7 +552,7 @@ def _relative(path: Path, run_dir: Path) -> str:
         return str(path.resolve())
 
 
-def build_plan(spec, run_dir: Path, *, preview: bool = False, no_gate: bool = False) -> RenderPlan:
+def build_plan(spec: RunSpec, run_dir: Path, *, preview: bool = False, no_gate: bool = False) -> RenderPlan:
     """Validate ``spec`` for its target hardware and compute every rendered value. Writes nothing."""
     from finetune.runlength import MAX_WARMUP_FRACTION
     from finetune.spec import BASE_BETA, MIN_NUM_GENERATIONS
@@ -644,7 +652,7 @@ def build_plan(spec, run_dir: Path, *, preview: bool = False, no_gate: bool = Fa
                                                  "with ZeRO-3 and PEFT"),
     })
     cpu = topo.cpu
-    rr = _attr(rec, "reasons", default={}) or {}
+    rr = rec.reasons
     dtype = "float32" if cpu else rec.model_dtype
     bf16 = not cpu and bool(rec.bf16)
     section("precision and model loading", {
@@ -661,9 +669,9 @@ def build_plan(spec, run_dir: Path, *, preview: bool = False, no_gate: bool = Fa
         vllm["vllm_max_model_length"] = Setting(vllm_max_len, "max_prompt_length + max_completion_length "
                                                 f"({g.max_prompt_length} + {g.max_completion_length})")
         if topo.vllm_mode == "colocate":
-            util = _attr(rec, "vllm_gpu_memory_utilization")
-            sleep = _attr(rec, "vllm_enable_sleep_mode")
-            reasons = _attr(rec, "reasons", default={}) or {}
+            util = rec.vllm_gpu_memory_utilization
+            sleep = rec.vllm_enable_sleep_mode
+            reasons = rec.reasons
             vllm["vllm_gpu_memory_utilization"] = Setting(util, "memory.recommend(): " + str(
                 reasons.get("vllm_gpu_memory_utilization", "per-scale share")), "memory")
             vllm["vllm_enable_sleep_mode"] = Setting(bool(sleep), "memory.recommend(): " + str(
@@ -696,12 +704,12 @@ def build_plan(spec, run_dir: Path, *, preview: bool = False, no_gate: bool = Fa
     kw["_method"] = method  # not a GRPOConfig kwarg; carried for the estimator and templates
 
     # TRL's batch rule for the target's real process count, then the installed GRPOConfig itself
-    _check_batch(kw, topo, spec)
+    _check_batch(kw, topo)
     _validate_with_trl(kw, topo)
     length = _run_length(kw, topo, stats.rows)
     warnings += length.warnings
 
-    est = _estimate(info, hw, spec, rec, kw, topo, zero_stage)
+    est = _estimate(info, hw, spec, kw, topo, zero_stage)
     if est.verdict == "does not fit":
         detail = "; ".join(list(est.problems) + [s.action for s in est.suggestions[:2]])
         msg = (f"the memory estimate does not fit the target: peak {est.total_gib:.1f} GiB of "
@@ -734,11 +742,13 @@ def build_plan(spec, run_dir: Path, *, preview: bool = False, no_gate: bool = Fa
                       diagnosis, warnings, length)
 
 
-def _run_length(kw: dict[str, Setting], topo: Topology, rows: int):
+def _run_length(kw: dict[str, Setting], topo: Topology, rows: int) -> RunLength:
     """Optimiser steps, log points, warm-up and checkpoints of exactly the rendered values."""
     from finetune.runlength import run_length
 
-    v = lambda k: kw[k].value  # noqa: E731
+    def v(k: str) -> Any:
+        return kw[k].value
+
     return run_length(rows=rows, num_generations=v("num_generations"),
                       per_device_train_batch_size=v("per_device_train_batch_size"),
                       processes=topo.training_processes, gradient_accumulation_steps=v("gradient_accumulation_steps"),
@@ -771,7 +781,7 @@ def _validate_with_trl(kw: dict[str, Setting], topo: Topology) -> None:
     import tempfile
     import warnings as _w
 
-    from trl import GRPOConfig
+    from trl.trainer.grpo_config import GRPOConfig
 
     args = cpu_safe({k: s.value for k, s in kw.items() if not k.startswith("_")}, topo.training_processes)
     with tempfile.TemporaryDirectory() as tmp, _w.catch_warnings():
@@ -787,12 +797,13 @@ def _validate_with_trl(kw: dict[str, Setting], topo: Topology) -> None:
 # ----------------------------------------------------------------------------------------------
 # rendering
 
-def _env():
+def _env() -> jinja2.Environment:
     import jinja2
 
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), undefined=jinja2.StrictUndefined,
                              keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True)
-    return literals.register(env)
+    literals.register(env)
+    return env
 
 
 def _context(plan: RenderPlan) -> dict[str, Any]:
@@ -801,7 +812,7 @@ def _context(plan: RenderPlan) -> dict[str, Any]:
     spec, topo = plan.spec, plan.topology
     gate_hashes = dict((plan.gate or {}).get("hashes") or {})
     reward_section = spec.reward_section()
-    rec_reasons = _attr(plan.recommendation, "reasons", default={}) or {}
+    rec_reasons = plan.recommendation.reasons
     return {
         "plan": plan, "spec": spec, "topo": topo, "version": __version__, "trl_version": TRL_VERSION_PIN,
         "kwargs": {k: s for k, s in plan.kwargs.items() if not k.startswith("_")},
@@ -829,7 +840,7 @@ def _context(plan: RenderPlan) -> dict[str, Any]:
     }
 
 
-def _memory_table(est: Any) -> str:
+def _memory_table(est: Estimate) -> str:
     # the estimator's own headings sit under BRIEF.md's "Memory fit" section
     return re.sub(r"^(#+) ", lambda m: "#" * (len(m.group(1)) + 2) + " ", est.to_markdown().strip(), flags=re.M)
 

@@ -19,9 +19,12 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from finetune import atomic
+
+if TYPE_CHECKING:
+    from finetune.inspect.rewardmod import RewardModule
 
 INSTRUCTION = "Copy the digits"
 N_DIGITS = 3
@@ -117,7 +120,8 @@ def build_demo_model(out_dir: str | Path, train_strings: list[str], recipe: Warm
         texts, prompt_lens = [], []
         for _ in range(recipe.batch):
             digits = rng.choice(train_strings)
-            prompt = tok.apply_chat_template(digits_prompt(digits), tokenize=False, add_generation_prompt=True)
+            prompt = cast(str, tok.apply_chat_template(digits_prompt(digits), tokenize=False,
+                                                       add_generation_prompt=True))
             _, target = warmup_target(digits, rng, recipe.mix)
             texts.append(prompt + target + tok.eos_token)
             prompt_lens.append(len(tok(prompt, add_special_tokens=False)["input_ids"]))
@@ -194,14 +198,15 @@ def sample_completions(model_or_path: Any, tokenizer_path: str | Path, prompts: 
     return out
 
 
-def score_heldout(completions: list[list[str]], strings: list[str], reward_module, temperature: float,
+def score_heldout(completions: list[list[str]], strings: list[str], reward_module: RewardModule, temperature: float,
                   seed: int) -> HeldoutScore:
     """Score held-out completions with the gated rewards.py (TRL-style calls) and the checker."""
     from finetune import demo_checker
     from finetune.inspect.rewardmod import score_items
 
-    items = [{"prompt": digits_prompt(s), "completion": c, "conversational": True, "columns": {"answer": s}}
-             for s, group in zip(strings, completions) for c in group]
+    items: list[dict[str, Any]] = [
+        {"prompt": digits_prompt(s), "completion": c, "conversational": True, "columns": {"answer": s}}
+        for s, group in zip(strings, completions) for c in group]
     per_reward: dict[str, float] = {}
     total = [0.0] * len(items)
     for r in reward_module.rewards:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from finetune import atomic
-from finetune.errors import CheckFailed, UserError
+from finetune.errors import UserError
 
 
 @dataclass(frozen=True)
@@ -72,7 +72,8 @@ def toc(text: str) -> str:
     """A table of contents of a Markdown text's '## ' headings, linked by GitHub's anchors."""
     from finetune.lint import _outside_code
 
-    lines, seen = [], {}
+    lines: list[str] = []
+    seen: dict[str, int] = {}
     for _, line in _outside_code(text):
         m = re.match(r"^(#{1,6})\s+(.*?)\s*#*\s*$", line)
         if not m:
@@ -104,23 +105,18 @@ def _cell(text: str) -> str:
 
 def cli_table() -> str:
     """The README's command table: every group and verb with its help, from the CLI's own parsers."""
-    import argparse
-
-    from finetune.cli import GROUPS, build_parser
+    from finetune import cli
 
     rows = ["| command | what it does |", "|---|---|"]
-    for name, (_, help_) in GROUPS.items():
+    for name, (_, help_) in cli.GROUPS.items():
         try:
-            parser = build_parser(name)
+            command = cli.shape(name)
         except ImportError:  # not written yet: the row shows what `finetune --help` shows
-            parser = build_parser()
-        group_parser = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices[name]
-        verbs = next((a for a in group_parser._actions if isinstance(a, argparse._SubParsersAction)), None)
-        if verbs is None:
+            command = cli.shape(name, load=False)
+        if not command.verbs:
             rows.append(f"| `finetune {name}` | {_cell(help_)} |")
             continue
-        helps = {c.dest: _cell(c.help or "") for c in verbs._choices_actions}
-        rows += [f"| `finetune {name} {verb}` | {helps.get(verb) or help_} |" for verb in verbs.choices]
+        rows += [f"| `finetune {name} {verb}` | {_cell(v.help) or help_} |" for verb, v in command.verbs.items()]
     return "\n".join(rows) + "\n"
 
 
@@ -134,7 +130,7 @@ def load_producer(spec: str) -> Callable[[], str]:
         module = importlib.import_module(module_name)
     except ImportError as exc:
         raise ProducerUnavailable(f"module {module_name} is not importable ({exc})") from None
-    func = getattr(module, func_name, None)
+    func: Callable[[], str] | None = getattr(module, func_name, None)
     if not callable(func):
         raise ProducerUnavailable(f"{module_name} has no function {func_name}()")
     return func
@@ -217,7 +213,8 @@ def sync(root: Path, check: bool, registry: Iterable[Target] = REGISTRY) -> list
             continue  # short and without a TOC: nothing to do, nothing to report
         if path not in originals:
             originals[path] = path.read_text(encoding="utf-8")
-        before = pending.get(path, originals[path])
+        before = pending[path] if path in pending else originals[path]
+        assert before is not None  # globbed above: the file exists
         new = with_toc(before)
         pending[path] = new
         target = Target(str(path.relative_to(root)), "finetune.docs:with_toc", region=TOC_REGION)
@@ -233,30 +230,3 @@ def default_root() -> Path:
     """The plugin root this package lives in (a source checkout), else the current folder."""
     here = Path(__file__).resolve().parents[2]
     return here if (here / ".claude-plugin").is_dir() else Path.cwd()
-
-
-def add_arguments(parser) -> None:
-    parser.add_argument("--check", action="store_true", help="write nothing; exit 1 if any target drifted")
-    parser.add_argument("--root", metavar="DIR", help="plugin root (default: the checkout this package is in)")
-
-
-def run(args, registry: Iterable[Target] | None = None) -> int:
-    root = Path(args.root) if args.root else default_root()
-    if not root.is_dir():
-        raise UserError(f"not a directory: {root}", where="--root", fix="pass the plugin folder")
-    outcomes = sync(root, args.check, REGISTRY if registry is None else registry)
-    for o in outcomes:
-        if o.status == "unavailable":
-            print(f"{o.target.describe()}: cannot generate: producer {o.target.producer} unavailable: {o.detail}")
-        elif o.status == "failed":
-            print(f"{o.target.describe()}: cannot generate: producer {o.target.producer} raised {o.detail}")
-        elif o.status == "drifted":
-            print(f"{o.target.describe()}: drifted from {o.target.producer}(); run `finetune docs`")
-        elif o.status == "written":
-            print(f"{o.target.describe()}: regenerated")
-    bad = [o for o in outcomes if o.status in {"unavailable", "failed", "drifted"}]
-    if bad:
-        kinds = sorted({o.status for o in bad})
-        raise CheckFailed(f"{len(bad)} generated target(s) {' / '.join(kinds)}")
-    print(f"docs: {len(outcomes)} generated target(s) up to date")
-    return 0

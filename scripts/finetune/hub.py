@@ -15,8 +15,12 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from finetune.errors import UserError
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 # What a model folder needs for sampling and training; the rest of a repo (other weight formats,
 # README, images, onnx/gguf exports) is not downloaded.
@@ -100,7 +104,7 @@ def cached_model(model: str, base_dir: str | Path | None = None) -> Path | None:
     return folder if _is_model_folder(folder) else None
 
 
-def resolve_model(model: str, base_dir: str | Path | None = None, *, console=None) -> Path:
+def resolve_model(model: str, base_dir: str | Path | None = None, *, console: Console | None = None) -> Path:
     """The folder to load ``model`` from: a local folder, the HF cache, or a hub download (progress bar).
 
     A name that is neither a folder nor a hub id, or a hub id that cannot be found / fetched, is a
@@ -123,7 +127,7 @@ def resolve_model(model: str, base_dir: str | Path | None = None, *, console=Non
     return _download(model, console)
 
 
-def _download(model: str, console) -> Path:
+def _download(model: str, console: Console | None) -> Path:
     from huggingface_hub import snapshot_download
     from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError
 

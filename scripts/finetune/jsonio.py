@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -79,7 +79,7 @@ def dumps_line(obj: Any, *, nonfinite: Nonfinite = "refuse") -> str:
     return dumps(obj, nonfinite=nonfinite)
 
 
-def _write(path: Path, text_fn) -> Path:
+def _write(path: Path, text_fn: Callable[[], str]) -> Path:
     from finetune import atomic
 
     try:

@@ -28,10 +28,14 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from finetune.errors import CheckFailed, UserError
+from finetune.errors import UserError
+
+if TYPE_CHECKING:
+    from finetune.cli import Shape
 
 ALLOWED_SKILL_KEYS = frozenset({"name", "description", "license", "allowed-tools", "metadata", "compatibility"})
 SKILL_NAME_RE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
@@ -149,7 +153,7 @@ def _dataclass_fields(cls: type) -> frozenset[str]:
     return frozenset(f.name for f in dataclasses.fields(cls) if f.init)
 
 
-def _signature_params(obj: Callable) -> tuple[frozenset[str], bool]:
+def _signature_params(obj: Callable[..., Any]) -> tuple[frozenset[str], bool]:
     import inspect
 
     params = inspect.signature(obj).parameters.values()
@@ -201,7 +205,7 @@ def kwarg_findings(tree: ast.AST, path: Path, first_line: int,
         if known.accepts_var_kwargs:
             continue
         for kw in keywords:
-            if kw.arg in known.fields:
+            if kw.arg is None or kw.arg in known.fields:
                 continue
             close = difflib.get_close_matches(kw.arg, sorted(known.fields), n=1, cutoff=0.6)
             hint = f"; did you mean '{close[0]}'?" if close else ""
@@ -213,7 +217,8 @@ def kwarg_findings(tree: ast.AST, path: Path, first_line: int,
 # ---------------------------------------------------------------- the checks
 
 
-def _load_frontmatter(path: Path, text: str, findings: list[Finding], kind: str) -> tuple[dict | None, str, int]:
+def _load_frontmatter(path: Path, text: str, findings: list[Finding],
+                      kind: str) -> tuple[dict[str, Any] | None, str, int]:
     raw, body, body_line = split_frontmatter(text)
     if raw is None:
         findings.append(Finding(path, 1, f"{kind} has no YAML frontmatter (a '---' block at the top)"))
@@ -462,30 +467,17 @@ SHELL_LANGS = frozenset({"", "bash", "sh", "shell", "console", "zsh"})
 
 
 @cache
-def _cli_parser(group: str):
-    """(parser for the group, or None) and an error text when the group's module cannot be loaded."""
+def _cli_shape(group: str) -> tuple[Shape | None, str | None]:
+    """(the group's commands, or None) and an error text when the group's module cannot be loaded."""
     from finetune import cli
 
     if group not in cli.GROUPS:
         return None, f"'finetune {group}' is not a command group (groups: {', '.join(cli.GROUPS)})"
     try:
-        parser = cli.build_parser(group)
+        return cli.shape(group), None
     except Exception as exc:  # the group's module is missing or broken: the command cannot run
         return None, (f"'finetune {group}' cannot run: its module {cli.GROUPS[group][0]} does not load "
                       f"({type(exc).__name__}: {exc})")
-    for action in parser._subparsers._group_actions if parser._subparsers else ():
-        if group in action.choices:
-            return action.choices[group], None
-    return None, f"'finetune {group}' has no parser"
-
-
-def _subcommands(parser) -> dict:
-    import argparse
-
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            return action.choices
-    return {}
 
 
 def cli_reference_problem(command_line: str) -> str | None:
@@ -494,11 +486,11 @@ def cli_reference_problem(command_line: str) -> str | None:
     if not m:
         return None
     group, rest = m.group(1), re.split(r"\\?\||;|&&|>|#", m.group(2), maxsplit=1)[0]
-    parser, error = _cli_parser(group)
-    if error:
+    command, error = _cli_shape(group)
+    if command is None:
         return error
     shown = f"finetune {group}"
-    verbs = _subcommands(parser)
+    verbs = command.verbs
     if verbs:
         first = rest.split()[0] if rest.split() else ""
         if not first or first.startswith(("...", "<", "[")) or first.isupper():
@@ -509,8 +501,8 @@ def cli_reference_problem(command_line: str) -> str | None:
             return f"'{shown}' needs a verb before its options (one of: {', '.join(verbs)})"
         if first not in verbs:
             return f"'{shown} {first}' is not a command (verbs: {', '.join(verbs)})"
-        parser, shown = verbs[first], f"{shown} {first}"
-    known = set(parser._option_string_actions)
+        command, shown = verbs[first], f"{shown} {first}"
+    known = set(command.options)
     for option in CLI_OPTION_RE.findall(rest):
         if option not in known:
             close = difflib.get_close_matches(option, sorted(known), n=1, cutoff=0.6)
@@ -613,23 +605,3 @@ def lint(target: Path, lookup: Callable[[str], KnownCallable] = known_callable) 
 
 def render_findings(findings: Iterable[Finding], root: Path) -> list[str]:
     return [f.render(root) for f in findings]
-
-
-# ---------------------------------------------------------------- CLI
-
-
-def add_arguments(parser) -> None:
-    parser.add_argument("path", nargs="?", default=".", help="plugin folder, a folder in it, or one Markdown file")
-
-
-def run(args) -> int:
-    target = Path(args.path)
-    findings = lint(target)
-    root = find_plugin_root(target) if target.exists() else target
-    for line in render_findings(findings, root):
-        print(line)
-    if findings:
-        raise CheckFailed(f"{len(findings)} lint finding(s)")
-    n = len(markdown_files(target))
-    print(f"lint: {n} Markdown file(s) clean")
-    return 0

@@ -16,14 +16,17 @@ from __future__ import annotations
 import argparse
 import math
 import statistics
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from finetune.errors import UserError
 from finetune.hardware import Hardware, resolve_hardware
 from finetune.models import ModelInfo
+
+if TYPE_CHECKING:
+    from finetune.spec import RunSpec
 
 GIB = 2**30
 METHODS = ("full", "lora", "qlora")
@@ -399,323 +402,500 @@ def default_model_dtype(method: str, zero_stage: int, hardware: Hardware) -> str
     return "bfloat16"
 
 
-def estimate(model: ModelInfo, hardware: Hardware, method: str = "lora", *, num_generations: int = 8,
-             per_device_train_batch_size: int = 8, gradient_accumulation_steps: int = 4,
-             steps_per_generation: int | None = None, max_prompt_length: int = 512,
-             max_completion_length: int = 1024, beta: float = 0.01, use_vllm: bool | None = None,
-             vllm_mode: str = "colocate", vllm_gpu_memory_utilization: float | None = None,
-             vllm_enable_sleep_mode: bool = False, vllm_tensor_parallel_size: int = 1,
-             vllm_gpus: int | None = None, gradient_checkpointing: bool = True, optimizer: str = "adamw_torch",
-             zero_stage: int = 0, lora_r: int = 16, lora_target_modules: str | list[str] = "all-linear",
-             model_dtype: str | None = None, fused_lm_head: bool = True, suggest: bool = True) -> Estimate:
-    """Estimate per-GPU memory of a TRL 1.16 GRPO run; see the module docstring and memory-figures.md.
+@dataclass(frozen=True)
+class Knobs:
+    """What :func:`estimate` sizes besides the model and the hardware: one GRPO configuration.
 
-    ``per_device_train_batch_size`` counts completions per micro-batch (TRL ≥ 0.18). ``vllm_gpus`` (server
-    mode) defaults to ``hardware.vllm_gpus`` or the tensor-parallel size. ``vllm_gpu_memory_utilization``
-    defaults to TRL's 0.3 (colocate) / `trl vllm-serve`'s 0.9 (server). ``fused_lm_head=False`` sizes a
-    trainer that materialises the completion logits (TRL before 1.x, other frameworks) instead of TRL 1.16's
-    chunked head.
+    Names are GRPOConfig's (``optimizer`` is its ``optim``, ``zero_stage`` the DeepSpeed stage, ``method``
+    full / lora / qlora); ``per_device_train_batch_size`` counts completions per micro-batch (TRL ≥ 0.18).
+    ``None`` leaves a value to the estimator: ``steps_per_generation`` → gradient_accumulation_steps,
+    ``use_vllm`` → on for a GPU target, ``vllm_gpu_memory_utilization`` → TRL's 0.3 (colocate) / `trl
+    vllm-serve`'s 0.9 (server), ``vllm_gpus`` (server) → ``hardware.vllm_gpus`` or the tensor-parallel
+    size, ``model_dtype`` → :func:`default_model_dtype`. ``fused_lm_head=False`` sizes a trainer that
+    materialises the completion logits (TRL before 1.x, other frameworks) instead of TRL 1.16's chunked head.
     """
-    _check_choice(method, METHODS, "method")
-    _check_choice(optimizer, OPTIMIZERS, "optimizer")
-    if zero_stage not in (0, 2, 3):
-        raise UserError(f"zero_stage {zero_stage}", where="zero_stage", fix="use 0 (none), 2 or 3")
-    for name, v in (("per_device_train_batch_size", per_device_train_batch_size),
-                    ("gradient_accumulation_steps", gradient_accumulation_steps), ("num_generations", num_generations),
-                    ("max_prompt_length", max_prompt_length), ("max_completion_length", max_completion_length),
-                    ("vllm_tensor_parallel_size", vllm_tensor_parallel_size), ("lora_r", lora_r)):
+
+    method: str = "lora"
+    num_generations: int = 8
+    per_device_train_batch_size: int = 8
+    gradient_accumulation_steps: int = 4
+    steps_per_generation: int | None = None
+    max_prompt_length: int = 512
+    max_completion_length: int = 1024
+    beta: float = 0.01
+    use_vllm: bool | None = None
+    vllm_mode: str = "colocate"
+    vllm_gpu_memory_utilization: float | None = None
+    vllm_enable_sleep_mode: bool = False
+    vllm_tensor_parallel_size: int = 1
+    vllm_gpus: int | None = None
+    gradient_checkpointing: bool = True
+    optimizer: str = "adamw_torch"
+    zero_stage: int = 0
+    lora_r: int = 16
+    lora_target_modules: str | list[str] | tuple[str, ...] = "all-linear"
+    model_dtype: str | None = None
+    fused_lm_head: bool = True
+
+
+def workload_of(spec: RunSpec) -> Knobs:
+    """The part of a spec :func:`recommend` keeps fixed (completions per prompt, lengths, KL, LoRA rank)."""
+    g, t = spec.generation, spec.training
+    return Knobs(num_generations=t.num_generations, max_prompt_length=g.max_prompt_length,
+                 max_completion_length=g.max_completion_length, beta=t.beta, lora_r=spec.lora.r)
+
+
+@dataclass(frozen=True)
+class _Sizing:
+    """estimate()'s inputs with the estimator's defaults filled in: what every component function reads."""
+
+    model: ModelInfo
+    hardware: Hardware  # with the `trl vllm-serve` GPUs taken out in server mode
+    k: Knobs  # as given
+    use_vllm: bool
+    spg: int  # steps_per_generation
+    util: float  # vllm_gpu_memory_utilization
+    dtype: str  # model_dtype: what the policy is loaded in
+    vllm_gpus: int | None  # the server's GPUs (server mode)
+
+    @property
+    def cpu(self) -> bool:
+        return self.hardware.profile.is_cpu
+
+    @property
+    def server(self) -> bool:
+        return self.use_vllm and self.k.vllm_mode == "server"
+
+    @property
+    def n_train(self) -> int:
+        return self.hardware.training_gpus
+
+    @property
+    def shards(self) -> int:
+        """N: the training GPUs DeepSpeed partitions over (1 without ZeRO)."""
+        return self.n_train if self.k.zero_stage else 1
+
+    @property
+    def zero3(self) -> bool:
+        """ZeRO-3 over several GPUs: the weights themselves are partitioned."""
+        return self.k.zero_stage == 3 and self.shards > 1
+
+    @property
+    def shard_note(self) -> str:
+        return f" / {self.shards} GPUs" if self.zero3 else ""
+
+    @property
+    def wbytes(self) -> int:
+        return 2 if self.dtype == "bfloat16" else 4
+
+    @property
+    def seq_len(self) -> int:
+        return self.k.max_prompt_length + self.k.max_completion_length
+
+    @property
+    def round_seqs(self) -> int:
+        """Completions one training process generates per round."""
+        return self.k.per_device_train_batch_size * self.spg
+
+
+def _check_knobs(k: Knobs) -> None:
+    _check_choice(k.method, METHODS, "method")
+    _check_choice(k.optimizer, OPTIMIZERS, "optimizer")
+    if k.zero_stage not in (0, 2, 3):
+        raise UserError(f"zero_stage {k.zero_stage}", where="zero_stage", fix="use 0 (none), 2 or 3")
+    for name in ("per_device_train_batch_size", "gradient_accumulation_steps", "num_generations", "max_prompt_length",
+                 "max_completion_length", "vllm_tensor_parallel_size", "lora_r"):
+        v = getattr(k, name)
         if int(v) < 1:
             raise UserError(f"{name} must be ≥ 1 (got {v})", where=name, fix="use a positive value")
+
+
+def _resolve(model: ModelInfo, hardware: Hardware, k: Knobs) -> _Sizing:
+    """Check ``k`` and fill in what it leaves to the estimator (see :class:`Knobs`)."""
+    _check_knobs(k)
     cpu = hardware.profile.is_cpu
-    if use_vllm is None:
-        use_vllm = not cpu
+    use_vllm = (not cpu) if k.use_vllm is None else k.use_vllm
     if cpu and use_vllm:
         raise UserError("vLLM needs a GPU", where="use_vllm", fix="set use_vllm false with the cpu profile")
     if use_vllm:
-        _check_choice(vllm_mode, VLLM_MODES, "vllm_mode")
-    steps_per_generation = steps_per_generation or gradient_accumulation_steps
-    tp = vllm_tensor_parallel_size
-    server = use_vllm and vllm_mode == "server"
-    if server:
-        vllm_gpus = vllm_gpus or hardware.vllm_gpus or tp
-        hardware = hardware.with_vllm_gpus(vllm_gpus)
-    else:
-        hardware = hardware.with_vllm_gpus(None)
-    n_train = hardware.training_gpus
-    if n_train < 1:
+        _check_choice(k.vllm_mode, VLLM_MODES, "vllm_mode")
+    server = use_vllm and k.vllm_mode == "server"
+    vllm_gpus = (k.vllm_gpus or hardware.vllm_gpus or k.vllm_tensor_parallel_size) if server else k.vllm_gpus
+    hardware = hardware.with_vllm_gpus(vllm_gpus if server else None)
+    if hardware.training_gpus < 1:
         raise UserError(f"no GPU left to train on ({hardware.total_gpus} GPUs, {vllm_gpus} for vLLM)",
                         where="hardware.vllm_gpus", fix="give vLLM fewer GPUs or add GPUs")
-    if vllm_gpu_memory_utilization is None:
-        vllm_gpu_memory_utilization = TRL_SERVER_DEFAULT_UTIL if server else 0.3
-    if not 0 < vllm_gpu_memory_utilization <= 1:
-        raise UserError(f"vllm_gpu_memory_utilization {vllm_gpu_memory_utilization}",
-                        where="vllm_gpu_memory_utilization", fix="a fraction in (0, 1]")
-    model_dtype = model_dtype or default_model_dtype(method, zero_stage, hardware)
-    _check_choice(model_dtype, ("bfloat16", "float32"), "model_dtype")
-    wbytes = 2 if model_dtype == "bfloat16" else 4
-    P = model.params
-    N = n_train if zero_stage else 1
-    B, Tp, Tc = per_device_train_batch_size, max_prompt_length, max_completion_length
-    T = Tp + Tc
-    comps: list[Component] = []
-    warnings: list[str] = []
-    problems: list[str] = []
+    util = k.vllm_gpu_memory_utilization
+    if util is None:
+        util = TRL_SERVER_DEFAULT_UTIL if server else 0.3
+    if not 0 < util <= 1:
+        raise UserError(f"vllm_gpu_memory_utilization {util}", where="vllm_gpu_memory_utilization",
+                        fix="a fraction in (0, 1]")
+    dtype = k.model_dtype or default_model_dtype(k.method, k.zero_stage, hardware)
+    _check_choice(dtype, ("bfloat16", "float32"), "model_dtype")
+    return _Sizing(model, hardware, k, use_vllm, k.steps_per_generation or k.gradient_accumulation_steps, util,
+                   dtype, vllm_gpus)
 
-    def add(key: str, label: str, n_bytes: float, formula: str, phase: Phase) -> None:
-        comps.append(Component(key, label, gib(n_bytes), formula, phase))
 
-    shard = f" / {N} GPUs" if zero_stage == 3 and N > 1 else ""
-    zero3 = zero_stage == 3 and N > 1
-    # --- policy weights
-    if method == "qlora":
-        q = model.quantizable_params
-        rest = P - q
-        add("policy_weights", "policy weights (4-bit NF4 + bf16 rest)", (q * QLORA_BYTES_PER_PARAM + rest * 2) / (N if zero3 else 1),
-            f"{_b(q)} linear × {QLORA_BYTES_PER_PARAM:.3f} B + {_b(rest)} other × 2 B{shard}", "resident")
-        if model.is_moe and model.expert_params:
-            warnings.append(f"{_b(model.expert_params)} fused MoE expert weights are not nn.Linear: bitsandbytes "
-                            "leaves them in bf16, so QLoRA saves little on this model")
-    elif method == "full" and zero_stage:
-        per = 2 * P / (N if zero3 else 1)
-        add("policy_weights", "policy weights (bf16)", per, f"{_b(P)} × 2 B{shard}", "resident")
-    else:
-        add("policy_weights", f"policy weights ({model_dtype})", wbytes * P / (N if zero3 else 1),
-            f"{_b(P)} × {wbytes} B{shard}", "resident")
-        if method == "full" and model_dtype == "bfloat16":
-            warnings.append("full fine-tuning with bf16 weights and no fp32 master copy: at lr 5e-7 most AdamW "
-                            "updates round away (bf16 resolution 2^-8 relative); load float32 or use DeepSpeed")
-    # --- reference model (beta > 0; PEFT disables the adapters instead of loading a copy)
-    if beta > 0 and method == "full":
-        ref_bytes = (2 if zero_stage else wbytes) * P / (N if zero3 else 1)
-        add("reference_model", "reference model (frozen copy)", ref_bytes,
-            f"beta {beta} > 0: {_b(P)} × {2 if zero_stage else wbytes} B{shard}", "resident")
-    # --- trainable parameters: gradients, optimizer states, master weights
-    opt_bytes = 8 if optimizer == "adamw_torch" else 2
-    opt_name = "AdamW m, v fp32" if optimizer == "adamw_torch" else "8-bit AdamW m, v"
-    if optimizer == "paged_adamw_8bit":
-        opt_name += " (paged: may spill to CPU under pressure)"
-    if method in ("lora", "qlora"):
-        L = model.lora_params(lora_r, lora_target_modules)
-        add("adapters", f"LoRA adapters r={lora_r} (fp32)", 4 * L,
-            f"{_b(L)} = Σ r·(d_in + d_out) over adapted projections × 4 B", "resident")
-        add("gradients", "adapter gradients (fp32)", 4 * L, f"{_b(L)} × 4 B", "training")
-        add("optimizer", f"optimizer states ({opt_name})", opt_bytes * L, f"{_b(L)} × {opt_bytes} B", "resident")
-    elif zero_stage:
-        dp = f" / {N} GPUs" if N > 1 else ""
-        if zero_stage == 3:
-            add("gradients", "gradients (fp32 partitions)", 4 * P / N, f"{_b(P)} × 4 B{dp}", "training")
-        else:
-            add("gradients", "gradients (bf16 buckets + fp32 partitions)", 2 * P + 4 * P / N,
-                f"{_b(P)} × 2 B + {_b(P)} × 4 B{dp}", "training")
-        add("master_weights", "fp32 master weights", 4 * P / N, f"{_b(P)} × 4 B{dp}", "resident")
-        add("optimizer", f"optimizer states ({opt_name})", opt_bytes * P / N, f"{_b(P)} × {opt_bytes} B{dp}", "resident")
-        if zero_stage == 3:
-            add("zero3_gather", "ZeRO-3 gathered-parameter buffers", 4 * model.largest_layer_params,
-                f"4 B × largest layer {_b(model.largest_layer_params)} (deepspeed memory.rst)", "training")
-    else:
-        add("gradients", f"gradients ({model_dtype})", wbytes * P, f"{_b(P)} × {wbytes} B", "training")
-        add("optimizer", f"optimizer states ({opt_name}{', bf16' if wbytes == 2 and optimizer == 'adamw_torch' else ''})",
-            (opt_bytes if wbytes == 4 or optimizer != "adamw_torch" else 4) * P,
-            f"{_b(P)} × {opt_bytes if wbytes == 4 or optimizer != 'adamw_torch' else 4} B", "resident")
-        if n_train > 1:
-            add("ddp_buckets", "DDP gradient buckets", wbytes * P, f"{_b(P)} × {wbytes} B (flat all-reduce copy)",
-                "training")
-    # --- training forward / backward
-    act_scale = 2 if cpu else 1  # no bf16 autocast on CPU: activations and logits are fp32
-    add("activations", "activations" + (" (gradient checkpointing)" if gradient_checkpointing else "")
-        + (" fp32" if cpu else ""), act_scale * activation_bytes(model, B, T, gradient_checkpointing),
-        (f"B {B} × T {T} × (layers {model.layers} × 2h + one layer {layer_activation_bytes_per_token(model)} B)"
-         if gradient_checkpointing else
-         f"B {B} × T {T} × layers {model.layers} × {layer_activation_bytes_per_token(model)} B"), "training")
-    if fused_lm_head:
-        # on a GPU only completion positions are projected; TRL's CPU path scores every position
-        scored = B * (T if cpu else Tc)
-        head_trainable = method == "full"
-        compute = 4 if cpu else 2
-        add("lm_head", "LM head, fused log-prob tiles (TRL 1.16)",
-            fused_head_bytes(model, scored, head_trainable=head_trainable, compute_bytes=compute, weight_bytes=wbytes),
-            f"tile {min(scored, TRL_HEAD_TOKEN_TILE)}×{min(model.vocab, TRL_HEAD_VOCAB_TILE)}×{compute} B + ∇hidden "
-            f"N {scored} × h {model.hidden} × 4 B" + (f" + ∇W V {model.vocab} × h × 4 B" if head_trainable else "")
-            + " (full B×T×V logits never exist)", "training")
-    else:
-        add("lm_head", "completion logits + their gradient (materialised)", act_scale * logits_bytes(B, Tc, model.vocab),
-            f"B {B} × T_completion {Tc} × V {model.vocab} × {4 * act_scale} B", "training")
-    if model.is_vlm:
-        warnings.append("vision-language model: image tokens and the vision tower's activations are not sized "
-                        "here (text tokens only); VLM RL is reference-only in this plugin")
-    # --- generation
-    round_seqs = B * steps_per_generation  # completions one process generates per round
+@dataclass
+class _Parts:
+    """What the component functions find: the estimate's lines, warnings, problems and vLLM budget."""
+
+    components: list[Component] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
     vllm: VllmBudget | None = None
-    if use_vllm:
-        vllm_weight_bytes = (model.quantizable_params * QLORA_BYTES_PER_PARAM + (P - model.quantizable_params) * 2
-                             if method == "qlora" else 2 * P)  # TRL starts vLLM with bitsandbytes for 4-bit policies
-        if server:
-            # the server serves every training process; data-parallel replicas (vllm_gpus / TP) split them
-            replicas = max(1, vllm_gpus // tp)
-            max_num_seqs = math.ceil(B * n_train * steps_per_generation / replicas)
-            vllm = _vllm_budget(model, hardware, "server", vllm_gpus, tp, vllm_gpu_memory_utilization,
-                                vllm_weight_bytes, max_num_seqs, T, VLLM_SERVER_BATCHED_TOKENS, False)
-        else:
-            max_num_seqs = B * tp * steps_per_generation  # what TRL 1.16 passes to vLLM
-            vllm = _vllm_budget(model, hardware, "colocate", tp, tp, vllm_gpu_memory_utilization,
-                                vllm_weight_bytes, max_num_seqs, T, VLLM_COLOCATE_BATCHED_TOKENS,
-                                vllm_enable_sleep_mode)
-            comps.append(Component(
-                "vllm", f"vLLM engine (colocate, {vllm_gpu_memory_utilization:.2f} of memory)", vllm.share_gib,
-                f"{vllm_gpu_memory_utilization} × {hardware.memory_gib:.1f} GiB = weights {_g(vllm.weights_gib)} + "
-                f"act. {_g(vllm.activation_gib)} + overhead {_g(vllm.overhead_gib)} + KV {_g(vllm.kv_available_gib)}"
-                + (f"; asleep during training: {_g(vllm.during_training_gib)}" if vllm_enable_sleep_mode else ""),
-                "generation"))
-        if vllm.kv_available_gib <= 0 or vllm.concurrent_seqs < 1:
-            problems.append(f"vLLM share {vllm.utilization} ({vllm.share_gib:.1f} GiB) cannot hold its weights "
-                            f"({vllm.weights_gib:.1f} GiB) + overhead and one {T}-token sequence: raise "
-                            "vllm_gpu_memory_utilization" + (" or use more vLLM GPUs (TP)" if server else ""))
-        elif vllm.concurrent_seqs < vllm.max_num_seqs:
-            warnings.append(f"vLLM KV space ({vllm.kv_available_gib:.1f} GiB) holds {vllm.concurrent_seqs} of "
-                            f"{vllm.max_num_seqs} full-length sequences: generation runs in waves (slower, not OOM)")
-        if zero_stage == 3 and n_train > 1 and not server:
-            warnings.append("ZeRO-3 + vLLM colocate: weights are gathered parameter by parameter for each sync")
-    else:
-        kv_bytes = 2 if model_dtype == "bfloat16" or not cpu else 4
-        add("generate_kv", "KV cache (transformers generate)", kv_cache_bytes(model, round_seqs * T, kv_bytes),
-            f"{round_seqs} sequences × {T} tokens × {model.kv_bytes_per_token(kv_bytes) // 1024} KiB", "generation")
-        if zero3 and method == "full":
-            add("zero3_generation_gather", "full weights gathered for generate (ZeRO-3)", 2 * P * (1 - 1 / N),
-                f"ds3_gather_for_generation: {_b(P)} × 2 B × (1 − 1/{N})", "generation")
-    if not cpu:
-        add("cuda_context", "CUDA context, cuBLAS / NCCL workspaces", CUDA_CONTEXT_GIB * GIB,
-            f"{CUDA_CONTEXT_GIB:.1f} GiB per process (outside torch's allocator)", "context")
 
+    def add(self, key: str, label: str, n_bytes: float, formula: str, phase: Phase) -> None:
+        self.components.append(Component(key, label, gib(n_bytes), formula, phase))
+
+
+def _policy_weights(s: _Sizing, out: _Parts) -> None:
+    """The policy: its load dtype; 4-bit NF4 linears under QLoRA; bf16 under ZeRO (fp32 master in the optimizer)."""
+    m, k, P = s.model, s.k, s.model.params
+    div = s.shards if s.zero3 else 1
+    if k.method == "qlora":
+        q = m.quantizable_params
+        rest = P - q
+        out.add("policy_weights", "policy weights (4-bit NF4 + bf16 rest)", (q * QLORA_BYTES_PER_PARAM + rest * 2) / div,
+                f"{_b(q)} linear × {QLORA_BYTES_PER_PARAM:.3f} B + {_b(rest)} other × 2 B{s.shard_note}", "resident")
+        if m.is_moe and m.expert_params:
+            out.warnings.append(f"{_b(m.expert_params)} fused MoE expert weights are not nn.Linear: bitsandbytes "
+                                "leaves them in bf16, so QLoRA saves little on this model")
+    elif k.method == "full" and k.zero_stage:
+        out.add("policy_weights", "policy weights (bf16)", 2 * P / div, f"{_b(P)} × 2 B{s.shard_note}", "resident")
+    else:
+        out.add("policy_weights", f"policy weights ({s.dtype})", s.wbytes * P / div,
+                f"{_b(P)} × {s.wbytes} B{s.shard_note}", "resident")
+        if k.method == "full" and s.dtype == "bfloat16":
+            out.warnings.append("full fine-tuning with bf16 weights and no fp32 master copy: at lr 5e-7 most AdamW "
+                                "updates round away (bf16 resolution 2^-8 relative); load float32 or use DeepSpeed")
+
+
+def _reference_model(s: _Sizing, out: _Parts) -> None:
+    """A frozen copy when beta > 0 under full fine-tuning (PEFT disables the adapters instead)."""
+    k, P = s.k, s.model.params
+    if k.beta > 0 and k.method == "full":
+        wb = 2 if k.zero_stage else s.wbytes
+        out.add("reference_model", "reference model (frozen copy)", wb * P / (s.shards if s.zero3 else 1),
+                f"beta {k.beta} > 0: {_b(P)} × {wb} B{s.shard_note}", "resident")
+
+
+def _optimizer_bytes(optimizer: str) -> tuple[int, str]:
+    """(bytes per trainable parameter, label) of the optimizer's states."""
+    name = "AdamW m, v fp32" if optimizer == "adamw_torch" else "8-bit AdamW m, v"
+    if optimizer == "paged_adamw_8bit":
+        name += " (paged: may spill to CPU under pressure)"
+    return (8 if optimizer == "adamw_torch" else 2), name
+
+
+def _trainable_states(s: _Sizing, out: _Parts) -> None:
+    """Gradients, optimizer states (and fp32 master weights) of what trains: adapters, or the whole model."""
+    if s.k.method in ("lora", "qlora"):
+        _adapter_states(s, out)
+    elif s.k.zero_stage:
+        _zero_states(s, out)
+    else:
+        _unsharded_states(s, out)
+
+
+def _adapter_states(s: _Sizing, out: _Parts) -> None:
+    k = s.k
+    opt_bytes, opt_name = _optimizer_bytes(k.optimizer)
+    L = s.model.lora_params(k.lora_r, k.lora_target_modules)
+    out.add("adapters", f"LoRA adapters r={k.lora_r} (fp32)", 4 * L,
+            f"{_b(L)} = Σ r·(d_in + d_out) over adapted projections × 4 B", "resident")
+    out.add("gradients", "adapter gradients (fp32)", 4 * L, f"{_b(L)} × 4 B", "training")
+    out.add("optimizer", f"optimizer states ({opt_name})", opt_bytes * L, f"{_b(L)} × {opt_bytes} B", "resident")
+
+
+def _zero_states(s: _Sizing, out: _Parts) -> None:
+    P, N, m = s.model.params, s.shards, s.model
+    opt_bytes, opt_name = _optimizer_bytes(s.k.optimizer)
+    dp = f" / {N} GPUs" if N > 1 else ""
+    if s.k.zero_stage == 3:
+        out.add("gradients", "gradients (fp32 partitions)", 4 * P / N, f"{_b(P)} × 4 B{dp}", "training")
+    else:
+        out.add("gradients", "gradients (bf16 buckets + fp32 partitions)", 2 * P + 4 * P / N,
+                f"{_b(P)} × 2 B + {_b(P)} × 4 B{dp}", "training")
+    out.add("master_weights", "fp32 master weights", 4 * P / N, f"{_b(P)} × 4 B{dp}", "resident")
+    out.add("optimizer", f"optimizer states ({opt_name})", opt_bytes * P / N, f"{_b(P)} × {opt_bytes} B{dp}", "resident")
+    if s.k.zero_stage == 3:
+        out.add("zero3_gather", "ZeRO-3 gathered-parameter buffers", 4 * m.largest_layer_params,
+                f"4 B × largest layer {_b(m.largest_layer_params)} (deepspeed memory.rst)", "training")
+
+
+def _unsharded_states(s: _Sizing, out: _Parts) -> None:
+    P, wbytes, optimizer = s.model.params, s.wbytes, s.k.optimizer
+    opt_bytes, opt_name = _optimizer_bytes(optimizer)
+    out.add("gradients", f"gradients ({s.dtype})", wbytes * P, f"{_b(P)} × {wbytes} B", "training")
+    # AdamW keeps its states in the weights' dtype: bf16 weights halve them
+    per = opt_bytes if wbytes == 4 or optimizer != "adamw_torch" else 4
+    out.add("optimizer", f"optimizer states ({opt_name}{', bf16' if wbytes == 2 and optimizer == 'adamw_torch' else ''})",
+            per * P, f"{_b(P)} × {per} B", "resident")
+    if s.n_train > 1:
+        out.add("ddp_buckets", "DDP gradient buckets", wbytes * P, f"{_b(P)} × {wbytes} B (flat all-reduce copy)",
+                "training")
+
+
+def _activations(s: _Sizing, out: _Parts) -> None:
+    """What the training forward saves for backward (fp32 on CPU: no bf16 autocast there)."""
+    m, k = s.model, s.k
+    B, T, gc = k.per_device_train_batch_size, s.seq_len, k.gradient_checkpointing
+    out.add("activations", "activations" + (" (gradient checkpointing)" if gc else "") + (" fp32" if s.cpu else ""),
+            (2 if s.cpu else 1) * activation_bytes(m, B, T, gc),
+            (f"B {B} × T {T} × (layers {m.layers} × 2h + one layer {layer_activation_bytes_per_token(m)} B)" if gc else
+             f"B {B} × T {T} × layers {m.layers} × {layer_activation_bytes_per_token(m)} B"), "training")
+    if m.is_vlm:
+        out.warnings.append("vision-language model: image tokens and the vision tower's activations are not sized "
+                            "here (text tokens only); VLM RL is reference-only in this plugin")
+
+
+def _lm_head(s: _Sizing, out: _Parts) -> None:
+    """TRL 1.16's fused log-prob head, or (``fused_lm_head=False``) materialised completion logits."""
+    m, k = s.model, s.k
+    B, Tc = k.per_device_train_batch_size, k.max_completion_length
+    if not k.fused_lm_head:
+        act_scale = 2 if s.cpu else 1
+        out.add("lm_head", "completion logits + their gradient (materialised)", act_scale * logits_bytes(B, Tc, m.vocab),
+                f"B {B} × T_completion {Tc} × V {m.vocab} × {4 * act_scale} B", "training")
+        return
+    # on a GPU only completion positions are projected; TRL's CPU path scores every position
+    scored = B * (s.seq_len if s.cpu else Tc)
+    head_trainable = k.method == "full"
+    compute = 4 if s.cpu else 2
+    out.add("lm_head", "LM head, fused log-prob tiles (TRL 1.16)",
+            fused_head_bytes(m, scored, head_trainable=head_trainable, compute_bytes=compute, weight_bytes=s.wbytes),
+            f"tile {min(scored, TRL_HEAD_TOKEN_TILE)}×{min(m.vocab, TRL_HEAD_VOCAB_TILE)}×{compute} B + ∇hidden "
+            f"N {scored} × h {m.hidden} × 4 B" + (f" + ∇W V {m.vocab} × h × 4 B" if head_trainable else "")
+            + " (full B×T×V logits never exist)", "training")
+
+
+def _generation(s: _Sizing, out: _Parts) -> None:
+    """The rollouts: a vLLM engine (colocated on this GPU, or a server's own GPUs), else generate's KV cache."""
+    if s.use_vllm:
+        _vllm_engine(s, out)
+    else:
+        _generate_kv(s, out)
+
+
+def _vllm_engine(s: _Sizing, out: _Parts) -> None:
+    v = out.vllm = _vllm_budget(s)
+    if not s.server:
+        out.components.append(Component(
+            "vllm", f"vLLM engine (colocate, {s.util:.2f} of memory)", v.share_gib,
+            f"{s.util} × {s.hardware.memory_gib:.1f} GiB = weights {_g(v.weights_gib)} + "
+            f"act. {_g(v.activation_gib)} + overhead {_g(v.overhead_gib)} + KV {_g(v.kv_available_gib)}"
+            + (f"; asleep during training: {_g(v.during_training_gib)}" if s.k.vllm_enable_sleep_mode else ""),
+            "generation"))
+    if v.kv_available_gib <= 0 or v.concurrent_seqs < 1:
+        out.problems.append(f"vLLM share {v.utilization} ({v.share_gib:.1f} GiB) cannot hold its weights "
+                            f"({v.weights_gib:.1f} GiB) + overhead and one {s.seq_len}-token sequence: raise "
+                            "vllm_gpu_memory_utilization" + (" or use more vLLM GPUs (TP)" if s.server else ""))
+    elif v.concurrent_seqs < v.max_num_seqs:
+        out.warnings.append(f"vLLM KV space ({v.kv_available_gib:.1f} GiB) holds {v.concurrent_seqs} of "
+                            f"{v.max_num_seqs} full-length sequences: generation runs in waves (slower, not OOM)")
+    if s.k.zero_stage == 3 and s.n_train > 1 and not s.server:
+        out.warnings.append("ZeRO-3 + vLLM colocate: weights are gathered parameter by parameter for each sync")
+
+
+def _vllm_budget(s: _Sizing) -> VllmBudget:
+    """The engine's share: weights, profile-run activations, overhead, and the KV space left for sequences."""
+    m, k, P = s.model, s.k, s.model.params
+    tp = k.vllm_tensor_parallel_size
+    # TRL starts vLLM with bitsandbytes for 4-bit policies
+    weight_bytes = (m.quantizable_params * QLORA_BYTES_PER_PARAM + (P - m.quantizable_params) * 2
+                    if k.method == "qlora" else 2 * P)
+    if s.server:
+        # the server serves every training process; data-parallel replicas (vllm_gpus / TP) split them
+        gpus = s.vllm_gpus or tp
+        max_num_seqs = math.ceil(k.per_device_train_batch_size * s.n_train * s.spg / max(1, gpus // tp))
+        mode, batched_tokens, sleep = "server", VLLM_SERVER_BATCHED_TOKENS, False
+    else:
+        gpus = tp
+        max_num_seqs = k.per_device_train_batch_size * tp * s.spg  # what TRL 1.16 passes to vLLM
+        mode, batched_tokens, sleep = "colocate", VLLM_COLOCATE_BATCHED_TOKENS, k.vllm_enable_sleep_mode
+    share = s.util * s.hardware.memory_gib
+    weights = gib(weight_bytes / tp)
+    act = gib(vllm_activation_bytes(m, batched_tokens, max_num_seqs, tp))
+    kv_per_seq = gib(kv_cache_bytes(m, s.seq_len) / tp)
+    kv_available = share - weights - act - VLLM_OVERHEAD_GIB
+    return VllmBudget(mode=mode, gpus=gpus, tensor_parallel_size=tp, utilization=s.util, share_gib=share,
+                      weights_gib=weights, activation_gib=act, overhead_gib=VLLM_OVERHEAD_GIB,
+                      kv_available_gib=kv_available, kv_needed_gib=max_num_seqs * kv_per_seq,
+                      max_num_seqs=max_num_seqs, seq_len=s.seq_len,
+                      concurrent_seqs=int(kv_available // kv_per_seq) if kv_available > 0 else 0, sleep_mode=sleep,
+                      during_training_gib=VLLM_SLEEP_RESIDUAL_GIB if sleep else share)
+
+
+def _generate_kv(s: _Sizing, out: _Parts) -> None:
+    m, k, T, N = s.model, s.k, s.seq_len, s.shards
+    kv_bytes = 2 if s.dtype == "bfloat16" or not s.cpu else 4
+    out.add("generate_kv", "KV cache (transformers generate)", kv_cache_bytes(m, s.round_seqs * T, kv_bytes),
+            f"{s.round_seqs} sequences × {T} tokens × {m.kv_bytes_per_token(kv_bytes) // 1024} KiB", "generation")
+    if s.zero3 and k.method == "full":
+        out.add("zero3_generation_gather", "full weights gathered for generate (ZeRO-3)", 2 * m.params * (1 - 1 / N),
+                f"ds3_gather_for_generation: {_b(m.params)} × 2 B × (1 − 1/{N})", "generation")
+
+
+def _cuda_context(s: _Sizing, out: _Parts) -> None:
+    if not s.cpu:
+        out.add("cuda_context", "CUDA context, cuBLAS / NCCL workspaces", CUDA_CONTEXT_GIB * GIB,
+                f"{CUDA_CONTEXT_GIB:.1f} GiB per process (outside torch's allocator)", "context")
+
+
+# Every component of the estimate, in the order its table lists them: each function adds its lines (and the
+# warnings or problems it finds) for one resolved configuration.
+COMPONENTS: tuple[Callable[[_Sizing, _Parts], None], ...] = (
+    _policy_weights, _reference_model, _trainable_states, _activations, _lm_head, _generation, _cuda_context)
+
+
+def _peaks(parts: _Parts) -> tuple[float, float]:
+    """(training, generation) peak: what is always held plus each phase's own components."""
+    comps = parts.components
     resident = sum(c.gib for c in comps if c.phase in ("resident", "context"))
     training_extra = sum(c.gib for c in comps if c.phase == "training")
     generation_extra = sum(c.gib for c in comps if c.phase == "generation")
-    vllm_during_training = vllm.during_training_gib if vllm and vllm.mode == "colocate" else 0.0
-    training_peak = resident + training_extra + vllm_during_training
-    generation_peak = resident + generation_extra
+    v = parts.vllm
+    vllm_during_training = v.during_training_gib if v and v.mode == "colocate" else 0.0
+    return resident + training_extra + vllm_during_training, resident + generation_extra
 
-    if vllm and vllm.mode == "colocate":
+
+def _check_fit(s: _Sizing, out: _Parts) -> None:
+    """Failures and warnings beyond the total: vLLM's start-up check, unified memory, a CPU target."""
+    v, mem, profile = out.vllm, s.hardware.memory_gib, s.hardware.profile
+    if v and v.mode == "colocate":
         # vLLM checks at start-up that util × total is still free; the policy (and reference) are already loaded.
-        loaded = sum(c.gib for c in comps if c.key in ("policy_weights", "reference_model", "cuda_context", "adapters"))
-        if vllm.share_gib + loaded > hardware.memory_gib:
-            problems.append(f"vLLM start-up check fails: {vllm.utilization} × {hardware.memory_gib:.1f} GiB = "
-                            f"{vllm.share_gib:.1f} GiB is not free after loading the policy ({loaded:.1f} GiB)")
-    if vllm and vllm.mode == "server" and vllm.share_gib > hardware.memory_gib:
-        problems.append("vLLM server share exceeds a GPU's memory")
-    if hardware.profile.unified and optimizer == "paged_adamw_8bit":
-        warnings.append("paged optimizer on unified memory: paging 'to CPU' stays in the same pool and frees nothing")
-    if hardware.profile.unified:
-        warnings.append("DGX Spark: GPU and CPU share one 128 GB pool; a GPU out-of-memory there can freeze the "
-                        "whole machine (not just the process) — keep ≥ 15% free and watch `free -g`, not nvidia-smi")
-    if cpu:
-        warnings.append("CPU profile: fp32 training in host RAM; fine for smoke tests and tiny models only")
+        loaded = sum(c.gib for c in out.components
+                     if c.key in ("policy_weights", "reference_model", "cuda_context", "adapters"))
+        if v.share_gib + loaded > mem:
+            out.problems.append(f"vLLM start-up check fails: {v.utilization} × {mem:.1f} GiB = "
+                                f"{v.share_gib:.1f} GiB is not free after loading the policy ({loaded:.1f} GiB)")
+    if v and v.mode == "server" and v.share_gib > mem:
+        out.problems.append("vLLM server share exceeds a GPU's memory")
+    if profile.unified and s.k.optimizer == "paged_adamw_8bit":
+        out.warnings.append("paged optimizer on unified memory: paging 'to CPU' stays in the same pool and frees nothing")
+    if profile.unified:
+        out.warnings.append("DGX Spark: GPU and CPU share one 128 GB pool; a GPU out-of-memory there can freeze the "
+                            "whole machine (not just the process) — keep ≥ 15% free and watch `free -g`, not nvidia-smi")
+    if s.cpu:
+        out.warnings.append("CPU profile: fp32 training in host RAM; fine for smoke tests and tiny models only")
 
-    decode, single = 0.0, 0.0
-    if hardware.bandwidth_gbs:
-        ctx = Tp + Tc // 2
-        wpp = QLORA_BYTES_PER_PARAM if method == "qlora" else 2.0
-        single = decode_bound_tokens_per_s(model, hardware.bandwidth_gbs, context_tokens=ctx, weight_bytes_per_param=wpp)
-        decode = decode_bound_tokens_per_s(model, hardware.bandwidth_gbs, context_tokens=ctx, streams=round_seqs,
-                                           weight_bytes_per_param=wpp)
-        if hardware.profile.unified:
-            secs = Tc * (model.active_params * wpp + round_seqs * kv_cache_bytes(model, ctx)) / (hardware.bandwidth_gbs * 1e9)
-            warnings.append(f"rollouts are bandwidth-bound here: ≥ {secs:.0f} s to decode one round of {round_seqs} × "
-                            f"{Tc} tokens (≤ {single:.1f} tokens/s for a single stream)")
 
-    settings = dict(method=method, num_generations=num_generations, per_device_train_batch_size=B,
-                    gradient_accumulation_steps=gradient_accumulation_steps, steps_per_generation=steps_per_generation,
-                    max_prompt_length=Tp, max_completion_length=Tc, beta=beta, use_vllm=use_vllm,
-                    vllm_mode=vllm_mode if use_vllm else None,
-                    vllm_gpu_memory_utilization=vllm_gpu_memory_utilization if use_vllm else None,
-                    vllm_enable_sleep_mode=bool(vllm_enable_sleep_mode and use_vllm and not server),
-                    vllm_tensor_parallel_size=tp, vllm_gpus=vllm_gpus if server else None,
-                    gradient_checkpointing=gradient_checkpointing, optimizer=optimizer, zero_stage=zero_stage,
-                    lora_r=lora_r if method != "full" else None, lora_target_modules=lora_target_modules,
-                    model_dtype=model_dtype, round_sequences=round_seqs)
-    est = Estimate(model=model, hardware=hardware, settings=settings, components=tuple(comps), vllm=vllm,
-                   training_peak_gib=training_peak, generation_peak_gib=generation_peak,
-                   warnings=tuple(warnings), problems=tuple(problems), decode_tokens_per_s=decode,
+def _decode_bound(s: _Sizing, out: _Parts) -> tuple[float, float]:
+    """(one round's streams, one stream) decode tokens/s bound on this hardware's bandwidth."""
+    bw = s.hardware.bandwidth_gbs
+    if not bw:
+        return 0.0, 0.0
+    m, Tc = s.model, s.k.max_completion_length
+    ctx = s.k.max_prompt_length + Tc // 2
+    wpp = QLORA_BYTES_PER_PARAM if s.k.method == "qlora" else 2.0
+    single = decode_bound_tokens_per_s(m, bw, context_tokens=ctx, weight_bytes_per_param=wpp)
+    decode = decode_bound_tokens_per_s(m, bw, context_tokens=ctx, streams=s.round_seqs, weight_bytes_per_param=wpp)
+    if s.hardware.profile.unified:
+        secs = Tc * (m.active_params * wpp + s.round_seqs * kv_cache_bytes(m, ctx)) / (bw * 1e9)
+        out.warnings.append(f"rollouts are bandwidth-bound here: ≥ {secs:.0f} s to decode one round of "
+                            f"{s.round_seqs} × {Tc} tokens (≤ {single:.1f} tokens/s for a single stream)")
+    return decode, single
+
+
+def _settings(s: _Sizing) -> dict[str, Any]:
+    """The configuration as estimated (defaults resolved): Estimate.settings."""
+    k = s.k
+    return dict(method=k.method, num_generations=k.num_generations, per_device_train_batch_size=k.per_device_train_batch_size,
+                gradient_accumulation_steps=k.gradient_accumulation_steps, steps_per_generation=s.spg,
+                max_prompt_length=k.max_prompt_length, max_completion_length=k.max_completion_length, beta=k.beta,
+                use_vllm=s.use_vllm, vllm_mode=k.vllm_mode if s.use_vllm else None,
+                vllm_gpu_memory_utilization=s.util if s.use_vllm else None,
+                vllm_enable_sleep_mode=bool(k.vllm_enable_sleep_mode and s.use_vllm and not s.server),
+                vllm_tensor_parallel_size=k.vllm_tensor_parallel_size, vllm_gpus=s.vllm_gpus if s.server else None,
+                gradient_checkpointing=k.gradient_checkpointing, optimizer=k.optimizer, zero_stage=k.zero_stage,
+                lora_r=k.lora_r if k.method != "full" else None, lora_target_modules=k.lora_target_modules,
+                model_dtype=s.dtype, round_sequences=s.round_seqs)
+
+
+def estimate(model: ModelInfo, hardware: Hardware, knobs: Knobs, *, suggest: bool = True) -> Estimate:
+    """Per-GPU memory of a TRL 1.16 GRPO run of ``knobs`` on ``hardware``; see the module docstring and
+    memory-figures.md. Each component is sized by one function of :data:`COMPONENTS`; with ``suggest``, an
+    estimate that does not fit comfortably lists fixes, each re-estimated."""
+    s = _resolve(model, hardware, knobs)
+    parts = _Parts()
+    for component in COMPONENTS:
+        component(s, parts)
+    training_peak, generation_peak = _peaks(parts)
+    _check_fit(s, parts)
+    decode, single = _decode_bound(s, parts)
+    est = Estimate(model=model, hardware=s.hardware, settings=_settings(s), components=tuple(parts.components),
+                   vllm=parts.vllm, training_peak_gib=training_peak, generation_peak_gib=generation_peak,
+                   warnings=tuple(parts.warnings), problems=tuple(parts.problems), decode_tokens_per_s=decode,
                    decode_single_stream_tokens_per_s=single)
     if suggest and est.verdict != "fits":
         est = replace(est, suggestions=tuple(_suggestions(est)))
     return est
 
 
-def _vllm_budget(model: ModelInfo, hardware: Hardware, mode: str, gpus: int, tp: int, util: float,
-                 weight_bytes: float, max_num_seqs: int, seq_len: int, batched_tokens: int,
-                 sleep: bool) -> VllmBudget:
-    share = util * hardware.memory_gib
-    weights = gib(weight_bytes / tp)
-    act = gib(vllm_activation_bytes(model, batched_tokens, max_num_seqs, tp))
-    kv_per_seq = gib(kv_cache_bytes(model, seq_len) / tp)
-    kv_needed = max_num_seqs * kv_per_seq
-    kv_available = share - weights - act - VLLM_OVERHEAD_GIB
-    concurrent = int(kv_available // kv_per_seq) if kv_available > 0 else 0
-    residual = VLLM_SLEEP_RESIDUAL_GIB if sleep else share
-    return VllmBudget(mode=mode, gpus=gpus, tensor_parallel_size=tp, utilization=util, share_gib=share,
-                      weights_gib=weights, activation_gib=act, overhead_gib=VLLM_OVERHEAD_GIB,
-                      kv_available_gib=kv_available, kv_needed_gib=kv_needed, max_num_seqs=max_num_seqs,
-                      seq_len=seq_len, concurrent_seqs=concurrent, sleep_mode=sleep, during_training_gib=residual)
-
-
 def _round_up(x: float, step: float = 0.05) -> float:
     return round(math.ceil(x / step - 1e-9) * step, 2)
 
 
-def _kwargs_of(est: Estimate) -> dict[str, Any]:
-    s = dict(est.settings)
-    s.pop("round_sequences", None)
+def _knobs_of(est: Estimate) -> Knobs:
+    """The knobs ``est`` was sized with, defaults resolved: the base each suggestion changes one thing of."""
+    s = {k: v for k, v in est.settings.items() if k != "round_sequences"}
     s["lora_r"] = s["lora_r"] or 16
     s["vllm_mode"] = s["vllm_mode"] or "colocate"
-    if s["vllm_gpu_memory_utilization"] is None:
-        s.pop("vllm_gpu_memory_utilization")
-    return s
+    return Knobs(**s)
 
 
-def _suggestions(est: Estimate) -> list[Suggestion]:
-    """Cheapest fixes first, each re-estimated alone from the current settings."""
-    s = _kwargs_of(est)
+def _fix_options(est: Estimate, k: Knobs) -> list[tuple[str, dict[str, Any], Hardware]]:
+    """(what to do, the knobs it changes, the hardware) for every fix that applies, cheapest first."""
     hw = est.hardware
+    colocate = bool(k.use_vllm) and k.vllm_mode == "colocate"
     options: list[tuple[str, dict[str, Any], Hardware]] = []
-    if s["use_vllm"] and s["vllm_mode"] == "colocate" and not s["vllm_enable_sleep_mode"]:
+    if colocate and not k.vllm_enable_sleep_mode:
         options.append(("vLLM sleep mode (vllm_enable_sleep_mode=True; level 2, wake costs seconds per step)",
                         {"vllm_enable_sleep_mode": True}, hw))
-    if s["method"] == "full":
-        options.append(("LoRA r=16 on all linear layers (no reference copy, tiny optimizer)", {"method": "lora", "model_dtype": None}, hw))
-    if s["method"] != "qlora":
+    if k.method == "full":
+        options.append(("LoRA r=16 on all linear layers (no reference copy, tiny optimizer)",
+                        {"method": "lora", "model_dtype": None}, hw))
+    if k.method != "qlora":
         options.append(("QLoRA (4-bit base weights)", {"method": "qlora", "model_dtype": None}, hw))
-    if s["optimizer"] == "adamw_torch":
+    if k.optimizer == "adamw_torch":
         options.append(("8-bit AdamW (optim=adamw_8bit)", {"optimizer": "adamw_8bit"}, hw))
     if est.vllm and est.vllm.mode == "colocate":
         smaller = max(0.05, _round_up(est.vllm.min_utilization))
-        if smaller < s["vllm_gpu_memory_utilization"]:
+        if k.vllm_gpu_memory_utilization is not None and smaller < k.vllm_gpu_memory_utilization:
             options.append((f"smaller vLLM share (vllm_gpu_memory_utilization={smaller})",
                             {"vllm_gpu_memory_utilization": smaller}, hw))
-    if s["per_device_train_batch_size"] > 1:
-        b = s["per_device_train_batch_size"] // 2
-        options.append((f"smaller micro-batch ({b}) × {2 * s['gradient_accumulation_steps']} accumulation "
-                        "(same completions per step)",
-                        {"per_device_train_batch_size": b,
-                         "gradient_accumulation_steps": 2 * s["gradient_accumulation_steps"],
-                         "steps_per_generation": 2 * s["steps_per_generation"]}, hw))
-    if not s["gradient_checkpointing"]:
+    if k.per_device_train_batch_size > 1:
+        b, acc = k.per_device_train_batch_size // 2, k.gradient_accumulation_steps
+        spg = k.steps_per_generation or acc
+        options.append((f"smaller micro-batch ({b}) × {2 * acc} accumulation (same completions per step)",
+                        {"per_device_train_batch_size": b, "gradient_accumulation_steps": 2 * acc,
+                         "steps_per_generation": 2 * spg}, hw))
+    if not k.gradient_checkpointing:
         options.append(("gradient checkpointing", {"gradient_checkpointing": True}, hw))
-    if hw.training_gpus > 1 and s["zero_stage"] != 3:
+    if hw.training_gpus > 1 and k.zero_stage != 3:
         options.append(("DeepSpeed ZeRO-3 over the training GPUs", {"zero_stage": 3, "model_dtype": None}, hw))
     if not hw.profile.is_cpu and not hw.profile.unified:
         more = hw.with_gpus(hw.gpus * 2)
         options.append((f"twice the GPUs ({more.total_gpus}) with ZeRO-3", {"zero_stage": 3, "model_dtype": None}, more))
-    if s["use_vllm"] and s["vllm_mode"] == "colocate":
+    if colocate:
         options.append(("generate with transformers instead of vLLM (use_vllm=False): no second copy of the "
                         "weights, but generation is several times slower", {"use_vllm": False}, hw))
-    if s["max_completion_length"] > 256:
-        half = s["max_completion_length"] // 2
+    if k.max_completion_length > 256:
+        half = k.max_completion_length // 2
         options.append((f"shorter completions (max_completion_length={half}; check truncation first)",
                         {"max_completion_length": half}, hw))
+    return options
+
+
+def _suggestions(est: Estimate) -> list[Suggestion]:
+    """Cheapest fixes first, each re-estimated alone from the current settings."""
+    base = _knobs_of(est)
     out = []
-    for action, change, hardware in options:
-        kw = {**s, **change}
+    for action, change, hardware in _fix_options(est, base):
         try:
-            after = estimate(est.model, hardware, suggest=False, **kw)
+            after = estimate(est.model, hardware, replace(base, **change), suggest=False)
         except UserError:
             continue
         saves = est.total_gib - after.total_gib
@@ -812,170 +992,210 @@ def _server_tp(model: ModelInfo, hardware: Hardware, method: str, seq_len: int) 
     return None
 
 
-def recommend(model: ModelInfo, hardware: Hardware, method: str | None = None, *, max_prompt_length: int = 512,
-              max_completion_length: int = 1024, num_generations: int = 8, beta: float = 0.01,
-              lora_r: int = 16) -> Recommendation:
+def recommend(model: ModelInfo, hardware: Hardware, method: str | None = None,
+              workload: Knobs | None = None) -> Recommendation:
     """Per-scale GRPO keyword values (contract 8), the first configuration in preference order that fits.
 
-    Preference: full fine-tuning over LoRA over QLoRA (when ``method`` is None); no checkpointing, the
-    full AdamW and vLLM awake over their memory-saving alternatives; the largest micro-batch of 8/4/2/1.
-    Single GPU → vLLM colocate with the smallest share holding its weights and one round's KV; several
-    GPUs → `trl vllm-serve` on the fewest GPUs (TP) that hold the model, the rest training (server mode).
+    ``workload`` fixes completions per prompt, lengths, beta and the LoRA rank (default: the seed's recipe);
+    recommend() chooses the rest. Preference: full fine-tuning over LoRA over QLoRA (when ``method`` is None);
+    no checkpointing, the full AdamW and vLLM awake over their memory-saving alternatives; the largest
+    micro-batch of 8/4/2/1. Single GPU → vLLM colocate with the smallest share holding its weights and one
+    round's KV; several GPUs → `trl vllm-serve` on the fewest GPUs (TP) that hold the model, the rest
+    training (server mode).
     """
     if method is not None:
         _check_choice(method, METHODS, "method")
+    w = workload or Knobs()
     methods = [method] if method else list(METHODS)
-    cpu = hardware.profile.is_cpu
-    T = max_prompt_length + max_completion_length
-    mode: str | None = None
-    vllm_gpus: int | None = None
-    if not cpu:
-        if hardware.vllm_gpus is not None:  # the spec decided: 0 = colocate, n = `trl vllm-serve` on n GPUs
-            mode, vllm_gpus = ("server", hardware.vllm_gpus) if hardware.vllm_gpus else ("colocate", None)
-        elif hardware.total_gpus > 1:
-            tp = _server_tp(model, hardware, methods[0], T)
-            mode, vllm_gpus = ("server", tp) if tp else ("colocate", None)
-        else:
-            mode = "colocate"
-    hw = hardware.with_vllm_gpus(vllm_gpus)
-    n_train = hw.training_gpus
-    common = dict(num_generations=num_generations, max_prompt_length=max_prompt_length,
-                  max_completion_length=max_completion_length, beta=beta, lora_r=lora_r, suggest=False)
+    hw = hardware.with_vllm_gpus(_server_gpus(model, hardware, methods[0], w))
     tried: list[Estimate] = []
-    chosen: Estimate | None = None
+    for knobs in _candidates(hw, methods, w):
+        tried.append(_sized(model, hw, knobs))
+        if tried[-1].fits:
+            return _recommendation(tried[-1], tried, w.num_generations, hw.training_gpus)
+    # nothing fits: the smallest peak tried, said plainly
+    chosen = min(tried, key=lambda e: (round(e.total_gib), e.training_peak_gib))
+    return _recommendation(chosen, tried, w.num_generations, hw.training_gpus)
+
+
+def _server_gpus(model: ModelInfo, hardware: Hardware, method: str, w: Knobs) -> int | None:
+    """GPUs for `trl vllm-serve`: the spec's choice (0 = colocate), else the fewest that hold the model when
+    there are several GPUs; None: vLLM colocated (or a CPU target)."""
+    if hardware.profile.is_cpu:
+        return None
+    if hardware.vllm_gpus is not None:
+        return hardware.vllm_gpus or None
+    if hardware.total_gpus > 1:
+        return _server_tp(model, hardware, method, w.max_prompt_length + w.max_completion_length)
+    return None
+
+
+# recommend()'s preference order inside a method and ZeRO stage: vLLM awake before asleep, fp32 AdamW
+# before 8-bit; then no checkpointing before checkpointing, the larger micro-batch first.
+_SLEEP_OPTIMIZER = ((False, "adamw_torch"), (False, "adamw_8bit"), (True, "adamw_torch"), (True, "adamw_8bit"))
+_CHECKPOINTING_BATCH = ((False, 8), (False, 4), (True, 8), (True, 4), (True, 2), (True, 1))
+
+
+def _candidates(hw: Hardware, methods: list[str], w: Knobs) -> Iterator[Knobs]:
+    """Every configuration recommend() tries on ``hw`` (server GPUs decided), most preferred first."""
+    cpu, n_train = hw.profile.is_cpu, hw.training_gpus
+    mode = None if cpu else "server" if hw.vllm_gpus else "colocate"
+    tp = (hw.vllm_gpus or 1) if mode == "server" else 1
     for m in methods:
-        zero_options = [0] if n_train == 1 or cpu else ([2, 3] if m == "full" else [0, 3])
-        for zero in zero_options:
-            for sleep, optim in ((False, "adamw_torch"), (False, "adamw_8bit"), (True, "adamw_torch"),
-                                 (True, "adamw_8bit")):
-                if sleep and mode != "colocate":
+        for zero in [0] if n_train == 1 or cpu else ([2, 3] if m == "full" else [0, 3]):
+            for sleep, optim in _SLEEP_OPTIMIZER:
+                if (sleep and mode != "colocate") or (cpu and optim != "adamw_torch"):
                     continue
-                if cpu and optim != "adamw_torch":
-                    continue
-                for gc, batch in ((False, 8), (False, 4), (True, 8), (True, 4), (True, 2), (True, 1)):
-                    est = _candidate(model, hw, m, mode, vllm_gpus, batch, n_train, zero, gc, optim, sleep, common)
-                    tried.append(est)
-                    if est.fits:
-                        chosen = est
-                        break
-                if chosen:
-                    break
-            if chosen:
-                break
-        if chosen:
-            break
-    if chosen is None:  # nothing fits: the smallest peak tried, said plainly
-        chosen = min(tried, key=lambda e: (round(e.total_gib), e.training_peak_gib))
-    return _recommendation(chosen, tried, num_generations, n_train)
+                for gc, batch in _CHECKPOINTING_BATCH:
+                    yield replace(w, method=m, per_device_train_batch_size=batch,
+                                  gradient_accumulation_steps=accumulation_for(batch, n_train, w.num_generations),
+                                  zero_stage=zero, gradient_checkpointing=gc, optimizer=optim,
+                                  use_vllm=mode is not None, vllm_mode=mode or "colocate",
+                                  vllm_gpus=hw.vllm_gpus if mode == "server" else None, vllm_tensor_parallel_size=tp,
+                                  vllm_gpu_memory_utilization=None, vllm_enable_sleep_mode=sleep)
 
 
-def _candidate(model, hw, method, mode, vllm_gpus, batch, n_train, zero, gc, optim, sleep, common) -> Estimate:
-    acc = accumulation_for(batch, n_train, common["num_generations"])
-    kw = dict(common, per_device_train_batch_size=batch, gradient_accumulation_steps=acc, zero_stage=zero,
-              gradient_checkpointing=gc, optimizer=optim, use_vllm=mode is not None)
-    if mode == "server":
-        kw.update(vllm_mode="server", vllm_gpus=vllm_gpus, vllm_tensor_parallel_size=vllm_gpus)
-    elif mode == "colocate":
-        probe = estimate(model, hw, method, vllm_mode="colocate", vllm_enable_sleep_mode=sleep, **kw)
-        util = min(0.9, max(0.1, _round_up(probe.vllm.min_utilization * 1.05)))
-        kw.update(vllm_mode="colocate", vllm_gpu_memory_utilization=util, vllm_enable_sleep_mode=sleep)
-    return estimate(model, hw, method, **kw)
+def _sized(model: ModelInfo, hw: Hardware, knobs: Knobs) -> Estimate:
+    """The estimate of a candidate; a colocated engine gets the smallest share (+5%, within 0.1–0.9) that holds
+    its weights and one round's KV, measured on TRL's default share first."""
+    if knobs.use_vllm and knobs.vllm_mode == "colocate":
+        engine = estimate(model, hw, knobs, suggest=False).vllm
+        assert engine is not None  # use_vllm: the estimate sizes the engine
+        knobs = replace(knobs, vllm_gpu_memory_utilization=min(0.9, max(0.1, _round_up(engine.min_utilization * 1.05))))
+    return estimate(model, hw, knobs, suggest=False)
+
+
+def _pct(e: Estimate, mem: float) -> str:
+    return f"{e.total_gib:.1f} GiB of {mem:.1f} ({100 * e.total_gib / mem:.0f}%)"
+
+
+def _first(estimates: list[Estimate], **match: Any) -> Estimate | None:
+    """The first estimate whose settings have every ``match`` value."""
+    return next((t for t in estimates if all(t.settings.get(k) == v for k, v in match.items())), None)
+
+
+def _fit_reason(est: Estimate) -> dict[str, str]:
+    mem = est.memory_gib
+    fixes = "; ".join(sug.action for sug in _suggestions(est)[:3])
+    if est.verdict == "tight":
+        return {"fits": f"tight: peak {_pct(est, mem)} leaves under {100 * (1 - est.fit_limit_gib / mem):.0f}% "
+                        f"for fragmentation; {fixes}"}
+    if not est.fits:
+        return {"fits": f"nothing tried fits: the smallest peak is {_pct(est, mem)}; {fixes}"}
+    return {}
+
+
+def _training_reasons(est: Estimate, tried: list[Estimate], rejected: list[Estimate], num_generations: int,
+                      n_train: int) -> dict[str, str]:
+    """Why this method, micro-batch, accumulation, checkpointing and optimizer."""
+    s, mem = est.settings, est.memory_gib
+    m, b, acc, gc = s["method"], s["per_device_train_batch_size"], s["gradient_accumulation_steps"], \
+        s["gradient_checkpointing"]
+
+    def least(method: str) -> float:
+        return min(t.total_gib for t in tried if t.settings["method"] == method)
+
+    method = {
+        "full": f"full fine-tuning fits: peak {_pct(est, mem)}",
+        "lora": f"LoRA r={s['lora_r']}: peak {_pct(est, mem)}" + (
+            f"; full fine-tuning would need at least {least('full'):.1f} GiB" if _first(rejected, method="full") else ""),
+        "qlora": f"QLoRA: peak {_pct(est, mem)}" + (
+            f"; LoRA would need at least {least('lora'):.1f} GiB" if _first(rejected, method="lora") else ""),
+    }[m]
+    bigger = [t for t in rejected if t.settings["method"] == m and t.settings["per_device_train_batch_size"] > b
+              and t.settings["gradient_checkpointing"] == gc]
+    no_gc = _first(rejected, method=m, gradient_checkpointing=False, per_device_train_batch_size=b)
+    return {
+        "method": method,
+        "per_device_train_batch_size": (
+            f"{b} completions per micro-batch: peak {_pct(est, mem)} (LM head {est.gib_of('lm_head'):.1f} GiB, "
+            f"activations {est.gib_of('activations'):.1f} GiB)"
+            + (f"; {bigger[0].settings['per_device_train_batch_size']} would need {bigger[0].total_gib:.1f} GiB"
+               if bigger else "")),
+        "gradient_accumulation_steps": (
+            f"{b} × {n_train} process(es) × {acc} = {b * n_train * acc} completions per generation round = "
+            f"{b * n_train * acc // num_generations} prompts × {num_generations} generations (divisible by "
+            "num_generations)"),
+        "gradient_checkpointing": (
+            "off: activations fit without recomputation (faster)" if not gc else
+            f"on: activations {est.gib_of('activations'):.1f} GiB" + (
+                f"; without it the peak would be {no_gc.total_gib:.1f} GiB" if no_gc else "")),
+        "optimizer": ("AdamW with fp32 states fits" if s["optimizer"] == "adamw_torch" else
+                      f"8-bit AdamW: states {est.gib_of('optimizer'):.2f} GiB; fp32 AdamW did not fit"),
+    }
+
+
+def _placement_reasons(est: Estimate, n_train: int) -> dict[str, str]:
+    """Why this ZeRO stage and load dtype."""
+    s = est.settings
+    return {
+        "zero_stage": ("no DeepSpeed: one training process" if n_train == 1 else
+                       f"ZeRO-{s['zero_stage']} over {n_train} training GPUs" if s["zero_stage"] else
+                       f"DDP over {n_train} training GPUs: the model and its states fit unsharded"),
+        "model_dtype": ("fp32 on CPU (bf16=False)" if est.hardware.profile.is_cpu else
+                        "bf16 base weights (adapters train in fp32)" if s["method"] != "full" else
+                        "fp32 weights + bf16 autocast: lr 5e-7 updates survive (no DeepSpeed master copy)"
+                        if s["model_dtype"] == "float32" and s["zero_stage"] == 0 else
+                        "bf16 weights; DeepSpeed keeps the fp32 master copy"),
+    }
+
+
+def _vllm_reasons(est: Estimate, rejected: list[Estimate], n_train: int) -> dict[str, str]:
+    """Why vLLM runs where it does, with this share and sleep mode."""
+    s, v = est.settings, est.vllm
+    if not s["use_vllm"]:
+        return {"use_vllm": "no GPU: transformers generate on CPU"}
+    if v is None:
+        return {}
+    if v.mode == "server":
+        return {
+            "use_vllm": (f"vLLM server mode: `trl vllm-serve` on {v.gpus} GPU(s) (TP {v.tensor_parallel_size}), "
+                         f"{n_train} GPU(s) train"),
+            "vllm_mode": "server: the seed's multi-GPU path; generation and training do not contend",
+            "vllm_gpus": (f"{v.gpus}: weights {v.weights_gib:.1f} GiB per GPU + KV space "
+                          f"{v.kv_available_gib:.1f} GiB ({v.concurrent_seqs} sequences of {v.seq_len})"),
+            "vllm_gpu_memory_utilization": f"{v.utilization} (`trl vllm-serve` default; the GPUs are its own)",
+            "vllm_enable_sleep_mode": "off: server GPUs do not train",
+        }
+    awake = _first(rejected, method=s["method"], vllm_enable_sleep_mode=False,
+                   per_device_train_batch_size=s["per_device_train_batch_size"],
+                   gradient_checkpointing=s["gradient_checkpointing"])
+    return {
+        "use_vllm": "vLLM colocate: one GPU (or no GPU to spare) generates and trains",
+        "vllm_mode": ("colocate: generation and training share each GPU (the seed's single-GPU default)"
+                      if n_train == 1 else f"colocate: each of {n_train} training GPUs runs its own engine"),
+        "vllm_gpu_memory_utilization": (
+            f"{v.utilization}: weights {v.weights_gib:.1f} + activations {v.activation_gib:.1f} + overhead "
+            f"{v.overhead_gib:.1f} + KV for {v.max_num_seqs} × {v.seq_len} tokens {v.kv_needed_gib:.1f} GiB = "
+            f"{v.min_utilization:.2f} of {est.memory_gib:.1f} GiB, rounded up with 5% headroom"),
+        "vllm_enable_sleep_mode": (
+            f"on: frees {v.share_gib - v.during_training_gib:.1f} GiB while training"
+            + (f"; awake the peak would be {awake.total_gib:.1f} GiB" if awake else "")
+            if v.sleep_mode else "off: the training peak fits beside the awake engine (no wake-up cost per step)"),
+    }
 
 
 def _recommendation(est: Estimate, tried: list[Estimate], num_generations: int, n_train: int) -> Recommendation:
+    """The chosen estimate's values, each with its reason (from the estimate and the rejected candidates)."""
     s = est.settings
-    mem = est.memory_gib
-    pct = lambda e: f"{e.total_gib:.1f} GiB of {mem:.1f} ({100 * e.total_gib / mem:.0f}%)"  # noqa: E731
     rejected = [t for t in tried if t is not est]
-
-    def first_rejected(**match: Any) -> Estimate | None:
-        return next((t for t in rejected if all(t.settings.get(k) == v for k, v in match.items())), None)
-
-    reasons: dict[str, str] = {}
-    if est.verdict == "tight":
-        reasons["fits"] = (f"tight: peak {pct(est)} leaves under {100 * (1 - est.fit_limit_gib / mem):.0f}% "
-                           "for fragmentation; " + "; ".join(sug.action for sug in _suggestions(est)[:3]))
-    elif not est.fits:
-        reasons["fits"] = (f"nothing tried fits: the smallest peak is {pct(est)}; "
-                           + "; ".join(sug.action for sug in _suggestions(est)[:3]))
-    rej_full = first_rejected(method="full")
-    rej_lora = first_rejected(method="lora")
-    m = s["method"]
-    reasons["method"] = {
-        "full": f"full fine-tuning fits: peak {pct(est)}",
-        "lora": f"LoRA r={s['lora_r']}: peak {pct(est)}" + (
-            f"; full fine-tuning would need at least {min(t.total_gib for t in tried if t.settings['method'] == 'full'):.1f} GiB"
-            if rej_full else ""),
-        "qlora": f"QLoRA: peak {pct(est)}" + (
-            f"; LoRA would need at least {min(t.total_gib for t in tried if t.settings['method'] == 'lora'):.1f} GiB"
-            if rej_lora else ""),
-    }[m]
-    b = s["per_device_train_batch_size"]
-    bigger = [t for t in rejected if t.settings["method"] == m and t.settings["per_device_train_batch_size"] > b
-              and t.settings["gradient_checkpointing"] == s["gradient_checkpointing"]]
-    reasons["per_device_train_batch_size"] = (
-        f"{b} completions per micro-batch: peak {pct(est)} (LM head {est.gib_of('lm_head'):.1f} GiB, activations "
-        f"{est.gib_of('activations'):.1f} GiB)"
-        + (f"; {bigger[0].settings['per_device_train_batch_size']} would need {bigger[0].total_gib:.1f} GiB" if bigger else ""))
-    acc = s["gradient_accumulation_steps"]
-    reasons["gradient_accumulation_steps"] = (
-        f"{b} × {n_train} process(es) × {acc} = {b * n_train * acc} completions per generation round = "
-        f"{b * n_train * acc // num_generations} prompts × {num_generations} generations (divisible by num_generations)")
-    gc = s["gradient_checkpointing"]
-    no_gc = first_rejected(method=m, gradient_checkpointing=False, per_device_train_batch_size=b)
-    reasons["gradient_checkpointing"] = (
-        "off: activations fit without recomputation (faster)" if not gc else
-        f"on: activations {est.gib_of('activations'):.1f} GiB" + (
-            f"; without it the peak would be {no_gc.total_gib:.1f} GiB" if no_gc else ""))
-    opt = s["optimizer"]
-    reasons["optimizer"] = ("AdamW with fp32 states fits" if opt == "adamw_torch" else
-                            f"8-bit AdamW: states {est.gib_of('optimizer'):.2f} GiB; fp32 AdamW did not fit")
-    reasons["zero_stage"] = ("no DeepSpeed: one training process" if n_train == 1 else
-                             f"ZeRO-{s['zero_stage']} over {n_train} training GPUs" if s["zero_stage"] else
-                             f"DDP over {n_train} training GPUs: the model and its states fit unsharded")
-    reasons["model_dtype"] = ("fp32 on CPU (bf16=False)" if est.hardware.profile.is_cpu else
-                              "bf16 base weights (adapters train in fp32)" if m != "full" else
-                              "fp32 weights + bf16 autocast: lr 5e-7 updates survive (no DeepSpeed master copy)"
-                              if s["model_dtype"] == "float32" and s["zero_stage"] == 0 else
-                              "bf16 weights; DeepSpeed keeps the fp32 master copy")
-    v = est.vllm
-    if not s["use_vllm"]:
-        reasons["use_vllm"] = "no GPU: transformers generate on CPU"
-    elif v and v.mode == "colocate":
-        reasons["use_vllm"] = "vLLM colocate: one GPU (or no GPU to spare) generates and trains"
-        reasons["vllm_mode"] = ("colocate: generation and training share each GPU (the seed's single-GPU default)"
-                                if n_train == 1 else f"colocate: each of {n_train} training GPUs runs its own engine")
-        reasons["vllm_gpu_memory_utilization"] = (
-            f"{v.utilization}: weights {v.weights_gib:.1f} + activations {v.activation_gib:.1f} + overhead "
-            f"{v.overhead_gib:.1f} + KV for {v.max_num_seqs} × {v.seq_len} tokens {v.kv_needed_gib:.1f} GiB = "
-            f"{v.min_utilization:.2f} of {mem:.1f} GiB, rounded up with 5% headroom")
-        awake = first_rejected(method=m, vllm_enable_sleep_mode=False, per_device_train_batch_size=b,
-                               gradient_checkpointing=gc)
-        reasons["vllm_enable_sleep_mode"] = (
-            f"on: frees {v.share_gib - v.during_training_gib:.1f} GiB while training"
-            + (f"; awake the peak would be {awake.total_gib:.1f} GiB" if awake else "")
-            if v.sleep_mode else "off: the training peak fits beside the awake engine (no wake-up cost per step)")
-    elif v:
-        reasons["use_vllm"] = (f"vLLM server mode: `trl vllm-serve` on {v.gpus} GPU(s) (TP {v.tensor_parallel_size}), "
-                               f"{n_train} GPU(s) train")
-        reasons["vllm_mode"] = "server: the seed's multi-GPU path; generation and training do not contend"
-        reasons["vllm_gpus"] = (f"{v.gpus}: weights {v.weights_gib:.1f} GiB per GPU + KV space "
-                                f"{v.kv_available_gib:.1f} GiB ({v.concurrent_seqs} sequences of {v.seq_len})")
-        reasons["vllm_gpu_memory_utilization"] = f"{v.utilization} (`trl vllm-serve` default; the GPUs are its own)"
-        reasons["vllm_enable_sleep_mode"] = "off: server GPUs do not train"
+    reasons = {**_fit_reason(est), **_training_reasons(est, tried, rejected, num_generations, n_train),
+               **_placement_reasons(est, n_train), **_vllm_reasons(est, rejected, n_train)}
     return Recommendation(
-        method=m, per_device_train_batch_size=b, gradient_accumulation_steps=acc,
-        steps_per_generation=s["steps_per_generation"], num_generations=num_generations, use_vllm=s["use_vllm"],
-        vllm_mode=s["vllm_mode"], vllm_gpus=s["vllm_gpus"], vllm_tensor_parallel_size=s["vllm_tensor_parallel_size"],
+        method=s["method"], per_device_train_batch_size=s["per_device_train_batch_size"],
+        gradient_accumulation_steps=s["gradient_accumulation_steps"], steps_per_generation=s["steps_per_generation"],
+        num_generations=num_generations, use_vllm=s["use_vllm"], vllm_mode=s["vllm_mode"], vllm_gpus=s["vllm_gpus"],
+        vllm_tensor_parallel_size=s["vllm_tensor_parallel_size"],
         vllm_gpu_memory_utilization=s["vllm_gpu_memory_utilization"],
-        vllm_enable_sleep_mode=s["vllm_enable_sleep_mode"], gradient_checkpointing=gc, optimizer=opt,
-        zero_stage=s["zero_stage"], model_dtype=s["model_dtype"], bf16=not est.hardware.profile.is_cpu
-        and est.hardware.profile.bf16, training_processes=n_train, estimate=est, reasons=reasons)
+        vllm_enable_sleep_mode=s["vllm_enable_sleep_mode"], gradient_checkpointing=s["gradient_checkpointing"],
+        optimizer=s["optimizer"], zero_stage=s["zero_stage"], model_dtype=s["model_dtype"],
+        bf16=not est.hardware.profile.is_cpu and est.hardware.profile.bf16, training_processes=n_train, estimate=est,
+        reasons=reasons)
 
 
 # ----------------------------------------------------------------------------------- run spec + CLI
 
-# GRPOConfig names a spec's `overrides:` may carry → estimate() keywords.
+# GRPOConfig names a spec's `overrides:` may carry → Knobs fields.
 _OVERRIDE_KEYS = {"use_vllm": "use_vllm", "vllm_mode": "vllm_mode",
                   "vllm_gpu_memory_utilization": "vllm_gpu_memory_utilization",
                   "vllm_enable_sleep_mode": "vllm_enable_sleep_mode",
@@ -983,27 +1203,26 @@ _OVERRIDE_KEYS = {"use_vllm": "use_vllm", "vllm_mode": "vllm_mode",
                   "gradient_checkpointing": "gradient_checkpointing", "steps_per_generation": "steps_per_generation",
                   "per_device_train_batch_size": "per_device_train_batch_size",
                   "gradient_accumulation_steps": "gradient_accumulation_steps"}
+# The workload fields a caller's explicit values may set (the rest of them are chosen).
+_WORKLOAD = ("num_generations", "max_prompt_length", "max_completion_length", "beta", "lora_r")
 
 
-def estimate_for_spec(spec: Any, **explicit: Any) -> tuple[Recommendation, Estimate]:
+def _with_explicit(workload: Knobs, explicit: dict[str, Any]) -> Knobs:
+    """``workload`` with the explicit workload values (popped from ``explicit``; None = not given) applied."""
+    given = {k: explicit.pop(k) for k in _WORKLOAD if k in explicit}
+    return replace(workload, **{k: v for k, v in given.items() if v is not None})
+
+
+def estimate_for_spec(spec: RunSpec, **explicit: Any) -> tuple[Recommendation, Estimate]:
     """The recommendation for a RunSpec and the estimate of what the spec (plus ``explicit`` values) runs.
 
     Values the spec leaves ``None`` come from :func:`recommend`; values it sets (and ``explicit``
-    keyword overrides, e.g. from the CLI) win. The renderer folds the estimate into BRIEF.md.
+    keyword overrides, e.g. from the CLI; None = not given) win. The renderer folds the estimate into BRIEF.md.
     """
     from finetune.models import load_model_info
 
-    base_dir = spec.source.parent if getattr(spec, "source", None) else None
-    model = load_model_info(spec.model, spec.model_config_path, base_dir)
-    hardware = resolve_hardware(spec.hardware)
-    method = explicit.pop("method", None) or spec.method
-    gen, tr = spec.generation, spec.training
-    lengths = dict(max_prompt_length=explicit.pop("max_prompt_length", None) or gen.max_prompt_length,
-                   max_completion_length=explicit.pop("max_completion_length", None) or gen.max_completion_length)
-    num_generations = explicit.pop("num_generations", None) or tr.num_generations
-    beta = explicit.pop("beta", None)
-    beta = tr.beta if beta is None else beta
-    rec = recommend(model, hardware, method, num_generations=num_generations, beta=beta, lora_r=spec.lora.r, **lengths)
+    model = load_model_info(spec.model, spec.model_config_path, spec.source.parent if spec.source else None)
+    tr = spec.training
     chosen: dict[str, Any] = {
         "per_device_train_batch_size": tr.per_device_train_batch_size,
         "gradient_accumulation_steps": tr.gradient_accumulation_steps,
@@ -1013,29 +1232,43 @@ def estimate_for_spec(spec: Any, **explicit: Any) -> tuple[Recommendation, Estim
     for key, target in _OVERRIDE_KEYS.items():
         if key in spec.overrides and spec.overrides[key] is not None:
             chosen[target] = spec.overrides[key]
+    method = explicit.pop("method", None) or spec.method
+    workload = _with_explicit(workload_of(spec), explicit)
     chosen.update({k: v for k, v in explicit.items() if v is not None})
-    return rec, _estimate_from(model, hardware, rec, method=rec.method if method is None else method,
-                               num_generations=num_generations, beta=beta, lora_r=spec.lora.r,
-                               lora_target_modules=spec.lora.target_modules, chosen=chosen, **lengths)
+    return _recommend_and_estimate(model, resolve_hardware(spec.hardware), method, workload, chosen,
+                                   spec.lora.target_modules)
 
 
-def _estimate_from(model: ModelInfo, hardware: Hardware, rec: Recommendation, *, chosen: dict[str, Any],
-                   **fixed: Any) -> Estimate:
-    """estimate() with the recommendation's values where ``chosen`` leaves them None."""
+def estimate_for_model(model: ModelInfo, hardware: Hardware, **explicit: Any) -> tuple[Recommendation, Estimate]:
+    """:func:`estimate_for_spec` without a spec: the seed's workload, with ``explicit`` values (None = not given)."""
+    method = explicit.pop("method", None)
+    workload = _with_explicit(Knobs(), explicit)
+    return _recommend_and_estimate(model, hardware, method, workload, explicit, "all-linear")
+
+
+def _recommend_and_estimate(model: ModelInfo, hardware: Hardware, method: str | None, workload: Knobs,
+                            chosen: dict[str, Any], target_modules: str | list[str]) -> tuple[Recommendation, Estimate]:
+    rec = recommend(model, hardware, method, workload)
+    fixed = replace(workload, method=rec.method if method is None else method, lora_target_modules=target_modules)
+    return rec, _estimate_from(model, hardware, rec, fixed, chosen)
+
+
+def _estimate_from(model: ModelInfo, hardware: Hardware, rec: Recommendation, fixed: Knobs,
+                   chosen: dict[str, Any]) -> Estimate:
+    """estimate() of ``fixed`` with the recommendation's values where ``chosen`` leaves them None."""
     values = {k: v for k, v in chosen.items() if v is not None}
-    base = dict(per_device_train_batch_size=rec.per_device_train_batch_size,
-                gradient_accumulation_steps=rec.gradient_accumulation_steps,
-                gradient_checkpointing=rec.gradient_checkpointing, optimizer=rec.optimizer, zero_stage=rec.zero_stage,
-                use_vllm=rec.use_vllm, vllm_mode=rec.vllm_mode or "colocate",
-                vllm_gpu_memory_utilization=rec.vllm_gpu_memory_utilization,
-                vllm_enable_sleep_mode=rec.vllm_enable_sleep_mode, vllm_tensor_parallel_size=rec.vllm_tensor_parallel_size,
-                vllm_gpus=rec.vllm_gpus)
-    if fixed.get("method") != rec.method:
+    base: dict[str, Any] = dict(
+        per_device_train_batch_size=rec.per_device_train_batch_size,
+        gradient_accumulation_steps=rec.gradient_accumulation_steps, gradient_checkpointing=rec.gradient_checkpointing,
+        optimizer=rec.optimizer, zero_stage=rec.zero_stage, use_vllm=rec.use_vllm, vllm_mode=rec.vllm_mode or "colocate",
+        vllm_gpu_memory_utilization=rec.vllm_gpu_memory_utilization, vllm_enable_sleep_mode=rec.vllm_enable_sleep_mode,
+        vllm_tensor_parallel_size=rec.vllm_tensor_parallel_size, vllm_gpus=rec.vllm_gpus)
+    if fixed.method != rec.method:
         base.pop("zero_stage")  # recommended for another method; let the dtype/ZeRO defaults follow
     if "per_device_train_batch_size" in values and "gradient_accumulation_steps" not in values:
         processes = hardware.with_vllm_gpus(values.get("vllm_gpus", rec.vllm_gpus)).training_gpus
         values["gradient_accumulation_steps"] = accumulation_for(values["per_device_train_batch_size"], processes,
-                                                                 fixed["num_generations"])
+                                                                 fixed.num_generations)
     if values.get("vllm_mode") == "colocate" or values.get("use_vllm") is False:
         base.pop("vllm_gpus")
     if values.get("vllm_mode") and values.get("vllm_mode") != rec.vllm_mode:
@@ -1043,7 +1276,7 @@ def _estimate_from(model: ModelInfo, hardware: Hardware, rec: Recommendation, *,
     base.update(values)
     if "steps_per_generation" not in values:
         base["steps_per_generation"] = None
-    return estimate(model, hardware, **fixed, **base)
+    return estimate(model, hardware, replace(fixed, **base))
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -1127,14 +1360,10 @@ def run(args: argparse.Namespace) -> int:
             out_dir = args.out
         model = load_model_info(args.model, args.model_config)
         hardware = resolve_hardware({k: v for k, v in hw_overrides.items() if v is not None})
-        lengths = dict(max_prompt_length=args.max_prompt_length or 512,
-                       max_completion_length=args.max_completion_length or 1024)
-        num_generations = args.num_generations or 8
-        beta = 0.01 if args.beta is None else args.beta
-        rec = recommend(model, hardware, args.method, num_generations=num_generations, beta=beta,
-                        lora_r=args.lora_r or 16, **lengths)
-        est = _estimate_from(model, hardware, rec, chosen=explicit, method=args.method or rec.method,
-                             num_generations=num_generations, beta=beta, lora_r=args.lora_r or 16, **lengths)
+        rec, est = estimate_for_model(model, hardware, method=args.method, num_generations=args.num_generations,
+                                      max_prompt_length=args.max_prompt_length,
+                                      max_completion_length=args.max_completion_length, beta=args.beta,
+                                      lora_r=args.lora_r, **explicit)
         title = f"GPU memory estimate — {model.name}"
     if args.json:
         import json
@@ -1232,19 +1461,16 @@ class FigureCheck:
 
 def published_checks() -> list[FigureCheck]:
     """Every figure of ../shared/reference/memory-figures.md with this module's value for its setup."""
+    return [*_formula_checks(), *_trl3162_checks(), *_engine_checks(), *_unsloth_checks(), *_spark_checks()]
+
+
+def _formula_checks() -> list[FigureCheck]:
+    """Published computations: Unsloth's logits / KV figures, LoRA parameter counts."""
     from finetune.models import load_model_info
 
     llama8 = load_model_info("meta-llama/Llama-3.1-8B")
     qwen7 = load_model_info("Qwen/Qwen2.5-7B")
-    qwen3b = load_model_info("Qwen/Qwen2.5-3B")
-    qwen72 = load_model_info("Qwen/Qwen2.5-72B")
-    qwen3_8 = load_model_info("Qwen/Qwen3-8B")
-    qwen3_32 = load_model_info("Qwen/Qwen3-32B")
-    qwen3_06 = load_model_info("Qwen/Qwen3-0.6B")
-    h100 = resolve_hardware("h100-80gb")
-    spark = resolve_hardware("dgx-spark")
-    out: list[FigureCheck] = []
-    out += [
+    return [
         FigureCheck("unsloth-logits", "Unsloth GRPO blog (Feb 2025)", "completion logits, Llama-3.1-8B",
                     "8 generations × 20,480 tokens (materialised)", 78.3, "GiB", gib(logits_bytes(8, 20_480, llama8.vocab)),
                     True, kind="formula"),
@@ -1255,15 +1481,20 @@ def published_checks() -> list[FigureCheck]:
         FigureCheck("lora-llama8b", "memory-figures.md", "LoRA trainable params, Llama-3.1-8B",
                     "r=16 on q,k,v,o,gate,up,down", 41.9, "M", llama8.lora_params(16) / 1e6, True, kind="formula"),
     ]
-    # TRL PR #3162 / vllm #17117: 72B colocated on 32 H100s, util 0.25, TP 16, sleep mode, ZeRO-3.
-    big = estimate(qwen72, resolve_hardware({"profile": "h100-80gb", "gpus": 8, "nodes": 4}), "full", zero_stage=3,
-                   vllm_mode="colocate", vllm_tensor_parallel_size=16, vllm_gpu_memory_utilization=0.25,
-                   vllm_enable_sleep_mode=True, per_device_train_batch_size=1, gradient_accumulation_steps=8,
-                   suggest=False)
+
+
+def _trl3162_checks() -> list[FigureCheck]:
+    """TRL PR #3162 / vllm #17117: 72B colocated on 32 H100s, util 0.25, TP 16, sleep mode, ZeRO-3."""
+    from finetune.models import load_model_info
+
+    big = estimate(load_model_info("Qwen/Qwen2.5-72B"), resolve_hardware({"profile": "h100-80gb", "gpus": 8, "nodes": 4}),
+                   Knobs("full", zero_stage=3, vllm_mode="colocate", vllm_tensor_parallel_size=16,
+                         vllm_gpu_memory_utilization=0.25, vllm_enable_sleep_mode=True, per_device_train_batch_size=1,
+                         gradient_accumulation_steps=8), suggest=False)
     v = big.vllm
     assert v is not None
     setup72 = "Qwen2.5-72B (assumed), 32 × H100, gpu_memory_utilization 0.25, TP 16"
-    out += [
+    return [
         FigureCheck("trl3162-vllm-total", "TRL PR #3162 / vllm #17117", "vLLM memory per GPU", setup72, 19.78, "GiB",
                     v.share_gib, True, "follows from the share's definition (util × total memory)", kind="formula"),
         FigureCheck("trl3162-vllm-weights", "TRL PR #3162 / vllm #17117", "vLLM weights per GPU", setup72, 8.64, "GiB",
@@ -1278,33 +1509,55 @@ def published_checks() -> list[FigureCheck]:
                                                                     "master_weights", "optimizer", "zero3_gather"))
                     * GIB / 1e9, False, "ours: ZeRO-3 model states with a reference copy (activations unknown)"),
     ]
+
+
+def _engine_checks() -> list[FigureCheck]:
+    """ms-swift #3848 (training GPU beside a server), vllm #11743 (KV space), vllm #48337 (sleep)."""
+    from finetune.models import load_model_info
+
     # ms-swift #3848: rollouts on another GPU, so the training GPU holds no vLLM share.
-    swift = estimate(qwen3b, resolve_hardware({"profile": "a100-80gb", "gpus": 2}), "lora", lora_r=64,
-                     per_device_train_batch_size=1, gradient_accumulation_steps=8, max_prompt_length=512,
-                     max_completion_length=1024, vllm_mode="server", vllm_gpus=1, beta=0.04, fused_lm_head=False,
-                     suggest=False)
-    out.append(FigureCheck("msswift3848", "ms-swift #3848", "training-GPU peak, Qwen2.5-3B LoRA r64",
-                           "completion 1024, batch 1, rollouts on another GPU (prompt 512 assumed)", 12.0, "GB",
-                           swift.total_gib * GIB / 1e9, True, "published '~12 GB' (nvidia-smi; allocator cache "
-                           "included); sized with materialised logits, as the TRL of that time computed them"))
+    swift = estimate(load_model_info("Qwen/Qwen2.5-3B"), resolve_hardware({"profile": "a100-80gb", "gpus": 2}),
+                     Knobs("lora", lora_r=64, per_device_train_batch_size=1, gradient_accumulation_steps=8,
+                           max_prompt_length=512, max_completion_length=1024, vllm_mode="server", vllm_gpus=1, beta=0.04,
+                           fused_lm_head=False), suggest=False)
+    h100 = resolve_hardware("h100-80gb")
     # vllm PR #11743: the engine's budget on an H100 at util 0.9 (model not stated).
     kv_11743 = 0.9 * h100.memory_gib - 9.69 - 2.95 - VLLM_OVERHEAD_GIB
-    out.append(FigureCheck("vllm11743-kv", "vllm PR #11743", "KV cache at util 0.9 on an H100",
-                           "model unknown; its weights 9.69 and activation peak 2.95 GiB taken as given", 57.48, "GiB",
-                           kv_11743, False, f"ours: 0.9 × {h100.memory_gib} − weights − activations − "
-                                           f"overhead {VLLM_OVERHEAD_GIB} (vLLM reports non-torch 1.27)"))
-    out.append(FigureCheck("vllm48337-sleep", "vllm PR #48337", "freed by sleep mode, Qwen3-8B",
-                           "gpu_memory_utilization and GPU unknown", 47.4, "GiB", gib(qwen3_8.params * 2), False,
-                           "ours: its bf16 weights only (the rest is KV, sized by the unknown share)"))
-    # Unsloth #1840 (their kernels: chunked logits, offloaded checkpointing; context unknown): model states only.
-    q06 = estimate(qwen3_06, h100, "qlora", suggest=False)
-    l06 = estimate(qwen3_06, h100, "lora", suggest=False)
-    states = lambda e: sum(e.gib_of(k) for k in ("policy_weights", "adapters", "optimizer"))  # noqa: E731
-    out += [
+    qwen3_8 = load_model_info("Qwen/Qwen3-8B")
+    return [
+        FigureCheck("msswift3848", "ms-swift #3848", "training-GPU peak, Qwen2.5-3B LoRA r64",
+                    "completion 1024, batch 1, rollouts on another GPU (prompt 512 assumed)", 12.0, "GB",
+                    swift.total_gib * GIB / 1e9, True, "published '~12 GB' (nvidia-smi; allocator cache "
+                    "included); sized with materialised logits, as the TRL of that time computed them"),
+        FigureCheck("vllm11743-kv", "vllm PR #11743", "KV cache at util 0.9 on an H100",
+                    "model unknown; its weights 9.69 and activation peak 2.95 GiB taken as given", 57.48, "GiB",
+                    kv_11743, False, f"ours: 0.9 × {h100.memory_gib} − weights − activations − "
+                                     f"overhead {VLLM_OVERHEAD_GIB} (vLLM reports non-torch 1.27)"),
+        FigureCheck("vllm48337-sleep", "vllm PR #48337", "freed by sleep mode, Qwen3-8B",
+                    "gpu_memory_utilization and GPU unknown", 47.4, "GiB", gib(qwen3_8.params * 2), False,
+                    "ours: its bf16 weights only (the rest is KV, sized by the unknown share)"),
+    ]
+
+
+def _model_states(e: Estimate) -> float:
+    return sum(e.gib_of(k) for k in ("policy_weights", "adapters", "optimizer"))
+
+
+def _unsloth_checks() -> list[FigureCheck]:
+    """Unsloth #1840 and Unsloth's SFT minimums (their kernels, SFT, context unknown): model states only."""
+    from finetune.models import load_model_info
+
+    h100 = resolve_hardware("h100-80gb")
+    qwen3_06 = load_model_info("Qwen/Qwen3-0.6B")
+    out = [
         FigureCheck("unsloth1840-4bit", "Unsloth #1840", "max allocated, 0.6B model in 4-bit",
-                    "Unsloth kernels, context unknown", 0.92, "GiB", states(q06), False, "ours: model states only"),
+                    "Unsloth kernels, context unknown", 0.92, "GiB",
+                    _model_states(estimate(qwen3_06, h100, Knobs("qlora"), suggest=False)), False,
+                    "ours: model states only"),
         FigureCheck("unsloth1840-16bit", "Unsloth #1840", "max allocated, 0.6B model in 16-bit",
-                    "Unsloth kernels, context unknown", 1.81, "GiB", states(l06), False, "ours: model states only"),
+                    "Unsloth kernels, context unknown", 1.81, "GiB",
+                    _model_states(estimate(qwen3_06, h100, Knobs("lora"), suggest=False)), False,
+                    "ours: model states only"),
     ]
     sft = {"3B": ("Qwen/Qwen2.5-3B", 3.5, 8), "7B": ("Qwen/Qwen2.5-7B", 5, 19), "8B": ("meta-llama/Llama-3.1-8B", 6, 22),
            "14B": ("Qwen/Qwen2.5-14B", 8.5, 33), "32B": ("Qwen/Qwen2.5-32B", 26, 76),
@@ -1312,22 +1565,31 @@ def published_checks() -> list[FigureCheck]:
     for size, (hub, q_gb, l_gb) in sft.items():
         m = load_model_info(hub)
         for method, value in (("qlora", q_gb), ("lora", l_gb)):
-            e = estimate(m, h100, method, suggest=False)
+            e = estimate(m, h100, Knobs(method), suggest=False)
             out.append(FigureCheck(f"unsloth-sft-{size}-{method}", "Unsloth SFT minimums", f"{size} {method} minimum",
-                                   "SFT (not GRPO), sequence and batch unknown", value, "GB", states(e) * GIB / 1e9,
+                                   "SFT (not GRPO), sequence and batch unknown", value, "GB", _model_states(e) * GIB / 1e9,
                                    False, f"ours: {hub} weights + adapter states"))
-    out += [
+    return out
+
+
+def _spark_checks() -> list[FigureCheck]:
+    """DGX Spark decode: the bandwidth bound against memory-figures.md's computed and measured tokens/s."""
+    from finetune.models import load_model_info
+
+    bandwidth = resolve_hardware("dgx-spark").bandwidth_gbs
+    qwen3_8 = load_model_info("Qwen/Qwen3-8B")
+    qwen3_32 = load_model_info("Qwen/Qwen3-32B")
+    return [
         FigureCheck("spark-bound-qwen3-8b", "memory-figures.md (DGX Spark)", "decode bound, Qwen3-8B bf16",
                     "273 GB/s ÷ bytes per token, one stream", 17.0, "tok/s",
-                    decode_bound_tokens_per_s(qwen3_8, spark.bandwidth_gbs, context_tokens=512), True, kind="formula"),
+                    decode_bound_tokens_per_s(qwen3_8, bandwidth, context_tokens=512), True, kind="formula"),
         FigureCheck("spark-measured-qwen3-8b", "memory-figures.md (DGX Spark)", "measured decode, Qwen3-8B bf16",
-                    "one stream", 13.1, "tok/s", decode_bound_tokens_per_s(qwen3_8, spark.bandwidth_gbs, context_tokens=512),
+                    "one stream", 13.1, "tok/s", decode_bound_tokens_per_s(qwen3_8, bandwidth, context_tokens=512),
                     False, "ours is an upper bound, not an estimate"),
         FigureCheck("spark-measured-qwen3-32b", "memory-figures.md (DGX Spark)", "measured decode, Qwen3-32B bf16",
-                    "one stream", 3.7, "tok/s", decode_bound_tokens_per_s(qwen3_32, spark.bandwidth_gbs, context_tokens=512),
+                    "one stream", 3.7, "tok/s", decode_bound_tokens_per_s(qwen3_32, bandwidth, context_tokens=512),
                     False, "ours is an upper bound, not an estimate"),
     ]
-    return out
 
 
 # ----------------------------------------------------------------------------------- references/grpo-memory.md

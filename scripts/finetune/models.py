@@ -15,9 +15,13 @@ import math
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 from finetune.errors import UserError
+
+if TYPE_CHECKING:
+    from transformers import PretrainedConfig, PreTrainedModel
 
 BUNDLED_DIR = Path(__file__).parent / "data" / "model_configs"
 
@@ -319,7 +323,7 @@ def _compute(raw: dict[str, Any], path: str) -> ModelInfo:
     return _inventory(model, config, raw, Path(path).parent.name, path)
 
 
-def _build_on_meta(config, path: str, torch):
+def _build_on_meta(config: PretrainedConfig, path: str, torch: ModuleType) -> PreTrainedModel:
     from transformers import AutoModel, AutoModelForCausalLM
 
     auto_classes = [AutoModelForCausalLM, AutoModel]
@@ -333,7 +337,7 @@ def _build_on_meta(config, path: str, torch):
     for auto in auto_classes:
         try:
             with torch.device("meta"):
-                model = auto.from_config(config)
+                model: PreTrainedModel = auto.from_config(config)
             # Tying is what makes a tied head count once; make sure it happened on the meta build too.
             if hasattr(model, "tie_weights"):
                 model.tie_weights()
@@ -344,13 +348,15 @@ def _build_on_meta(config, path: str, torch):
                     fix="pass the config of a causal LM (or vision-language model) this transformers supports")
 
 
-def _inventory(model, config, raw: dict[str, Any], display: str, path: str) -> ModelInfo:
+def _inventory(model: PreTrainedModel, config: PretrainedConfig, raw: dict[str, Any], display: str,
+               path: str) -> ModelInfo:
     import torch
 
     text = config.get_text_config() if hasattr(config, "get_text_config") else config
     params = sum(p.numel() for p in model.parameters())  # parameters() yields a tied tensor once
-    emb = model.get_input_embeddings()
-    out = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+    # nn.Module attributes type as Tensor | Module: these two are embedding layers with a .weight tensor
+    emb: Any = model.get_input_embeddings()
+    out: Any = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
     embedding_params = emb.weight.numel() if emb is not None else 0
     tied = out is not None and emb is not None and out.weight is emb.weight
     lm_head_params = 0 if tied or out is None else out.weight.numel()

@@ -10,8 +10,7 @@ the decision is written to ``DIR/route.json`` atomically.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -222,9 +221,9 @@ def skill_table() -> str:
     return "\n".join(lines) + "\n"
 
 
-# ---------------------------------------------------------------- CLI
+# ---------------------------------------------------------------- answers (the command line is cli/route.py)
 
-_FLAG_FIELDS = tuple(Answers.model_fields)  # each question is a flag (--signal-kind) and a key of the answers file
+QUESTIONS = tuple(Answers.model_fields)  # each question is a flag (--signal-kind) and a key of the answers file
 _YES_NO_FIELDS = frozenset(name for name, f in Answers.model_fields.items() if f.annotation is bool)
 
 
@@ -237,44 +236,31 @@ def _yes_no(value: str) -> bool:
     raise UserError(f"expected yes or no, got '{value}'", fix="answer yes or no")
 
 
-def add_arguments(parser) -> None:
-    parser.add_argument("--answers", metavar="FILE", help="YAML or JSON file with the answers (flags override it)")
-    parser.add_argument("--verifiable", metavar="yes|no",
-                        help="can an algorithm check pass/fail (tests, parser, schema, tool call, math key)?")
-    parser.add_argument("--signal-kind", choices=SIGNAL_KINDS, help="what checks it")
-    parser.add_argument("--demonstrations", metavar="yes|no", help="are there example outputs to imitate?")
-    parser.add_argument("--preference-pairs", metavar="yes|no", help="are there chosen/rejected output pairs?")
-    parser.add_argument("--human-judged", metavar="yes|no", help="is quality judged by people or a rubric?")
-    parser.add_argument("--base-success", choices=("never", "sometimes", "always", "unknown"),
-                        help="does the current model ever pass the check (many samples, low temperature)?")
-    parser.add_argument("-o", "--out", metavar="DIR", help="run directory to write route.json into")
-    parser.add_argument("--json", action="store_true", help="print the decision as JSON")
-
-
-def _load_answers_file(path: Path) -> tuple[dict[str, Any], dict[tuple, int]]:
+def _load_answers_file(path: Path) -> tuple[dict[str, Any], dict[tuple[Any, ...], int]]:
     if path.suffix.lower() == ".json":
         data = jsonio.read_json(path, fix="fix the JSON")
-        lines: dict[tuple, int] = {}
+        lines: dict[tuple[Any, ...], int] = {}
     else:
         from finetune.yamlio import load_with_lines
 
         data, lines = load_with_lines(path)
     if not isinstance(data, dict):
         raise UserError("the answers file must be a mapping of question → answer", where=str(path),
-                        fix=f"use the keys: {', '.join(_FLAG_FIELDS)}")
+                        fix=f"use the keys: {', '.join(QUESTIONS)}")
     return data, lines
 
 
-def answers_from_args(args) -> Answers:
-    """Merge the answers file (if any) with the flags; validate; bad input → UserError naming the field."""
+def answers_from(answers_file: str | None, given: Mapping[str, str | None]) -> Answers:
+    """Merge the answers file (if any) with the answers given as text (a flag each: yes/no, or a choice;
+    None = not given, and it overrides the file); validate; bad input → UserError naming the field."""
     data: dict[str, Any] = {}
-    lines: dict[tuple, int] = {}
+    lines: dict[tuple[Any, ...], int] = {}
     source = "flags"
-    if args.answers:
-        data, lines = _load_answers_file(Path(args.answers))
-        source = str(args.answers)
-    for field in _FLAG_FIELDS:
-        value = getattr(args, field, None)
+    if answers_file:
+        data, lines = _load_answers_file(Path(answers_file))
+        source = str(answers_file)
+    for field in QUESTIONS:
+        value = given.get(field)
         if value is None:
             continue
         data[field] = _yes_no(value) if field in _YES_NO_FIELDS else value
@@ -288,7 +274,7 @@ def answers_from_args(args) -> Answers:
         if err["type"] == "missing":
             fix = f"answer it (--{field.replace('_', '-')} yes|no, or '{field}:' in the answers file)"
         elif err["type"] == "extra_forbidden":
-            fix = f"known questions: {', '.join(_FLAG_FIELDS)}"
+            fix = f"known questions: {', '.join(QUESTIONS)}"
         elif err["type"] == "value_error":
             fix = "make the answers agree"
         else:
@@ -307,18 +293,8 @@ def render_text(decision: Decision) -> str:
     return "\n".join(lines)
 
 
-def run(args) -> int:
-    answers = answers_from_args(args)
-    decision = decide(answers)
-    out_dir = Path(args.out) if args.out else None
-    if out_dir is not None and out_dir.exists() and not out_dir.is_dir():
+def record(decision: Decision, out_dir: Path) -> Path:
+    """Write ``out_dir/route.json`` atomically; a file where the run directory should be → UserError."""
+    if out_dir.exists() and not out_dir.is_dir():
         raise UserError(f"not a directory: {out_dir}", where="-o", fix="name a run directory")
-    if out_dir is not None:
-        atomic.write_json(out_dir / ROUTE_FILE, decision.to_json())
-    if args.json:
-        print(json.dumps(decision.to_json(), indent=2, ensure_ascii=False))
-    else:
-        print(render_text(decision))
-        if out_dir is not None:
-            print(f"wrote {out_dir / ROUTE_FILE}")
-    return 0
+    return atomic.write_json(out_dir / ROUTE_FILE, decision.to_json())

@@ -13,14 +13,17 @@ Exit 0 with the report (``--json`` for machine output); 2 when RUN is a file.
 
 from __future__ import annotations
 
-import argparse
 import json
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from finetune import rundir
 from finetune.errors import UserError
+
+if TYPE_CHECKING:
+    from finetune.spec import RunSpec
 
 OK, MISSING, STALE, FAILED, ELSEWHERE = "ok", "missing", "stale", "failed", "other route"
 
@@ -40,7 +43,7 @@ class _Run:
 
     def __init__(self, run_dir: Path):
         self.dir = run_dir
-        self.spec = None
+        self.spec: RunSpec | None = None
         self.spec_error = ""
         if (run_dir / rundir.SPEC).is_file():
             from finetune.spec import load_spec
@@ -52,6 +55,12 @@ class _Run:
 
     def path(self, name: str) -> Path:
         return self.dir / name
+
+    @property
+    def loaded(self) -> RunSpec:
+        """The spec, for the steps after `spec.yaml` (they run only once it loaded)."""
+        assert self.spec is not None
+        return self.spec
 
     def newer(self, a: str, b: str) -> bool:
         """Is file ``a`` modified after file ``b``?"""
@@ -87,7 +96,7 @@ def _rewards(run: _Run) -> tuple[str, str]:
     if not run.path(rundir.REWARDS).is_file():
         return MISSING, "no rewards.py: run `finetune rewards render`"
     try:
-        files = spec_sources(run.spec)
+        files = spec_sources(run.loaded)
     except UserError as exc:
         return FAILED, f"the spec's rewards do not render: {exc.line()}"
     differ = sorted(n for n, text in files.items()
@@ -104,7 +113,10 @@ def _same_model(sampled: Path, now: Path) -> bool:
     cfg_a, cfg_b = sampled / "config.json", now / "config.json"
     if not (cfg_a.is_file() and cfg_b.is_file()):
         return False
-    weights = lambda d: sorted((p.name, p.stat().st_size) for p in d.glob("*.safetensors"))  # noqa: E731
+
+    def weights(d: Path) -> list[tuple[str, int]]:
+        return sorted((p.name, p.stat().st_size) for p in d.glob("*.safetensors"))
+
     return cfg_a.read_bytes() == cfg_b.read_bytes() and weights(sampled) == weights(now)
 
 
@@ -116,7 +128,7 @@ def _samples(run: _Run) -> tuple[str, str]:
     info = json.loads(run.path(SAMPLE_INFO).read_text(encoding="utf-8"))
     if "imported" in info or "generation" not in info:
         return OK, f"{info.get('samples', '?')} imported samples"
-    spec = run.spec
+    spec = run.loaded
     if not _same_model(Path(str(info.get("model"))), spec.resolve_path(spec.model)):
         return STALE, f"sampled from {info.get('model')}, the spec's model is {spec.model}: sample again"
     if info.get("generation") != spec.generation.model_dump(mode="json"):
@@ -130,7 +142,7 @@ def _score(run: _Run) -> tuple[str, str]:
     if not run.path(rundir.SCORE_REPORT).is_file() or not run.path(rundir.SCORED).is_file():
         return MISSING, "not scored: run `finetune inspect score`"
     report = json.loads(run.path(rundir.SCORE_REPORT).read_text(encoding="utf-8"))
-    changed = report_is_current(run.dir, run.spec, report)
+    changed = report_is_current(run.dir, run.loaded, report)
     if changed:
         return STALE, f"the score report is stale ({changed}): run `finetune inspect score`"
     return OK, "score report matches the rewards and samples"
@@ -149,7 +161,7 @@ def _gate(run: _Run) -> tuple[str, str]:
 
     if not run.path(rundir.GATE).is_file():
         return MISSING, "no gate record: run `finetune inspect gate`"
-    check = verify_gate(run.dir, run.spec)
+    check = verify_gate(run.dir, run.loaded)
     if check.ok:
         return OK, "gate PASS holds"
     record = check.record or {}
@@ -166,7 +178,7 @@ def _config(run: _Run) -> tuple[str, str]:
     if not run.path(rundir.MEMORY).is_file() or not (cfg / "train.py").is_file():
         return MISSING, "no memory.md / config/: run `finetune memory` and `finetune config render`"
     try:
-        files = config.render_files(config.build_plan(run.spec, run.dir))
+        files = config.render_files(config.build_plan(run.loaded, run.dir))
     except UserError as exc:
         return FAILED, f"the config no longer renders: {exc.line()}"
     differ = sorted(n for n, text in files.items()
@@ -232,11 +244,6 @@ def run_status(run_dir: str | Path) -> tuple[list[StepState], StepState | None]:
     return states, resume
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("run", metavar="RUN", help="run directory (holds spec.yaml and what the phases wrote)")
-    parser.add_argument("--json", action="store_true", help="print the report as JSON")
-
-
 def machine() -> str:
     """This machine's accelerators, as /finetune needs to know them (sample here, or --emit-requests)."""
     try:
@@ -247,19 +254,3 @@ def machine() -> str:
         n = torch.cuda.device_count()
         return f"{n} CUDA GPU(s): {torch.cuda.get_device_name(0)}"
     return "no CUDA GPU (sample on the GPU machine: inspect sample --emit-requests)"
-
-
-def run(args: argparse.Namespace) -> int:
-    states, resume = run_status(args.run)
-    if args.json:
-        print(json.dumps({"run": str(args.run), "machine": machine(), "steps": [asdict(s) for s in states],
-                          "resume": asdict(resume) if resume else None}, indent=2))
-        return 0
-    print(f"machine: {machine()}")
-    for s in states:
-        print(f"{s.phase}  {s.step:<26} {s.state:<8} {s.detail}")
-    if resume is None:
-        print("resume: nothing to do - every phase is done and current")
-    else:
-        print(f"resume: {resume.phase} - {resume.step} ({resume.state})")
-    return 0

@@ -9,7 +9,12 @@ from __future__ import annotations
 
 import json
 import string
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerFast
 
 CHAT_TEMPLATE = (
     "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}<|end|>{% endfor %}"
@@ -23,7 +28,7 @@ WORDS = ["What", "is", "Compute", "Answer", "the", "answer", "The", "correct", "
 PRE_TOKENIZE_PATTERN = r"<\|[a-z]+\|>|</?[a-z]+>|[A-Za-z]+|\d|\s|."
 
 
-def vocabulary(extra_words: list[str] = ()) -> list[str]:
+def vocabulary(extra_words: Sequence[str] = ()) -> list[str]:
     chars = list(string.digits) + list(string.punctuation) + [" ", "\n"] + list(string.ascii_letters)
     vocab: list[str] = []
     for tok in SPECIAL + TAGS + chars + WORDS + list(extra_words):
@@ -32,7 +37,7 @@ def vocabulary(extra_words: list[str] = ()) -> list[str]:
     return vocab
 
 
-def build_tokenizer(extra_words: list[str] = ()):
+def build_tokenizer(extra_words: Sequence[str] = ()) -> PreTrainedTokenizerFast:
     from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
@@ -51,15 +56,15 @@ def build_tokenizer(extra_words: list[str] = ()):
 
 def build_tiny_model(out_dir: str | Path, *, hidden: int = 64, layers: int = 2, heads: int = 4,
                      kv_heads: int = 2, intermediate: int = 128, seed: int = 0, moe: bool = False,
-                     extra_words: list[str] = ()) -> Path:
+                     extra_words: Sequence[str] = ()) -> Path:
     """Save a randomly initialised tiny Qwen3 (or Qwen3-MoE) model + tokenizer to ``out_dir``."""
     import torch
-    from transformers import AutoModelForCausalLM, Qwen3Config
+    from transformers import AutoModelForCausalLM, PretrainedConfig, Qwen3Config
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     tokenizer = build_tokenizer(extra_words)
-    common = dict(
+    common: dict[str, Any] = dict(
         vocab_size=len(tokenizer), hidden_size=hidden, num_hidden_layers=layers,
         num_attention_heads=heads, num_key_value_heads=kv_heads, intermediate_size=intermediate,
         max_position_embeddings=2048, tie_word_embeddings=True,
@@ -68,8 +73,11 @@ def build_tiny_model(out_dir: str | Path, *, hidden: int = 64, layers: int = 2, 
     if moe:
         from transformers import Qwen3MoeConfig
 
-        config = Qwen3MoeConfig(**common, head_dim=hidden // heads, num_experts=4, num_experts_per_tok=2,
-                                moe_intermediate_size=intermediate, decoder_sparse_step=1)
+        # head_dim reaches PretrainedConfig through **kwargs (Qwen3MoeConfig's own signature omits it)
+        head_dim: dict[str, Any] = {"head_dim": hidden // heads}
+        config: PretrainedConfig = Qwen3MoeConfig(**common, **head_dim, num_experts=4,
+                                                  num_experts_per_tok=2, moe_intermediate_size=intermediate,
+                                                  decoder_sparse_step=1)
     else:
         config = Qwen3Config(**common, head_dim=hidden // heads)
     torch.manual_seed(seed)

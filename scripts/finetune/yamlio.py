@@ -11,7 +11,7 @@ import yaml
 from finetune.errors import UserError
 
 
-def _walk(node: yaml.Node, path: tuple, out: dict[tuple, int]) -> None:
+def _walk(node: yaml.Node, path: tuple[Any, ...], out: dict[tuple[Any, ...], int]) -> None:
     out[path] = node.start_mark.line + 1
     if isinstance(node, yaml.MappingNode):
         for key, value in node.value:
@@ -27,7 +27,7 @@ MAX_BYTES = 1 << 20  # a run spec is a page of settings; 1 MiB is far past any r
 MAX_DEPTH = 64  # nesting of mappings/sequences (the spec needs 4)
 
 
-def _refuse(path: Path, mark, what: str, fix: str) -> UserError:
+def _refuse(path: Path, mark: Any, what: str, fix: str) -> UserError:
     where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
     return UserError(what, where=where, fix=fix)
 
@@ -69,7 +69,7 @@ def _check_nodes(node: yaml.Node, path: Path) -> None:
             raise _refuse(path, n.start_mark, f"'{n.value}' is not a finite number", "write a finite number")
 
 
-def load_with_lines(path: str | Path) -> tuple[Any, dict[tuple, int]]:
+def load_with_lines(path: str | Path) -> tuple[Any, dict[tuple[Any, ...], int]]:
     """Parse a YAML file; return (data, {path tuple: 1-based line}). Bad or hostile YAML → UserError."""
     path = Path(path)
     try:
@@ -97,7 +97,7 @@ def load_with_lines(path: str | Path) -> tuple[Any, dict[tuple, int]]:
         where = f"{path}:{mark.line + 1}" if mark else str(path)
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise UserError(f"invalid YAML: {problem}", where=where, fix="fix the YAML syntax") from None
-    lines: dict[tuple, int] = {}
+    lines: dict[tuple[Any, ...], int] = {}
     if node is not None:
         _walk(node, (), lines)
     bad = _nonfinite_at(data, ())
@@ -108,7 +108,7 @@ def load_with_lines(path: str | Path) -> tuple[Any, dict[tuple, int]]:
     return data, lines
 
 
-def _nonfinite_at(data: Any, loc: tuple) -> tuple | None:
+def _nonfinite_at(data: Any, loc: tuple[Any, ...]) -> tuple[Any, ...] | None:
     if isinstance(data, float) and not math.isfinite(data):
         return loc
     items = data.items() if isinstance(data, dict) else enumerate(data) if isinstance(data, list) else ()
@@ -119,7 +119,7 @@ def _nonfinite_at(data: Any, loc: tuple) -> tuple | None:
     return None
 
 
-def line_for(lines: dict[tuple, int], loc: tuple) -> int | None:
+def line_for(lines: dict[tuple[Any, ...], int], loc: tuple[Any, ...]) -> int | None:
     """Line of the deepest known prefix of ``loc`` (pydantic locs may include union tags)."""
     loc = tuple(loc)
     while loc:

@@ -251,12 +251,12 @@ def test_sharding_stage_is_the_memory_recommendation(cli, tmp_path):
     """Contract 8: the renderer takes memory.recommend()'s ZeRO stage as-is. LoRA on 8 GPUs keeps only
     adapter states, so the recommendation is plain DDP: no DeepSpeed config is rendered."""
     from finetune.hardware import resolve_hardware
-    from finetune.memory import recommend
+    from finetune.memory import Knobs, recommend
     from finetune.models import load_model_info
     from finetune.spec import HardwareSpec
 
     hw = resolve_hardware(HardwareSpec(profile="h100-80gb", gpus=8))
-    rec = recommend(load_model_info(HUB_MODEL), hw, "lora", max_prompt_length=64, max_completion_length=16)
+    rec = recommend(load_model_info(HUB_MODEL), hw, "lora", Knobs(max_prompt_length=64, max_completion_length=16))
     config_dir = _render(cli, tmp_path, "lora8", method="lora", hardware={"profile": "h100-80gb", "gpus": 8})
     acc = yaml.safe_load((config_dir / "accelerate.yaml").read_text())
     if rec.zero_stage == 0:

@@ -24,7 +24,7 @@ from finetune.errors import CheckFailed, UserError
 
 # group -> (module, one-line help). Order is the pipeline order.
 GROUPS: dict[str, tuple[str, str]] = {
-    "route": ("finetune.route", "Phase 0: decide the fine-tuning method for a task"),
+    "route": ("finetune.cli.route", "Phase 0: decide the fine-tuning method for a task"),
     "rewards": ("finetune.cli.rewards", "render rewards.py from the run spec"),
     "inspect": ("finetune.cli.inspect", "Phase 1: sample, score, review, record verdicts, gate"),
     "data": ("finetune.datafilter", "keep the prompts GRPO can learn from (per-prompt pass rate, gated rewards)"),
@@ -32,10 +32,10 @@ GROUPS: dict[str, tuple[str, str]] = {
     "env": ("finetune.cli.env", "check this machine can run a rendered config (launch.sh runs it first)"),
     "memory": ("finetune.memory", "estimate GPU memory for a run spec or a model"),
     "diagnose": ("finetune.diagnose", "Phase 4: read training logs, detect symptoms, pick a variant"),
-    "status": ("finetune.status", "where a run directory stands: the phase /finetune resumes at"),
-    "lint": ("finetune.lint", "lint skills, commands, agents and references"),
+    "status": ("finetune.cli.status", "where a run directory stands: the phase /finetune resumes at"),
+    "lint": ("finetune.cli.lint", "lint skills, commands, agents and references"),
     "demo": ("finetune.demo", "run every phase on the embedded toy task on CPU"),
-    "docs": ("finetune.docs", "regenerate (or --check) the generated reference docs"),
+    "docs": ("finetune.cli.docs", "regenerate (or --check) the generated reference docs"),
 }
 
 

@@ -25,7 +25,7 @@ import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, TextIO
 
 TARGET = "config/target.json"
 GPU_MEMORY_TOLERANCE = 0.95  # a GPU reporting 95% of the profile's memory is that GPU (driver reserve)
@@ -196,7 +196,7 @@ def _usage_error(line: str) -> int:
     return 2
 
 
-def report(rows: list[Check], target: dict[str, Any], out=None) -> None:
+def report(rows: list[Check], target: dict[str, Any], out: Optional[TextIO] = None) -> None:
     out = out or sys.stdout
     title = f"environment for run '{target.get('run', '?')}' ({target.get('summary', '')})"
     try:
@@ -231,7 +231,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     try:
         target = load_target(run_dir)
     except SystemExit as exc:
-        return int(exc.code)
+        return int(exc.code or 0)
     rows = run_checks(target)
     report(rows, target)
     return 0 if all(r.ok for r in rows) else 1

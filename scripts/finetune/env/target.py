@@ -8,6 +8,7 @@ and the install lines it prints cannot drift from what the plugin is tested with
 
 from __future__ import annotations
 
+import importlib
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -45,8 +46,8 @@ def _requirement_lines() -> list[str]:
 
     pyproject = Path(__file__).resolve().parents[3] / "pyproject.toml"
     try:
-        import tomllib
-
+        # imported by name: Python 3.10 has no tomllib (ImportError below), and mypy checks for 3.10
+        tomllib = importlib.import_module("tomllib")
         project = tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"]
     except (ImportError, OSError, KeyError, ValueError):
         return list(metadata.requires(DIST) or [])

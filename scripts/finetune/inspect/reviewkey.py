@@ -10,15 +10,19 @@ afterwards is reported by the gate as given after the reveal.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from finetune import atomic, rundir
 from finetune.inspect import review as R
 from finetune.inspect import verdicts as V
 from finetune.inspect.score import load_scored
 
+if TYPE_CHECKING:
+    from finetune.spec import RunSpec
 
-def _header(run_dir: Path, items: list[dict[str, Any]], meta: dict[str, Any], verdicts: dict) -> list[str]:
+
+def _header(run_dir: Path, items: list[dict[str, Any]], meta: dict[str, Any],
+            verdicts: dict[str, V.Verdict]) -> list[str]:
     unread = [it["id"] for it in items if it["id"] not in verdicts]
     lines = [f"# Reward key — {meta['run']}", "",
              f"The rewards' view of the {len(items)} samples on {rundir.REVIEW_MD} ({R.coverage(meta)}), in the "
@@ -45,7 +49,8 @@ def _header(run_dir: Path, items: list[dict[str, Any]], meta: dict[str, Any], ve
     return lines
 
 
-def _sample(i: int, it: dict[str, Any], row: dict[str, Any], verdict: V.Verdict | None, metas) -> list[str]:
+def _sample(i: int, it: dict[str, Any], row: dict[str, Any], verdict: V.Verdict | None,
+            metas: list[dict[str, Any]]) -> list[str]:
     lines = [f"### {i}. `{it['id']}`" + (f" — flags: {', '.join(it['flags'])}" if it["flags"] else ""), "",
              "| reward | role | score | threshold | passes |", "|---|---|---|---|---|"]
     for r in it["rewards"]:
@@ -68,7 +73,7 @@ def _sample(i: int, it: dict[str, Any], row: dict[str, Any], verdict: V.Verdict 
     return lines + [""]
 
 
-def write_key(run_dir: str | Path, spec, n: int | None = None) -> tuple[Path, int]:
+def write_key(run_dir: str | Path, spec: RunSpec, n: int | None = None) -> tuple[Path, int]:
     """Write review_key.md for the sheet's selection; record the reveal. Returns (path, samples without a verdict)."""
     run_dir = Path(run_dir)
     items, meta = R.review_items(run_dir, spec, n)

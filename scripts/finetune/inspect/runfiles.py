@@ -76,7 +76,8 @@ def _check(model: type[BaseModel], obj: Any, where: str, what: str) -> None:
 
 def check_report(report: Any, path: Path) -> dict[str, Any]:
     _check(ScoreReport, report, str(path), "not a score report as `inspect score` writes it")
-    return report
+    checked: dict[str, Any] = report  # a dict now: ScoreReport validated it
+    return checked
 
 
 def check_scored(rows: list[tuple[int, Any]], path: Path) -> list[dict[str, Any]]:

@@ -66,7 +66,9 @@ def normalise_row(obj: Any, where: str, index: int, prompt_column: str = "prompt
 
 def load_samples(path: Path, prompt_column: str = "prompt") -> list[dict[str, Any]]:
     """Rows of a samples file, validated; duplicate ids are an error naming both lines."""
-    rows, seen, per_group = [], {}, {}
+    rows: list[dict[str, Any]] = []
+    seen: dict[str, int] = {}
+    per_group: dict[Any, int] = {}
     for n, obj in read_jsonl(path):
         row = normalise_row(obj, f"{path}:{n}", len(rows), prompt_column)
         k = per_group[row["row"]] = per_group.get(row["row"], -1) + 1

@@ -88,7 +88,8 @@ def read_jsonl(path: Path) -> list[tuple[int, Any]]:
 def parse_verdicts(path: Path, reader: str | None = None, unique: bool = False) -> list[Verdict]:
     """Every line validated before anything is used. ``reader`` fills lines that name none and refuses
     lines that name another; ``unique`` refuses an id given twice (a reading file is one verdict per sample)."""
-    verdicts, seen = [], {}
+    verdicts: list[Verdict] = []
+    seen: dict[str, int] = {}
     for n, obj in read_jsonl(path):
         if reader is not None and isinstance(obj, dict):
             if obj.get("reader", reader) != reader:
@@ -327,8 +328,10 @@ def load_confirmation(run_dir: str | Path) -> dict[str, Any] | None:
     if data is None:
         return None
     fix = "delete it and run `finetune inspect confirm RUN --user NAME` (never edit it by hand)"
-    return _validated(path, Confirmation, data, "not a confirmation written by `finetune inspect confirm`",
-                      fix).model_dump()
+    confirmation: dict[str, Any] = _validated(path, Confirmation, data,
+                                              "not a confirmation written by `finetune inspect confirm`",
+                                              fix).model_dump()
+    return confirmation
 
 
 def flag_digest(flag: dict[str, Any]) -> str:
@@ -356,9 +359,10 @@ def acks_for(run_dir: str | Path, flags: list[dict[str, Any]]) -> dict[str, dict
     samples, a new reward) no longer counts.
     """
     acks = load_acks(run_dir)
-    out = {}
+    out: dict[str, dict[str, Any]] = {}
     for f in flags:
-        ack = acks.get(f.get("id"))
+        fid = f.get("id")
+        ack = acks.get(fid) if isinstance(fid, str) else None
         if ack and f.get("id") not in UNWAIVABLE_FLAGS and ack["flag_sha256"] == flag_digest(f):
             out[f["id"]] = ack
     return out

@@ -6,12 +6,15 @@ succeeds" (which routes the user to SFT)."""
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from finetune.errors import UserError
 
+if TYPE_CHECKING:
+    from finetune.spec import RunSpec
 
-def reward_columns(spec) -> list[tuple[str, str]]:
+
+def reward_columns(spec: RunSpec) -> list[tuple[str, str]]:
     """(column, spec field) for every dataset column a reward of ``spec`` reads, in spec order."""
     out: list[tuple[str, str]] = []
     for index, reward in enumerate(spec.rewards):
@@ -30,7 +33,7 @@ def _refuse(column: str, field: str, present: Iterable[str], where: str, what: s
                      where=where, fix=f"set {field} to one of the existing columns, or add '{column}' to the {what}")
 
 
-def check_dataset(spec, *, required: bool = True) -> None:
+def check_dataset(spec: RunSpec, *, required: bool = True) -> None:
     """The dataset has the prompt column and every reward column. With ``required=False`` a dataset
     that is not on this machine is not checked (rendering rewards does not need it)."""
     from finetune.inspect.sample import load_rows
@@ -45,7 +48,7 @@ def check_dataset(spec, *, required: bool = True) -> None:
             raise _refuse(column, field, present, where, "dataset")
 
 
-def check_samples(spec, samples: list[dict[str, Any]], where: str) -> None:
+def check_samples(spec: RunSpec, samples: list[dict[str, Any]], where: str) -> None:
     """Every sample carries every reward column (samples keep the dataset's columns under ``columns``)."""
     for column, field in reward_columns(spec):
         for s in samples:

@@ -12,6 +12,7 @@ text and the spec field that changes that judgement (or says the reward needs ``
 
 from __future__ import annotations
 
+import builtins
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,7 +37,7 @@ class Kind:
     """A reward kind: how it is specified, rendered, documented and probed."""
 
     type: str
-    spec: type
+    spec: builtins.type[Any]
     title: str
     stdlib: tuple[str, ...] = ()  # modules the rendered per-kind code imports
     imports: tuple[str, ...] = ()  # third-party modules rewards.py imports for this kind
@@ -205,8 +206,9 @@ def reasons() -> dict[str, str]:
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("_finetune_rewards_answers", HELPERS["answers"][1])
+    assert spec is not None and spec.loader is not None  # a .py path always has a source loader
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    spec.loader.exec_module(module)
     return {**module.REASONS, **EXTRA_REASONS}
 
 
@@ -220,5 +222,5 @@ def explain(reason_id: str) -> tuple[str, str]:
     return text, fix
 
 
-def _union_members() -> tuple:
+def _union_members() -> tuple[type[Any], ...]:
     return typing.get_args(typing.get_args(RewardSpec)[0])

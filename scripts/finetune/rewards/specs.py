@@ -77,7 +77,7 @@ class _RewardBase(BaseModel):
         return v
 
     @model_validator(mode="after")
-    def _partial_credit_threshold(self):
+    def _partial_credit_threshold(self) -> _RewardBase:
         if self.threshold is not None and self.effective_role != "shaping":
             if self.has_partial_credit and self.threshold <= PARTIAL_CEILING:
                 raise ValueError(f"threshold {self.threshold} must be above {PARTIAL_CEILING}: partial "
@@ -172,7 +172,7 @@ class JsonSchemaReward(_RewardBase):
         return v
 
     @model_validator(mode="after")
-    def _one_schema_source(self):
+    def _one_schema_source(self) -> JsonSchemaReward:
         if (self.schema_ is None) == (self.schema_column is None):
             raise ValueError("give exactly one of 'schema' (inline) or 'schema_column'")
         if self.effective_role == "format" and self.partial_credit:
@@ -273,7 +273,7 @@ class LengthPenaltyReward(_RewardBase):
     min_score: ClassVar[float] = -1.0
 
     @model_validator(mode="after")
-    def _budget(self):
+    def _budget(self) -> LengthPenaltyReward:
         if self.mode == "budget" and self.budget is None:
             raise ValueError("mode 'budget' needs 'budget' (tokens allowed before the penalty starts)")
         if self.mode == "soft_overlong" and self.max_completion_length is not None \
@@ -314,7 +314,7 @@ class PythonReward(_RewardBase):
         return v
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> Any:
     # The spec union and the type table are derived from the registry (one entry per kind).
     if name in ("RewardSpec", "REWARD_TYPES"):
         from finetune.rewards import registry

@@ -9,6 +9,7 @@ never import this plugin). :func:`runner_source` returns that text. The public n
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 RENDERED_NAME = "rewards_sandbox.py"
 
@@ -18,7 +19,7 @@ def runner_source() -> str:
     return Path(__file__).with_name("runner.py").read_text(encoding="utf-8")
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> Any:
     # Lazy, so ``python -m finetune.sandbox.runner`` does not import the runner twice.
     from finetune.sandbox import runner
 
