@@ -15,7 +15,10 @@ import keyword
 import math
 import shlex
 from pathlib import Path, PurePath
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import jinja2
 
 # Characters str.splitlines() (and YAML 1.1, and some editors) treat as line breaks, plus NUL.
 _LINE_BREAKS = "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029\x00"
@@ -198,7 +201,7 @@ def register(env: Any) -> Any:
     return env
 
 
-def environment(folder: Path) -> Any:
+def environment(folder: Path) -> jinja2.Environment:
     """The project's Jinja environment for the templates in ``folder`` (as config/BRIEF.md.j2 renders):
     strict (an unknown name is an error), block tags leave no blank lines, the trailing newline is kept,
     and every escaping filter is registered."""
@@ -206,7 +209,8 @@ def environment(folder: Path) -> Any:
 
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(folder)), undefined=jinja2.StrictUndefined,
                              keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True)
-    return register(env)
+    register(env)
+    return env
 
 
 def check_text(value: Any, where: str = "") -> list[str]:
