@@ -53,30 +53,15 @@ def test_the_check_finds_an_argparse_import(tmp_path):
     assert _imports_argparse(f) == [1]
 
 
-# Command groups whose argparse has not moved into finetune/cli/ yet (issue 17 item 4, moved one group per
-# commit): this set only shrinks, and an entry that no longer imports argparse must be removed.
-NOT_YET_MOVED = {"demo.py", "datafilter.py", "diagnose.py",
-                 "memory.py", "config.py", "types.py"}
-
-
 def test_no_domain_module_imports_argparse():
     offenders = {p.relative_to(PACKAGE).as_posix(): lines for p in _domain_modules() if (lines := _imports_argparse(p))}
-    assert not NOT_YET_MOVED - set(offenders), f"moved: remove {NOT_YET_MOVED - set(offenders)} from NOT_YET_MOVED"
-    offenders = {k: v for k, v in offenders.items() if k not in NOT_YET_MOVED}
     assert not offenders, (f"argparse belongs in finetune/cli/<group>.py, not in the domain module: {offenders}; "
                            "move the add_arguments/run pair there and expose a plain typed function")
-
-
-# The same, by command group (it only shrinks; a group that moved must leave it).
-GROUPS_NOT_YET_MOVED = {"data", "config", "memory", "diagnose", "demo"}
 
 
 @pytest.mark.parametrize("group", list(cli.GROUPS))
 def test_each_group_is_a_module_of_finetune_cli(group):
     module_name = cli.GROUPS[group][0]
-    if group in GROUPS_NOT_YET_MOVED:
-        assert not module_name.startswith("finetune.cli."), f"'{group}' moved: remove it from GROUPS_NOT_YET_MOVED"
-        return
     assert module_name.startswith("finetune.cli."), f"'{group}' is registered in {module_name}, outside finetune/cli/"
     module = importlib.import_module(module_name)
     assert callable(module.add_arguments) and callable(module.run)

@@ -27,10 +27,13 @@ def test_unsloth_logits_and_kv_figures(llama8b):
     # Unsloth GRPO blog: 8 generations × 20,480 tokens → logits 78.3 GiB, KV 2.5 GiB (their GB are GiB).
     assert round(logits_bytes(8, 20_480, llama8b.vocab) / GIB, 1) == 78.3
     assert kv_cache_bytes(llama8b, 20_480) / GIB == 2.5
-    naive = estimate(llama8b, resolve_hardware("h200-141gb"), Knobs("lora", per_device_train_batch_size=8, max_prompt_length=1, max_completion_length=20_480, fused_lm_head=False))
+    naive = estimate(llama8b, resolve_hardware("h200-141gb"), Knobs("lora", per_device_train_batch_size=8,
+                                                                    max_prompt_length=1, max_completion_length=20_480,
+                                                                    fused_lm_head=False))
     assert round(naive.gib_of("lm_head"), 1) == 78.3
     # TRL 1.16 never materialises them: one 4096 × 32768 bf16 tile + fp32 ∇hidden for 163,840 tokens
-    fused = estimate(llama8b, resolve_hardware("h200-141gb"), Knobs("lora", per_device_train_batch_size=8, max_prompt_length=1, max_completion_length=20_480))
+    fused = estimate(llama8b, resolve_hardware("h200-141gb"), Knobs("lora", per_device_train_batch_size=8,
+                                                                    max_prompt_length=1, max_completion_length=20_480))
     assert fused.gib_of("lm_head") * GIB == 4096 * 32768 * 2 + 8 * 20_480 * 4096 * 4 + 8 * 4 * 8 * 20_480
 
 
@@ -104,7 +107,8 @@ def test_logits_and_activations_scale_with_the_micro_batch(llama8b):
     one = estimate(llama8b, h100(), Knobs("lora", per_device_train_batch_size=1))
     four = estimate(llama8b, h100(), Knobs("lora", per_device_train_batch_size=4))
     naive = dict(per_device_train_batch_size=1, fused_lm_head=False)
-    assert estimate(llama8b, h100(), Knobs("lora", **{**naive, "per_device_train_batch_size": 4})).gib_of("lm_head") == \
+    naive4 = Knobs("lora", **{**naive, "per_device_train_batch_size": 4})
+    assert estimate(llama8b, h100(), naive4).gib_of("lm_head") == \
         pytest.approx(4 * estimate(llama8b, h100(), Knobs("lora", **naive)).gib_of("lm_head"))
     assert four.gib_of("activations") == pytest.approx(4 * one.gib_of("activations"))
     no_gc = estimate(llama8b, h100(), Knobs("lora", per_device_train_batch_size=4, gradient_checkpointing=False))
@@ -112,7 +116,9 @@ def test_logits_and_activations_scale_with_the_micro_batch(llama8b):
 
 
 def test_vllm_colocate_share_kv_and_sleep_mode(llama8b):
-    awake = estimate(llama8b, h100(), Knobs("lora", vllm_gpu_memory_utilization=0.3, per_device_train_batch_size=8, gradient_accumulation_steps=4, max_prompt_length=512, max_completion_length=1024))
+    awake = estimate(llama8b, h100(), Knobs("lora", vllm_gpu_memory_utilization=0.3, per_device_train_batch_size=8,
+                                            gradient_accumulation_steps=4, max_prompt_length=512,
+                                            max_completion_length=1024))
     v = awake.vllm
     assert v.share_gib == pytest.approx(0.3 * 79.6)
     assert v.max_num_seqs == 8 * 1 * 4  # TRL: per_device_train_batch_size × TP × steps_per_generation
@@ -133,7 +139,8 @@ def test_vllm_share_too_small_or_not_free_at_start_is_a_problem(qwen7b):
 
 
 def test_server_mode_takes_gpus_out_of_training(llama8b):
-    est = estimate(llama8b, h100(gpus=8), Knobs("lora", vllm_mode="server", vllm_gpus=2, vllm_tensor_parallel_size=2, per_device_train_batch_size=4, gradient_accumulation_steps=2))
+    est = estimate(llama8b, h100(gpus=8), Knobs("lora", vllm_mode="server", vllm_gpus=2, vllm_tensor_parallel_size=2,
+                                                per_device_train_batch_size=4, gradient_accumulation_steps=2))
     assert est.hardware.training_gpus == 6
     assert est.component("vllm") is None  # the training GPU holds no engine
     assert est.vllm.mode == "server" and est.vllm.utilization == 0.9
@@ -142,7 +149,8 @@ def test_server_mode_takes_gpus_out_of_training(llama8b):
 
 
 def test_suggestions_are_re_estimated_and_ordered(qwen7b):
-    est = estimate(qwen7b, resolve_hardware("rtx-4090-24gb"), Knobs("lora", vllm_gpu_memory_utilization=0.9, gradient_checkpointing=False))
+    est = estimate(qwen7b, resolve_hardware("rtx-4090-24gb"), Knobs("lora", vllm_gpu_memory_utilization=0.9,
+                                                                    gradient_checkpointing=False))
     assert est.verdict == "does not fit" and est.suggestions
     actions = [s.action for s in est.suggestions]
     assert actions[0].startswith("vLLM sleep mode")
@@ -354,7 +362,9 @@ def test_markdown_and_dict_forms(qwen7b):
 
 
 def test_generation_phase_without_vllm_holds_the_kv_cache(qwen7b):
-    est = estimate(qwen7b, h100(), Knobs("lora", use_vllm=False, per_device_train_batch_size=4, gradient_accumulation_steps=8, max_prompt_length=512, max_completion_length=512))
+    est = estimate(qwen7b, h100(), Knobs("lora", use_vllm=False, per_device_train_batch_size=4,
+                                         gradient_accumulation_steps=8, max_prompt_length=512,
+                                         max_completion_length=512))
     assert est.gib_of("generate_kv") * GIB == 4 * 8 * 1024 * qwen7b.kv_bytes_per_token()
     assert est.component("vllm") is None
 
@@ -369,7 +379,13 @@ def test_estimate_invariants(method, batch, acc, prompt, completion, gpus, zero,
     model = load_model_info("Qwen/Qwen2.5-1.5B")
     if mode == "server" and gpus == 1:
         mode = "colocate"
-    est = estimate(model, h100(gpus=gpus), Knobs(method, per_device_train_batch_size=batch, gradient_accumulation_steps=acc, max_prompt_length=prompt, max_completion_length=completion, zero_stage=zero, gradient_checkpointing=gc, vllm_enable_sleep_mode=sleep, optimizer=optimizer, use_vllm=mode is not None, vllm_mode=mode or "colocate", vllm_gpus=1 if mode == "server" else None, beta=beta))
+    est = estimate(model, h100(gpus=gpus), Knobs(method, per_device_train_batch_size=batch,
+                                                 gradient_accumulation_steps=acc, max_prompt_length=prompt,
+                                                 max_completion_length=completion, zero_stage=zero,
+                                                 gradient_checkpointing=gc, vllm_enable_sleep_mode=sleep,
+                                                 optimizer=optimizer, use_vllm=mode is not None,
+                                                 vllm_mode=mode or "colocate",
+                                                 vllm_gpus=1 if mode == "server" else None, beta=beta))
     assert all(c.gib >= 0 for c in est.components)
     assert est.total_gib == max(est.training_peak_gib, est.generation_peak_gib)
     assert est.training_allocated_gib <= est.total_gib
@@ -388,7 +404,8 @@ def test_training_allocated_excludes_the_engine_and_context(llama8b):
 
 
 def test_server_data_parallel_replicas_split_the_sequences(llama8b):
-    est = estimate(llama8b, h100(gpus=8), Knobs("lora", vllm_mode="server", vllm_gpus=4, vllm_tensor_parallel_size=2, per_device_train_batch_size=8, gradient_accumulation_steps=1))
+    est = estimate(llama8b, h100(gpus=8), Knobs("lora", vllm_mode="server", vllm_gpus=4, vllm_tensor_parallel_size=2,
+                                                per_device_train_batch_size=8, gradient_accumulation_steps=1))
     assert est.vllm.max_num_seqs == 8 * 4 * 1 // 2  # 4 training processes, 2 replicas of TP 2
 
 

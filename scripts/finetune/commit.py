@@ -33,7 +33,7 @@ import secrets
 import shutil
 import signal
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 from finetune import jsonio, locks
@@ -131,7 +131,7 @@ def _switch_dir(stage: Path, target: Path) -> None:
     _fsync_dir(parent)
 
 
-def commit_files(run_dir: str | Path, files: dict[str, str | bytes], remove: tuple[str, ...] = (),
+def commit_files(run_dir: str | Path, files: Mapping[str, str | bytes], remove: tuple[str, ...] = (),
                  modes: dict[str, int] | None = None) -> list[Path]:
     """Write ``files`` (names in the run directory) and delete ``remove`` as one commit (journal + renames)."""
     run_dir = Path(run_dir)

@@ -10,7 +10,6 @@ Jinja templates beside this module.
 
 from __future__ import annotations
 
-import argparse
 import difflib
 import json
 import math
@@ -552,36 +551,100 @@ def _relative(path: Path, run_dir: Path) -> str:
         return str(path.resolve())
 
 
-def build_plan(spec: RunSpec, run_dir: Path, *, preview: bool = False, no_gate: bool = False) -> RenderPlan:
-    """Validate ``spec`` for its target hardware and compute every rendered value. Writes nothing."""
-    from finetune.runlength import MAX_WARMUP_FRACTION
-    from finetune.spec import BASE_BETA, MIN_NUM_GENERATIONS
+@dataclass
+class _Licence:
+    """What the run directory licenses: the diagnosis, why this variant, the gate record (contracts 6, 7)."""
 
+    diagnosis: dict[str, Any] | None
+    variant_licence: str | None  # why this variant (None: the base recipe)
+    gate_record: dict[str, Any] | None  # a PASS record that still holds
+    warnings: list[str]
+
+
+@dataclass
+class _Choice:
+    """The per-scale values (contract 8): memory.recommend()'s, or the spec's where it sets them."""
+
+    recommendation: Recommendation
+    topology: Topology
+    zero_stage: int
+    method: Setting
+    batch: Setting
+    accumulation: Setting
+    checkpointing: Setting
+    optimizer: Setting
+
+
+@dataclass
+class _Data:
+    """The dataset as measured, and what its lengths mean for the generation settings."""
+
+    stats: DatasetStats
+    format: str
+    vllm_max_model_length: int
+    warnings: list[str]
+
+
+def build_plan(spec: RunSpec, run_dir: Path, *, preview: bool = False, no_gate: bool = False) -> RenderPlan:
+    """Validate ``spec`` for its target hardware and compute every rendered value. Writes nothing.
+
+    The steps, in BRIEF.md's order: the target (hardware, model), the licence to train (variant, gate,
+    lr / beta), the per-scale values, the dataset's lengths, every GRPOConfig value, TRL's batch rule,
+    the run length, the memory fit; then what the launch files name (model, dataset, adapters).
+    """
     run_dir = Path(run_dir)
+    _check_num_generations(spec)
+    info = _model_info(spec)
+    _check_model(spec, info)
+    hw = _target_hardware(spec, info)
+    overrides = _check_overrides(spec)
+    licence = _licence(spec, info, run_dir, preview=preview, no_gate=no_gate)
+    choice = _choose_values(spec, info, hw)
+    data = _check_data(spec, info, overrides)
+    algorithm = _algorithm(spec, choice)
+    kw, sections = _assemble_kwargs(spec, licence, choice, data, algorithm, overrides)
+    _check_batch(kw, choice.topology)
+    _validate_with_trl(kw, choice.topology)
+    length = _run_length(kw, choice.topology, data.stats.rows)
+    est, memory_warnings = _check_memory(info, hw, spec, kw, choice, preview)
+    model_ref, dataset, peft, launch_warnings = _launch_inputs(spec, run_dir, data.format, choice.method.value)
+    warnings = [*licence.warnings, *data.warnings, *length.warnings, *memory_warnings, *launch_warnings]
+    return RenderPlan(spec, run_dir, preview, no_gate, info, hw, choice.topology, choice.recommendation, est,
+                      choice.zero_stage, algorithm, kw, sections, model_ref, dataset, peft,
+                      choice.method.value == "qlora", data.stats, licence.gate_record, licence.diagnosis, warnings,
+                      length)
+
+
+def _check_num_generations(spec: RunSpec) -> None:
+    from finetune.spec import MIN_NUM_GENERATIONS
+
     t = spec.training
     if t.num_generations < MIN_NUM_GENERATIONS:
         raise UserError(f"num_generations {t.num_generations} is below the floor of {MIN_NUM_GENERATIONS}: GRPO's "
                         "advantage is relative to the group mean, and fewer samples per prompt give a noisy "
                         "baseline that starves the update", where="training.num_generations",
                         fix=f"use at least {MIN_NUM_GENERATIONS}")
-    info = _model_info(spec)
-    _check_model(spec, info)
-    hw = _target_hardware(spec, info)
-    overrides = _check_overrides(spec)
+
+
+def _licence(spec: RunSpec, info: ModelInfo, run_dir: Path, *, preview: bool, no_gate: bool) -> _Licence:
+    """Contracts 6 and 7 and the Phase 1 gate: a preview says what a full render would refuse."""
     diagnosis = _load_diagnosis(run_dir)
     try:
-        licence = _check_variant(spec, info, diagnosis, run_dir)
+        why = _check_variant(spec, info, diagnosis, run_dir)
     except CheckFailed as exc:
         if not preview:
             raise
-        licence = f"PREVIEW ONLY — a full render will refuse: {exc}"
-
+        why = f"PREVIEW ONLY — a full render will refuse: {exc}"
     gate_ok, gate_reason, gate_record = _verify_gate(run_dir, spec)
-    warnings: list[str] = []
     if not preview and not no_gate and not gate_ok:
         raise CheckFailed(f"Phase 2 refused: {gate_reason}")
-    warnings += _check_lr_beta(spec, diagnosis, gate_ok, preview)
+    warnings = _check_lr_beta(spec, diagnosis, gate_ok, preview)
+    return _Licence(diagnosis, why, gate_record if gate_ok else None, warnings)
 
+
+def _choose_values(spec: RunSpec, info: ModelInfo, hw: Hardware) -> _Choice:
+    """memory.recommend() for the target, where generation runs, and the spec's values over the recommended."""
+    t = spec.training
     rec = _recommend(info, hw, spec)
     topo = _topology(spec, hw, rec)
     # contract 8: the sharding stage is memory.recommend()'s (0 = plain DDP, e.g. LoRA whose trainable
@@ -600,12 +663,21 @@ def build_plan(spec: RunSpec, run_dir: Path, *, preview: bool = False, no_gate: 
                      f"{pdbs.value * n * acc} completions per generation round, divisible by num_generations", "memory")
     gc = _pick(t.gradient_checkpointing, rec, "gradient_checkpointing", "training.gradient_checkpointing")
     optim = _pick(t.optimizer, rec, "optimizer", "training.optimizer")
+    return _Choice(rec, topo, zero_stage, method, pdbs, ga, gc, optim)
 
+
+def _check_data(spec: RunSpec, info: ModelInfo, overrides: dict[str, Setting]) -> _Data:
+    """Measure the dataset's token lengths and hold the generation settings against them."""
     stats, data_format = _dataset_stats(spec)
-    vllm_max_len, length_warnings = _check_lengths(spec, stats, info, overrides)
-    warnings += length_warnings
+    vllm_max_len, warnings = _check_lengths(spec, stats, info, overrides)
+    return _Data(stats, data_format, vllm_max_len, warnings)
 
-    g = spec.generation
+
+def _algorithm(spec: RunSpec, choice: _Choice) -> dict[str, Pinned]:
+    """The variant's algorithm-defining fields, every one pinned (contract 9); GSPO must be off-policy."""
+    from finetune.spec import BASE_BETA
+
+    t, g, ga, gc = spec.training, spec.generation, choice.accumulation, choice.checkpointing
     beta_reason = ("the seed's base recipe: KL coefficient 0.01 vs the reference policy (contract 7)"
                    if math.isclose(t.beta, BASE_BETA) else "training.beta, allowed under contract 7")
     algorithm = algorithm_kwargs(
@@ -615,22 +687,50 @@ def build_plan(spec: RunSpec, run_dir: Path, *, preview: bool = False, no_gate: 
         reward_weights=[r.weight for r in spec.rewards], max_completion_length=g.max_completion_length,
         gradient_checkpointing=bool(gc.value), gradient_checkpointing_reason=gc.reason,
         steps_per_generation=t.steps_per_generation)
-    if spec.variant == "gspo" and algorithm["steps_per_generation"].value <= ga.value and algorithm["num_iterations"].value == 1:
+    if (spec.variant == "gspo" and algorithm["steps_per_generation"].value <= ga.value
+            and algorithm["num_iterations"].value == 1):
         raise UserError("GSPO on-policy changes nothing: the sequence ratio is exactly 1",
                         where="training.steps_per_generation",
                         fix=f"leave it unset (rendered as {2 * ga.value}) or set num_iterations > 1")
+    return algorithm
 
+
+def _assemble_kwargs(spec: RunSpec, licence: _Licence, choice: _Choice, data: _Data, algorithm: dict[str, Pinned],
+                     overrides: dict[str, Setting]) -> tuple[dict[str, Setting], list[tuple[str, list[str]]]]:
+    """Every GRPOConfig keyword in rendering order, grouped in titled sections; overrides last, moved out of
+    the section that would otherwise hold them."""
+    why = licence.variant_licence
+    variant_note = f"variant '{spec.variant}'" + (f" — {why}" if why else " (the base recipe)")
+    use_vllm = choice.topology.use_vllm
+    groups: list[tuple[str, dict[str, Setting]]] = [
+        (f"algorithm: {variant_note}; every field pinned (contract 9)",
+         {k: Setting(p.value, p.reason, "variant") for k, p in algorithm.items()}),
+        ("optimisation", _optimisation_settings(spec, choice)),
+        ("batch (validated for the target's training processes)", _batch_settings(spec, choice)),
+        ("precision and model loading", _precision_settings(choice)),
+        ("generation (vLLM)" if use_vllm else "generation (transformers; no vLLM on a CPU target)",
+         _generation_settings(spec, choice, data.vllm_max_model_length)),
+        ("logging and checkpoints (diagnose reads trainer_state.json)", _logging_settings(spec)),
+    ]
     kw: dict[str, Setting] = {}
     sections: list[tuple[str, list[str]]] = []
-
-    def section(title: str, items: dict[str, Setting]) -> None:
+    for title, items in groups:
         kw.update(items)
         sections.append((title, list(items)))
+    if overrides:
+        for _, keys in sections:
+            keys[:] = [k for k in keys if k not in overrides]
+        kw.update(overrides)
+        sections.append(("overrides (validated against the installed TRL)", list(overrides)))
+    kw["_method"] = choice.method  # not a GRPOConfig kwarg; carried for the estimator and templates
+    return kw, sections
 
-    variant_note = f"variant '{spec.variant}'" + (f" — {licence}" if licence else " (the base recipe)")
-    section(f"algorithm: {variant_note}; every field pinned (contract 9)",
-            {k: Setting(p.value, p.reason, "variant") for k, p in algorithm.items()})
-    section("optimisation", {
+
+def _optimisation_settings(spec: RunSpec, choice: _Choice) -> dict[str, Setting]:
+    from finetune.runlength import MAX_WARMUP_FRACTION
+
+    t, optim = spec.training, choice.optimizer
+    return {
         "learning_rate": Setting(t.learning_rate, "the seed's settled GRPO learning rate (contract 7)"
                                  if math.isclose(t.learning_rate, 5e-7) else "training.learning_rate, allowed under contract 7", "spec"),
         "lr_scheduler_type": Setting("constant_with_warmup", "flat after a short warm-up: RL rewards move slowly"),
@@ -642,50 +742,64 @@ def build_plan(spec: RunSpec, run_dir: Path, *, preview: bool = False, no_gate: 
         "optim": Setting(optim.value, optim.reason, optim.source),
         "seed": Setting(t.seed, "the seed's reference seed" if t.seed == 3407 else "training.seed", "spec"),
         "disable_dropout": Setting(True, "dropout makes the policy's log-probs disagree with the sampler's"),
-    })
-    section("batch (validated for the target's training processes)", {
+    }
+
+
+def _batch_settings(spec: RunSpec, choice: _Choice) -> dict[str, Setting]:
+    t, pdbs, ga = spec.training, choice.batch, choice.accumulation
+    return {
         "per_device_train_batch_size": Setting(pdbs.value, pdbs.reason, pdbs.source),
         "gradient_accumulation_steps": Setting(ga.value, ga.reason, ga.source),
         "num_train_epochs": Setting(t.num_train_epochs, "training.num_train_epochs", "spec"),
         "max_steps": Setting(t.max_steps, "training.max_steps (-1: run the epochs)", "spec"),
         "gradient_checkpointing_kwargs": Setting({"use_reentrant": False}, "non-reentrant checkpointing works "
                                                  "with ZeRO-3 and PEFT"),
-    })
-    cpu = topo.cpu
-    rr = rec.reasons
+    }
+
+
+def _precision_settings(choice: _Choice) -> dict[str, Setting]:
+    rec, cpu = choice.recommendation, choice.topology.cpu
     dtype = "float32" if cpu else rec.model_dtype
     bf16 = not cpu and bool(rec.bf16)
-    section("precision and model loading", {
+    return {
         "bf16": Setting(bf16, "bf16 mixed precision (the seed's recipe)" if bf16 else "no bf16 on this target"),
         "use_cpu": Setting(cpu, "CPU target" if cpu else "GPU target"),
-        "model_init_kwargs": Setting({"dtype": dtype}, "memory.recommend(): " + rr.get("model_dtype", dtype)
+        "model_init_kwargs": Setting({"dtype": dtype}, "memory.recommend(): " + rec.reasons.get("model_dtype", dtype)
                                      if not cpu else "fp32 on CPU", "memory"),
         "remove_unused_columns": Setting(False, "reward functions receive every dataset column (answers, tests)"),
         "shuffle_dataset": Setting(True, "shuffle prompts each epoch"),
-    })
+    }
+
+
+def _generation_settings(spec: RunSpec, choice: _Choice, vllm_max_len: int) -> dict[str, Setting]:
+    """Where rollouts run: vLLM colocated (memory.recommend()'s share) or `trl vllm-serve`, or transformers."""
+    topo, rec, g = choice.topology, choice.recommendation, spec.generation
     vllm: dict[str, Setting] = {"use_vllm": Setting(topo.use_vllm, topo.reason)}
-    if topo.use_vllm:
-        vllm["vllm_mode"] = Setting(topo.vllm_mode, topo.reason)
-        vllm["vllm_max_model_length"] = Setting(vllm_max_len, "max_prompt_length + max_completion_length "
-                                                f"({g.max_prompt_length} + {g.max_completion_length})")
-        if topo.vllm_mode == "colocate":
-            util = rec.vllm_gpu_memory_utilization
-            sleep = rec.vllm_enable_sleep_mode
-            reasons = rec.reasons
-            vllm["vllm_gpu_memory_utilization"] = Setting(util, "memory.recommend(): " + str(
-                reasons.get("vllm_gpu_memory_utilization", "per-scale share")), "memory")
-            vllm["vllm_enable_sleep_mode"] = Setting(bool(sleep), "memory.recommend(): " + str(
-                reasons.get("vllm_enable_sleep_mode", "per-scale default")), "memory")
-            vllm["vllm_tensor_parallel_size"] = Setting(1, "one GPU per colocated engine")
-        else:
-            vllm["vllm_server_host"] = Setting("127.0.0.1" if topo.nodes == 1 else "VLLM_HOST",
-                                               "the vllm-serve process on this node" if topo.nodes == 1 else
-                                               "placeholder for node 0's address: launch.sh passes it to train.py "
-                                               "(--vllm-server-host); with `trl grpo` pass --vllm_server_host")
-            vllm["vllm_server_port"] = Setting(VLLM_SERVER_PORT, "launch.sh starts `trl vllm-serve` on this port")
-            vllm["vllm_server_timeout"] = Setting(600.0, "large models take minutes to load in vllm-serve")
-    section("generation (vLLM)" if topo.use_vllm else "generation (transformers; no vLLM on a CPU target)", vllm)
-    section("logging and checkpoints (diagnose reads trainer_state.json)", {
+    if not topo.use_vllm:
+        return vllm
+    vllm["vllm_mode"] = Setting(topo.vllm_mode, topo.reason)
+    vllm["vllm_max_model_length"] = Setting(vllm_max_len, "max_prompt_length + max_completion_length "
+                                            f"({g.max_prompt_length} + {g.max_completion_length})")
+    if topo.vllm_mode == "colocate":
+        vllm["vllm_gpu_memory_utilization"] = Setting(rec.vllm_gpu_memory_utilization, "memory.recommend(): " + str(
+            rec.reasons.get("vllm_gpu_memory_utilization", "per-scale share")), "memory")
+        vllm["vllm_enable_sleep_mode"] = Setting(bool(rec.vllm_enable_sleep_mode), "memory.recommend(): " + str(
+            rec.reasons.get("vllm_enable_sleep_mode", "per-scale default")), "memory")
+        vllm["vllm_tensor_parallel_size"] = Setting(1, "one GPU per colocated engine")
+        return vllm
+    one_node = topo.nodes == 1
+    vllm["vllm_server_host"] = Setting("127.0.0.1" if one_node else "VLLM_HOST",
+                                       "the vllm-serve process on this node" if one_node else
+                                       "placeholder for node 0's address: launch.sh passes it to train.py "
+                                       "(--vllm-server-host); with `trl grpo` pass --vllm_server_host")
+    vllm["vllm_server_port"] = Setting(VLLM_SERVER_PORT, "launch.sh starts `trl vllm-serve` on this port")
+    vllm["vllm_server_timeout"] = Setting(600.0, "large models take minutes to load in vllm-serve")
+    return vllm
+
+
+def _logging_settings(spec: RunSpec) -> dict[str, Setting]:
+    t = spec.training
+    return {
         "output_dir": Setting("train", "the run directory's train/ (relative to the run directory)"),
         "logging_steps": Setting(t.logging_steps, "training.logging_steps", "spec"),
         "logging_first_step": Setting(True, "log step 1: a broken reward shows immediately"),
@@ -694,32 +808,30 @@ def build_plan(spec: RunSpec, run_dir: Path, *, preview: bool = False, no_gate: 
         "report_to": Setting("none", "trainer_state.json is the log diagnose reads; add trackers in overrides"),
         "log_completions": Setting(True, "print sample completions: keep reading outputs during training"),
         "num_completions_to_print": Setting(2, "a couple per logging step"),
-    })
-    if overrides:
-        for k in list(overrides):
-            for _, keys in sections:
-                if k in keys:
-                    keys.remove(k)
-        section("overrides (validated against the installed TRL)", overrides)
-    kw["_method"] = method  # not a GRPOConfig kwarg; carried for the estimator and templates
+    }
 
-    # TRL's batch rule for the target's real process count, then the installed GRPOConfig itself
-    _check_batch(kw, topo)
-    _validate_with_trl(kw, topo)
-    length = _run_length(kw, topo, stats.rows)
-    warnings += length.warnings
 
-    est = _estimate(info, hw, spec, kw, topo, zero_stage)
+def _check_memory(info: ModelInfo, hw: Hardware, spec: RunSpec, kw: dict[str, Setting], choice: _Choice,
+                  preview: bool) -> tuple[Estimate, list[str]]:
+    """The memory estimate of exactly the rendered values: refused when it does not fit (a warning in a
+    preview), a warning when tight."""
+    est = _estimate(info, hw, spec, kw, choice.topology, choice.zero_stage)
     if est.verdict == "does not fit":
         detail = "; ".join(list(est.problems) + [s.action for s in est.suggestions[:2]])
         msg = (f"the memory estimate does not fit the target: peak {est.total_gib:.1f} GiB of "
                f"{est.memory_gib:.1f} GiB per GPU" + (f" ({detail})" if detail else ""))
         if not preview:
             raise CheckFailed(msg + "; see `finetune memory` for the components")
-        warnings.append(msg)
-    elif est.verdict == "tight":
-        warnings.append(f"memory is tight: peak {est.total_gib:.1f} GiB of {est.memory_gib:.1f} GiB per GPU")
+        return est, [msg]
+    if est.verdict == "tight":
+        return est, [f"memory is tight: peak {est.total_gib:.1f} GiB of {est.memory_gib:.1f} GiB per GPU"]
+    return est, []
 
+
+def _launch_inputs(spec: RunSpec, run_dir: Path, data_format: str, method: str
+                   ) -> tuple[str, dict[str, Any], dict[str, Any] | None, list[str]]:
+    """(model reference, dataset, PEFT config, warnings) as the launch files name them."""
+    warnings: list[str] = []
     model_path = spec.resolve_path(spec.model)
     model_ref = _relative(model_path, run_dir) if model_path.exists() else spec.model
     dpath = spec.training_data_path()
@@ -733,13 +845,11 @@ def build_plan(spec: RunSpec, run_dir: Path, *, preview: bool = False, no_gate: 
         warnings.append("`trl grpo --config` uses the dataset as it is: only train.py renames the prompt column "
                         "to 'prompt' and adds the system prompt — launch with train.py (launch.sh does)")
     peft = None
-    if method.value in ("lora", "qlora"):
+    if method in ("lora", "qlora"):
         lo = spec.lora
         peft = {"r": lo.r, "lora_alpha": lo.alpha, "lora_dropout": lo.dropout, "target_modules": lo.target_modules,
                 "task_type": "CAUSAL_LM"}
-    return RenderPlan(spec, run_dir, preview, no_gate, info, hw, topo, rec, est, zero_stage, algorithm, kw, sections,
-                      model_ref, dataset, peft, method.value == "qlora", stats, gate_record if gate_ok else None,
-                      diagnosis, warnings, length)
+    return model_ref, dataset, peft, warnings
 
 
 def _run_length(kw: dict[str, Setting], topo: Topology, rows: int) -> RunLength:
@@ -931,29 +1041,3 @@ def skill_recipe_block() -> str:
 
 # ----------------------------------------------------------------------------------------------
 # CLI
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    sub = parser.add_subparsers(dest="verb", metavar="<verb>", required=True, parser_class=type(parser))
-    p = sub.add_parser("render", help="validate the run spec for its target hardware and write config/",
-                       description="Validate SPEC for its target hardware and write DIR/config/ atomically.")
-    p.add_argument("spec", help="run spec (spec.yaml) or a run directory")
-    p.add_argument("-o", "--out", help="run directory (default: the spec's folder)")
-    p.add_argument("--preview", action="store_true",
-                   help="render only BRIEF.md with the memory fit, marked PREVIEW (no gate needed, nothing launchable)")
-    p.add_argument("--no-gate", action="store_true",
-                   help="FOR TESTS ONLY: skip the Phase 1 gate record (marked loudly in BRIEF.md and train.py)")
-
-
-def run(args: argparse.Namespace) -> int:
-    import sys
-
-    if args.no_gate and not args.preview:
-        print("WARNING: --no-gate — rendering WITHOUT a Phase 1 gate record. For tests only: these rewards "
-              "were never inspected.", file=sys.stderr)
-    plan, target = render(args.spec, args.out, preview=args.preview, no_gate=args.no_gate)
-    names = sorted(p.name for p in target.iterdir() if p.is_file())
-    kind = "PREVIEW" if plan.preview else "rendered"
-    print(f"{kind}: {target} ({', '.join(names)})")
-    for w in plan.warnings:
-        print(f"warning: {w}")
-    return 0

@@ -16,16 +16,18 @@ the filtered file (:func:`finetune.hashing.bound_hashes`), so train.py trains on
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from finetune import atomic, rundir
+from finetune import atomic
 from finetune.errors import CheckFailed, UserError
 from finetune.hashing import canonical_json, sha256_file
+
+if TYPE_CHECKING:
+    from finetune.spec import RunSpec
 
 PASS_RATES = "data/pass_rates.jsonl"
 FILTER_REPORT = "data/filter_report.md"
@@ -50,7 +52,7 @@ def prompt_key(prompt: Any) -> str:
     return hashlib.sha256(canonical_json(prompt)).hexdigest()[:16]
 
 
-def settings_digest(spec, k: int, gate_hashes: dict[str, str]) -> str:
+def settings_digest(spec: RunSpec, k: int, gate_hashes: dict[str, str]) -> str:
     """What a pass rate depends on: model, generation settings, seed, k and the gated reward files.
 
     A pass_rates.jsonl line written under other settings is not resumed from."""
@@ -109,7 +111,7 @@ def append_line(path: Path, entry: dict[str, Any]) -> None:
 # ------------------------------------------------------------------------------------- sampling
 
 
-def _sample_and_score(spec, run_dir: Path, rows, todo: list[int], k: int, digest: str, out: Path, *,
+def _sample_and_score(spec: RunSpec, run_dir: Path, rows, todo: list[int], k: int, digest: str, out: Path, *,
                       device: str | None, backend: str, console) -> None:
     import torch
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
@@ -158,7 +160,7 @@ def _sample_and_score(spec, run_dir: Path, rows, todo: list[int], k: int, digest
 # ------------------------------------------------------------------------------------- outputs
 
 
-def _data_format(spec, path: Path) -> str:
+def _data_format(spec: RunSpec, path: Path) -> str:
     fmt = spec.dataset.format
     if fmt == "auto":
         fmt = "hf_disk" if path.is_dir() else "parquet" if path.suffix == ".parquet" else "jsonl"
@@ -168,7 +170,7 @@ def _data_format(spec, path: Path) -> str:
     return fmt
 
 
-def write_filtered(spec, source: Path, fmt: str, rows: list[dict[str, Any]], kept: list[int], run_dir: Path) -> Path:
+def write_filtered(spec: RunSpec, source: Path, fmt: str, rows: list[dict[str, Any]], kept: list[int], run_dir: Path) -> Path:
     """``data/filtered.<ext>``: the kept rows, in order, with every column of the input, same format."""
     target = run_dir / f"data/filtered.{'parquet' if fmt == 'parquet' else 'jsonl'}"
     if fmt == "parquet":
@@ -206,7 +208,7 @@ def histogram(rates_before: list[float], rates_after: list[float], k: int, path:
     os.replace(tmp, path)
 
 
-def steps_for(spec, run_dir: Path, rows: int) -> int | None:
+def steps_for(spec: RunSpec, run_dir: Path, rows: int) -> int | None:
     """Optimiser steps the rendered config would make on ``rows`` prompts (the renderer's own values)."""
     from finetune import config
 
@@ -323,7 +325,7 @@ def run_filter(spec_path: Path, run_dir: Path, *, k: int = DEFAULT_K, max_prompt
     return _finish(spec, spec_path, run_dir, rows, indices, done, k, keep, fmt, source, check.record, console)
 
 
-def _finish(spec, spec_path, run_dir, rows, indices, done, k, keep, fmt, source, record, console) -> dict[str, Any]:
+def _finish(spec: RunSpec, spec_path, run_dir, rows, indices, done, k, keep, fmt, source, record, console) -> dict[str, Any]:
     rates = {i: done[i]["successes"] / k for i in indices}
     kept = [i for i in indices if keep[0] - 1e-12 <= rates[i] <= keep[1] + 1e-12]
     if not kept:
@@ -362,33 +364,3 @@ def _finish(spec, spec_path, run_dir, rows, indices, done, k, keep, fmt, source,
     atomic.write_json(run_dir / "data/filter_summary.json", summary)
     _bind(spec_path, run_dir, section, record)
     return summary
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    sub = parser.add_subparsers(dest="verb", metavar="<verb>", required=True, parser_class=type(parser))
-    p = sub.add_parser("filter", help="keep the prompts whose pass rate (k samples, gated rewards) is in LO-HI")
-    p.add_argument("spec", help="run spec (spec.yaml) or run directory")
-    p.add_argument("-o", "--out", help="run directory (default: the spec's folder)")
-    p.add_argument("--k", type=int, default=DEFAULT_K, help=f"completions per prompt (default {DEFAULT_K})")
-    p.add_argument("--max-prompts", type=int, default=None, help="assess only the first N prompts")
-    p.add_argument("--keep", default=f"{DEFAULT_KEEP[0]:g}-{DEFAULT_KEEP[1]:g}",
-                   help="pass-rate range kept, inclusive (default 0.1-0.9: drops 0/k and k/k for k ≤ 9)")
-    p.add_argument("--device", default=None, help="torch device (default: cuda if available, else cpu)")
-    p.add_argument("--backend", choices=["auto", "transformers", "vllm"], default="auto")
-
-
-def run(args: argparse.Namespace) -> int:
-    from rich.console import Console
-
-    spec_path, run_dir = rundir.resolve(args.spec, args.out)
-    if spec_path is None:
-        raise UserError(f"no {rundir.SPEC} in {args.spec}", fix="pass the run spec")
-    if args.max_prompts is not None and args.max_prompts < 1:
-        raise UserError("--max-prompts must be at least 1", where="--max-prompts", fix="e.g. --max-prompts 500")
-    console = Console(stderr=True)
-    s = run_filter(Path(spec_path), Path(run_dir), k=args.k, max_prompts=args.max_prompts, keep=parse_keep(args.keep),
-                   device=args.device, backend=args.backend, console=console)
-    print(f"kept {s['kept']} of {s['assessed']} prompts ({s['dropped_never']} never solved, {s['dropped_always']} "
-          f"always solved); predicted frac_reward_zero_std {s['predicted_zero_std_before']:.2f} -> "
-          f"{s['predicted_zero_std_after']:.2f}; wrote {s['filtered']}, {PASS_RATES}, {FILTER_REPORT}")
-    return 0

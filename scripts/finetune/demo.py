@@ -27,7 +27,6 @@ render` never writes it, and a user's run cannot get it.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import dataclasses
 import io
@@ -39,11 +38,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from finetune import atomic, jsonio, literals, rundir
 from finetune.errors import CheckFailed, UserError
-from finetune.types import count
+
+if TYPE_CHECKING:
+    from finetune.spec import RunSpec
 
 DATA = Path(__file__).parent / "data" / "demo"
 MARKER = "DEMO_RUN.json"
@@ -233,7 +234,7 @@ def _shell_quote(arg: str) -> str:
 # the reader: the independent checker (non-interactive) or the user (terminal review)
 
 
-def checker_verdicts(run_dir: Path, spec) -> tuple[Path, dict[str, int]]:
+def checker_verdicts(run_dir: Path, spec: RunSpec) -> tuple[Path, dict[str, int]]:
     """The checker reads the review selection; returns (verdicts JSONL for `inspect verdict --file`, counts)."""
     from finetune import demo_checker
     from finetune.inspect import review
@@ -280,7 +281,7 @@ def demo_training_kwargs(run_dir: Path, seed: int, output_dir: Path, steps: int)
     return kwargs, changes
 
 
-def train_toy(run_dir: Path, spec, seed: int, output_dir: Path, steps: int, on_step: Callable[[int, int], None]):
+def train_toy(run_dir: Path, spec: RunSpec, seed: int, output_dir: Path, steps: int, on_step: Callable[[int, int], None]):
     """Verify the gate, then train with TRL's GRPOTrainer on CPU; returns (trainer, profile changes)."""
     from datasets import load_dataset
     from transformers import TrainerCallback
@@ -589,7 +590,7 @@ def measured_zero_std(output_dir: Path, first: int | None = None) -> float | Non
     return sum(values) / len(values) if values else None
 
 
-def _checker_reads(run: _Runner, run_dir: Path, spec, facts: dict[str, Any], key: str) -> None:
+def _checker_reads(run: _Runner, run_dir: Path, spec: RunSpec, facts: dict[str, Any], key: str) -> None:
     from finetune.demo_checker import READER_LABEL
 
     holder: dict[str, Any] = {}
@@ -766,27 +767,3 @@ def write_report(result: DemoResult) -> None:
 
 # ----------------------------------------------------------------------------------------------
 # CLI
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("-o", "--out", default="runs/demo", metavar="DIR",
-                        help="folder for the demo's run directories and report (default: ./runs/demo; "
-                             "must be new, empty, or an earlier demo's)")
-    parser.add_argument("--reader", choices=["auto", "checker", "terminal"], default="auto",
-                        help="who reads the samples: you in a terminal review, or the demo's independent checker "
-                             "(auto: on a terminal it asks, defaulting to you; otherwise the checker)")
-    parser.add_argument("--seeds", type=count(1, 64), default=len(DEFAULT_SEEDS), metavar="N",
-                        help=f"GRPO seeds for the before/after measurement (default {len(DEFAULT_SEEDS)})")
-    parser.add_argument("--steps", type=count(1, 100000), default=DEMO_STEPS, help=f"GRPO steps per seed (default {DEMO_STEPS})")
-
-
-def run(args: argparse.Namespace) -> int:
-    if args.seeds < 1 or args.steps < 10:
-        raise UserError("need at least 1 seed and 10 steps (diagnose needs 10 logged steps)",
-                        where="--seeds/--steps", fix="e.g. --seeds 2 --steps 40")
-    seeds = tuple(DEFAULT_SEEDS[0] + i for i in range(args.seeds))
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    result = run_demo(args.out, reader=args.reader, seeds=seeds, steps=args.steps)
-    if result.facts.get("stopped_at"):
-        raise CheckFailed(f"demo stopped at '{result.facts['stopped_at']['phase']}'; see {result.out / 'report.md'}")
-    return 0

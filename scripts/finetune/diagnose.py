@@ -17,7 +17,6 @@ re-renders ``config/`` through :func:`finetune.config.render`.
 
 from __future__ import annotations
 
-import argparse
 import ast
 import datetime as _dt
 import json
@@ -25,10 +24,13 @@ import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from finetune import atomic, jsonio, rundir
 from finetune.errors import UserError
+
+if TYPE_CHECKING:
+    from finetune.spec import RunSpec
 
 # ----------------------------------------------------------------------------------------------
 # names (DESIGN.md "Diagnosis") and the variant each licenses (finetune.variants.VARIANT_SYMPTOM)
@@ -305,7 +307,10 @@ def load_logs(run: str | Path) -> Logs:
     """Read the training entries of a run's log history. Malformed, truncated or empty → UserError."""
     path = choose_log_file(Path(run))
     rows = _parse_json_file(path)
-    where = lambda i: f"{path}: entry {i + 1}"  # noqa: E731
+
+    def where(i: int) -> str:
+        return f"{path}: entry {i + 1}"
+
     by_step: dict[int, dict[str, Any]] = {}
     notes: list[str] = []
     ignored: set[str] = set()
@@ -359,7 +364,7 @@ class RunContext:
 
     run_dir: Path
     spec_path: Path | None = None
-    spec: Any = None
+    spec: RunSpec | None = None
     config: dict[str, Any] = field(default_factory=dict)
     config_source: str | None = None
     roles: dict[str, str] = field(default_factory=dict)
@@ -412,7 +417,7 @@ def _training_args(path: Path) -> dict[str, Any] | None:
 
     import torch
 
-    allowed: list[type] = []
+    allowed: list[Any] = []
     for _ in range(16):
         try:
             with torch.serialization.safe_globals(allowed):
@@ -450,7 +455,7 @@ def _reward_meta_from_rewards_py(path: Path) -> list[dict[str, Any]] | None:
     return None
 
 
-def _spec_config(spec) -> dict[str, Any]:
+def _spec_config(spec: RunSpec) -> dict[str, Any]:
     """The GRPOConfig kwargs a spec implies where it states them (the renderer fills the rest)."""
     from finetune.variants import VARIANT_BETA, VARIANTS
 
@@ -509,7 +514,7 @@ def load_context(run: Path, log_file: Path, spec_path: Path | None = None,
             if isinstance(m.get("name"), str) and isinstance(m.get(src), (int, float)):
                 dst[m["name"]] = float(m[src])
     spec_names = [r.name for r in ctx.spec.rewards] if ctx.spec is not None else []
-    if spec_names and (logged_rewards is None or set(spec_names) & logged_rewards):
+    if ctx.spec is not None and spec_names and (logged_rewards is None or set(spec_names) & logged_rewards):
         for r in ctx.spec.rewards:
             ctx.roles[r.name] = r.effective_role
             ctx.weights[r.name] = r.weight
@@ -582,7 +587,9 @@ def trend(s: Series) -> dict[str, Any]:
 
 
 def rises(t: dict[str, Any]) -> bool:
-    return t["spearman_rho"] > 0 and t["p_value"] < P_SIGNIFICANT
+    rho: float = t["spearman_rho"]
+    p: float = t["p_value"]
+    return rho > 0 and p < P_SIGNIFICANT
 
 
 def _correlation(a: Series, b: Series) -> dict[str, Any]:
@@ -659,9 +666,9 @@ class Diagnoser:
             return None
         if len(keys) == 1:
             return self.logs.get(keys[0])
-        parts = [self.logs.get(k) for k in keys]
+        parts = [self.logs.series[k] for k in keys]  # each logged: correctness_keys() checked
         steps = sorted(set.intersection(*(set(p.steps) for p in parts)))
-        values = []
+        values: list[float] = []
         for st in steps:
             values.append(sum(self.ctx.weights.get(k.split("/")[1], 1.0) * p.values[p.steps.index(st)]
                               for k, p in zip(keys, parts)))
@@ -679,7 +686,7 @@ class Diagnoser:
         vals = [v for v in (s.values if s else []) if math.isfinite(v)]
         return (max(vals) - min(vals)) if vals and max(vals) > min(vals) else 1.0
 
-    def enough(self, s: Series | None) -> bool:
+    def enough(self, s: Series | None) -> TypeGuard[Series]:
         return s is not None and len(s.finite()) >= MIN_POINTS
 
     # -- detectors
@@ -783,7 +790,7 @@ class Diagnoser:
         lt["start"] = baseline  # from the first logged steps: an early drift is still a drift
         rise = lt["end"] / baseline - 1 if baseline > 0 else math.inf
         corr = _correlation(length, reward)
-        cap = self.ctx.config.get("max_completion_length")
+        cap: Any = self.ctx.config.get("max_completion_length")
         at_cap = bool(cap) and lt["end"] >= CAP_REACHED * float(cap) and baseline < CAP_REACHED * float(cap)
         ev = {"length_trend": lt, "length_rise": rise, "baseline_points": BASELINE_POINTS,
               "length_vs_reward": corr, "max_completion_length": cap if cap else UNKNOWN_SETTING,
@@ -826,14 +833,15 @@ class Diagnoser:
             self.caveats.append("no reward is known to be the correctness reward (spec / REWARD_META roles, or "
                                 "--correctness NAME), so a reward rising without correctness could not be checked")
             return Finding(REWARD_HACKING, "not_evaluated", "no correctness reward identified")
-        ev: dict[str, Any] = {"correctness_trends": {k: trend(self.logs.get(k)) for k in cor_keys}}
+        ev: dict[str, Any] = {"correctness_trends": {k: trend(self.logs.series[k]) for k in cor_keys}}
         rising_cor = [k for k, t in ev["correctness_trends"].items() if rises(t)]
         carriers: dict[str, float] = {}  # reward name -> its weighted rise, as a share of the total's scale
         for key in sorted(self.logs.series):
             name = key.split("/")[1] if key.startswith("rewards/") and key.endswith("/mean") else None
-            if name is None or self.ctx.roles.get(name) == "correctness" or not self.enough(self.logs.get(key)):
+            series = self.logs.get(key)
+            if name is None or self.ctx.roles.get(name) == "correctness" or not self.enough(series):
                 continue
-            t = trend(self.logs.get(key))
+            t = trend(series)
             ev.setdefault("other_trends", {})[key] = t
             if rises(t) and (t["end"] - t["start"]) / self.reward_scale(key) >= FLAT_GAIN:
                 carriers[name] = self.ctx.weights.get(name, 1.0) * (t["end"] - t["start"]) / self.reward_scale(K_REWARD)
@@ -846,7 +854,7 @@ class Diagnoser:
         if rising_cor:
             return Finding(REWARD_HACKING, "clear", f"the reward rises and so does {', '.join(rising_cor)}: "
                            "learning, not hacking", ev)
-        carrier = max(carriers, key=carriers.get) if carriers else None
+        carrier = max(carriers, key=lambda n: carriers[n]) if carriers else None
         ev["carrier"] = carrier
         ct = ev["correctness_trends"]
         flat = "; ".join(f"{k} {t['start']:.3g} → {t['end']:.3g}" for k, t in ct.items())
@@ -887,7 +895,7 @@ class Diagnoser:
             return Finding(TRUNCATION, "not_evaluated", f"fewer than {MIN_POINTS} logged {K_CLIPPED} values")
         half = _second_half(s)
         level = _median(half.values)
-        cap = self.ctx.config.get("max_completion_length")
+        cap: Any = self.ctx.config.get("max_completion_length")
         ev = {"median_second_half": level, "threshold": CLIPPED_MAJORITY, "trend": trend(s),
               "max_completion_length": cap if cap else UNKNOWN_SETTING}
         if level <= CLIPPED_MAJORITY:
@@ -976,10 +984,11 @@ def variant_delta(config: dict[str, Any], variant: str) -> dict[str, dict[str, A
     return delta
 
 
-def current_variant(config: dict[str, Any], spec: Any = None) -> str:
+def current_variant(config: dict[str, Any], spec: RunSpec | None = None) -> str:
     """The variant the run trained with: the spec's, else read off its config (grpo when unknown)."""
     if spec is not None:
-        return spec.variant
+        variant: str = spec.variant
+        return variant
     if config.get("importance_sampling_level") == "sequence":
         return "gspo"
     if config.get("loss_type") == "dr_grpo":
@@ -989,8 +998,8 @@ def current_variant(config: dict[str, Any], spec: Any = None) -> str:
     return "grpo"
 
 
-def recommend(findings: list[Finding], config: dict[str, Any],
-              current: str = "grpo") -> tuple[str, dict[str, Any] | None]:
+def recommended_change(findings: list[Finding], config: dict[str, Any],
+                       current: str = "grpo") -> tuple[str, dict[str, Any] | None]:
     """(recommended_variant, recommended_change) for the highest-priority symptom; none → stay on ``current``."""
     from finetune.spec import BASE_LEARNING_RATE
 
@@ -1106,7 +1115,7 @@ def diagnose(run: str | Path, *, spec: str | Path | None = None, model: str | No
     else:
         verdict = "healthy"
     current = current_variant(ctx.config, ctx.spec)
-    variant, change = recommend(findings, ctx.config, current)
+    variant, change = recommended_change(findings, ctx.config, current)
     if verdict != "symptom":
         variant, change = current, None
     stay = "GRPO" if current == "grpo" else current
@@ -1172,8 +1181,8 @@ def plot(logs: Logs, doc: dict[str, Any], d_correctness: Series | None, path: Pa
         s = d_correctness if key == "correctness" else logs.get(key)
         if s is not None:
             ax.plot(s.steps, s.values, lw=1.2, marker=".", ms=3, label=s.key)
-        if key == K_CLIPPED and logs.get(K_CLIP_REGION) is not None:
-            r = logs.get(K_CLIP_REGION)
+        r = logs.get(K_CLIP_REGION)
+        if key == K_CLIPPED and r is not None:
             ax.plot(r.steps, r.values, lw=1, ls="--", label="PPO clip region (clip_ratio/region_mean)")
         if s is None:
             ax.text(0.5, 0.5, "not logged" if key != "correctness" else "no correctness reward identified",
@@ -1314,22 +1323,6 @@ def apply_variant(ctx: RunContext, doc: dict[str, Any], *, no_gate: bool = False
 # CLI
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("run", metavar="RUN",
-                        help="TRL output dir (or a run dir with train/), trainer_state.json, or JSONL of logged dicts")
-    parser.add_argument("-o", "--out", metavar="DIR",
-                        help="write DIR/diagnosis/ (default: the run directory)")
-    parser.add_argument("--spec", metavar="SPEC", help="the run spec (default: spec.yaml in the run directory)")
-    parser.add_argument("--model", metavar="MODEL", help="hub id, model folder or config.json (default: from the "
-                        "config or spec); a hub id's config.json comes from the HF cache or the hub")
-    parser.add_argument("--correctness", metavar="NAME", action="append",
-                        help="name of a correctness reward (rewards/NAME/mean) when no spec or REWARD_META says so")
-    parser.add_argument("--apply", action="store_true",
-                        help="set the recommended variant in the spec (original kept) and re-render config/")
-    parser.add_argument("--no-gate", action="store_true",
-                        help="with --apply, FOR TESTS ONLY: render without a Phase 1 gate record")
-
-
 def carried_variant_licence(doc: dict[str, Any], previous_path: Path) -> dict[str, Any] | None:
     """Keep the evidence that licensed the run's current variant when its diagnosis is rewritten.
 
@@ -1362,29 +1355,19 @@ def carried_variant_licence(doc: dict[str, Any], previous_path: Path) -> dict[st
     return None
 
 
-def run(args: argparse.Namespace) -> int:
-    doc, logs, ctx, findings = diagnose(args.run, spec=args.spec, model=args.model, correctness=args.correctness)
-    out_dir = Path(args.out) if args.out else ctx.run_dir
-    if args.apply and out_dir.resolve() != ctx.run_dir.resolve():
+def diagnose_and_write(run: str | Path, *, out: str | Path | None = None, spec: str | Path | None = None,
+                       model: str | None = None, correctness: list[str] | None = None,
+                       for_apply: bool = False) -> tuple[dict[str, Any], Path, RunContext]:
+    """Diagnose RUN and write OUT/diagnosis/ (default: the run directory), carrying the licence of the run's
+    current variant forward. ``for_apply``: the diagnosis must land in the run directory (the renderer reads
+    it there). Returns the diagnosis document, the folder written and the run's context."""
+    doc, logs, ctx, _ = diagnose(run, spec=spec, model=model, correctness=correctness)
+    out_dir = Path(out) if out else ctx.run_dir
+    if for_apply and out_dir.resolve() != ctx.run_dir.resolve():
         raise UserError("--apply writes the run's spec and config/, but -o sends the diagnosis elsewhere",
                         where="-o", fix="drop -o when using --apply (the renderer reads the run directory)")
-    correctness = Diagnoser(logs, ctx).correctness_series()
+    series = Diagnoser(logs, ctx).correctness_series()
     licence = carried_variant_licence(doc, out_dir / rundir.DIAGNOSIS)
     if licence:
         doc["variant_licence"] = licence
-    target = write_outputs(out_dir, doc, logs, correctness)
-    print(f"{doc['verdict']}: {doc['headline']}")
-    for s in doc["symptoms"]:
-        print(f"  - {s['name']}: {s['summary']}")
-    change = doc["recommended_change"]
-    if change and change["kwargs"]:
-        print("  change: " + ", ".join(f"{k}: {v['from']!r} -> {v['to']!r}" for k, v in change["kwargs"].items()))
-    print(f"wrote {target}/ (diagnosis.json, report.md, curves.png)")
-    if args.apply:
-        result = apply_variant(ctx, doc, no_gate=args.no_gate)
-        if result["applied"]:
-            print(f"applied: variant {result['variant']} in {result['spec']} (original kept as "
-                  f"{result['original_kept']}); re-rendered {result['config_dir']}")
-        else:
-            print(f"nothing applied: {result['why']}")
-    return 0
+    return doc, write_outputs(out_dir, doc, logs, series), ctx

@@ -11,9 +11,12 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from finetune.errors import UserError
+
+if TYPE_CHECKING:
+    from finetune.spec import HardwareSpec
 
 
 @dataclass(frozen=True)
@@ -119,17 +122,13 @@ def get_profile(name: str, where: str = "hardware.profile") -> GpuProfile:
     return PROFILES[key]
 
 
-def resolve_hardware(spec: Any = None) -> Hardware:
+def resolve_hardware(section: HardwareSpec | Mapping[str, Any] | str | None = None) -> Hardware:
     """Resolve the spec's ``hardware:`` section (a HardwareSpec, a mapping, a profile name or None).
 
     ``gpu_memory_gib`` overrides the profile's per-GPU memory (e.g. a card shared with other jobs).
     """
-    if spec is None:
-        spec = {}
-    if isinstance(spec, str):
-        spec = {"profile": spec}
-    if not isinstance(spec, Mapping):
-        spec = spec.model_dump() if hasattr(spec, "model_dump") else vars(spec)
+    spec: Mapping[str, Any] = ({} if section is None else {"profile": section} if isinstance(section, str)
+                               else section if isinstance(section, Mapping) else section.model_dump())
     profile = get_profile(spec.get("profile") or "h100-80gb")
     gpus = int(spec.get("gpus", 1) if spec.get("gpus") is not None else 1)
     nodes = int(spec.get("nodes") or 1)

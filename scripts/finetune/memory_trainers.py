@@ -115,28 +115,3 @@ def measure_sft_step_peak(model_dir: str, *, seq_len: int, batch: int = 1, check
     _, sizes = timeline._coalesce_timeline(torch.device("cpu"))  # type: ignore[no-untyped-call]
     totals = np.array(sizes).sum(1)
     return int(totals.max() - totals[0])
-
-
-def run_trainer(args: Any) -> int:
-    """`finetune memory --model M --trainer sft|dpo [--method X] [--seq-len N] [--batch B] [--lora-r R]`."""
-    import json
-
-    from finetune.models import load_model_info
-
-    if not args.model or args.spec:
-        raise UserError(f"--trainer {args.trainer} sizes a model, not a GRPO run spec", where="finetune memory",
-                        fix=f"`finetune memory --model M --trainer {args.trainer} --method qlora`")
-    info = load_model_info(args.model, args.model_config)
-    est = estimate_step(info, args.trainer, args.method or "lora", seq_len=args.seq_len,
-                        batch=args.per_device_train_batch_size or 1, lora_r=args.lora_r or 16,
-                        checkpointing=args.gradient_checkpointing is not False)
-    if args.json:
-        print(json.dumps({"trainer": est.trainer, "method": est.method, "peak_bytes": est.peak,
-                          "components": est.components, "reasons": est.reasons}, indent=2))
-        return 0
-    print(f"{args.model}: {est.trainer.upper()} ({est.method}), {args.seq_len} tokens × "
-          f"{args.per_device_train_batch_size or 1} sequence(s) per micro-batch — no generation, no vLLM, no KV cache")
-    for name, n in est.components.items():
-        print(f"  {name:<12} {n / 2**30:8.2f} GiB  {est.reasons[name]}")
-    print(f"  {'peak':<12} {est.peak / 2**30:8.2f} GiB per GPU (one process, no sharding)")
-    return 0

@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
+from pydantic.fields import FieldInfo
+from pydantic_core import ErrorDetails
 
 from finetune.errors import UserError
 from finetune.rewards.specs import RewardSpec
@@ -207,7 +209,7 @@ class RunSpec(_Strict):
         return [r.model_dump(mode="json", by_alias=True, exclude={"default_role", "max_score"}) for r in self.rewards]
 
 
-def _format_error(err: dict[str, Any], lines: dict[tuple, int], path: Path) -> UserError:
+def _format_error(err: ErrorDetails, lines: dict[tuple[Any, ...], int], path: Path) -> UserError:
     loc = tuple(x for x in err["loc"])
     # pydantic puts the union tag (e.g. 'format') into the loc of discriminated unions; drop it for display
     shown = [str(x) for x in loc]
@@ -235,7 +237,7 @@ def _is_tag(x: Any) -> bool:
     return isinstance(x, str) and x in _TAGS
 
 
-def parse_spec(data: Any, path: Path, lines: dict[tuple, int] | None = None) -> RunSpec:
+def parse_spec(data: Any, path: Path, lines: dict[tuple[Any, ...], int] | None = None) -> RunSpec:
     if not isinstance(data, dict):
         raise UserError("the run spec must be a YAML mapping", where=str(path), fix="see examples/spec.yaml")
     from finetune.literals import check_text
@@ -286,10 +288,10 @@ def _type_name(annotation: Any) -> str:
     return getattr(annotation, "__name__", str(annotation))
 
 
-def _default_text(f) -> str:
+def _default_text(f: FieldInfo) -> str:
     if f.is_required():
         return "**required**"
-    value = f.default if f.default_factory is None else f.default_factory()
+    value = f.get_default(call_default_factory=True)  # the default, or what its factory makes
     if isinstance(value, BaseModel):
         return "(section)"
     if value is None:

@@ -33,9 +33,9 @@ def test_the_symptom_variant_map_lives_in_variants_only():
 def test_recommendation_for_hacking_outranks_the_variants():
     shown = [diagnose.Finding(diagnose.LENGTH_DRIFT, "symptom", "drift"),
              diagnose.Finding(diagnose.REWARD_HACKING, "symptom", "hack", {"carrier": "verbosity"})]
-    variant, change = diagnose.recommend(shown, {}, "grpo")
+    variant, change = diagnose.recommended_change(shown, {}, "grpo")
     assert variant == "grpo" and change["kind"] == "reward" and change["reward"] == "verbosity"
-    variant, change = diagnose.recommend(shown[:1], {}, "grpo")
+    variant, change = diagnose.recommended_change(shown[:1], {}, "grpo")
     assert variant == "dr_grpo" and change["kind"] == "variant"
 
 

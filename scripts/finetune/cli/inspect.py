@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from finetune import rundir
+from finetune.cli.argtypes import count, real
 from finetune.errors import CheckFailed, UserError
 from finetune.inspect.sample_remote import SAMPLE_FORMATS
-from finetune.types import count, real
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -40,6 +40,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--no-base", action="store_true", help="skip the base-success sampling")
     p.add_argument("--device", default=None, help="torch device (default: cuda if available, else cpu)")
     p.add_argument("--backend", choices=["auto", "transformers", "vllm"], default="auto")
+    p.add_argument("--model", metavar="CHECKPOINT",
+                   help="re-sample Phase 1's prompts (same settings) from a trained checkpoint (folder or hub id) "
+                        "into RUN/inspect/checkpoints/NAME/; run score/review/verdict/gate on that folder")
+    p.add_argument("--name", help="with --model: the sample set's folder name (default: the checkpoint's name); "
+                                  "with --import FILE: import completions sampled elsewhere into that set")
 
     p = sub.add_parser("score", help="run rewards.py on every sample; flags, probes, base success")
     p.add_argument("run", help="run directory (or its spec.yaml)")
@@ -85,10 +90,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p = sub.add_parser("gate", help="PASS/FAIL: write gate.json (exit 0 PASS, 1 FAIL)")
     p.add_argument("run")
 
+    p = sub.add_parser("compare", help="a checkpoint sample set against Phase 1: agreement and success per "
+                                       "reward, new disagreements (comparison.md)")
+    p.add_argument("set", help="RUN/inspect/checkpoints/NAME")
+
 
 def _run_dir_and_spec(arg: str, out: str | None = None) -> tuple[RunSpec, Path]:
+    from finetune.inspect import checkpoint
     from finetune.spec import load_spec
 
+    run = checkpoint.run_of(Path(arg)) if out is None else None
+    if run is not None:  # a checkpoint sample set: the run's spec, the set's files
+        rundir.resolve(run)  # finish or clear what a crashed commit left, as every verb does
+        return load_spec(run / rundir.SPEC), Path(arg)
     spec_path, run_dir = rundir.resolve(arg, out)
     if spec_path is None:
         raise UserError(f"no {rundir.SPEC} in {arg}", where=arg, fix="pass the run directory that holds spec.yaml")
@@ -109,7 +123,7 @@ def _console() -> Console:
 
 def run(args: argparse.Namespace) -> int:
     return {"sample": _sample, "score": _score, "review": _review, "verdict": _verdict, "confirm": _confirm,
-            "ack": _ack, "gate": _gate}[args.verb](args)
+            "ack": _ack, "gate": _gate, "compare": _compare}[args.verb](args)
 
 
 def _sample(args: argparse.Namespace) -> int:
@@ -123,6 +137,8 @@ def _sample(args: argparse.Namespace) -> int:
         raise UserError(f"--base-temperature {args.base_temperature} is not positive", where="--base-temperature",
                         fix="give the sampling temperature, e.g. 0.3")
     console = _console()
+    if args.model is not None or args.name is not None:
+        return _sample_checkpoint(args, spec, run_dir, console)  # a set of its own; Phase 1 untouched
     if args.emit_requests:
         return _emit(args, spec, run_dir, console)
     info = sample.run_sample(spec, run_dir, import_file=args.import_file, import_base=args.import_base,
@@ -142,6 +158,39 @@ def _sample(args: argparse.Namespace) -> int:
     return 0
 
 
+def _sample_checkpoint(args: argparse.Namespace, spec: RunSpec, run_dir: Path, console: Console) -> int:
+    from finetune.inspect import checkpoint
+
+    if args.model is None and args.import_file is None:
+        raise UserError("--name names a checkpoint's sample set", where="--name",
+                        fix="use it with --model CHECKPOINT (sample here) or --import FILE (sampled elsewhere)")
+    if args.import_file is not None and args.name is None:
+        raise UserError("--model with --import records completions of that checkpoint as a set", where="--import",
+                        fix="name the set: --name NAME")
+    clash = [o for o, given in (("--import-base", args.import_base), ("--emit-requests", args.emit_requests),
+                                ("--no-base", args.no_base), ("-o", args.out)) if given]
+    if clash:
+        raise UserError(f"a checkpoint's sample set has no base samples; {clash[0]} does not apply to it",
+                        where=clash[0], fix="run `finetune inspect sample RUN --model CHECKPOINT [--name NAME]` "
+                        "or `--import FILE --name NAME` alone")
+    if args.import_file is not None:
+        info = checkpoint.import_set(spec, run_dir, args.import_file, args.name, args.model)
+        console.print(f"imported {info['samples']} samples into {info['dir']}"
+                      + ("" if info["same_prompts_as_phase1"] else " (not Phase 1's prompts and ids: the "
+                         "comparison is per reward, not per prompt)"), markup=False)
+    else:
+        info = checkpoint.sample_checkpoint(spec, run_dir, args.model, name=args.name, device=args.device,
+                                            backend=args.backend, console=console)
+        console.print(f"wrote {info['samples']} samples of {args.model} on Phase 1's {len(info['prompts'])} "
+                      f"prompts to {info['dir']} (settings: {info['settings_from']})", markup=False)
+    if info["truncated"]:
+        console.print(f"{info['truncated']} of {info['samples']} completions stopped at max_completion_length "
+                      f"({info['generation']['max_completion_length']} tokens)")
+    console.print("next: " + _cmd("inspect", "score", info["dir"]) + ", then review, verdict and gate on that "
+                  "folder (Phase 1's files are untouched)", markup=False)
+    return 0
+
+
 def _emit(args: argparse.Namespace, spec: RunSpec, run_dir: Path, console: Console) -> int:
     from finetune.inspect import sample_remote
 
@@ -157,10 +206,14 @@ def _emit(args: argparse.Namespace, spec: RunSpec, run_dir: Path, console: Conso
 
 
 def _score(args: argparse.Namespace) -> int:
-    from finetune.inspect import score
+    from finetune.inspect import checkpoint, score
 
     spec, run_dir = _run_dir_and_spec(args.run)
     console = _console()
+    if checkpoint.is_set(run_dir):  # a checkpoint set judges the reward the run trains with, as it is now
+        refreshed = checkpoint.sync_rewards(run_dir)
+        if refreshed:
+            console.print(f"reward files copied from the run: {', '.join(refreshed)}", markup=False)
     report = score.score_run(run_dir, spec, console)
     score.print_report(report, console)
     console.print(f"wrote {run_dir / rundir.SCORED} and {run_dir / rundir.SCORE_REPORT}")
@@ -244,10 +297,14 @@ def _ack(args: argparse.Namespace) -> int:
 
 
 def _gate(args: argparse.Namespace) -> int:
-    from finetune.inspect import gate
+    from finetune.inspect import checkpoint, gate
 
     spec, run_dir = _run_dir_and_spec(args.run)
-    record = gate.run_gate(run_dir, spec)
+    in_set = checkpoint.is_set(run_dir)
+    drift = checkpoint.reward_drift(run_dir) if in_set else []
+    extra = [f"the run's reward files changed since this set was scored ({', '.join(drift)}); re-run "
+             f"`finetune inspect score {run_dir}`"] if drift else []
+    record = gate.run_gate(run_dir, spec, extra_reasons=extra)
     c = record["counts"]
     print(f"read {c['read']}/{c['min_read']} required, {c['disagreements']} disagreement(s), "
           f"{sum(f['status'] == 'open' for f in record['flags'])} open flag(s), "
@@ -263,7 +320,12 @@ def _gate(args: argparse.Namespace) -> int:
         if blind.get(key):
             print(f"{len(blind[key])} {what}: {gate.listing(blind[key])}")
     base = record.get("base_success") or {}
-    if base.get("verdict"):
+    if in_set:  # the checkpoint's success is the comparison's, not a base-success verdict
+        try:
+            _print_comparison(run_dir, spec)
+        except UserError as exc:  # the gate's verdict stands; only the comparison is missing
+            print(f"no comparison with Phase 1: {exc.line()}")
+    elif base.get("verdict"):
         print(f"base success: {base['verdict']}" + (f" (PROVISIONAL: {'; '.join(base['missing'])})"
                                                      if base.get("provisional") else ""))
     if record["status"] != "PASS":
@@ -272,6 +334,25 @@ def _gate(args: argparse.Namespace) -> int:
         raise CheckFailed(f"gate FAIL: {run_dir / rundir.GATE}")
     print(f"gate PASS: {run_dir / rundir.GATE}")
     return 0
+
+
+def _compare(args: argparse.Namespace) -> int:
+    from finetune.inspect import checkpoint
+
+    spec, set_path = _run_dir_and_spec(args.set)
+    if not checkpoint.is_set(set_path):
+        raise UserError(f"{args.set} is not a checkpoint sample set", where=args.set,
+                        fix="give RUN/inspect/checkpoints/NAME (made by `finetune inspect sample RUN --model CKPT`)")
+    _print_comparison(set_path, spec)
+    return 0
+
+
+def _print_comparison(set_path: Path, spec: RunSpec) -> None:
+    from finetune.inspect import checkpoint
+
+    c = checkpoint.write_comparison(set_path, spec)
+    print("\n".join(checkpoint.comparison_lines(c)))
+    print(f"wrote {set_path / checkpoint.COMPARISON_MD} and {set_path / checkpoint.COMPARISON}")
 
 
 def _disagreement_line(d: dict[str, Any]) -> str:

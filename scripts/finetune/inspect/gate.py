@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -155,7 +156,7 @@ Record = dict[str, Any]
 
 
 @dataclass
-class _Reading:
+class Reading:
     """The verdicts that count (each for the very sample it judged) and how they compare with the rewards."""
 
     read: list[V.Verdict]
@@ -175,11 +176,11 @@ def _score_reasons(run_dir: Path, spec: RunSpec, rows: list[Record], report: Rec
     return rescore_differences(run_dir, spec, rows, report) if rescore else []
 
 
-def _reading(run_dir: Path, by_id: dict[str, Record], metas: list[Record]) -> _Reading:
+def verdicts_against(run_dir: Path, by_id: dict[str, Record], metas: list[Record]) -> Reading:
     """A verdict counts only for the very sample it judged (same prompt, completion and gold)."""
     verdicts = V.load_verdicts(run_dir)
     read = [v for k, v in verdicts.items() if k in by_id and v.sample_sha256 == V.sample_digest(by_id[k])]
-    out = _Reading(read, sorted(set(verdicts) - {v.id for v in read}))
+    out = Reading(read, sorted(set(verdicts) - {v.id for v in read}))
     for v in read:
         out.disagreements.extend(V.compare(by_id[v.id], v, metas))
         out.gated_agreements.extend(V.gated_notes(by_id[v.id], v, metas))
@@ -187,7 +188,7 @@ def _reading(run_dir: Path, by_id: dict[str, Record], metas: list[Record]) -> _R
     return out
 
 
-def _reading_reasons(n_rows: int, reading: _Reading, min_read: int) -> list[str]:
+def _reading_reasons(n_rows: int, reading: Reading, min_read: int) -> list[str]:
     reasons: list[str] = []
     if n_rows < min_read:
         reasons.append(f"only {n_rows} samples scored but {min_read} must be read; sample more "
@@ -241,7 +242,7 @@ def _confirmation(run_dir: Path, agents: int) -> tuple[Record | None, bool, list
     return confirmation, True, []
 
 
-def _counts(n_rows: int, reading: _Reading, min_read: int, humans: int) -> dict[str, int]:
+def _counts(n_rows: int, reading: Reading, min_read: int, humans: int) -> dict[str, int]:
     read = reading.read
     return {"scored": n_rows, "read": len(read), "min_read": min_read, "stale_verdicts": len(reading.stale),
             "agreed": len(read) - len({d["id"] for d in reading.disagreements}),
@@ -249,11 +250,12 @@ def _counts(n_rows: int, reading: _Reading, min_read: int, humans: int) -> dict[
             "human": humans, "agent": len(read) - humans}
 
 
-def evaluate(run_dir: str | Path, spec: RunSpec, rescore: bool = True) -> Record:
+def evaluate(run_dir: str | Path, spec: RunSpec, rescore: bool = True, extra_reasons: Sequence[str] = ()) -> Record:
     """Judge the run directory; return the gate record (status PASS or FAIL with reasons).
 
     With ``rescore`` (always, from the CLI) rewards.py is run again on the samples in an isolated
-    child and must reproduce scored.jsonl and score_report.json exactly.
+    child and must reproduce scored.jsonl and score_report.json exactly. ``extra_reasons`` are the
+    caller's own reasons to FAIL (a checkpoint set whose reward copy is not the run's).
     """
     from finetune.inspect.score import load_report, load_scored
 
@@ -261,7 +263,7 @@ def evaluate(run_dir: str | Path, spec: RunSpec, rescore: bool = True) -> Record
     report = load_report(run_dir)
     rows = load_scored(run_dir)
     reasons = _score_reasons(run_dir, spec, rows, report, rescore)
-    reading = _reading(run_dir, {r["id"]: r for r in rows}, report["rewards"])
+    reading = verdicts_against(run_dir, {r["id"]: r for r in rows}, report["rewards"])
     min_read = spec.inspection.min_read
     reasons += _reading_reasons(len(rows), reading, min_read)
     flags, flag_reasons = _flag_statuses(run_dir, report)
@@ -269,7 +271,7 @@ def evaluate(run_dir: str | Path, spec: RunSpec, rescore: bool = True) -> Record
     humans = sum(v.reader == "human" for v in reading.read)
     agents = len(reading.read) - humans
     confirmation, confirmed, confirm_reasons = _confirmation(run_dir, agents)
-    reasons += flag_reasons + probe_reasons + confirm_reasons
+    reasons += flag_reasons + probe_reasons + confirm_reasons + list(extra_reasons)
     return {
         "status": "FAIL" if reasons else "PASS",
         "reasons": reasons,
@@ -346,11 +348,11 @@ def _report_binding(run_dir: Path, spec: RunSpec) -> str:
         return f"{rundir.SCORE_REPORT} is not a score report"
 
 
-def run_gate(run_dir: str | Path, spec: RunSpec) -> dict[str, Any]:
+def run_gate(run_dir: str | Path, spec: RunSpec, extra_reasons: Sequence[str] = ()) -> dict[str, Any]:
     from finetune.inspect.isolate import RewardAborted
 
     try:
-        record = evaluate(run_dir, spec)
+        record = evaluate(run_dir, spec, extra_reasons=extra_reasons)
     except RewardAborted as exc:
         # the re-score could not run (the reward code exited): an earlier PASS must not survive it
         if (Path(run_dir) / rundir.GATE).is_file():

@@ -10,9 +10,11 @@ so when it dies or exits the parent raises a UserError (exit 2) naming that rewa
 from __future__ import annotations
 
 import multiprocessing
+import multiprocessing.context
 import os
 import traceback
 from collections.abc import Callable
+from multiprocessing.connection import Connection
 from typing import Any
 
 from finetune.errors import UserError
@@ -35,7 +37,7 @@ class RewardExited(BaseException):
 class Channel:
     """The child's side: report progress and which reward is running."""
 
-    def __init__(self, conn):
+    def __init__(self, conn: Connection) -> None:
         self._conn = conn
         self.current = IMPORT
 
@@ -51,7 +53,7 @@ class Channel:
         """``func`` wrapped: announces ``name`` and turns SystemExit into RewardExited."""
         channel = self
 
-        def guarded(*args, **kwargs):
+        def guarded(*args: Any, **kwargs: Any) -> Any:
             channel.calling(name)
             try:
                 return func(*args, **kwargs)
@@ -62,7 +64,8 @@ class Channel:
         return guarded
 
 
-def _child(conn, env: dict[str, str], cwd: str, target: Callable[..., Any], args: tuple, kwargs: dict) -> None:
+def _child(conn: Connection, env: dict[str, str], cwd: str, target: Callable[..., Any], args: tuple[Any, ...],
+           kwargs: dict[str, Any]) -> None:
     # a forkserver started earlier holds the environment of that moment: take the caller's, as a plain
     # subprocess would (judge endpoints and API keys come from the environment)
     os.environ.clear()
@@ -85,9 +88,11 @@ def _child(conn, env: dict[str, str], cwd: str, target: Callable[..., Any], args
         conn.close()
 
 
-def _context():
+def _context() -> multiprocessing.context.ForkServerContext | multiprocessing.context.SpawnContext:
     methods = multiprocessing.get_all_start_methods()
-    return multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
+    if "forkserver" in methods:
+        return multiprocessing.get_context("forkserver")
+    return multiprocessing.get_context("spawn")
 
 
 def run(target: Callable[..., Any], *args: Any, what: str, on_progress: Callable[[], None] | None = None,

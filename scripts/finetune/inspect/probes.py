@@ -14,9 +14,12 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from finetune.inspect.rewardmod import RewardModule, score_items
+
+if TYPE_CHECKING:
+    from finetune.spec import RunSpec
 
 CORRECTNESS = ("correctness",)
 FORMAT_AND_CORRECTNESS = ("format", "correctness")
@@ -33,16 +36,18 @@ Layout = Callable[[str, str], str]
 # What a well-formed answer looks like for this spec, and how to extract it again
 # ---------------------------------------------------------------------------------------------
 
-def answer_style(spec) -> str:
+def answer_style(spec: RunSpec) -> str:
     """The answer layout the spec's rewards expect (first format reward wins, then correctness)."""
     for r in spec.rewards:
         if r.type == "format":
-            return r.pattern
+            pattern: str = r.pattern
+            return pattern
     for r in spec.rewards:
         if r.type == "unit_tests":
             return "code"
         if r.type in ("exact_match", "math") and r.extract in ("answer_tag", "boxed", "hash_answer"):
-            return r.extract
+            extract: str = r.extract
+            return extract
     return "none"
 
 
@@ -104,12 +109,13 @@ def extract_answer(text: str, style: str) -> str | None:
     raise ValueError(style)
 
 
-def extract_style_of(reward_spec) -> str | None:
+def extract_style_of(reward_spec: Any) -> str | None:
     """The extraction a correctness reward claims to use, or None when it is not answer-based."""
+    extract: str | None = getattr(reward_spec, "extract", None)
     if reward_spec.type == "exact_match":
-        return None if reward_spec.extract == "none" else reward_spec.extract
+        return None if extract == "none" else extract
     if reward_spec.type == "math":
-        return reward_spec.extract
+        return extract
     return None
 
 
@@ -117,17 +123,19 @@ def extract_style_of(reward_spec) -> str | None:
 # Gold answers and plausible wrong answers
 # ---------------------------------------------------------------------------------------------
 
-def gold_column(spec) -> str | None:
+def gold_column(spec: RunSpec) -> str | None:
     for r in spec.rewards:
         if r.type in ("exact_match", "math") and r.effective_role == "correctness":
-            return r.answer_column
+            column: str | None = r.answer_column
+            return column
     return spec.dataset.answer_column
 
 
-def tests_column(spec) -> str | None:
+def tests_column(spec: RunSpec) -> str | None:
     for r in spec.rewards:
         if r.type == "unit_tests":
-            return r.tests_column
+            column: str | None = r.tests_column
+            return column
     return spec.dataset.tests_column
 
 
@@ -213,12 +221,12 @@ def expected_pass(style: str, layout: Layout, gold: str, trailing_allowed: bool)
     return out
 
 
-def trailing_allowed(spec) -> bool:
+def trailing_allowed(spec: RunSpec) -> bool:
     """False when a reward of the spec forbids text after the final container (a bare format on purpose)."""
     return not any(getattr(r, "trailing_text", "allow") == "forbid" for r in spec.rewards)
 
 
-def reading_rewards(spec) -> set[str]:
+def reading_rewards(spec: RunSpec) -> set[str]:
     """Names of the rewards that read the final answer (format, exact_match, math): expected-pass
     controls apply to them."""
     return {r.name for r in spec.rewards if r.type in ("format", "exact_match", "math")
@@ -231,7 +239,7 @@ def _padded(layout: Layout, answer: str, filler: str) -> str:
     return text if filler in text else f"{filler}\n{text}"
 
 
-def build_probes(spec, sample: dict[str, Any], layout: Layout, max_words: int) -> list[dict[str, Any]]:
+def build_probes(spec: RunSpec, sample: dict[str, Any], layout: Layout, max_words: int) -> list[dict[str, Any]]:
     """The probe completions for one prompt (each: probe name, completion, target roles, columns)."""
     text = prompt_text(sample["prompt"])
     columns = dict(sample.get("columns") or {})
@@ -249,7 +257,7 @@ def build_probes(spec, sample: dict[str, Any], layout: Layout, max_words: int) -
     add("gibberish", "!!!!!!!!!!!!!!!! ???? #### ~~~~", FORMAT_AND_CORRECTNESS,
         shows="degenerate output (open-r1#587 collapsed to '!!!!')")
     filler = " ".join([REASONING] * max(1, max_words // len(REASONING.split())))
-    if gold is not None:
+    if gold is not None and gcol is not None:  # a gold is only read from a known column
         wrong, wrong2 = wrong_answers(gold, opts)
         add("wrong_answer", layout(wrong, REASONING), CORRECTNESS,
             shows="a well-formed wrong answer (format-only credit)")
@@ -298,7 +306,7 @@ def build_probes(spec, sample: dict[str, Any], layout: Layout, max_words: int) -
     return probes
 
 
-def choose_layout(rm: RewardModule, spec, samples: list[dict[str, Any]]) -> tuple[Layout, bool]:
+def choose_layout(rm: RewardModule, spec: RunSpec, samples: list[dict[str, Any]]) -> tuple[Layout, bool]:
     """Pick the layout under which the rewards accept a gold answer: every format reward first, then
     as many correctness rewards as possible (a correct answer must be reachable for the probes to mean
     anything). Returns (layout, accepted): accepted is False when no candidate satisfies every format
@@ -323,13 +331,14 @@ def choose_layout(rm: RewardModule, spec, samples: list[dict[str, Any]]) -> tupl
         key = (sum(passes[r.name] for r in fmt), sum(passes.values()))
         if best_key is None or key > best_key:
             best, best_key = layout, key
+    assert best_key is not None  # set by the first candidate
     return best, best_key[0] == len(fmt) * len(samples)
 
 
 def pick_probe_samples(samples: list[dict[str, Any]], n: int) -> list[dict[str, Any]]:
     """One sample per distinct prompt row, the first ``n`` rows (stable across runs)."""
     seen: dict[Any, dict[str, Any]] = {}
-    def key(s: dict[str, Any]) -> tuple:
+    def key(s: dict[str, Any]) -> tuple[Any, ...]:
         row = s.get("row")
         return (0, row, "", s["id"]) if isinstance(row, int) else (1, 0, str(row), s["id"])
 
@@ -338,7 +347,7 @@ def pick_probe_samples(samples: list[dict[str, Any]], n: int) -> list[dict[str, 
     return list(seen.values())[:n]
 
 
-def run_probes(rm: RewardModule, spec, samples: list[dict[str, Any]]) -> dict[str, Any]:
+def run_probes(rm: RewardModule, spec: RunSpec, samples: list[dict[str, Any]]) -> dict[str, Any]:
     """Score every probe (and the gold / format contrasts) with every reward.
 
     Returns {"probes": [...], "controls": [...], "layout_accepted": bool}. Controls are not attacks:

@@ -18,8 +18,9 @@ import json
 import random
 import re
 import shlex
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from finetune import atomic, rundir
 from finetune.errors import UserError
@@ -27,10 +28,17 @@ from finetune.inspect import verdicts as V
 from finetune.inspect.probes import gold_column
 from finetune.inspect.score import load_report, load_scored
 
+if TYPE_CHECKING:
+    from jinja2 import Environment
+    from rich.console import Console
+    from rich.table import Table
+
+    from finetune.spec import RunSpec
+
 MAX_READ = 100  # the seed's 50-100: at most this many scored samples → the sheet holds them all
 
 
-def _stratum(row: dict[str, Any]) -> tuple:
+def _stratum(row: dict[str, Any]) -> tuple[Any, ...]:
     return tuple(sorted((k, None if v is None else round(float(v), 3)) for k, v in row["rewards"].items()))
 
 
@@ -38,7 +46,7 @@ def select(rows: list[dict[str, Any]], n: int, seed: int) -> list[dict[str, Any]
     """``n`` samples stratified over reward values, every flagged sample included, in a seeded order."""
     rng = random.Random(seed)
     chosen = {r["id"]: r for r in rows if r.get("flags")}
-    strata: dict[tuple, list[dict[str, Any]]] = {}
+    strata: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
     for r in rows:
         if r["id"] not in chosen:
             strata.setdefault(_stratum(r), []).append(r)
@@ -55,7 +63,7 @@ def select(rows: list[dict[str, Any]], n: int, seed: int) -> list[dict[str, Any]
     return out
 
 
-def _count(spec, rows: list[dict[str, Any]], n: int | None) -> int:
+def _count(spec: RunSpec, rows: list[dict[str, Any]], n: int | None) -> int:
     min_read = spec.inspection.min_read
     if n is not None and not (min_read <= n <= MAX_READ):
         raise UserError(f"-n {n} is outside {min_read}..{MAX_READ}", where="-n",
@@ -82,7 +90,7 @@ def prompt_text(prompt: Any) -> str:
     return str(prompt)
 
 
-def review_items(run_dir: Path, spec, n: int | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def review_items(run_dir: Path, spec: RunSpec, n: int | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The selected samples as plain dicts for the sheets, plus page metadata."""
     report = load_report(run_dir)
     rows = load_scored(run_dir)
@@ -178,14 +186,16 @@ def markdown(run_dir: Path, items: list[dict[str, Any]], meta: dict[str, Any]) -
     return "\n".join(lines)
 
 
-def environment():
+def environment() -> Environment:
     """The review page's Jinja environment: HTML autoescape, strict names, the project's escaping filters."""
     from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 
     from finetune import literals
 
-    return literals.register(Environment(loader=PackageLoader("finetune.inspect", "templates"),
-                                         autoescape=select_autoescape(["html"]), undefined=StrictUndefined))
+    env: Environment = literals.register(Environment(loader=PackageLoader("finetune.inspect", "templates"),
+                                                     autoescape=select_autoescape(["html"]),
+                                                     undefined=StrictUndefined))
+    return env
 
 
 def html(items: list[dict[str, Any]], meta: dict[str, Any]) -> str:
@@ -195,7 +205,7 @@ def html(items: list[dict[str, Any]], meta: dict[str, Any]) -> str:
     return env.get_template("review.html.j2").render(meta=meta, data=data)
 
 
-def write_review(run_dir: str | Path, spec, fmt: str, n: int | None = None) -> Path:
+def write_review(run_dir: str | Path, spec: RunSpec, fmt: str, n: int | None = None) -> Path:
     run_dir = Path(run_dir)
     items, meta = review_items(run_dir, spec, n)
     if fmt == "md":
@@ -204,7 +214,7 @@ def write_review(run_dir: str | Path, spec, fmt: str, n: int | None = None) -> P
     return atomic.write_text(run_dir / rundir.REVIEW_HTML, html(items, meta))
 
 
-def _score_table(it: dict[str, Any]):
+def _score_table(it: dict[str, Any]) -> Table:
     from rich.table import Table
 
     t = Table()
@@ -216,7 +226,7 @@ def _score_table(it: dict[str, Any]):
     return t
 
 
-def _ask_verdict(ask, sid: str) -> V.Judgement | None:
+def _ask_verdict(ask: Callable[..., str], sid: str) -> V.Judgement | None:
     """accept → correct and well-formed by definition; reject → ask which. None: skip; raises _Quit."""
     answer = ask(f"{sid}: accept or reject? (a/r; s skip, q quit)", choices=["a", "r", "s", "q"], default="s")
     if answer == "q":
@@ -235,7 +245,8 @@ class _Quit(Exception):
     pass
 
 
-def _reveal(console, run_dir: Path, it: dict[str, Any], verdict: V.Verdict, row: dict[str, Any], metas) -> None:
+def _reveal(console: Console, run_dir: Path, it: dict[str, Any], verdict: V.Verdict, row: dict[str, Any],
+            metas: list[dict[str, Any]]) -> None:
     """After the verdict is saved: the rewards' scores, their view, and whether they agree with it."""
     V.record_reveals(run_dir, [it["id"]], "terminal")
     console.print(_score_table(it))
@@ -251,7 +262,8 @@ def _reveal(console, run_dir: Path, it: dict[str, Any], verdict: V.Verdict, row:
         console.print("your verdict and the rewards agree")
 
 
-def terminal_review(run_dir: str | Path, spec, console, n: int | None = None, ask=None) -> int:
+def terminal_review(run_dir: str | Path, spec: RunSpec, console: Console, n: int | None = None,
+                    ask: Callable[..., str] | None = None) -> int:
     """Read the selection in the terminal, blind: prompt, gold and completion; the verdict is saved;
     then the rewards' scores are revealed and the reader may change the verdict (recorded as changed
     after the reveal). Each answer is saved at once (resumable). Returns verdicts saved."""

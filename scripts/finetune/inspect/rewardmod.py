@@ -80,6 +80,7 @@ def load_rewards(run_dir: str | Path, spec_reward_names: list[str] | None = None
     digest = hashlib.sha256(path.read_bytes()).hexdigest()[:12]
     name = f"_finetune_run_rewards_{digest}_{next(_counter)}"
     spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None  # a .py path always has a source loader
     module = importlib.util.module_from_spec(spec)
     sys.path.insert(0, str(run_dir))
     try:
@@ -136,7 +137,7 @@ def _normalise(value: Any) -> float | None:
         raise TypeError(f"returned {type(value).__name__} {value!r:.60}, not a number or None") from None
 
 
-def _call(func: Callable[..., Any], items: list[dict[str, Any]], extra_out: dict | None = None
+def _call(func: Callable[..., Any], items: list[dict[str, Any]], extra_out: dict[str, Any] | None = None
           ) -> list[float | None]:
     columns: dict[str, list[Any]] = {}
     keys = sorted({k for it in items for k in it.get("columns", {})} - {"prompts", "completions"})
@@ -165,7 +166,7 @@ def _call(func: Callable[..., Any], items: list[dict[str, Any]], extra_out: dict
     return [_normalise(v) for v in out]
 
 
-def _whys(reward: RewardInfo, extra: dict, n: int) -> list[str | None]:
+def _whys(reward: RewardInfo, extra: dict[str, Any], n: int) -> list[str | None]:
     """The per-row reason ids a reward logged as ``<name>/why`` (None where it logged none)."""
     got = extra.get(f"{reward.name}/why")
     if not isinstance(got, list) or len(got) != n:
@@ -174,7 +175,7 @@ def _whys(reward: RewardInfo, extra: dict, n: int) -> list[str | None]:
 
 
 def score_items(reward: RewardInfo, items: list[dict[str, Any]], batch_size: int = 32,
-                whys: list | None = None) -> tuple[list[float | None], list[str | None]]:
+                whys: list[str | None] | None = None) -> tuple[list[float | None], list[str | None]]:
     """Score ``items`` (dicts with prompt, completion, conversational, columns) with one reward.
 
     Returns (values, errors): a batch that raises is re-scored one item at a time so an exception
@@ -185,7 +186,7 @@ def score_items(reward: RewardInfo, items: list[dict[str, Any]], batch_size: int
     errors: list[str | None] = []
     for start in range(0, len(items), batch_size):
         batch = items[start:start + batch_size]
-        extra: dict = {}
+        extra: dict[str, Any] = {}
         try:
             values.extend(_call(reward.func, batch, extra))
             errors.extend([None] * len(batch))

@@ -19,18 +19,21 @@ import random
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from finetune import atomic, jsonio, rundir
 from finetune.errors import UserError
 from finetune.hashing import sha256_file
 from finetune.inspect.samplesio import load_samples
 
+if TYPE_CHECKING:
+    from finetune.spec import GenerationSpec, RunSpec
+
 SAMPLE_INFO = "sample_info.json"
 PROMPT_BATCH = 8  # prompts per generate() call (each with k return sequences)
 
 
-def load_rows(spec) -> list[dict[str, Any]]:
+def load_rows(spec: RunSpec) -> list[dict[str, Any]]:
     """The training dataset's rows (jsonl, parquet, or a datasets.save_to_disk folder)."""
     d = spec.dataset
     path = spec.resolve_path(d.path)
@@ -67,7 +70,7 @@ def load_rows(spec) -> list[dict[str, Any]]:
     return rows
 
 
-def training_prompt(spec, value: Any) -> tuple[Any, bool]:
+def training_prompt(spec: RunSpec, value: Any) -> tuple[Any, bool]:
     """(prompt as TRL receives it, conversational?) — mirrors the rendered train.py."""
     system = spec.dataset.system_prompt
     if isinstance(value, str):
@@ -87,7 +90,7 @@ def _pick(n_rows: int, n: int, seed: int) -> list[int]:
     return sorted(random.Random(seed).sample(range(n_rows), min(n, n_rows)))
 
 
-def _requests(spec, rows, indices: list[int], k: int, prefix: str) -> list[dict[str, Any]]:
+def _requests(spec: RunSpec, rows, indices: list[int], k: int, prefix: str) -> list[dict[str, Any]]:
     out = []
     for i in indices:
         prompt, conversational = training_prompt(spec, rows[i][spec.dataset.prompt_column])
@@ -115,6 +118,7 @@ def _chosen_backend(backend: str, device: str | None) -> str:
 class _TransformersSampler:
     def __init__(self, model_path: str, device: str | None, max_prompt_length: int):
         import torch
+        from safetensors import SafetensorError
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         self.torch = torch
@@ -123,7 +127,7 @@ class _TransformersSampler:
             self.tok = AutoTokenizer.from_pretrained(model_path)
             dtype = torch.bfloat16 if self.device.startswith("cuda") else torch.float32
             self.model = AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype).to(self.device).eval()
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, SafetensorError) as exc:  # a damaged weights file is bad input too
             raise UserError(f"cannot load the model: {str(exc).splitlines()[0]}", where="model",
                             fix="point `model` at a local folder with config.json, weights and a tokenizer") from None
         self.tok.padding_side = "left"
@@ -140,7 +144,8 @@ class _TransformersSampler:
             return self.tok.apply_chat_template(req["prompt"], tokenize=False, add_generation_prompt=True)
         return req["prompt"]
 
-    def generate(self, reqs: list[dict[str, Any]], k: int, g, temperature: float) -> list[list[dict[str, Any]]]:
+    def generate(self, reqs: list[dict[str, Any]], k: int, g: GenerationSpec,
+                 temperature: float) -> list[list[dict[str, Any]]]:
         from transformers import GenerationConfig
 
         enc = self.tok([self.text(r) for r in reqs], return_tensors="pt", padding=True, truncation=True,
@@ -177,7 +182,8 @@ class _VllmSampler:
         self.tok = self.llm.get_tokenizer()
         self.seed = seed
 
-    def generate(self, reqs: list[dict[str, Any]], k: int, g, temperature: float) -> list[list[dict[str, Any]]]:
+    def generate(self, reqs: list[dict[str, Any]], k: int, g: GenerationSpec,
+                 temperature: float) -> list[list[dict[str, Any]]]:
         from vllm import SamplingParams
 
         params = SamplingParams(n=k, temperature=temperature, top_p=g.top_p, top_k=g.top_k if g.top_k > 0 else -1,
@@ -190,7 +196,7 @@ class _VllmSampler:
                  for o in out.outputs] for out in outs]
 
 
-def _generate(sampler, reqs, k, g, temperature, progress, task) -> list[dict[str, Any]]:
+def _generate(sampler, reqs, k, g: GenerationSpec, temperature, progress, task) -> list[dict[str, Any]]:
     rows = []
     for start in range(0, len(reqs), PROMPT_BATCH):
         batch = reqs[start:start + PROMPT_BATCH]
@@ -213,7 +219,7 @@ def _load_import(path: str, prompt_column: str = "prompt") -> tuple[list[dict[st
 
 
 def _import_all(import_file: str | None, import_base: str | None, run_dir: Path, info: dict[str, Any],
-                prompt_column: str, base_temperature: float | None, spec=None) -> None:
+                prompt_column: str, base_temperature: float | None, spec: RunSpec | None=None) -> None:
     """Validate every imported file before writing any: `--import good --import-base bad` writes nothing."""
     from finetune.rewards.columns import check_dataset, check_samples
 
@@ -234,7 +240,7 @@ def _import_all(import_file: str | None, import_base: str | None, run_dir: Path,
     jsonio.write_json(run_dir / SAMPLE_INFO, info)
 
 
-def run_sample(spec, run_dir: str | Path, *, import_file: str | None = None, import_base: str | None = None,
+def run_sample(spec: RunSpec, run_dir: str | Path, *, import_file: str | None = None, import_base: str | None = None,
                base: bool = True, device: str | None = None, backend: str = "auto", console=None,
                base_temperature: float | None = None) -> dict[str, Any]:
     """Write samples.jsonl (+ base_samples.jsonl) and sample_info.json; return the info record."""

@@ -19,10 +19,15 @@ from __future__ import annotations
 
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from finetune import atomic
 from finetune.errors import UserError
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
+
+    from finetune.spec import RunSpec
 
 REQUESTS_DIR = "requests"
 REQUESTS = "requests.jsonl"
@@ -46,13 +51,13 @@ top_p, top_k, min_p, repetition_penalty, max_tokens, seed), sample_vllm.py (vLLM
 """
 
 
-def _tokenizer(spec):
+def _tokenizer(spec: RunSpec) -> PreTrainedTokenizerBase:
     from transformers import AutoTokenizer
 
     model = spec.resolve_path(spec.model)
     source = str(model) if model.exists() else spec.model
     try:
-        tok = AutoTokenizer.from_pretrained(source)
+        tok: PreTrainedTokenizerBase = AutoTokenizer.from_pretrained(source)
     except (OSError, ValueError) as exc:
         raise UserError(f"cannot load the model's tokenizer: {str(exc).splitlines()[0]}", where="model",
                         fix="the requests need the policy's tokenizer and chat template here: a local model "
@@ -61,16 +66,18 @@ def _tokenizer(spec):
     return tok
 
 
-def _prompt_text(tok, req: dict[str, Any]) -> str:
+def _prompt_text(tok: PreTrainedTokenizerBase, req: dict[str, Any]) -> str:
     if not req["conversational"]:
-        return req["prompt"]
+        prompt: str = req["prompt"]
+        return prompt
     if not getattr(tok, "chat_template", None):
         raise UserError("conversational prompts but the tokenizer has no chat template", where="model",
                         fix="use a model with a chat template, or plain-string prompts")
-    return tok.apply_chat_template(req["prompt"], tokenize=False, add_generation_prompt=True)
+    return cast(str, tok.apply_chat_template(req["prompt"], tokenize=False, add_generation_prompt=True))
 
 
-def _lines(spec, tok, reqs: list[dict[str, Any]], k: int, temperature: float) -> list[dict[str, Any]]:
+def _lines(spec: RunSpec, tok: PreTrainedTokenizerBase, reqs: list[dict[str, Any]], k: int,
+           temperature: float) -> list[dict[str, Any]]:
     g = spec.generation
     sampling = {"n": k, "temperature": temperature, "top_p": g.top_p, "top_k": g.top_k, "min_p": g.min_p or 0.0,
                 "repetition_penalty": g.repetition_penalty, "max_tokens": g.max_completion_length,
@@ -116,7 +123,8 @@ training), with the spec's sampling settings (`sampling`). Use the same policy t
 """
 
 
-def emit_requests(spec, run_dir: str | Path, *, spec_path: str = "spec.yaml", base: bool = True) -> dict[str, Any]:
+def emit_requests(spec: RunSpec, run_dir: str | Path, *, spec_path: str = "spec.yaml",
+                  base: bool = True) -> dict[str, Any]:
     """Write RUN/requests/ (requests, base requests, the sampling script, a README); return a summary."""
     from finetune.inspect.sample import _pick, _requests, load_rows
     from finetune.invocation import command
@@ -131,7 +139,7 @@ def emit_requests(spec, run_dir: str | Path, *, spec_path: str = "spec.yaml", ba
     main = _lines(spec, tok, reqs, insp.per_prompt, spec.generation.temperature)
     base_lines = _lines(spec, tok, base_reqs, b.samples_per_prompt, b.temperature)
     out = run_dir / REQUESTS_DIR
-    script = resources.files("finetune.inspect").joinpath("templates", SCRIPT).read_text(encoding="utf-8")
+    script = (resources.files("finetune.inspect") / "templates" / SCRIPT).read_text(encoding="utf-8")
     with atomic.staged_dir(out) as tmp:
         atomic.write_jsonl(tmp / REQUESTS, main)
         if base_lines:

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Callable
 from math import comb
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from finetune import jsonio, rundir
 from finetune.errors import UserError
@@ -19,15 +20,22 @@ from finetune.hashing import reward_files, reward_section_digest, sha256_file
 from finetune.inspect import flags as flags_mod
 from finetune.inspect import probes as probes_mod
 from finetune.inspect import runfiles
-from finetune.inspect.rewardmod import RewardModule, load_rewards, score_items
+from finetune.inspect.checkpoint import is_set
+from finetune.inspect.rewardmod import RewardInfo, RewardModule, load_rewards, score_items
 from finetune.inspect.samplesio import load_samples
 from finetune.inspect.verdicts import load_json, read_jsonl
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from finetune.inspect.isolate import Channel
+    from finetune.spec import RunSpec
 
 NEVER = 0.0  # mean base success at/below which RL has nothing to sharpen
 SATURATED_SHARE = 0.9  # share of prompts solved k/k at/above which there is nothing left to learn
 
 
-def scored_inputs(run_dir: Path, spec) -> dict[str, str]:
+def scored_inputs(run_dir: Path, spec: RunSpec) -> dict[str, str]:
     """Hashes of what a score report was computed from (rewards, spec rewards, samples)."""
     out = {p.name: sha256_file(p) for p in reward_files(run_dir)}
     out["spec:rewards"] = reward_section_digest(spec.reward_section())
@@ -37,7 +45,7 @@ def scored_inputs(run_dir: Path, spec) -> dict[str, str]:
     return out
 
 
-def report_is_current(run_dir: Path, spec, report: dict[str, Any]) -> str:
+def report_is_current(run_dir: Path, spec: RunSpec, report: dict[str, Any]) -> str:
     """'' when the report matches the files now; otherwise what changed."""
     now = scored_inputs(run_dir, spec)
     then = report.get("inputs", {})
@@ -62,11 +70,13 @@ def load_scored(run_dir: Path) -> list[dict[str, Any]]:
     return runfiles.check_scored(read_jsonl(path), path)
 
 
-def _score_all(rm: RewardModule, samples: list[dict[str, Any]], progress=None, whys: dict | None = None
+def _score_all(rm: RewardModule, samples: list[dict[str, Any]], progress: Callable[[], None] | None = None,
+               whys: dict[str, list[str | None]] | None = None
                ) -> tuple[dict[str, list[float | None]], dict[str, list[str | None]]]:
-    values, errors = {}, {}
+    values: dict[str, list[float | None]] = {}
+    errors: dict[str, list[str | None]] = {}
     for r in rm.rewards:
-        reasons: list = []
+        reasons: list[str | None] = []
         values[r.name], errors[r.name] = score_items(r, samples, whys=reasons)
         if whys is not None:
             whys[r.name] = reasons
@@ -137,12 +147,15 @@ def _base_temperature(run_dir: Path) -> float | None:
     """The temperature base_samples.jsonl was drawn at: sample_info.json's record, None when unknown
     (imported without --base-temperature)."""
     info = load_json(run_dir / "sample_info.json") or {}
+    temperature: float | None
     if "imported_base" in info:
-        return info["imported_base"].get("temperature")
-    return (info.get("base_success") or {}).get("temperature")
+        temperature = info["imported_base"].get("temperature")
+    else:
+        temperature = (info.get("base_success") or {}).get("temperature")
+    return temperature
 
 
-def mark_provisional(base: dict[str, Any], spec, stand_in: bool) -> None:
+def mark_provisional(base: dict[str, Any], spec: RunSpec, stand_in: bool) -> None:
     """Say what the base-success evidence lacks against the spec's base-success settings; any gap
     makes the verdict provisional (the seed's test is many samples per prompt at low temperature)."""
     want = spec.inspection.base_success
@@ -167,7 +180,8 @@ def mark_provisional(base: dict[str, Any], spec, stand_in: bool) -> None:
         base["message"] += " — PROVISIONAL: " + "; ".join(missing)
 
 
-def _stats(r, values: list[float | None], errors: list[str | None], rows) -> dict[str, Any]:
+def _stats(r: RewardInfo, values: list[float | None], errors: list[str | None],
+           rows: list[dict[str, Any]]) -> dict[str, Any]:
     finite = [v for v in values if v is not None and math.isfinite(v)]
     return {**r.meta(), "n": len(values), "mean": statistics.fmean(finite) if finite else None,
             "std": statistics.pstdev(finite) if len(finite) > 1 else (0.0 if finite else None),
@@ -178,8 +192,8 @@ def _stats(r, values: list[float | None], errors: list[str | None], rows) -> dic
             "pass_rate": sum(row["passes"][r.name] for row in rows) / len(rows) if rows else None}
 
 
-def compute(run_dir: str | Path, spec, *, caches: bool = True, channel=None) -> tuple[list[dict[str, Any]],
-                                                                                     dict[str, Any]]:
+def compute(run_dir: str | Path, spec: RunSpec, *, caches: bool = True,
+            channel: Channel | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Score samples (and base samples), detect flags, run probes: ``(rows, report)``; writes nothing.
 
     Pure given the run directory's files: ``inspect score`` writes its result, ``inspect gate`` runs
@@ -217,7 +231,9 @@ def compute(run_dir: str | Path, spec, *, caches: bool = True, channel=None) -> 
         rows.append({**s, "rewards": scores, "errors": errs, **({"why": why} if why else {}),
                      **_row_verdicts(rm, scores, errs)})
     base = _base_report(rm, spec, rows, base_samples, base_scores, _base_temperature(run_dir))
-    flag_list = flags_mod.detect(rm, spec, rows, rescored, probe_result, base)
+    # a checkpoint set (finetune.inspect.checkpoint) measures a trained policy: its success rate is the
+    # training's result, not a flag about the reward
+    flag_list = flags_mod.detect(rm, spec, rows, rescored, probe_result, None if is_set(run_dir) else base)
     for row in rows:
         row["flags"] = [f["id"] for f in flag_list if row["id"] in f["sample_ids"]]
     report = {
@@ -234,8 +250,9 @@ def compute(run_dir: str | Path, spec, *, caches: bool = True, channel=None) -> 
     return rows, report
 
 
-def _base_report(rm: RewardModule, spec, rows: list[dict[str, Any]], base_samples: list[dict[str, Any]],
-                 base_scores, base_temperature: float | None) -> dict[str, Any]:
+def _base_report(rm: RewardModule, spec: RunSpec, rows: list[dict[str, Any]], base_samples: list[dict[str, Any]],
+                 base_scores: tuple[dict[str, list[float | None]], dict[str, list[str | None]]] | None,
+                 base_temperature: float | None) -> dict[str, Any]:
     from finetune import zerostd
 
     g = spec.training.num_generations
@@ -266,7 +283,8 @@ def _base_report(rm: RewardModule, spec, rows: list[dict[str, Any]], base_sample
     return base
 
 
-def compute_isolated(run_dir: str | Path, spec, *, caches: bool = True, on_progress=None
+def compute_isolated(run_dir: str | Path, spec: RunSpec, *, caches: bool = True,
+                     on_progress: Callable[[], None] | None = None
                      ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """:func:`compute` in a child process: a reward that exits or kills its process is a UserError naming it."""
     from finetune.inspect import isolate
@@ -278,11 +296,12 @@ def compute_isolated(run_dir: str | Path, spec, *, caches: bool = True, on_progr
     if not (run_dir / rundir.REWARDS).is_file():
         raise UserError(f"no {rundir.REWARDS} in {run_dir}", where=str(run_dir),
                         fix="run `finetune rewards render SPEC` first")
-    return isolate.run(compute, run_dir, spec, what=str(run_dir / rundir.REWARDS), on_progress=on_progress,
-                       caches=caches)
+    result: tuple[list[dict[str, Any]], dict[str, Any]] = isolate.run(
+        compute, run_dir, spec, what=str(run_dir / rundir.REWARDS), on_progress=on_progress, caches=caches)
+    return result
 
 
-def score_run(run_dir: str | Path, spec, console=None) -> dict[str, Any]:
+def score_run(run_dir: str | Path, spec: RunSpec, console: Console | None = None) -> dict[str, Any]:
     """Score in an isolated child (:func:`compute_isolated`), then write scored.jsonl + score_report.json."""
     run_dir = Path(run_dir)
     from rich.progress import Progress
@@ -305,14 +324,17 @@ def score_run(run_dir: str | Path, spec, console=None) -> dict[str, Any]:
     return report
 
 
-def print_report(report: dict[str, Any], console) -> None:
+def print_report(report: dict[str, Any], console: Console) -> None:
     """Per-reward table, base success, flags and passing probes."""
     from rich.table import Table
 
     t = Table(title=f"rewards on {report['samples']} samples")
     for col in ("reward", "role", "mean", "std", "pass", "None", "exceptions"):
         t.add_column(col)
-    fmt = lambda v: "-" if v is None else f"{v:.3g}"  # noqa: E731
+
+    def fmt(v: float | None) -> str:
+        return "-" if v is None else f"{v:.3g}"
+
     for r in report["rewards"]:
         t.add_row(r["name"], r["role"], fmt(r["mean"]), fmt(r["std"]), fmt(r["pass_rate"]), str(r["none"]),
                   str(r["exceptions"]))

@@ -175,7 +175,7 @@ KINDS: dict[str, Kind] = {k.type: k for k in [
 TYPE_ORDER = tuple(KINDS)
 # a Union built from the registry at import time: `X | Y` spelling cannot express it
 RewardSpec = Annotated[Union[tuple(k.spec for k in KINDS.values())], Field(discriminator="type")]  # type: ignore  # noqa: UP007
-REWARD_TYPES: dict[str, type] = {t: k.spec for t, k in KINDS.items()}
+REWARD_TYPES: dict[str, type[Any]] = {t: k.spec for t, k in KINDS.items()}
 
 # ------------------------------------------------------------------------------------ reasons --
 

@@ -11,20 +11,30 @@ import json
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from finetune import __version__, literals, rundir
 from finetune.errors import UserError
 from finetune.rewards.registry import HELPERS, KINDS, TYPE_ORDER
 from finetune.rewards.specs import PARTIAL_CEILING, ordering_margin, penalty_floors
 
+if TYPE_CHECKING:
+    import jinja2
+
+    from finetune.spec import RunSpec
+
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 HELPER_FILES = {name: file for name, (file, _) in HELPERS.items()}
 STDLIB_IMPORTS = ("json", "re", "warnings")  # what the shared plumbing uses; the rest per kind (registry)
 
 
+def _macros(template: str) -> Any:
+    """A reward template's macros (``library()``, ``reward(...)``): Jinja makes them attributes only at runtime."""
+    return environment().get_template(template).module
+
+
 @lru_cache(maxsize=1)
-def environment():
+def environment() -> jinja2.Environment:
     """The Jinja environment every reward template renders in (strict: an unknown name is an error)."""
     import jinja2
 
@@ -136,7 +146,7 @@ def render_sources(rewards: list[Any], *, run_name: str = "run", spec_path: str 
     env = environment()
     # Kinds whose library macro renders nothing (their code lives in helpers) add no section.
     library_templates = [KINDS[t].template for t in types_used
-                         if str(env.get_template(KINDS[t].template).module.library()).strip()]
+                         if str(_macros(KINDS[t].template).library()).strip()]
     text = env.get_template("rewards.py.j2").render(
         run_name=run_name, spec_path=spec_path, section_digest=section_digest or "-" * 16, rewards=planned,
         packages=packages, helper_files=helper_files, helper_modules=[f[:-3] for f in helper_files],
@@ -210,7 +220,7 @@ def generation_prompt_suffix(model_dir: Path) -> str | None:
             value = config.get(name)
             return value.get("content", "") if isinstance(value, dict) else (value or "")
 
-        def raise_exception(message: str):
+        def raise_exception(message: str) -> NoReturn:
             raise ValueError(message)
 
         env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
@@ -222,7 +232,7 @@ def generation_prompt_suffix(model_dir: Path) -> str | None:
         return None
 
 
-def check_prefilled_think(spec: Any) -> None:
+def check_prefilled_think(spec: RunSpec) -> None:
     """trl#6966: a think_answer format reward must know whether the chat template opens <think>.
 
     With the wrong setting every completion scores 0 on format, so this is refused before rendering.
@@ -249,7 +259,7 @@ def check_prefilled_think(spec: Any) -> None:
                         spec.source)
 
 
-def spec_sources(spec: Any) -> dict[str, str]:
+def spec_sources(spec: RunSpec) -> dict[str, str]:
     """File name → text of what ``render_rewards`` writes for ``spec`` (nothing written; `finetune status`
     compares it with the run directory)."""
     from finetune.hashing import reward_section_digest
@@ -262,7 +272,7 @@ def spec_sources(spec: Any) -> dict[str, str]:
         max_completion_length=spec.generation.max_completion_length, source_path=source)
 
 
-def render_rewards(spec: Any, out_dir: str | Path) -> list[Path]:
+def render_rewards(spec: RunSpec, out_dir: str | Path) -> list[Path]:
     """Write rewards.py and its helpers for ``spec`` (a RunSpec) into ``out_dir``, all or nothing.
 
     Helpers a previous render wrote and this spec no longer needs are removed, so the gate never
@@ -313,11 +323,10 @@ def _kind_sections(examples: dict[str, Any]) -> list[dict[str, Any]]:
 
     from finetune.rewards.registry import REWARD_TYPES
 
-    env = environment()
     planned = {p.spec.name: p for p in plan(list(examples.values()), 1024)}
-    sections = []
+    sections: list[dict[str, Any]] = []
     for t, cls in REWARD_TYPES.items():
-        module = env.get_template(KINDS[t].template).module
+        module = _macros(KINDS[t].template)
         example = examples[t]
         p = planned[example.name]
         if t == "length_penalty":
@@ -341,7 +350,8 @@ def reward_functions_doc() -> str:
 
     from finetune.rewards.registry import RewardSpec, explain, reasons
 
-    adapter = TypeAdapter(RewardSpec)
+    union: Any = RewardSpec  # a discriminated union built from the registry at import time
+    adapter: TypeAdapter[Any] = TypeAdapter(union)
     examples = {t: adapter.validate_python(d) for t, d in DOC_EXAMPLES.items()}
     composite = [examples["format"], examples["exact_match"], examples["length_penalty"]]
     usage = {"rewards": [DOC_EXAMPLES["format"], DOC_EXAMPLES["exact_match"], DOC_EXAMPLES["length_penalty"]]}
@@ -352,7 +362,7 @@ def reward_functions_doc() -> str:
         overlong_floor=f"{penalty_floors(composite)['overlong']:g}",
         rules=[{"text": rule, "why": why} for rule, why in READING_RULES],
         reasons=[{"id": r, "meaning": m, "fix": explain(r)[1]} for r, m in reasons().items()],
-        common_library=environment().get_template("_common.py.j2").module.library().strip(),
+        common_library=_macros("_common.py.j2").library().strip(),
         kinds=_kind_sections(examples),
         format_gate=_render_gate([p for p in plan(composite, 1024) if p.role == "format"]).strip(),
         mathpool=_render_helper("mathpool").strip())

@@ -111,9 +111,9 @@ import tempfile
 import threading
 import time
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import IO, Any, cast
 
 __all__ = [
     "ISOLATION_LEVELS", "Isolation", "SandboxError", "SandboxUnavailable", "detect_isolation",
@@ -199,10 +199,10 @@ class Isolation:
         return f"sandbox isolation: {self.level}{extra}"
 
 
-_LIBC: list = []
+_LIBC: list[Any] = []
 
 
-def _libc():
+def _libc() -> tuple[Any, Any]:
     """(ctypes, libc), loaded once — in the zygote, before it forks: loading costs ~10 ms per process."""
     if not _LIBC:
         import ctypes
@@ -215,7 +215,7 @@ def _libc():
     return _LIBC[0], _LIBC[1]
 
 
-def _check(ctypes, rc: int, what: str) -> None:
+def _check(ctypes: Any, rc: int, what: str) -> None:
     if rc != 0:
         err = ctypes.get_errno()
         raise OSError(err, f"{what}: {os.strerror(err)}")
@@ -252,7 +252,7 @@ def _drop_privileges(uid: int) -> None:
         raise OSError("setuid did not take effect")
 
 
-def _fork_probe(fn) -> str | None:
+def _fork_probe(fn: Callable[[], object]) -> str | None:
     """Run ``fn`` in a forked child; None on success, else the child's error text."""
     r, w = os.pipe()
     pid = os.fork()
@@ -307,8 +307,13 @@ def _probe(uid: int) -> Isolation:
     if ns_err:
         notes.append(f"no PID/network/mount namespaces: {ns_err}")
     else:
-        readonly["ok"] = _fork_probe(lambda: (_unshare(_CLONE_NEWNS), _mount(None, "/", None, _MS_REC | _MS_PRIVATE),
-                                              _remount_readonly(strict=True))) is None
+
+        def remount_probe() -> None:
+            _unshare(_CLONE_NEWNS)
+            _mount(None, "/", None, _MS_REC | _MS_PRIVATE)
+            _remount_readonly(strict=True)
+
+        readonly["ok"] = _fork_probe(remount_probe) is None
         if not readonly["ok"]:
             notes.append("cannot remount / read-only; file permissions still apply")
     if setuid_err:
@@ -440,7 +445,7 @@ def _enter_mount_namespace(overlays: Sequence[tuple[str, str, Sequence[str]]], d
     return _NS_WORKDIR
 
 
-def _set_limits(req: dict, processes_ok: bool) -> None:
+def _set_limits(req: dict[str, Any], processes_ok: bool) -> None:
     import resource
 
     cpu = int(math.ceil(req["timeout_s"])) + 1
@@ -455,7 +460,7 @@ def _set_limits(req: dict, processes_ok: bool) -> None:
         resource.setrlimit(resource.RLIMIT_NPROC, (req["max_processes"], req["max_processes"]))
 
 
-def _make_encoder():
+def _make_encoder() -> Callable[..., Any]:
     """A closure that turns a return value into plain JSON-able data, built before candidate code runs."""
     _type, _isinstance, _repr = type, isinstance, repr
     _int, _float, _str, _bytes, _complex = int, float, str, bytes, complex
@@ -464,7 +469,7 @@ def _make_encoder():
     list_iter, tuple_iter, dict_items = list.__iter__, tuple.__iter__, dict.items
     set_iter, fset_iter = set.__iter__, frozenset.__iter__
 
-    def enc(x, depth=0):
+    def enc(x: Any, depth: int = 0) -> Any:
         if depth > 100:
             raise ValueError("return value nested more than 100 levels")
         t = _type(x)
@@ -499,14 +504,14 @@ def _make_encoder():
     return enc
 
 
-def _candidate_main(req: dict, res_fd: int) -> int:
+def _candidate_main(req: dict[str, Any], res_fd: int) -> int:
     """Runs in the candidate process after isolation is in place. Returns the exit code."""
     import random
 
     random.seed()  # the zygote's random state must not be shared between executions
     write, dumps, exc_line = os.write, json.dumps, _exception_line
     if req["mode"] == "script":
-        ns = {"__name__": "__main__", "__builtins__": __builtins__}
+        ns: dict[str, Any] = {"__name__": "__main__", "__builtins__": __builtins__}
         try:
             exec(compile(req["code"], "<solution>", "exec"), ns)
         except SystemExit as exc:
@@ -528,15 +533,15 @@ def _candidate_main(req: dict, res_fd: int) -> int:
     token, steps, encode = req["token"], req["steps"], _make_encoder()
     decode, restore = _decode_value, _make_restorer()
     pristine = _PRISTINE
-    test_ns = {"__name__": "__test__", "__builtins__": dict(pristine["builtins"])}
+    test_ns: dict[str, Any] = {"__name__": "__test__", "__builtins__": dict(pristine["builtins"])}
 
-    def emit(record: dict) -> None:
+    def emit(record: dict[str, Any]) -> None:
         # A leading newline ends any partial line the candidate may have written to this fd.
         data = b"\n" + dumps(record).encode() + b"\n"
         while data:
             data = data[write(res_fd, data):]
 
-    cand_ns = {"__name__": "solution", "__builtins__": __builtins__}
+    cand_ns: dict[str, Any] = {"__name__": "solution", "__builtins__": __builtins__}
     try:
         exec(compile(req["code"], "<solution>", "exec"), cand_ns)
     except BaseException as exc:  # noqa: BLE001 - SystemExit here means the tests never ran
@@ -575,7 +580,7 @@ def _candidate_main(req: dict, res_fd: int) -> int:
 
 
 # Filled in the zygote before it forks anything: the modules and builtins as no candidate has seen them.
-_PRISTINE: dict = {"modules": {}, "builtins": {}}
+_PRISTINE: dict[str, Any] = {"modules": {}, "builtins": {}}
 
 
 def _snapshot_pristine() -> None:
@@ -586,7 +591,7 @@ def _snapshot_pristine() -> None:
                             if name != "sys" and type(getattr(mod, "__dict__", None)) is dict}
 
 
-def _make_restorer():
+def _make_restorer() -> Callable[[], None]:
     """A closure putting every snapshotted module (and its attributes) back; identity checks only, so
     hostile objects' __eq__ never runs."""
     modules, sys_modules, missing = _PRISTINE["modules"], sys.modules, object()
@@ -611,7 +616,7 @@ def _exception_line(exc: BaseException) -> str:
         return type(exc).__name__
 
 
-def _child_after_fork(req: dict, cfg: dict, workdir: str, fds: dict) -> None:
+def _child_after_fork(req: dict[str, Any], cfg: dict[str, Any], workdir: str, fds: dict[str, Any]) -> None:
     """The candidate process: isolate, then run. Never returns."""
     try:
         os.setsid()
@@ -853,7 +858,7 @@ def _report(out: dict[str, bytearray], status: int, timed_out: bool, overflow: s
     return report
 
 
-def _zygote_main(cfg: dict) -> None:
+def _zygote_main(cfg: dict[str, Any]) -> None:
     """Serve execution requests (one JSON line in, one JSON line out) until stdin closes.
 
     The zygote never runs candidate code: each request is served by a forked guard that forks the
@@ -882,7 +887,7 @@ def _zygote_main(cfg: dict) -> None:
     cfg["level"] = level
     out = sys.stdout.buffer
 
-    def send(obj: dict) -> None:
+    def send(obj: dict[str, Any]) -> None:
         out.write(json.dumps(obj).encode() + b"\n")
         out.flush()
 
@@ -936,7 +941,7 @@ class StdioJob:
     """Run ``code`` as a program once per test; compare stdout on the trusted side."""
 
     code: str
-    tests: Sequence[StdioTest | tuple]
+    tests: Sequence[StdioTest | tuple[Any, ...]]
     compare: str = "lines"
     timeout_s: float | None = None
 
@@ -947,7 +952,7 @@ class CallTest:
 
     args: Sequence[Any]
     expected: Any
-    kwargs: dict = field(default_factory=dict)
+    kwargs: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -956,7 +961,7 @@ class CallJob:
 
     code: str
     function: str
-    tests: Sequence[CallTest | tuple]
+    tests: Sequence[CallTest | tuple[Any, ...]]
     compare: str = "python"
     timeout_s: float | None = None
 
@@ -1083,7 +1088,7 @@ class _Check:
         return bool(_trusted_eval(self.expr, env))
 
 
-def _safe_callable(func: ast.AST, shadowed: frozenset = frozenset()) -> str | None:
+def _safe_callable(func: ast.AST, shadowed: frozenset[str] = frozenset()) -> str | None:
     """The whitelisted name of a call target (``abs``, ``math.isclose``), else None (``shadowed``: names
     the task itself defines, e.g. an entry point called ``max``)."""
     if isinstance(func, ast.Name) and func.id in _SAFE_FUNCS and func.id not in shadowed:
@@ -1094,7 +1099,7 @@ def _safe_callable(func: ast.AST, shadowed: frozenset = frozenset()) -> str | No
     return None
 
 
-def _split_assert(stmt: ast.stmt, shadowed: frozenset = frozenset()) -> _Check | None:
+def _split_assert(stmt: ast.stmt, shadowed: frozenset[str] = frozenset()) -> _Check | None:
     """Split an assert into sandbox subexpressions (calls of anything not whitelisted — the candidate's
     functions — with their arguments) and a trusted remainder built only from literals, operators and
     whitelisted pure functions. None when the assert must run in-process (free names, lambdas,
@@ -1103,14 +1108,14 @@ def _split_assert(stmt: ast.stmt, shadowed: frozenset = frozenset()) -> _Check |
         return None
     parts: list[str] = []
 
-    def placeholder(node: ast.AST) -> ast.AST:
+    def placeholder(node: ast.expr) -> ast.expr:
         if any(isinstance(n, (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp,
                               ast.NamedExpr, ast.Yield, ast.YieldFrom, ast.Await)) for n in ast.walk(node)):
             raise _NotSplittable
         parts.append(ast.unparse(node))
         return ast.Name(f"{_PLACEHOLDER}{len(parts) - 1}", ast.Load())
 
-    def visit(node: ast.AST) -> ast.AST:
+    def visit(node: ast.expr) -> ast.expr:
         if isinstance(node, ast.Constant):
             return node
         if isinstance(node, ast.Call):
@@ -1138,7 +1143,7 @@ def _split_assert(stmt: ast.stmt, shadowed: frozenset = frozenset()) -> _Check |
             return type(node)([visit(e) for e in node.elts], ast.Load()) if not isinstance(node, ast.Set) \
                 else ast.Set([visit(e) for e in node.elts])
         if isinstance(node, ast.Dict) and None not in node.keys:
-            return ast.Dict([visit(k) for k in node.keys], [visit(v) for v in node.values])
+            return ast.Dict([visit(k) for k in node.keys if k is not None], [visit(v) for v in node.values])
         if isinstance(node, ast.UnaryOp):
             return ast.UnaryOp(node.op, visit(node.operand))
         if isinstance(node, ast.BinOp):
@@ -1173,7 +1178,8 @@ def _guarded_binop(op: ast.operator, left: Any, right: Any) -> Any:
                 abs(right) > 100_000 or left.bit_length() * abs(right) > 1_000_000):
             raise ValueError("result too large")
         return left ** right if isinstance(op, ast.Pow) else left << right
-    ops = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Div: lambda a, b: a / b,
+    ops: dict[type[ast.operator], Callable[[Any, Any], Any]] = {
+           ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Div: lambda a, b: a / b,
            ast.FloorDiv: lambda a, b: a // b, ast.Mod: lambda a, b: a % b, ast.RShift: lambda a, b: a >> b,
            ast.BitAnd: lambda a, b: a & b, ast.BitOr: lambda a, b: a | b, ast.BitXor: lambda a, b: a ^ b}
     if type(op) not in ops or isinstance(op, ast.Mod) and isinstance(left, (str, bytes)):
@@ -1181,18 +1187,20 @@ def _guarded_binop(op: ast.operator, left: Any, right: Any) -> Any:
     return ops[type(op)](left, right)
 
 
-_COMPARE = {ast.Eq: lambda a, b: a == b, ast.NotEq: lambda a, b: a != b, ast.Lt: lambda a, b: a < b,
+_COMPARE: dict[type[ast.cmpop], Callable[[Any, Any], Any]] = {
+            ast.Eq: lambda a, b: a == b, ast.NotEq: lambda a, b: a != b, ast.Lt: lambda a, b: a < b,
             ast.LtE: lambda a, b: a <= b, ast.Gt: lambda a, b: a > b, ast.GtE: lambda a, b: a >= b,
             ast.Is: lambda a, b: a is b, ast.IsNot: lambda a, b: a is not b, ast.In: lambda a, b: a in b,
             ast.NotIn: lambda a, b: a not in b}
-_UNARY = {ast.USub: lambda a: -a, ast.UAdd: lambda a: +a, ast.Not: lambda a: not a, ast.Invert: lambda a: ~a}
+_UNARY: dict[type[ast.unaryop], Callable[[Any], Any]] = {
+          ast.USub: lambda a: -a, ast.UAdd: lambda a: +a, ast.Not: lambda a: not a, ast.Invert: lambda a: ~a}
 
 
-def _trusted_eval(node: ast.AST, env: dict) -> Any:
+def _trusted_eval(node: ast.AST, env: dict[str, Any]) -> Any:
     """Evaluate a split assert's trusted remainder over plain values (only the node types and
     whitelisted functions :func:`_split_assert` lets through)."""
 
-    def ev(n: ast.AST) -> Any:
+    def ev(n: Any) -> Any:  # an ast.expr (a Dict's keys are typed expr | None; split ones are never None)
         return _trusted_eval(n, env)
 
     if isinstance(node, ast.Constant):
@@ -1204,8 +1212,9 @@ def _trusted_eval(node: ast.AST, env: dict) -> Any:
     if isinstance(node, ast.Attribute):
         return _SAFE_MATH[node.attr]
     if isinstance(node, ast.Call):
-        func = _SAFE_FUNCS.get(node.func.id) if isinstance(node.func, ast.Name) else _SAFE_MATH[node.func.attr]
-        return func(*[ev(a) for a in node.args], **{kw.arg: ev(kw.value) for kw in node.keywords})
+        func: Any = (_SAFE_FUNCS.get(node.func.id) if isinstance(node.func, ast.Name)
+                     else _SAFE_MATH[cast(ast.Attribute, node.func).attr])
+        return func(*[ev(a) for a in node.args], **{cast(str, kw.arg): ev(kw.value) for kw in node.keywords})
     if isinstance(node, (ast.Tuple, ast.List)):
         items = [ev(e) for e in node.elts]
         return tuple(items) if isinstance(node, ast.Tuple) else items
@@ -1250,9 +1259,9 @@ class _Rename(ast.NodeTransformer):
         return ast.copy_location(ast.Name(self.new, node.ctx), node) if node.id == self.old else node
 
 
-def _assert_plan(job: AssertJob) -> tuple[list[dict], list[_Check | None]]:
+def _assert_plan(job: AssertJob) -> tuple[list[dict[str, Any]], list[_Check | None]]:
     """Steps for the child and, per test step, the trusted check (None = in-process assert)."""
-    steps: list[dict] = []
+    steps: list[dict[str, Any]] = []
     checks: list[_Check | None] = []
 
     shadowed = frozenset({job.entry_point} if job.entry_point else ())
@@ -1288,7 +1297,7 @@ def _assert_plan(job: AssertJob) -> tuple[list[dict], list[_Check | None]]:
                 param = check_fn.args.args[0].arg
                 for inner in check_fn.body:
                     if isinstance(inner, ast.Assert):
-                        add_test(_Rename(param, job.entry_point).visit(inner))
+                        add_test(_Rename(param, cast(str, job.entry_point)).visit(inner))
                     elif not isinstance(inner, ast.Expr):  # imports; docstrings are dropped
                         steps.append({"k": "exec", "src": ast.unparse(inner)})
                         checks.append(None)
@@ -1312,7 +1321,7 @@ def _assert_plan(job: AssertJob) -> tuple[list[dict], list[_Check | None]]:
     return steps, checks
 
 
-def _records(text: str) -> list[dict]:
+def _records(text: str) -> list[dict[str, Any]]:
     out = []
     for line in text.splitlines():
         try:
@@ -1324,7 +1333,7 @@ def _records(text: str) -> list[dict]:
     return out
 
 
-def _failure_status(report: dict) -> str | None:
+def _failure_status(report: dict[str, Any]) -> str | None:
     if report.get("error"):
         return "error"
     if report.get("timed_out"):
@@ -1334,7 +1343,7 @@ def _failure_status(report: dict) -> str | None:
     return None
 
 
-def _failure_detail(report: dict, status: str) -> str:
+def _failure_detail(report: dict[str, Any], status: str) -> str:
     if status == "error":
         return str(report.get("error"))
     if status == "timeout":
@@ -1347,7 +1356,7 @@ def _failure_detail(report: dict, status: str) -> str:
     return tail[-1][:300] if tail else f"exit code {report.get('exit_code')}"
 
 
-def _judge_stdio(report: dict, test: StdioTest, compare: str) -> tuple[str, str]:
+def _judge_stdio(report: dict[str, Any], test: StdioTest, compare: str) -> tuple[str, str]:
     status = _failure_status(report)
     if status:
         return status, _failure_detail(report, status)
@@ -1358,11 +1367,12 @@ def _judge_stdio(report: dict, test: StdioTest, compare: str) -> tuple[str, str]
     return "failed", f"wrong output: got {report.get('stdout', '')[:80]!r}"
 
 
-def _judge_steps(report: dict, token: str, test_indices: list[int], judge) -> tuple[list[str], str]:
+def _judge_steps(report: dict[str, Any], token: str, test_indices: list[int],
+                 judge: Callable[[int, dict[str, Any]], tuple[bool, str]]) -> tuple[list[str], str]:
     """Per-test statuses from the child's records. ``judge(index, record) -> (ok, why)``."""
     records = _records(report.get("result", ""))
-    by_index: dict[int, dict] = {}
-    load = None
+    by_index: dict[int, dict[str, Any]] = {}
+    load: dict[str, Any] | None = None
     done = False
     for rec in records:
         if "load" in rec and load is None:
@@ -1374,15 +1384,15 @@ def _judge_steps(report: dict, token: str, test_indices: list[int], judge) -> tu
     failure = _failure_status(report)
     statuses, details = [], []
     for index in test_indices:
-        rec = by_index.get(index)
-        if rec is None:
+        got = by_index.get(index)
+        if got is None:
             if load is not None and not load.get("load"):  # the module raised (SystemExit included)
                 statuses.append(failure or ("exited_early" if load.get("exit") else "crashed"))
             else:
                 died = "crashed" if report.get("signal") else "exited_early"
                 statuses.append(failure or (died if not done else "failed"))
             continue
-        ok, why = judge(index, rec)
+        ok, why = judge(index, got)
         statuses.append("passed" if ok else "failed")
         if why:
             details.append(why)
@@ -1407,8 +1417,11 @@ def _short(value: Any, limit: int = 80) -> str:
     return short.repr(value)[:limit]
 
 
-def _value_judge(checks: dict, token: str):
-    def judge(index: int, rec: dict) -> tuple[bool, str]:
+_ValueCheck = Callable[[Any], bool] | _Check | None
+
+
+def _value_judge(checks: dict[int, _ValueCheck], token: str) -> Callable[[int, dict[str, Any]], tuple[bool, str]]:
+    def judge(index: int, rec: dict[str, Any]) -> tuple[bool, str]:
         check = checks[index]
         if not rec.get("ok"):
             return False, str(rec.get("e", "error"))[:200]
@@ -1434,14 +1447,14 @@ class _Zygote:
     def __init__(self, pool: SandboxPool, slot: int):
         self.pool, self.slot = pool, slot
         self.uid = pool._uid_base + slot
-        self.proc: subprocess.Popen | None = None
-        self.hello: dict | None = None
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.hello: dict[str, Any] | None = None
 
     def start(self) -> None:
         cfg = {"uid": self.uid, "level": self.pool._level_wanted, "hide_paths": self.pool._hide_paths,
                "tmp_root": self.pool._tmp_root, "preimport": list(self.pool._preimport)}
         # stderr goes to a file, not a pipe: nobody drains it during a run, a file never blocks.
-        self.stderr = tempfile.TemporaryFile()
+        self.stderr: IO[bytes] = tempfile.TemporaryFile()
         self.proc = subprocess.Popen(
             [self.pool._python, "-I", os.path.abspath(__file__), "--zygote"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr,
@@ -1449,21 +1462,28 @@ class _Zygote:
         self.buf = b""
         # The configuration is the first line on stdin, not argv: a candidate can read its argv
         # (/proc/1/cmdline is the zygote's) and `ps` stays readable.
-        self.proc.stdin.write(json.dumps(cfg).encode() + b"\n")
-        self.proc.stdin.flush()
+        stdin, _ = self._pipes()
+        stdin.write(json.dumps(cfg).encode() + b"\n")
+        stdin.flush()
 
-    def read_hello(self, timeout: float) -> dict:
+    def _pipes(self) -> tuple[IO[bytes], IO[bytes]]:
+        """The started zygote's stdin and stdout (start() opens both as pipes)."""
+        assert self.proc is not None and self.proc.stdin is not None and self.proc.stdout is not None
+        return self.proc.stdin, self.proc.stdout
+
+    def read_hello(self, timeout: float) -> dict[str, Any]:
         line = self._read_line(time.monotonic() + timeout)
         if line is None:
             self.stderr.seek(0)
             tail = self.stderr.read()[-600:].decode(errors="replace").strip().replace("\n", " | ")
             self.kill()
             raise SandboxError(f"the sandbox zygote ({self.pool._python}) did not start: {tail or 'no output'}")
-        self.hello = json.loads(line)
-        return self.hello
+        hello: dict[str, Any] = json.loads(line)
+        self.hello = hello
+        return hello
 
     def _read_line(self, deadline: float) -> bytes | None:
-        fd = self.proc.stdout.fileno()
+        fd = self._pipes()[1].fileno()
         while b"\n" not in self.buf:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -1478,15 +1498,16 @@ class _Zygote:
         line, _, self.buf = self.buf.partition(b"\n")
         return line
 
-    def execute(self, req: dict) -> dict:
+    def execute(self, req: dict[str, Any]) -> dict[str, Any]:
         if self.proc is not None and self.proc.poll() is not None:
             self.kill()  # it died (OOM killer, a stray signal): clean up after it, then start afresh
         if self.proc is None:
             self.start()
             self.read_hello(60)
+        stdin, _ = self._pipes()
         try:
-            self.proc.stdin.write(json.dumps(req).encode() + b"\n")
-            self.proc.stdin.flush()
+            stdin.write(json.dumps(req).encode() + b"\n")
+            stdin.flush()
         except (BrokenPipeError, OSError) as exc:
             self.kill()
             return {"error": f"sandbox zygote gone: {exc}"}
@@ -1496,7 +1517,8 @@ class _Zygote:
             self.kill()
             return {"error": "sandbox guard did not answer; zygote restarted"}
         try:
-            return json.loads(line)
+            reply: dict[str, Any] = json.loads(line)
+            return reply
         except ValueError:
             self.kill()
             return {"error": "sandbox guard answered garbage; zygote restarted"}
@@ -1516,7 +1538,7 @@ class _Zygote:
 
     def _release(self) -> None:
         """Close this zygote's pipes and remove its temp dir (a killed zygote cannot)."""
-        for stream in (self.proc.stdin, self.proc.stdout, self.stderr):
+        for stream in (*self._pipes(), self.stderr):
             try:
                 stream.close()
             except OSError:
@@ -1530,7 +1552,7 @@ class _Zygote:
         if self.proc is None:
             return
         try:
-            self.proc.stdin.close()
+            self._pipes()[0].close()
         except OSError:
             pass
         try:
@@ -1548,7 +1570,7 @@ def _sweep_uid_subprocess(python: str, uid: int) -> None:
                    env=_zygote_env(), timeout=30, check=False)
 
 
-def _zygote_env() -> dict:
+def _zygote_env() -> dict[str, Any]:
     return {"PATH": _SAFE_PATH, "LANG": "C.UTF-8"}
 
 
@@ -1606,7 +1628,7 @@ class SandboxPool:
         self._preimport = tuple(preimport)
         self._pool_index = _claim_pool_index()
         self._uid_base = _uid_block(self._pool_index)
-        self._queue: queue.Queue = queue.Queue(maxsize=queue_size or 2 * self.workers)
+        self._queue: queue.Queue[Any] = queue.Queue(maxsize=queue_size or 2 * self.workers)
         self._closed = False
         self._lock = threading.Lock()
         self._zygotes = [_Zygote(self, slot) for slot in range(self.workers)]
@@ -1656,7 +1678,7 @@ class SandboxPool:
     def __enter__(self) -> SandboxPool:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
 
@@ -1674,7 +1696,7 @@ class SandboxPool:
             finally:
                 done.release()
 
-    def _base_request(self, timeout_s: float | None) -> dict:
+    def _base_request(self, timeout_s: float | None) -> dict[str, Any]:
         return {**self._limits, "timeout_s": float(timeout_s or self.timeout_s)}
 
     def run(self, job: Job) -> Result:
@@ -1687,11 +1709,11 @@ class SandboxPool:
             raise SandboxError("the sandbox pool is closed")
         plans = [self._plan(job) for job in jobs]
         requests = [req for plan in plans for req in plan[0]]
-        reports: list[dict | None] = [None] * len(requests)
+        reports: list[dict[str, Any] | None] = [None] * len(requests)
         done = threading.Semaphore(0)
         for index, req in enumerate(requests):
             while True:  # bounded queue: wait for room, but never past a close()
-                if self._closed:
+                if self._is_closed():
                     reports[index] = {"error": "the sandbox pool was closed"}
                     done.release()
                     break
@@ -1702,9 +1724,11 @@ class SandboxPool:
                     continue
         for _ in requests:
             done.acquire()
-        results, offset = [], 0
+        results: list[Result] = []
+        offset = 0
         for reqs, finish in plans:
-            chunk = [r if r is not None else {"error": "no report"} for r in reports[offset:offset + len(reqs)]]
+            chunk: list[dict[str, Any]] = [r if r is not None else {"error": "no report"}
+                                           for r in reports[offset:offset + len(reqs)]]
             try:
                 results.append(finish(chunk))
             except Exception as exc:  # noqa: BLE001 - one job's verdict never breaks the batch
@@ -1713,7 +1737,7 @@ class SandboxPool:
             offset += len(reqs)
         return results
 
-    def _plan(self, job: Job):
+    def _plan(self, job: Job) -> tuple[list[dict[str, Any]], Callable[[list[dict[str, Any]]], Result]]:
         """The requests for one job and a function turning their reports into its Result."""
         if isinstance(job, StdioJob):
             tests = [t if isinstance(t, StdioTest) else StdioTest(*t) for t in job.tests]
@@ -1722,7 +1746,7 @@ class SandboxPool:
             reqs = [{**self._base_request(job.timeout_s), "mode": "script", "code": job.code,
                      "stdin": t.stdin} for t in tests]
 
-            def finish(reports: list[dict]) -> Result:
+            def finish(reports: list[dict[str, Any]]) -> Result:
                 verdicts = [_judge_stdio(r, t, job.compare) for r, t in zip(reports, tests)]
                 statuses = [s for s, _ in verdicts]
                 detail = next((d for s, d in verdicts if s != "passed"), "")
@@ -1733,12 +1757,16 @@ class SandboxPool:
         if isinstance(job, CallJob):
             if job.compare not in ("python", "json"):
                 raise ValueError(f"CallJob.compare must be python or json, not {job.compare!r}")
-            tests = [t if isinstance(t, CallTest) else CallTest(*t) for t in job.tests]
+            call_tests = [t if isinstance(t, CallTest) else CallTest(*t) for t in job.tests]
             steps = [{"k": "call", "fn": job.function, "args": _encode_plain(list(t.args)),
-                      "kwargs": _encode_plain(dict(t.kwargs))} for t in tests]
+                      "kwargs": _encode_plain(dict(t.kwargs))} for t in call_tests]
             norm = _json_normal if job.compare == "json" else (lambda v: v)
-            checks = {i: (lambda value, t=t: bool(norm(value) == norm(t.expected))) for i, t in enumerate(tests)}
-            test_indices = list(range(len(tests)))
+
+            def equals(expected: Any) -> Callable[[Any], bool]:
+                return lambda value: bool(norm(value) == norm(expected))
+
+            checks: dict[int, _ValueCheck] = {i: equals(t.expected) for i, t in enumerate(call_tests)}
+            test_indices = list(range(len(call_tests)))
         elif isinstance(job, AssertJob):
             steps, plan_checks = _assert_plan(job)
             test_indices = [i for i, s in enumerate(steps) if s["k"] != "exec"]
@@ -1748,7 +1776,7 @@ class SandboxPool:
         req = {**self._base_request(job.timeout_s), "mode": "steps", "code": job.code, "steps": steps,
                "token": token}
 
-        def finish_steps(reports: list[dict]) -> Result:
+        def finish_steps(reports: list[dict[str, Any]]) -> Result:
             report = reports[0]
             statuses, detail = _judge_steps(report, token, test_indices, _value_judge(checks, token))
             return _result(statuses, detail, report.get("wall_s", 0.0), report)
@@ -1760,6 +1788,10 @@ class SandboxPool:
             z.close(timeout=10)
         with _pool_indices_lock:
             _pool_indices.discard(self._pool_index)
+
+    def _is_closed(self) -> bool:
+        """Read afresh each time: close() may run on another thread while run_batch waits for room."""
+        return self._closed
 
     def close(self) -> None:
         """Stop every worker and zygote; remove every temp dir. Idempotent."""
@@ -1783,7 +1815,7 @@ class SandboxPool:
         self._stop_zygotes()
 
 
-def _result(statuses: list[str], detail: str, wall_s: float, report: dict | None = None) -> Result:
+def _result(statuses: list[str], detail: str, wall_s: float, report: dict[str, Any] | None = None) -> Result:
     total = len(statuses)
     passed_n = sum(s == "passed" for s in statuses)
     if total == 0:

@@ -22,9 +22,10 @@ import os
 import sys
 import tempfile
 import urllib.request
+from typing import Any
 
 
-def read_requests(path):
+def read_requests(path: str) -> list[dict[str, Any]]:
     out = []
     with open(path, encoding="utf-8") as f:
         for n, line in enumerate(f, 1):
@@ -36,20 +37,20 @@ def read_requests(path):
     return out
 
 
-def _params(s):
+def _params(s: dict[str, Any]) -> dict[str, Any]:
     return {"n": s["n"], "temperature": s["temperature"], "top_p": s["top_p"], "top_k": s["top_k"],
             "min_p": s["min_p"], "repetition_penalty": s["repetition_penalty"], "max_tokens": s["max_tokens"],
             "seed": s["seed"]}
 
 
-def offline(requests, model):
+def offline(requests: list[dict[str, Any]], model: str) -> list[list[tuple[str, int | None, bool]]]:
     """vLLM's offline engine: one generate() call per distinct sampling setting."""
     from vllm import LLM, SamplingParams
 
     first = requests[0]["sampling"]
     llm = LLM(model=model, seed=first["seed"], max_model_len=first["max_model_len"])
-    results = [None] * len(requests)
-    groups = {}
+    results: list[Any] = [None] * len(requests)
+    groups: dict[str, list[int]] = {}
     for i, req in enumerate(requests):
         groups.setdefault(json.dumps(req["sampling"], sort_keys=True), []).append(i)
     for key, idx in groups.items():
@@ -63,12 +64,12 @@ def offline(requests, model):
     return results
 
 
-def server(requests, url):
+def server(requests: list[dict[str, Any]], url: str) -> list[list[tuple[str, int | None, bool]]]:
     """An OpenAI-compatible completions endpoint: `trl vllm-serve` or `vllm serve`."""
     base = url.rstrip("/")
     with urllib.request.urlopen(base + "/v1/models", timeout=60) as r:
         model = json.load(r)["data"][0]["id"]
-    results = []
+    results: list[list[tuple[str, int | None, bool]]] = []  # per prompt: (text, tokens, hit the cap)
     for req in requests:
         body = {"model": model, "prompt": [req["prompt_token_ids"]], **_params(req["sampling"])}
         if body["top_k"] <= 0:
@@ -82,8 +83,8 @@ def server(requests, url):
     return results
 
 
-def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     ap.add_argument("requests", help="requests.jsonl or base_requests.jsonl")
     ap.add_argument("-o", "--out", required=True, help="output JSONL (the plugin's sample format)")
     where = ap.add_mutually_exclusive_group(required=True)

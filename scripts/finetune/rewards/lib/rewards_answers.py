@@ -21,6 +21,7 @@ from __future__ import annotations
 import decimal
 import re
 import unicodedata
+from collections.abc import Callable
 
 # reason id -> what it means (the gate groups disagreements by these ids)
 REASONS = {
@@ -33,6 +34,9 @@ REASONS = {
     "hedge_or": "the final answer names alternatives ('or', 'either', '/' or a parenthetical alternative)",
     "retraction": "the completion retracts its final answer after the container ('no wait, ...')",
 }
+
+# ([(content, end offset)], closed): the containers found in a text, and whether the last one closes
+Containers = tuple[list[tuple[str, int]], bool]
 
 _BOXED = ("\\boxed{", "\\fbox{")
 _HASH = re.compile(r"^[ \t>*_]*####[ \t]*(.*?)[ \t]*$", re.M)
@@ -70,10 +74,11 @@ def _balanced(text: str, open_at: int) -> int:
     return -1
 
 
-def boxed(text: str) -> tuple:
+def boxed(text: str) -> Containers:
     """([(content, end)], closed): every \\boxed{...} / \\fbox{...} in order; closed is False when the
     last one never closes (a truncated completion)."""
-    found, pos = [], 0
+    found: list[tuple[str, int]] = []
+    pos = 0
     while True:
         starts = [(text.find(m, pos), m) for m in _BOXED]
         starts = [(s, m) for s, m in starts if s >= 0]
@@ -87,10 +92,11 @@ def boxed(text: str) -> tuple:
         pos = end
 
 
-def tag_blocks(text: str, tag: str = "answer") -> tuple:
+def tag_blocks(text: str, tag: str = "answer") -> Containers:
     """([(content, end)], closed) for every <tag>...</tag>; closed is False for an unclosed or nested tag."""
     opening, closing = f"<{tag}>", f"</{tag}>"
-    found, pos = [], 0
+    found: list[tuple[str, int]] = []
+    pos = 0
     while True:
         start = text.find(opening, pos)
         if start < 0:
@@ -106,13 +112,13 @@ def tag_blocks(text: str, tag: str = "answer") -> tuple:
     return found, text.count(closing) == len(found)
 
 
-def hash_lines(text: str) -> list:
+def hash_lines(text: str) -> list[tuple[str, int]]:
     return [(m.group(1), m.end()) for m in _HASH.finditer(text)]
 
 
-def answer_is(text: str) -> list:
+def answer_is(text: str) -> list[tuple[str, int]]:
     """The last 'the answer is X' sentence (GPT-style closing line), as [(X, end)]."""
-    out = []
+    out: list[tuple[str, int]] = []
     for line_match in re.finditer(r"[^\n]+", text):
         line = line_match.group(0)
         cue = None
@@ -126,7 +132,7 @@ def answer_is(text: str) -> list:
     return out[-1:]
 
 
-def after_thinking(text: str):
+def after_thinking(text: str) -> str | None:
     """The text after the last </think> (containers inside the reasoning are not answers); None when a
     <think> block is never closed (the completion stopped inside its reasoning: no final answer)."""
     if "</think>" in text:
@@ -136,7 +142,7 @@ def after_thinking(text: str):
     return text
 
 
-def containers(text: str, how: str) -> tuple:
+def containers(text: str, how: str) -> Containers:
     """([(content, end)], closed) for extraction ``how`` (boxed, answer_tag, hash_answer, answer_is, any)."""
     if how == "boxed":
         return boxed(text)
@@ -189,7 +195,7 @@ def ascii_digits(value: str) -> str:
     return "".join(out)
 
 
-def canonical_number(value: str):
+def canonical_number(value: str) -> str | None:
     """'3,600', '3\\,600', '3 600', '3600.0', '3.6e3', '3.6 \\times 10^3' -> '3600'; None if not one number."""
     value = _THOUSANDS.sub("", ascii_digits(value.strip()).rstrip("."))
     if len(value) > 80:
@@ -303,16 +309,18 @@ def _trailing_ok(after: str, how: str) -> bool:
     return not re.sub(r"[\s$.,;:!)\]*_`]|\\\)|\\\]|</?[a-z]+>", "", rest)
 
 
-def final_answers(text: str, how: str, trailing: str = "allow", is_gold=None) -> tuple:
+def final_answers(text: str, how: str, trailing: str = "allow",
+                  is_gold: Callable[[str], bool] | None = None) -> tuple[list[str], str]:
     """(values, reason): the distinct final answers a reader would take, in order, and why.
 
     ``values`` is empty unless ``reason`` is "ok" or "several_values"; with "several_values" the
     caller decides (a multi-value gold accepts several boxes naming exactly its values). A value
     for which ``is_gold(value)`` holds is never a hedge (a gold answer that itself says "or").
     """
-    text = after_thinking(text)
-    if text is None:
+    body = after_thinking(text)
+    if body is None:
         return [], "unbalanced"
+    text = body
     found, closed = containers(text, how)
     if not found:
         return [], "unbalanced" if not closed else "no_container"
@@ -343,9 +351,10 @@ def final_answers(text: str, how: str, trailing: str = "allow", is_gold=None) ->
 def format_reason(text: str, how: str, trailing: str = "allow") -> str:
     """"ok" when ``text`` has a final, closed, non-empty ``how`` container (trailing text per ``trailing``),
     else the reason id. Hedges are a correctness matter: the format only asks whether there is an answer."""
-    text = after_thinking(text)
-    if text is None:
+    body = after_thinking(text)
+    if body is None:
         return "unbalanced"
+    text = body
     found, closed = containers(text, how)
     if not closed:
         return "unbalanced"

@@ -24,6 +24,8 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
+from typing import IO, Any
 
 _WORD = re.compile(r"(?<![\\A-Za-z])(?=[A-Za-z]*[a-z])[A-Za-z]{3,}")  # prose: 3+ letters, some lower case
 # LaTeX whose letters are not prose: text/roman arguments, environment names, \left / \right
@@ -39,17 +41,23 @@ class _Worker:
         self.buffer = b""
         self.ready = False
         self.started = time.monotonic()
-        self.job = None  # (index, deadline) while busy
+        self.job: tuple[int, float] | None = None  # (index, deadline) while busy
+
+    def _pipes(self) -> tuple[IO[bytes], IO[bytes]]:
+        """The worker's stdin and stdout (both opened as pipes above)."""
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        return self.proc.stdin, self.proc.stdout
 
     def fileno(self) -> int:
-        return self.proc.stdout.fileno()
+        return self._pipes()[1].fileno()
 
-    def send(self, index: int, job: dict, timeout_s: float) -> None:
-        self.proc.stdin.write(json.dumps(job).encode("ascii") + b"\n")
-        self.proc.stdin.flush()
+    def send(self, index: int, job: dict[str, Any], timeout_s: float) -> None:
+        stdin = self._pipes()[0]
+        stdin.write(json.dumps(job).encode("ascii") + b"\n")
+        stdin.flush()
         self.job = (index, time.monotonic() + timeout_s)
 
-    def read_lines(self) -> list:
+    def read_lines(self) -> list[bytes]:
         """Lines completed by the bytes now readable; raises EOFError when the worker died."""
         chunk = os.read(self.fileno(), 65536)
         if not chunk:
@@ -64,7 +72,7 @@ class _Worker:
             self.proc.wait(timeout=5)
         except Exception:
             pass
-        for stream in (self.proc.stdin, self.proc.stdout):
+        for stream in self._pipes():
             try:
                 stream.close()
             except Exception:
@@ -76,14 +84,14 @@ class MathPool:
 
     def __init__(self, workers: int, timeout_s: float) -> None:
         self.size, self.timeout_s = workers, timeout_s
-        self.workers: list = []
+        self.workers: list[_Worker] = []
         self.lock = threading.Lock()
 
-    def _replace(self, worker) -> None:
+    def _replace(self, worker: _Worker) -> None:
         worker.kill()
         self.workers[self.workers.index(worker)] = _Worker()
 
-    def verify(self, jobs: list) -> list:
+    def verify(self, jobs: list[dict[str, Any]]) -> list[tuple[float | None, str]]:
         """Score jobs ({"gold", "answer", "mode"}); returns (score, status) per job, in order.
 
         status is "ok", "unparseable_gold" (score None: not applicable), "timeout" or "error"
@@ -92,7 +100,7 @@ class MathPool:
         with self.lock:
             while len(self.workers) < self.size:
                 self.workers.append(_Worker())
-            results: list = [None] * len(jobs)
+            results: list[Any] = [None] * len(jobs)
             pending = list(range(len(jobs) - 1, -1, -1))
             while pending or any(w.job for w in self.workers):
                 now = time.monotonic()
@@ -139,7 +147,7 @@ class MathPool:
         self.workers = []
 
 
-_POOLS: dict = {}
+_POOLS: dict[tuple[int, float], MathPool] = {}
 
 
 def get_pool(workers: int, timeout_s: float) -> MathPool:
@@ -161,7 +169,7 @@ def _close_pools() -> None:
 _AND = re.compile(r"\s*,?\s*(?:\\text\{\s*and\s*\}|\\quad|(?<![A-Za-z\\])and(?![A-Za-z]))\s*")
 
 
-def gold_text(gold) -> str | None:
+def gold_text(gold: Any) -> str | None:
     """The gold as the worker should read it (None when there is none). A gold written as a solution
     ("... so the answer is \\boxed{5}") is read at its final answer container, like a completion;
     digits, thousands and TeX shorthand are normalised and 'a and b' becomes the set 'a, b'."""
@@ -173,14 +181,14 @@ def gold_text(gold) -> str | None:
     values, reason = answers.final_answers(text, "any")
     if reason in ("ok", "several_values") and values and answers.containers(text, "any")[0]:
         text = ", ".join(values)
-    number = answers.canonical_number(answers.strip_units(text.replace("$", "").strip()))
+    number: str | None = answers.canonical_number(answers.strip_units(text.replace("$", "").strip()))
     if number is not None:  # "$125$ miles", "1,200"
         return number
     text = answers.normalise_latex(answers.unwrap(text, keep_text=True))
     return _AND.sub(", ", text) if re.search(r"\band\b|\\quad", text) else text
 
 
-def answer_job(text: str, how: str, trailing: str) -> tuple:
+def answer_job(text: str, how: str, trailing: str) -> tuple[dict[str, Any] | None, str]:
     """(job fields or None, reason id): what the worker should verify for one completion."""
     import rewards_answers as answers
 
@@ -195,13 +203,15 @@ def answer_job(text: str, how: str, trailing: str) -> tuple:
     return {"answer": "\\boxed{" + ", ".join(values) + "}", "mode": "boxed", "several": len(values) > 1}, reason
 
 
-def math_scores(texts: list, golds: list, how: str, workers: int, timeout_s: float, skip: list,
-                trailing: str = "allow") -> tuple:
+def math_scores(texts: list[str], golds: list[Any], how: str, workers: int, timeout_s: float, skip: list[bool],
+                trailing: str = "allow") -> tuple[list[float | None], int, list[str], int]:
     """(scores, errors, whys, unusable): 1.0 / 0.0 / None per row, rows that errored or timed out, the
     reason id per row and the rows whose gold no reading accounts for (None: not applicable)."""
-    scores: list = [None] * len(texts)
-    whys: list = ["ok"] * len(texts)
-    jobs, where, unusable = [], [], 0
+    scores: list[float | None] = [None] * len(texts)
+    whys: list[str] = ["ok"] * len(texts)
+    jobs: list[dict[str, Any]] = []
+    where: list[int] = []
+    unusable = 0
     for i, (text, gold) in enumerate(zip(texts, golds)):
         gold = gold_text(gold)
         if gold is None:
@@ -251,7 +261,7 @@ def _worker_main() -> None:
         "answer_tag": [LatexExtractionConfig(normalization_config=NormalizationConfig(units=True)),
                        ExprExtractionConfig()],
     }
-    gold_cache: dict = {}
+    gold_cache: dict[str, list[Any]] = {}
     out = sys.stdout.buffer
     out.write(b'{"ready": true}\n')
     out.flush()
@@ -264,6 +274,7 @@ def _worker_main() -> None:
                     gold_cache.clear()
                 gold_cache[gold] = _read_gold(gold, parse)
             gold_parsed = gold_cache[gold]
+            reply: dict[str, Any]
             if not gold_parsed:
                 reply = {"score": None, "status": "unusable_gold"}
             elif job.get("several") and not _several_values(gold_parsed):
@@ -279,7 +290,7 @@ def _worker_main() -> None:
         out.flush()
 
 
-def _read_gold(gold: str, parse) -> list:
+def _read_gold(gold: str, parse: Callable[..., list[Any]]) -> list[Any]:
     """The gold parsed WHOLE, or [] when no reading accounts for all of it.
 
     Plain LaTeX ("10\\sqrt{2}", "[-2, 7]", "3, 5, 7") is read as one math expression first: an
@@ -296,11 +307,11 @@ def _read_gold(gold: str, parse) -> list:
     return []
 
 
-def _squash(text) -> str:
+def _squash(text: object) -> str:
     return re.sub(r"[\s$]|\\[,;! ]", "", str(text))
 
 
-def _several_values(parsed: list) -> bool:
+def _several_values(parsed: list[Any]) -> bool:
     """The gold names several values (a set, an interval's endpoints, ±): several boxes may name them."""
     from sympy import FiniteSet, Interval
 

@@ -1,0 +1,34 @@
+"""`finetune config render SPEC`: Phase 2 — validate the run spec for its target hardware and write config/
+(finetune.config: GRPOConfig, train.py, launch files, BRIEF.md)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from finetune.config import render
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="verb", metavar="<verb>", required=True, parser_class=type(parser))
+    p = sub.add_parser("render", help="validate the run spec for its target hardware and write config/",
+                       description="Validate SPEC for its target hardware and write DIR/config/ atomically.")
+    p.add_argument("spec", help="run spec (spec.yaml) or a run directory")
+    p.add_argument("-o", "--out", help="run directory (default: the spec's folder)")
+    p.add_argument("--preview", action="store_true",
+                   help="render only BRIEF.md with the memory fit, marked PREVIEW (no gate needed, nothing launchable)")
+    p.add_argument("--no-gate", action="store_true",
+                   help="FOR TESTS ONLY: skip the Phase 1 gate record (marked loudly in BRIEF.md and train.py)")
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.no_gate and not args.preview:
+        print("WARNING: --no-gate — rendering WITHOUT a Phase 1 gate record. For tests only: these rewards "
+              "were never inspected.", file=sys.stderr)
+    plan, target = render(args.spec, args.out, preview=args.preview, no_gate=args.no_gate)
+    names = sorted(p.name for p in target.iterdir() if p.is_file())
+    kind = "PREVIEW" if plan.preview else "rendered"
+    print(f"{kind}: {target} ({', '.join(names)})")
+    for w in plan.warnings:
+        print(f"warning: {w}")
+    return 0

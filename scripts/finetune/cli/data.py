@@ -1,0 +1,41 @@
+"""`finetune data filter SPEC`: keep the prompts GRPO can learn from — k samples per prompt scored with the
+gated rewards, pass-rate range kept, report and binding written (finetune.datafilter)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from finetune import rundir
+from finetune.datafilter import DEFAULT_K, DEFAULT_KEEP, FILTER_REPORT, PASS_RATES, parse_keep, run_filter
+from finetune.errors import UserError
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="verb", metavar="<verb>", required=True, parser_class=type(parser))
+    p = sub.add_parser("filter", help="keep the prompts whose pass rate (k samples, gated rewards) is in LO-HI")
+    p.add_argument("spec", help="run spec (spec.yaml) or run directory")
+    p.add_argument("-o", "--out", help="run directory (default: the spec's folder)")
+    p.add_argument("--k", type=int, default=DEFAULT_K, help=f"completions per prompt (default {DEFAULT_K})")
+    p.add_argument("--max-prompts", type=int, default=None, help="assess only the first N prompts")
+    p.add_argument("--keep", default=f"{DEFAULT_KEEP[0]:g}-{DEFAULT_KEEP[1]:g}",
+                   help="pass-rate range kept, inclusive (default 0.1-0.9: drops 0/k and k/k for k ≤ 9)")
+    p.add_argument("--device", default=None, help="torch device (default: cuda if available, else cpu)")
+    p.add_argument("--backend", choices=["auto", "transformers", "vllm"], default="auto")
+
+
+def run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    spec_path, run_dir = rundir.resolve(args.spec, args.out)
+    if spec_path is None:
+        raise UserError(f"no {rundir.SPEC} in {args.spec}", fix="pass the run spec")
+    if args.max_prompts is not None and args.max_prompts < 1:
+        raise UserError("--max-prompts must be at least 1", where="--max-prompts", fix="e.g. --max-prompts 500")
+    console = Console(stderr=True)
+    s = run_filter(Path(spec_path), Path(run_dir), k=args.k, max_prompts=args.max_prompts,
+                   keep=parse_keep(args.keep), device=args.device, backend=args.backend, console=console)
+    print(f"kept {s['kept']} of {s['assessed']} prompts ({s['dropped_never']} never solved, {s['dropped_always']} "
+          f"always solved); predicted frac_reward_zero_std {s['predicted_zero_std_before']:.2f} -> "
+          f"{s['predicted_zero_std_after']:.2f}; wrote {s['filtered']}, {PASS_RATES}, {FILTER_REPORT}")
+    return 0

@@ -1,0 +1,44 @@
+"""`finetune diagnose RUN [--apply]`: Phase 4 — read the training logs, name the symptoms, recommend one
+variant change, and with --apply set it in the spec and re-render config/ (finetune.diagnose)."""
+
+from __future__ import annotations
+
+import argparse
+
+from finetune.diagnose import apply_variant, diagnose_and_write
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run", metavar="RUN",
+                        help="TRL output dir (or a run dir with train/), trainer_state.json, or JSONL of logged dicts")
+    parser.add_argument("-o", "--out", metavar="DIR",
+                        help="write DIR/diagnosis/ (default: the run directory)")
+    parser.add_argument("--spec", metavar="SPEC", help="the run spec (default: spec.yaml in the run directory)")
+    parser.add_argument("--model", metavar="MODEL", help="hub id, model folder or config.json (default: from the "
+                        "config or spec); a hub id's config.json comes from the HF cache or the hub")
+    parser.add_argument("--correctness", metavar="NAME", action="append",
+                        help="name of a correctness reward (rewards/NAME/mean) when no spec or REWARD_META says so")
+    parser.add_argument("--apply", action="store_true",
+                        help="set the recommended variant in the spec (original kept) and re-render config/")
+    parser.add_argument("--no-gate", action="store_true",
+                        help="with --apply, FOR TESTS ONLY: render without a Phase 1 gate record")
+
+
+def run(args: argparse.Namespace) -> int:
+    doc, target, ctx = diagnose_and_write(args.run, out=args.out, spec=args.spec, model=args.model,
+                                          correctness=args.correctness, for_apply=args.apply)
+    print(f"{doc['verdict']}: {doc['headline']}")
+    for s in doc["symptoms"]:
+        print(f"  - {s['name']}: {s['summary']}")
+    change = doc["recommended_change"]
+    if change and change["kwargs"]:
+        print("  change: " + ", ".join(f"{k}: {v['from']!r} -> {v['to']!r}" for k, v in change["kwargs"].items()))
+    print(f"wrote {target}/ (diagnosis.json, report.md, curves.png)")
+    if args.apply:
+        result = apply_variant(ctx, doc, no_gate=args.no_gate)
+        if result["applied"]:
+            print(f"applied: variant {result['variant']} in {result['spec']} (original kept as "
+                  f"{result['original_kept']}); re-rendered {result['config_dir']}")
+        else:
+            print(f"nothing applied: {result['why']}")
+    return 0
