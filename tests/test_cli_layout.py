@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import ast
 import importlib
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -78,3 +80,12 @@ def test_shape_reads_the_parsers():
     assert cli.shape("inspect", load=False).verbs == {}
     with pytest.raises(KeyError):
         cli.shape("no-such-group")
+
+
+def test_parsers_load_no_ml_stack():
+    """Every group's parser (what `--help`, the README table and lint's command check build) loads without
+    torch / transformers / TRL: a group module imports its domain's heavy parts only inside `run`."""
+    code = ("import sys\nfrom finetune.cli import GROUPS, shape\nfor g in GROUPS:\n    shape(g)\n"
+            "print(sorted(m for m in ('torch', 'transformers', 'trl', 'vllm') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

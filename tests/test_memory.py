@@ -148,6 +148,22 @@ def test_server_mode_takes_gpus_out_of_training(llama8b):
     assert est.vllm.weights_gib * GIB == pytest.approx(llama8b.params)  # 2 B / TP 2
 
 
+def test_an_estimate_re_estimates_from_its_own_settings(qwen7b):
+    """Each suggestion changes one knob of the estimate's resolved settings (memory._knobs_of): those settings,
+    unchanged, must give the same estimate back — a Knobs field missing from Estimate.settings would not."""
+    from finetune.memory import _knobs_of
+
+    for knobs, hw in ((Knobs("lora"), h100()),
+                      (Knobs("full", zero_stage=3, vllm_mode="server", vllm_gpus=2, vllm_tensor_parallel_size=2,
+                             per_device_train_batch_size=2), h100(gpus=4)),
+                      (Knobs("qlora", use_vllm=False, gradient_checkpointing=False, lora_r=8), h100(gpus=2)),
+                      (Knobs("full", vllm_enable_sleep_mode=True, vllm_gpu_memory_utilization=0.2), h100())):
+        est = estimate(qwen7b, hw, knobs, suggest=False)
+        again = estimate(qwen7b, est.hardware, _knobs_of(est), suggest=False)
+        assert again.settings == est.settings
+        assert again.components == est.components and again.total_gib == est.total_gib
+
+
 def test_suggestions_are_re_estimated_and_ordered(qwen7b):
     est = estimate(qwen7b, resolve_hardware("rtx-4090-24gb"), Knobs("lora", vllm_gpu_memory_utilization=0.9,
                                                                     gradient_checkpointing=False))

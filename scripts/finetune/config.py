@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from finetune import __version__, jsonio, literals, rundir
+from finetune import __version__, jsonio, literals, rundir, watch
 from finetune.errors import CheckFailed, UserError
 from finetune.variants import ALGORITHM_FIELDS, VARIANT_SYMPTOM, Pinned, algorithm_kwargs
 
@@ -274,7 +274,8 @@ def _target_hardware(spec: RunSpec, info: ModelInfo) -> Hardware:
         # processes on every training node, so the generation node is a whole node
         if h.vllm_gpus is not None and h.vllm_gpus != h.gpus:
             raise UserError(f"with {h.nodes} nodes the first node is the generation node: vllm_gpus must be "
-                            f"{h.gpus} (a whole node)", where="hardware.vllm_gpus", fix=f"set vllm_gpus: {h.gpus} or remove it")
+                            f"{h.gpus} (a whole node)", where="hardware.vllm_gpus",
+                            fix=f"set vllm_gpus: {h.gpus} or remove it")
         _check_tp(h.gpus, info.heads)
         hw = hw.with_vllm_gpus(h.gpus)
     elif h.vllm_gpus:
@@ -492,7 +493,8 @@ def _length_stats(texts: list[str], n_tokens: Callable[[str], int]) -> tuple[int
     return max(sample_lens + [n_tokens(texts[i]) for i in longest]), _percentile(sample_lens, 0.95)
 
 
-def _check_lengths(spec: RunSpec, stats: DatasetStats, info: ModelInfo, overrides: dict[str, Setting]) -> tuple[int, list[str]]:
+def _check_lengths(spec: RunSpec, stats: DatasetStats, info: ModelInfo,
+                   overrides: dict[str, Setting]) -> tuple[int, list[str]]:
     g = spec.generation
     warnings: list[str] = []
     unit = "tokens" if stats.tokenized else "tokens (estimated at 4 characters per token: tokenizer not local)"
@@ -528,7 +530,8 @@ def _check_lengths(spec: RunSpec, stats: DatasetStats, info: ModelInfo, override
     max_pos = info.max_position_embeddings
     if max_pos and need > max_pos:
         raise UserError(f"prompt + completion ({need} tokens) exceeds the model's context ({max_pos})",
-                        where="generation.max_completion_length", fix=f"keep max_prompt_length + max_completion_length ≤ {max_pos}")
+                        where="generation.max_completion_length",
+                        fix=f"keep max_prompt_length + max_completion_length ≤ {max_pos}")
     return need if vllm_len is None or vllm_len.value is None else vllm_len.value, warnings
 
 
@@ -608,7 +611,9 @@ def build_plan(spec: RunSpec, run_dir: Path, *, preview: bool = False, no_gate: 
     length = _run_length(kw, choice.topology, data.stats.rows)
     est, memory_warnings = _check_memory(info, hw, spec, kw, choice, preview)
     model_ref, dataset, peft, launch_warnings = _launch_inputs(spec, run_dir, data.format, choice.method.value)
-    warnings = [*licence.warnings, *data.warnings, *length.warnings, *memory_warnings, *launch_warnings]
+    warnings = [*licence.warnings, *data.warnings, *length.warnings, *memory_warnings, *launch_warnings,
+                *inspection_warnings(spec, length.optimiser_steps, kw["per_device_train_batch_size"].value
+                                     * kw["gradient_accumulation_steps"].value)]
     return RenderPlan(spec, run_dir, preview, no_gate, info, hw, choice.topology, choice.recommendation, est,
                       choice.zero_stage, algorithm, kw, sections, model_ref, dataset, peft,
                       choice.method.value == "qlora", data.stats, licence.gate_record, licence.diagnosis, warnings,
@@ -651,8 +656,10 @@ def _choose_values(spec: RunSpec, info: ModelInfo, hw: Hardware) -> _Choice:
     # state is tiny); one training process never shards.
     zero_stage = 0 if topo.cpu or topo.training_processes == 1 else rec.zero_stage
     method = _pick(spec.method, rec, "method", "method")
-    pdbs = _pick(t.per_device_train_batch_size, rec, "per_device_train_batch_size", "training.per_device_train_batch_size")
-    ga = _pick(t.gradient_accumulation_steps, rec, "gradient_accumulation_steps", "training.gradient_accumulation_steps")
+    pdbs = _pick(t.per_device_train_batch_size, rec, "per_device_train_batch_size",
+                 "training.per_device_train_batch_size")
+    ga = _pick(t.gradient_accumulation_steps, rec, "gradient_accumulation_steps",
+               "training.gradient_accumulation_steps")
     if pdbs.source == "spec" and ga.source == "memory" and pdbs.value != rec.per_device_train_batch_size:
         # the recommended accumulation was sized for the recommended batch: size it for the user's
         from finetune.memory import accumulation_for
@@ -732,7 +739,8 @@ def _optimisation_settings(spec: RunSpec, choice: _Choice) -> dict[str, Setting]
     t, optim = spec.training, choice.optimizer
     return {
         "learning_rate": Setting(t.learning_rate, "the seed's settled GRPO learning rate (contract 7)"
-                                 if math.isclose(t.learning_rate, 5e-7) else "training.learning_rate, allowed under contract 7", "spec"),
+                                 if math.isclose(t.learning_rate, 5e-7)
+                                 else "training.learning_rate, allowed under contract 7", "spec"),
         "lr_scheduler_type": Setting("constant_with_warmup", "flat after a short warm-up: RL rewards move slowly"),
         "warmup_steps": Setting(t.warmup_steps, "training.warmup_steps: a short warm-up before the flat "
                                 f"learning rate (the run-length check keeps it within {MAX_WARMUP_FRACTION:.0%} "
@@ -867,6 +875,46 @@ def _run_length(kw: dict[str, Setting], topo: Topology, rows: int) -> RunLength:
                       logging_steps=v("logging_steps"), warmup_steps=v("warmup_steps"), save_steps=v("save_steps"))
 
 
+def inspection_settings(spec: Any) -> dict[str, Setting]:
+    """The rendered values of train.py's inspection callback (finetune.watch), each with its reason."""
+    from finetune.watch import CONFIRM, LIVE_WINDOW
+
+    every, logging = spec.inspection.every_steps, spec.training.logging_steps
+    rule = (f"the reward-hacking rule runs on the last {LIVE_WINDOW} log points and stops a run when it fires "
+            f"on {CONFIRM} inspections in a row")
+    return {
+        "every_steps": Setting(every, f"inspection.every_steps; {rule}", "spec") if every else
+        Setting(5 * logging, f"5 × logging_steps ({logging}): each inspection sees 5 new log points; {rule}"),
+        "sample_rows": Setting(spec.inspection.min_read, "inspection.min_read: a step file holds as many "
+                               "completions as the gate needs read (the top-reward ones always among them)", "spec"),
+    }
+
+
+def inspection_warnings(spec: Any, optimiser_steps: int, completions_per_step: int) -> list[str]:
+    """A run too short for its inspections to judge anything, or step files too small for the gate.
+
+    ``completions_per_step``: what the main process's rewards score per optimiser step (per-device batch ×
+    gradient accumulation), which is what its inspection samples from."""
+    from finetune.watch import CONFIRM, MIN_POINTS
+
+    every = inspection_settings(spec)["every_steps"].value
+    logging, min_read = spec.training.logging_steps, spec.inspection.min_read
+    first = max(every, -(-(MIN_POINTS - 1) * logging // every) * every) + (CONFIRM - 1) * every
+    out = []
+    if optimiser_steps and every > optimiser_steps:
+        out.append(f"inspection.every_steps = {every} exceeds the run's {optimiser_steps} optimiser steps: no "
+                   "mid-run inspection will run (lower inspection.every_steps)")
+    elif optimiser_steps and first > optimiser_steps:
+        out.append(f"the reward-hacking stop rule needs {MIN_POINTS} log points and {CONFIRM} inspections: its first "
+                   f"possible stop is step {first} of {optimiser_steps} (lower inspection.every_steps or "
+                   "training.logging_steps)")
+    if every * completions_per_step < min_read:
+        out.append(f"a mid-run step file will hold {every * completions_per_step} completions ({every} steps × "
+                   f"{completions_per_step}), fewer than inspection.min_read = {min_read}: the gate cannot PASS on "
+                   f"one (set inspection.every_steps ≥ {-(-min_read // completions_per_step)})")
+    return out
+
+
 def grpo_kwargs(plan: RenderPlan) -> dict[str, Any]:
     """The GRPOConfig keyword arguments exactly as rendered (no CPU substitutions)."""
     return {k: s.value for k, s in plan.kwargs.items() if not k.startswith("_")}
@@ -947,6 +995,8 @@ def _context(plan: RenderPlan) -> dict[str, Any]:
         # launch.sh trains with the interpreter rendering ran in unless FINETUNE_PYTHON names another
         "rendered_python": sys.executable,
         "slurm_job_name": re.sub(r"[^A-Za-z0-9_.-]", "-", spec.name)[:64] or "grpo",
+        "inspection": inspection_settings(spec),
+        "stopped_exit": STOPPED_EXIT,
     }
 
 
@@ -969,6 +1019,7 @@ def render_files(plan: RenderPlan) -> dict[str, str]:
 
     files["target.json"] = json.dumps(build_target(plan), indent=2) + "\n"
     files["env_check.py"] = checker_source()
+    files["watch.py"] = watch_source()
     if not plan.topology.cpu and plan.topology.nodes > 1:
         files["launch.slurm"] = env.get_template("launch.slurm.j2").render(**ctx)
     if not plan.topology.cpu and plan.topology.training_processes > 1:
@@ -976,6 +1027,16 @@ def render_files(plan: RenderPlan) -> dict[str, str]:
         if plan.zero_stage:
             files[f"deepspeed_zero{plan.zero_stage}.json"] = env.get_template("deepspeed.json.j2").render(**ctx)
     return files
+
+
+STOPPED_EXIT = watch.STOPPED_EXIT  # train.py's and launch.sh's exit status when the inspection callback stopped the run
+
+
+def watch_source() -> str:
+    """finetune/watch.py, rendered verbatim beside train.py (the inspection callback and its rules)."""
+    from finetune import watch
+
+    return Path(watch.__file__).read_text(encoding="utf-8")
 
 
 def write(plan: RenderPlan, files: dict[str, str]) -> Path:
@@ -995,7 +1056,7 @@ def write(plan: RenderPlan, files: dict[str, str]) -> Path:
 
 
 _RENDERED_NAME = re.compile(r"BRIEF\.md|grpo_config\.yaml|train\.py|launch\.sh|launch\.slurm|accelerate\.yaml|"
-                            r"deepspeed_zero\d\.json|target\.json|env_check\.py")
+                            r"deepspeed_zero\d\.json|target\.json|env_check\.py|watch\.py")
 
 
 def render(spec_path: str | Path, out: str | Path | None = None, *, preview: bool = False,

@@ -26,8 +26,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeGuard
 
-from finetune import atomic, jsonio, rundir
+from finetune import atomic, jsonio, rundir, watch
 from finetune.errors import UserError
+from finetune.watch import FLAT_GAIN, MIN_POINTS, P_SIGNIFICANT, rises
 
 if TYPE_CHECKING:
     from finetune.spec import RunSpec
@@ -77,8 +78,11 @@ PAPERS: dict[str, dict[str, str]] = {
 # ----------------------------------------------------------------------------------------------
 # thresholds (why each value: see the comment beside it)
 
-MIN_POINTS = 10  # fewer logged training steps cannot support a trend test: verdict "insufficient"
-P_SIGNIFICANT = 0.05  # Spearman's test level for "this series trends"
+# MIN_POINTS (fewer logged training steps cannot support a trend test: verdict "insufficient"),
+# P_SIGNIFICANT (Spearman's test level for "this series trends"), FLAT_GAIN (reward not rising: no
+# significant upward trend, gain under 5% of its scale) and WINDOW_FRACTION (start/end levels are
+# medians over the first/last 20% of the points, >= 3) live in finetune.watch with the trend statistics
+# and the reward-hacking rule, which the rendered train.py's inspection callback stops a run with.
 # Entropy collapse: the token entropy ends at most half its starting level, and once the fall has
 # settled the reward does not keep rising (a significant trend that also gains >= FLAT_GAIN): the
 # policy stopped exploring without getting better. A fall that comes with a still-rising reward, or
@@ -97,9 +101,7 @@ LENGTH_REWARD_RHO = 0.5
 # Run health, judged on the second half of the run (the state the run is in, not its warm-up).
 ZERO_STD_MAJORITY = 0.5  # median frac_reward_zero_std above this: most groups give no gradient
 CLIPPED_MAJORITY = 0.5  # median completions/clipped_ratio above this: most completions truncated
-FLAT_GAIN = 0.05  # reward not rising (no significant upward trend, gain under 5% of its scale): flat
 KL_LIMIT = 1.0  # nats per token (TRL logs the mean per-token k3 estimate); healthy runs stay far below
-WINDOW_FRACTION = 0.2  # start/end levels are medians over the first/last 20% of the points (>= 3)
 BASELINE_POINTS = 3  # length drift is measured from the median of the first logged steps: a drift in the
 #                      first 20% of the run would otherwise hide inside the start window
 CAP_REACHED = 0.9  # a mean length at >= 90% of max_completion_length has climbed to the cap
@@ -558,38 +560,17 @@ def load_context(run: Path, log_file: Path, spec_path: Path | None = None,
 
 
 def _median(xs: list[float]) -> float:
-    import statistics
-
-    return statistics.median(xs) if xs else math.nan
+    return watch.median(xs)
 
 
 def _window(n: int) -> int:
-    return max(3, int(round(n * WINDOW_FRACTION)))
+    return watch.window(n)
 
 
 def trend(s: Series) -> dict[str, Any]:
-    """Spearman rho / p against the step, Theil-Sen slope, and start/end levels (window medians)."""
-    from scipy import stats
-
+    """Spearman rho / p against the step, Theil-Sen slope, and start/end levels (finetune.watch.trend)."""
     f = s.finite()
-    n = len(f)
-    w = min(_window(n), n)
-    out: dict[str, Any] = {"key": s.key, "points": n, "first_step": f.steps[0] if n else None,
-                           "last_step": f.steps[-1] if n else None,
-                           "start": _median(f.values[:w]), "end": _median(f.values[-w:])}
-    if n >= 3 and len(set(f.values)) > 1:
-        rho, p = stats.spearmanr(f.steps, f.values)
-        slope = stats.theilslopes(f.values, f.steps).slope
-        out.update(spearman_rho=float(rho), p_value=float(p), theil_sen_slope_per_step=float(slope))
-    else:  # a constant series has no trend
-        out.update(spearman_rho=0.0, p_value=1.0, theil_sen_slope_per_step=0.0)
-    return out
-
-
-def rises(t: dict[str, Any]) -> bool:
-    rho: float = t["spearman_rho"]
-    p: float = t["p_value"]
-    return rho > 0 and p < P_SIGNIFICANT
+    return watch.trend(s.key, f.steps, f.values)
 
 
 def _correlation(a: Series, b: Series) -> dict[str, Any]:
@@ -674,17 +655,15 @@ class Diagnoser:
                               for k, p in zip(keys, parts)))
         return Series("+".join(keys), steps, values)
 
+    def rewards(self) -> watch.Rewards:
+        return watch.Rewards(dict(self.ctx.roles), dict(self.ctx.weights), dict(self.ctx.minima),
+                             dict(self.ctx.maxima))
+
     def reward_scale(self, key: str) -> float:
         """Span of a reward series: from REWARD_META's min/max when known (weighted, for the total),
-        else the observed range; never 0."""
-        names = list(self.ctx.roles) if key == K_REWARD else [key.split("/")[1]] if key.startswith("rewards/") else []
-        if names and all(n in self.ctx.maxima and n in self.ctx.minima for n in names):
-            span = sum(abs(self.ctx.weights.get(n, 1.0)) * (self.ctx.maxima[n] - self.ctx.minima[n]) for n in names)
-            if span > 0:
-                return span
+        else the observed range; never 0 (finetune.watch.Rewards.scale)."""
         s = self.logs.get(key)
-        vals = [v for v in (s.values if s else []) if math.isfinite(v)]
-        return (max(vals) - min(vals)) if vals and max(vals) > min(vals) else 1.0
+        return self.rewards().scale(key, {key: (s.steps, s.values)} if s is not None else {})
 
     def enough(self, s: Series | None) -> TypeGuard[Series]:
         return s is not None and len(s.finite()) >= MIN_POINTS
@@ -824,46 +803,15 @@ class Diagnoser:
                        f"{ct['end']:.3g}, p {ct['p_value']:.2g})", ev, (f.steps[0], reached))
 
     def reward_hacking(self) -> Finding:
-        """The total (or a non-correctness) reward rises while every correctness reward is flat or falls."""
-        total = self.logs.get(K_REWARD)
-        if not self.enough(total):
-            return Finding(REWARD_HACKING, "not_evaluated", f"fewer than {MIN_POINTS} logged rewards")
-        cor_keys = self.correctness_keys()
-        if not cor_keys:
+        """The total (or a non-correctness) reward rises while every correctness reward is flat or falls:
+        finetune.watch.divergence, the rule the rendered train.py's inspection callback stops a run with."""
+        series = {k: (f.steps, f.values) for k, s in self.logs.series.items()
+                  if (k == K_REWARD or watch.reward_name(k)) and len(f := s.finite())}
+        d = watch.divergence(series, self.rewards())
+        if d.status == "not_evaluated" and d.why == "no correctness reward identified":
             self.caveats.append("no reward is known to be the correctness reward (spec / REWARD_META roles, or "
                                 "--correctness NAME), so a reward rising without correctness could not be checked")
-            return Finding(REWARD_HACKING, "not_evaluated", "no correctness reward identified")
-        ev: dict[str, Any] = {"correctness_trends": {k: trend(self.logs.series[k]) for k in cor_keys}}
-        rising_cor = [k for k, t in ev["correctness_trends"].items() if rises(t)]
-        carriers: dict[str, float] = {}  # reward name -> its weighted rise, as a share of the total's scale
-        for key in sorted(self.logs.series):
-            name = key.split("/")[1] if key.startswith("rewards/") and key.endswith("/mean") else None
-            series = self.logs.get(key)
-            if name is None or self.ctx.roles.get(name) == "correctness" or not self.enough(series):
-                continue
-            t = trend(series)
-            ev.setdefault("other_trends", {})[key] = t
-            if rises(t) and (t["end"] - t["start"]) / self.reward_scale(key) >= FLAT_GAIN:
-                carriers[name] = self.ctx.weights.get(name, 1.0) * (t["end"] - t["start"]) / self.reward_scale(K_REWARD)
-        tt = trend(total)
-        gain = (tt["end"] - tt["start"]) / self.reward_scale(K_REWARD)
-        ev.update(reward_trend=tt, reward_gain_over_scale=gain, rising_rewards=carriers)
-        if not carriers and not (rises(tt) and gain >= FLAT_GAIN):
-            return Finding(REWARD_HACKING, "clear", "neither the total nor any non-correctness reward rises "
-                           "significantly", ev)
-        if rising_cor:
-            return Finding(REWARD_HACKING, "clear", f"the reward rises and so does {', '.join(rising_cor)}: "
-                           "learning, not hacking", ev)
-        carrier = max(carriers, key=lambda n: carriers[n]) if carriers else None
-        ev["carrier"] = carrier
-        ct = ev["correctness_trends"]
-        flat = "; ".join(f"{k} {t['start']:.3g} → {t['end']:.3g}" for k, t in ct.items())
-        what = (f"rewards/{carrier}/mean ({self.ctx.roles.get(carrier, 'role unknown')}) carries the rise"
-                if carrier else "no single reward carries it")
-        return Finding(REWARD_HACKING, "symptom",
-                       f"the total reward rose {tt['start']:.3g} → {tt['end']:.3g} ({gain:+.0%} of its scale, rho "
-                       f"{tt['spearman_rho']:.2f}) while every correctness reward stayed flat or fell ({flat}); "
-                       f"{what}", ev, (tt["first_step"], tt["last_step"]))
+        return Finding(REWARD_HACKING, d.status, d.why, d.evidence, d.window)
 
     def zero_variance(self) -> Finding:
         s = self.logs.get(K_ZERO_STD)
@@ -1083,7 +1031,51 @@ def diagnosis_doc() -> str:
               "(`finetune inspect ack`).", "", "| flag | fires when | remedy |", "|---|---|---|"]
     for name, flag in RED_FLAGS.items():
         lines.append(f"| `{name}` | {flag.doc} | {flag.remedy} |")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + inspection_doc()) + "\n"
+
+
+def stopped_by_inspection(run_dir: Path) -> dict[str, Any] | None:
+    """train/STOPPED.json when train.py's inspection callback stopped the run (rule, step, reward), else None."""
+    path = run_dir / rundir.TRAIN_DIR / watch.STOPPED
+    if not path.is_file():
+        return None
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {"file": str(path), "unreadable": True}
+    if not isinstance(doc, dict):
+        return {"file": str(path), "unreadable": True}
+    return {"file": str(path), **{k: doc.get(k) for k in ("rule", "step", "reward", "message")}}
+
+
+def inspection_doc() -> list[str]:
+    """The during-training section: what train.py's inspection callback (finetune.watch) does and when it stops."""
+    w = watch
+    return ["", "## During training: the inspection callback (`config/train.py`)", "",
+            "Every `inspection.every_steps` optimiser steps (default 5 × `training.logging_steps`) the callback in "
+            "the rendered train.py (`config/watch.py`, a verbatim copy of `finetune/watch.py`) takes the completions "
+            "the rewards scored since the last inspection, with each reward's score from the reward call itself "
+            "(the gated functions are wrapped; nothing is generated twice), and:", "",
+            f"- appends a stratified sample of `inspection.min_read` of them (the {w.TOP_IN_SAMPLE} top-reward ones "
+            f"always included) to `train/inspections/step_<N>.jsonl` in Phase 1's sample format, and a summary line "
+            "to `train/inspections/index.jsonl`;",
+            "- runs the live red flags (`non_finite`, `all_none`, `out_of_range`, `empty_rewarded`, "
+            "`length_correlated`, `truncated`: the Phase 1 flags above, on training completions) and the hack "
+            "probes, and logs `inspection/*` into the step's log entry (`train/metrics.jsonl`, trainer_state.json);",
+            "- stops the run (`control.should_training_stop`), writes `train/STOPPED.json` (rule, step, reward, "
+            f"evidence) and makes train.py and launch.sh exit {w.STOPPED_EXIT} when a rule below fires.", "",
+            "| rule | stops when |", "|---|---|",
+            "| `reward_divergence` | the `reward_hacking` rule above (the same code: `finetune.watch.divergence`) "
+            f"fires on the last {w.LIVE_WINDOW} logged steps at {w.CONFIRM} inspections in a row; names the reward "
+            "carrying the rise |",
+            "| `probe_passing` | a completion shaped like a Phase 1 hack probe ("
+            + ", ".join(f"`{p}`" for p in w.PROBE_SHAPES) + ") passes a correctness reward |",
+            f"| `format_jump` | the share of the top-reward completions (best {w.TOP_SHARE:.0%}, at least {w.MIN_TOP}) "
+            f"failing a format-role reward rises {w.FORMAT_JUMP:.0%} or more over the first inspection's share |", "",
+            "Review a mid-run file exactly like Phase 1's samples, in a review directory beside the run (its own "
+            "gate record stays untouched): copy `spec.yaml`, `rewards*.py` and the data into it, then "
+            "`finetune inspect sample REVIEW --import RUN/train/inspections/step_<N>.jsonl`, `inspect score`, "
+            "`inspect review`, `inspect verdict`, `inspect gate`."]
 
 
 def _thresholds() -> dict[str, Any]:
@@ -1149,7 +1141,7 @@ def diagnose(run: str | Path, *, spec: str | Path | None = None, model: str | No
             "spec": str(ctx.spec_path) if ctx.spec_path else None, "config_source": ctx.config_source,
             "reward_roles": ctx.roles, "reward_roles_source": ctx.roles_source,
             "correctness_keys": d.correctness_keys(), "model": ctx.model_source,
-            "current_variant": current,
+            "current_variant": current, "stopped": stopped_by_inspection(ctx.run_dir),
         },
         "thresholds": _thresholds(),
         "plugin_version": __version__,

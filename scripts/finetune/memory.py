@@ -556,7 +556,8 @@ def _policy_weights(s: _Sizing, out: _Parts) -> None:
     if k.method == "qlora":
         q = m.quantizable_params
         rest = P - q
-        out.add("policy_weights", "policy weights (4-bit NF4 + bf16 rest)", (q * QLORA_BYTES_PER_PARAM + rest * 2) / div,
+        out.add("policy_weights", "policy weights (4-bit NF4 + bf16 rest)",
+                (q * QLORA_BYTES_PER_PARAM + rest * 2) / div,
                 f"{_b(q)} linear × {QLORA_BYTES_PER_PARAM:.3f} B + {_b(rest)} other × 2 B{s.shard_note}", "resident")
         if m.is_moe and m.expert_params:
             out.warnings.append(f"{_b(m.expert_params)} fused MoE expert weights are not nn.Linear: bitsandbytes "
@@ -618,7 +619,8 @@ def _zero_states(s: _Sizing, out: _Parts) -> None:
         out.add("gradients", "gradients (bf16 buckets + fp32 partitions)", 2 * P + 4 * P / N,
                 f"{_b(P)} × 2 B + {_b(P)} × 4 B{dp}", "training")
     out.add("master_weights", "fp32 master weights", 4 * P / N, f"{_b(P)} × 4 B{dp}", "resident")
-    out.add("optimizer", f"optimizer states ({opt_name})", opt_bytes * P / N, f"{_b(P)} × {opt_bytes} B{dp}", "resident")
+    out.add("optimizer", f"optimizer states ({opt_name})", opt_bytes * P / N, f"{_b(P)} × {opt_bytes} B{dp}",
+            "resident")
     if s.k.zero_stage == 3:
         out.add("zero3_gather", "ZeRO-3 gathered-parameter buffers", 4 * m.largest_layer_params,
                 f"4 B × largest layer {_b(m.largest_layer_params)} (deepspeed memory.rst)", "training")
@@ -630,7 +632,8 @@ def _unsharded_states(s: _Sizing, out: _Parts) -> None:
     out.add("gradients", f"gradients ({s.dtype})", wbytes * P, f"{_b(P)} × {wbytes} B", "training")
     # AdamW keeps its states in the weights' dtype: bf16 weights halve them
     per = opt_bytes if wbytes == 4 or optimizer != "adamw_torch" else 4
-    out.add("optimizer", f"optimizer states ({opt_name}{', bf16' if wbytes == 2 and optimizer == 'adamw_torch' else ''})",
+    bf16_states = ", bf16" if wbytes == 2 and optimizer == "adamw_torch" else ""
+    out.add("optimizer", f"optimizer states ({opt_name}{bf16_states})",
             per * P, f"{_b(P)} × {per} B", "resident")
     if s.n_train > 1:
         out.add("ddp_buckets", "DDP gradient buckets", wbytes * P, f"{_b(P)} × {wbytes} B (flat all-reduce copy)",
@@ -656,7 +659,8 @@ def _lm_head(s: _Sizing, out: _Parts) -> None:
     B, Tc = k.per_device_train_batch_size, k.max_completion_length
     if not k.fused_lm_head:
         act_scale = 2 if s.cpu else 1
-        out.add("lm_head", "completion logits + their gradient (materialised)", act_scale * logits_bytes(B, Tc, m.vocab),
+        out.add("lm_head", "completion logits + their gradient (materialised)",
+                act_scale * logits_bytes(B, Tc, m.vocab),
                 f"B {B} × T_completion {Tc} × V {m.vocab} × {4 * act_scale} B", "training")
         return
     # on a GPU only completion positions are projected; TRL's CPU path scores every position
@@ -773,10 +777,12 @@ def _check_fit(s: _Sizing, out: _Parts) -> None:
     if v and v.mode == "server" and v.share_gib > mem:
         out.problems.append("vLLM server share exceeds a GPU's memory")
     if profile.unified and s.k.optimizer == "paged_adamw_8bit":
-        out.warnings.append("paged optimizer on unified memory: paging 'to CPU' stays in the same pool and frees nothing")
+        out.warnings.append("paged optimizer on unified memory: paging 'to CPU' stays in the same pool and frees "
+                            "nothing")
     if profile.unified:
         out.warnings.append("DGX Spark: GPU and CPU share one 128 GB pool; a GPU out-of-memory there can freeze the "
-                            "whole machine (not just the process) — keep ≥ 15% free and watch `free -g`, not nvidia-smi")
+                            "whole machine (not just the process) — keep ≥ 15% free and watch `free -g`, "
+                            "not nvidia-smi")
     if s.cpu:
         out.warnings.append("CPU profile: fp32 training in host RAM; fine for smoke tests and tiny models only")
 
@@ -801,7 +807,8 @@ def _decode_bound(s: _Sizing, out: _Parts) -> tuple[float, float]:
 def _settings(s: _Sizing) -> dict[str, Any]:
     """The configuration as estimated (defaults resolved): Estimate.settings."""
     k = s.k
-    return dict(method=k.method, num_generations=k.num_generations, per_device_train_batch_size=k.per_device_train_batch_size,
+    return dict(method=k.method, num_generations=k.num_generations,
+                per_device_train_batch_size=k.per_device_train_batch_size,
                 gradient_accumulation_steps=k.gradient_accumulation_steps, steps_per_generation=s.spg,
                 max_prompt_length=k.max_prompt_length, max_completion_length=k.max_completion_length, beta=k.beta,
                 use_vllm=s.use_vllm, vllm_mode=k.vllm_mode if s.use_vllm else None,
@@ -877,7 +884,8 @@ def _fix_options(est: Estimate, k: Knobs) -> list[tuple[str, dict[str, Any], Har
         options.append(("DeepSpeed ZeRO-3 over the training GPUs", {"zero_stage": 3, "model_dtype": None}, hw))
     if not hw.profile.is_cpu and not hw.profile.unified:
         more = hw.with_gpus(hw.gpus * 2)
-        options.append((f"twice the GPUs ({more.total_gpus}) with ZeRO-3", {"zero_stage": 3, "model_dtype": None}, more))
+        options.append((f"twice the GPUs ({more.total_gpus}) with ZeRO-3", {"zero_stage": 3, "model_dtype": None},
+                        more))
     if colocate:
         options.append(("generate with transformers instead of vLLM (use_vllm=False): no second copy of the "
                         "weights, but generation is several times slower", {"use_vllm": False}, hw))
@@ -979,12 +987,14 @@ def accumulation_for(batch: int, processes: int, num_generations: int,
 
 
 def _server_tp(model: ModelInfo, hardware: Hardware, method: str, seq_len: int) -> int | None:
-    """Smallest power-of-two TP whose vLLM server GPUs hold weights + overhead + 16 sequences, leaving a GPU to train."""
+    """Smallest power-of-two TP whose vLLM server GPUs hold weights + overhead + 16 sequences, leaving a GPU to
+    train."""
     weight = model.params * 2
     for tp in (1, 2, 4, 8):
         if tp >= hardware.total_gpus or tp > hardware.gpus:
             return None
-        need = gib(weight / tp) + VLLM_OVERHEAD_GIB + gib(vllm_activation_bytes(model, VLLM_SERVER_BATCHED_TOKENS, 64, tp)) \
+        need = gib(weight / tp) + VLLM_OVERHEAD_GIB \
+            + gib(vllm_activation_bytes(model, VLLM_SERVER_BATCHED_TOKENS, 64, tp)) \
             + 16 * gib(kv_cache_bytes(model, seq_len) / tp)
         if need <= TRL_SERVER_DEFAULT_UTIL * hardware.memory_gib:
             return tp
@@ -1097,7 +1107,8 @@ def _training_reasons(est: Estimate, tried: list[Estimate], rejected: list[Estim
     method = {
         "full": f"full fine-tuning fits: peak {_pct(est, mem)}",
         "lora": f"LoRA r={s['lora_r']}: peak {_pct(est, mem)}" + (
-            f"; full fine-tuning would need at least {least('full'):.1f} GiB" if _first(rejected, method="full") else ""),
+            f"; full fine-tuning would need at least {least('full'):.1f} GiB"
+            if _first(rejected, method="full") else ""),
         "qlora": f"QLoRA: peak {_pct(est, mem)}" + (
             f"; LoRA would need at least {least('lora'):.1f} GiB" if _first(rejected, method="lora") else ""),
     }[m]
@@ -1259,7 +1270,8 @@ def _estimate_from(model: ModelInfo, hardware: Hardware, rec: Recommendation, fi
     base: dict[str, Any] = dict(
         per_device_train_batch_size=rec.per_device_train_batch_size,
         gradient_accumulation_steps=rec.gradient_accumulation_steps, gradient_checkpointing=rec.gradient_checkpointing,
-        optimizer=rec.optimizer, zero_stage=rec.zero_stage, use_vllm=rec.use_vllm, vllm_mode=rec.vllm_mode or "colocate",
+        optimizer=rec.optimizer, zero_stage=rec.zero_stage, use_vllm=rec.use_vllm,
+        vllm_mode=rec.vllm_mode or "colocate",
         vllm_gpu_memory_utilization=rec.vllm_gpu_memory_utilization, vllm_enable_sleep_mode=rec.vllm_enable_sleep_mode,
         vllm_tensor_parallel_size=rec.vllm_tensor_parallel_size, vllm_gpus=rec.vllm_gpus)
     if fixed.method != rec.method:
@@ -1298,7 +1310,8 @@ def write_memory_md(out_dir: str | Path, title: str, est: Estimate, rec: Recomme
     """RUN/memory.md: the estimate's table and the recommendation with its reasons, written atomically."""
     from finetune import atomic, rundir
 
-    return atomic.write_text(Path(out_dir) / rundir.MEMORY, est.to_markdown(title) + "\n" + recommendation_markdown(rec))
+    return atomic.write_text(Path(out_dir) / rundir.MEMORY,
+                             est.to_markdown(title) + "\n" + recommendation_markdown(rec))
 
 
 # ----------------------------------------------------------------------------------- published figures
@@ -1341,7 +1354,8 @@ def _formula_checks() -> list[FigureCheck]:
     qwen7 = load_model_info("Qwen/Qwen2.5-7B")
     return [
         FigureCheck("unsloth-logits", "Unsloth GRPO blog (Feb 2025)", "completion logits, Llama-3.1-8B",
-                    "8 generations × 20,480 tokens (materialised)", 78.3, "GiB", gib(logits_bytes(8, 20_480, llama8.vocab)),
+                    "8 generations × 20,480 tokens (materialised)", 78.3, "GiB",
+                    gib(logits_bytes(8, 20_480, llama8.vocab)),
                     True, kind="formula"),
         FigureCheck("unsloth-kv", "Unsloth GRPO blog (Feb 2025)", "KV cache, Llama-3.1-8B, one 20K sequence",
                     "20,480 tokens × 128 KiB", 2.5, "GiB", gib(kv_cache_bytes(llama8, 20_480)), True, kind="formula"),
@@ -1356,7 +1370,8 @@ def _trl3162_checks() -> list[FigureCheck]:
     """TRL PR #3162 / vllm #17117: 72B colocated on 32 H100s, util 0.25, TP 16, sleep mode, ZeRO-3."""
     from finetune.models import load_model_info
 
-    big = estimate(load_model_info("Qwen/Qwen2.5-72B"), resolve_hardware({"profile": "h100-80gb", "gpus": 8, "nodes": 4}),
+    big = estimate(load_model_info("Qwen/Qwen2.5-72B"),
+                   resolve_hardware({"profile": "h100-80gb", "gpus": 8, "nodes": 4}),
                    Knobs("full", zero_stage=3, vllm_mode="colocate", vllm_tensor_parallel_size=16,
                          vllm_gpu_memory_utilization=0.25, vllm_enable_sleep_mode=True, per_device_train_batch_size=1,
                          gradient_accumulation_steps=8), suggest=False)
@@ -1387,7 +1402,8 @@ def _engine_checks() -> list[FigureCheck]:
     # ms-swift #3848: rollouts on another GPU, so the training GPU holds no vLLM share.
     swift = estimate(load_model_info("Qwen/Qwen2.5-3B"), resolve_hardware({"profile": "a100-80gb", "gpus": 2}),
                      Knobs("lora", lora_r=64, per_device_train_batch_size=1, gradient_accumulation_steps=8,
-                           max_prompt_length=512, max_completion_length=1024, vllm_mode="server", vllm_gpus=1, beta=0.04,
+                           max_prompt_length=512, max_completion_length=1024, vllm_mode="server", vllm_gpus=1,
+                           beta=0.04,
                            fused_lm_head=False), suggest=False)
     h100 = resolve_hardware("h100-80gb")
     # vllm PR #11743: the engine's budget on an H100 at util 0.9 (model not stated).
@@ -1428,7 +1444,8 @@ def _unsloth_checks() -> list[FigureCheck]:
                     _model_states(estimate(qwen3_06, h100, Knobs("lora"), suggest=False)), False,
                     "ours: model states only"),
     ]
-    sft = {"3B": ("Qwen/Qwen2.5-3B", 3.5, 8), "7B": ("Qwen/Qwen2.5-7B", 5, 19), "8B": ("meta-llama/Llama-3.1-8B", 6, 22),
+    sft = {"3B": ("Qwen/Qwen2.5-3B", 3.5, 8), "7B": ("Qwen/Qwen2.5-7B", 5, 19),
+           "8B": ("meta-llama/Llama-3.1-8B", 6, 22),
            "14B": ("Qwen/Qwen2.5-14B", 8.5, 33), "32B": ("Qwen/Qwen2.5-32B", 26, 76),
            "70B": ("meta-llama/Llama-3.1-70B", 41, 164)}
     for size, (hub, q_gb, l_gb) in sft.items():
@@ -1436,7 +1453,8 @@ def _unsloth_checks() -> list[FigureCheck]:
         for method, value in (("qlora", q_gb), ("lora", l_gb)):
             e = estimate(m, h100, Knobs(method), suggest=False)
             out.append(FigureCheck(f"unsloth-sft-{size}-{method}", "Unsloth SFT minimums", f"{size} {method} minimum",
-                                   "SFT (not GRPO), sequence and batch unknown", value, "GB", _model_states(e) * GIB / 1e9,
+                                   "SFT (not GRPO), sequence and batch unknown", value, "GB",
+                                   _model_states(e) * GIB / 1e9,
                                    False, f"ours: {hub} weights + adapter states"))
     return out
 

@@ -130,6 +130,9 @@ class InspectionSpec(_Strict):
     per_prompt: int = Field(4, ge=1, description="Completions per prompt.")
     min_read: int = Field(50, ge=50, le=100, description="Samples a reader must judge (the seed: 50-100).")
     probe_prompts: int = Field(4, ge=1, description="Prompts used for the reward probes.")
+    every_steps: int | None = Field(None, ge=1, le=1_000_000, description="Training: the inspection "
+                                       "callback in train.py samples, flags and may stop the run every N "
+                                       "optimiser steps. null: 5 × training.logging_steps.")
     base_success: BaseSuccessSpec = Field(BaseSuccessSpec(), description="Base-success measurement "
                                           "(RL needs non-zero base success).")
 

@@ -174,6 +174,9 @@ def test_golden(cli, tmp_path, target):
     from finetune.env import check
 
     assert rendered.pop("env_check.py") == Path(check.__file__).read_text()
+    from finetune import watch  # watch.py too: a verbatim copy of finetune.watch
+
+    assert rendered.pop("watch.py") == Path(watch.__file__).read_text()
     gold = GOLDEN / target
     if REGEN:
         gold.mkdir(parents=True, exist_ok=True)

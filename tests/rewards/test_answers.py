@@ -65,6 +65,17 @@ def test_number_forms(spelling):
     assert answers.canonical_number(spelling) == "3600"
 
 
+@pytest.mark.parametrize("value, expected", [
+    ("10000000000000000000000000000", "10000000000000000000000000000"),  # 29 digits: beyond decimal's default 28
+    ("123456789012345678901234567890123456789", "123456789012345678901234567890123456789"),
+    ("1.5e39", "1500000000000000000000000000000000000000"),
+    ("0.1234567890123456789012345678901", "0.1234567890123456789012345678901"),
+])
+def test_long_numbers_keep_every_digit(value, expected):
+    # hypothesis found a 29-digit integer gold scoring None (decimal.InvalidOperation under 28-digit precision)
+    assert answers.canonical_number(value) == expected
+
+
 @pytest.mark.parametrize("value", ["12,34", "1 2", "3-4", "x", "1e999", ""])
 def test_not_one_number(value):
     assert answers.canonical_number(value) is None

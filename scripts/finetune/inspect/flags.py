@@ -18,10 +18,13 @@ from finetune.inspect.rewardmod import RewardInfo, RewardModule
 if TYPE_CHECKING:
     from finetune.spec import RunSpec
 
-LENGTH_CORRELATION = 0.5  # |Spearman rho| between reward and completion length that is flagged
-MIN_FOR_CORRELATION = 10
+# LENGTH_CORRELATION (|Spearman rho| between reward and completion length that is flagged),
+# MIN_FOR_CORRELATION, TRUNCATED_SHARE (share of samples cut at max_completion_length that is flagged),
+# spearman() and the length rule are finetune.watch's: the rendered train.py flags training completions
+# with the same definitions.
+from finetune.watch import LENGTH_CORRELATION, MIN_FOR_CORRELATION, TRUNCATED_SHARE, length_flagged, spearman
+
 SHOWN_IDS = 20
-TRUNCATED_SHARE = 0.5  # share of samples cut at max_completion_length that is flagged
 
 
 
@@ -75,33 +78,6 @@ def _flag(name: str, reward: str | None, message: str, sample_ids: list[str] | N
     remedy = {"remedy": RED_FLAGS[name].remedy} if name in RED_FLAGS else {}
     return {"id": f"{name}:{reward}" if reward else name, "name": name, "reward": reward, "message": message,
             "sample_ids": (sample_ids or [])[:SHOWN_IDS], **remedy, **({"evidence": evidence} if evidence else {})}
-
-
-def _ranks(xs: list[float]) -> list[float]:
-    order = sorted(range(len(xs)), key=xs.__getitem__)
-    ranks = [0.0] * len(xs)
-    i = 0
-    while i < len(order):
-        j = i
-        while j + 1 < len(order) and xs[order[j + 1]] == xs[order[i]]:
-            j += 1
-        for k in range(i, j + 1):
-            ranks[order[k]] = (i + j) / 2.0
-        i = j + 1
-    return ranks
-
-
-def spearman(xs: list[float], ys: list[float]) -> float | None:
-    """Spearman rank correlation (average ranks for ties); None when either side is constant."""
-    rx, ry = _ranks(xs), _ranks(ys)
-    n = len(xs)
-    mx, my = sum(rx) / n, sum(ry) / n
-    sxy = sum((a - mx) * (b - my) for a, b in zip(rx, ry))
-    sxx = sum((a - mx) ** 2 for a in rx)
-    syy = sum((b - my) ** 2 for b in ry)
-    if sxx == 0 or syy == 0:
-        return None
-    return sxy / math.sqrt(sxx * syy)
 
 
 def _length(row: dict[str, Any], use_tokens: bool) -> int:
@@ -201,11 +177,8 @@ def _length_correlated(r: RewardInfo, ev: _Evidence) -> list[Flag]:
     if len(pairs) < MIN_FOR_CORRELATION:
         return []
     rho = spearman([float(a) for a, _ in pairs], [b for _, b in pairs])
-    if rho is None:
-        return []
     # a shaping reward may fall with length (a length penalty); only rising with it is flagged
-    flagged = rho >= LENGTH_CORRELATION if r.role == "shaping" else abs(rho) >= LENGTH_CORRELATION
-    if not flagged:
+    if rho is None or not length_flagged(r.role, rho):
         return []
     return [_flag("length_correlated", r.name, f"reward {'rises' if rho > 0 else 'falls'} with completion "
                   f"length (Spearman rho={rho:.2f}): the policy can learn length instead of the task",

@@ -19,7 +19,7 @@ import random
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from finetune import atomic, jsonio, rundir
 from finetune.errors import UserError
@@ -27,6 +27,9 @@ from finetune.hashing import sha256_file
 from finetune.inspect.samplesio import load_samples
 
 if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.progress import Progress, TaskID
+
     from finetune.spec import GenerationSpec, RunSpec
 
 SAMPLE_INFO = "sample_info.json"
@@ -90,7 +93,8 @@ def _pick(n_rows: int, n: int, seed: int) -> list[int]:
     return sorted(random.Random(seed).sample(range(n_rows), min(n, n_rows)))
 
 
-def _requests(spec: RunSpec, rows, indices: list[int], k: int, prefix: str) -> list[dict[str, Any]]:
+def _requests(spec: RunSpec, rows: list[dict[str, Any]], indices: list[int], k: int,
+              prefix: str) -> list[dict[str, Any]]:
     out = []
     for i in indices:
         prompt, conversational = training_prompt(spec, rows[i][spec.dataset.prompt_column])
@@ -126,7 +130,8 @@ class _TransformersSampler:
         try:
             self.tok = AutoTokenizer.from_pretrained(model_path)
             dtype = torch.bfloat16 if self.device.startswith("cuda") else torch.float32
-            self.model = AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype).to(self.device).eval()
+            model: Any = AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype)
+            self.model = model.to(self.device).eval()
         except (OSError, ValueError, SafetensorError) as exc:  # a damaged weights file is bad input too
             raise UserError(f"cannot load the model: {str(exc).splitlines()[0]}", where="model",
                             fix="point `model` at a local folder with config.json, weights and a tokenizer") from None
@@ -141,8 +146,9 @@ class _TransformersSampler:
             if not getattr(self.tok, "chat_template", None):
                 raise UserError("conversational prompts but the tokenizer has no chat template", where="model",
                                 fix="use a model with a chat template, or plain-string prompts")
-            return self.tok.apply_chat_template(req["prompt"], tokenize=False, add_generation_prompt=True)
-        return req["prompt"]
+            return cast(str, self.tok.apply_chat_template(req["prompt"], tokenize=False, add_generation_prompt=True))
+        prompt: str = req["prompt"]
+        return prompt
 
     def generate(self, reqs: list[dict[str, Any]], k: int, g: GenerationSpec,
                  temperature: float) -> list[list[dict[str, Any]]]:
@@ -196,7 +202,8 @@ class _VllmSampler:
                  for o in out.outputs] for out in outs]
 
 
-def _generate(sampler, reqs, k, g: GenerationSpec, temperature, progress, task) -> list[dict[str, Any]]:
+def _generate(sampler: _TransformersSampler | _VllmSampler, reqs: list[dict[str, Any]], k: int, g: GenerationSpec,
+              temperature: float, progress: Progress, task: TaskID) -> list[dict[str, Any]]:
     rows = []
     for start in range(0, len(reqs), PROMPT_BATCH):
         batch = reqs[start:start + PROMPT_BATCH]
@@ -241,7 +248,7 @@ def _import_all(import_file: str | None, import_base: str | None, run_dir: Path,
 
 
 def run_sample(spec: RunSpec, run_dir: str | Path, *, import_file: str | None = None, import_base: str | None = None,
-               base: bool = True, device: str | None = None, backend: str = "auto", console=None,
+               base: bool = True, device: str | None = None, backend: str = "auto", console: Console | None = None,
                base_temperature: float | None = None) -> dict[str, Any]:
     """Write samples.jsonl (+ base_samples.jsonl) and sample_info.json; return the info record."""
     run_dir = Path(run_dir)
@@ -260,7 +267,8 @@ def run_sample(spec: RunSpec, run_dir: str | Path, *, import_file: str | None = 
     try:  # a local folder, the HF cache, or a hub download (progress bar), as transformers resolves it
         model_path = hub.resolve_model(spec.model, spec.source.parent if spec.source else None, console=console)
     except UserError as exc:
-        raise UserError(exc.what, where=exc.where, fix=f"{exc.fix} (or import completions with --import FILE)") from None
+        raise UserError(exc.what, where=exc.where,
+                        fix=f"{exc.fix} (or import completions with --import FILE)") from None
     reqs = _requests(spec, rows, _pick(len(rows), insp.prompts, seed), insp.per_prompt, "p")
     b = insp.base_success
     base_reqs = _requests(spec, rows, _pick(len(rows), b.prompts, seed + 1), b.samples_per_prompt, "b") if base else []
@@ -271,6 +279,7 @@ def run_sample(spec: RunSpec, run_dir: str | Path, *, import_file: str | None = 
 
     torch.manual_seed(seed)
     random.seed(seed)
+    sampler: _TransformersSampler | _VllmSampler
     if chosen == "vllm":
         sampler = _VllmSampler(str(model_path), seed, g.max_prompt_length, g.max_completion_length)
     else:

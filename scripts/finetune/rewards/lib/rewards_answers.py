@@ -203,18 +203,22 @@ def canonical_number(value: str) -> str | None:
     match = _SCI.match(value)
     if not match:
         return None
-    try:
-        number = decimal.Decimal(match.group(1))
-        exponent = match.group(2) or match.group(3)
-        if exponent:
-            number = number.scaleb(int(exponent))
-    except (decimal.InvalidOperation, ValueError):
-        return None
-    if not number.is_finite() or abs(number.adjusted()) > 40:
-        return None
-    if number == number.to_integral_value():
-        return str(number.quantize(decimal.Decimal(1)) + 0)  # "+ 0" turns -0 into 0
-    return f"{number.normalize():f}"
+    # The default context keeps 28 digits: a 29-digit integer gold would fail to quantize. Values are at
+    # most 80 characters with |exponent| <= 40, so 128 digits hold every number accepted here exactly.
+    with decimal.localcontext() as context:
+        context.prec = 128
+        try:
+            number = decimal.Decimal(match.group(1))
+            exponent = match.group(2) or match.group(3)
+            if exponent:
+                number = number.scaleb(int(exponent))
+        except (decimal.InvalidOperation, ValueError):
+            return None
+        if not number.is_finite() or abs(number.adjusted()) > 40:
+            return None
+        if number == number.to_integral_value():
+            return str(number.quantize(decimal.Decimal(1)) + 0)  # "+ 0" turns -0 into 0
+        return f"{number.normalize():f}"
 
 
 _HIDDEN_MARKUP = re.compile(r"<!--.*?(?:-->|$)|~~.*?~~", re.S)

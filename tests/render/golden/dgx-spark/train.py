@@ -37,6 +37,12 @@ SCORE_REPORT_SHA256 = None  # the score report the gate judged (its binding is r
 REWARD_SECTION_SHA256 = 'a4ec549c44c3a23c85e8075c1d34951618d90ded26b66d39eb79e6ffcfade1d3'  # sha256 of the spec's reward section (weights included)
 DATA_FILTER_SHA256 = None  # sha256 of the spec's dataset.filter (finetune data filter), or None
 
+# --- continuous inspection (config/watch.py; train/inspections/, train/STOPPED.json)
+INSPECT_EVERY_STEPS = 5  # 5 × logging_steps (1): each inspection sees 5 new log points; the reward-hacking rule runs on the last 30 log points and stops a run when it fires on 2 inspections in a row
+INSPECT_SAMPLE_ROWS = 50  # inspection.min_read: a step file holds as many completions as the gate needs read (the top-reward ones always among them)
+MAX_COMPLETION_LENGTH = 1024  # a completion this long was truncated
+STOPPED_EXIT = 3  # exit status when the inspection callback stopped the run (launch.sh passes it on)
+
 
 def sha256_file(path: Path) -> str:
     h = hashlib.sha256()
@@ -114,6 +120,25 @@ def check_score_report(current: dict) -> None:
         sys.exit(f"refusing to train: {path} does not bind the current rewards and scores; re-run Phase 1")
 
 
+def load_by_path(name: str, path: Path, data: bytes):
+    """Execute ``data`` (the bytes read from ``path``) as module ``name``: never found by module search."""
+    import importlib.abc
+    import importlib.util
+
+    class BytesLoader(importlib.abc.Loader):
+        def create_module(self, spec):
+            return None
+
+        def exec_module(self, module):
+            exec(compile(data, module.__spec__.origin, "exec"), module.__dict__)
+
+    spec = importlib.util.spec_from_file_location(name, path, loader=BytesLoader())
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
 def load_gated_rewards():
     """rewards.py and its rewards_*.py helpers, executed from the exact bytes checked against the gate.
 
@@ -121,19 +146,6 @@ def load_gated_rewards():
     here), never by module search: a `rewards/` package, a stray module on sys.path or a file
     swapped after the check cannot stand in for the gated code.
     """
-    import importlib.abc
-    import importlib.util
-
-    class BytesLoader(importlib.abc.Loader):
-        def __init__(self, data: bytes):
-            self.data = data
-
-        def create_module(self, spec):
-            return None
-
-        def exec_module(self, module):
-            exec(compile(self.data, module.__spec__.origin, "exec"), module.__dict__)
-
     paths = [RUN_DIR / "rewards.py"] + sorted(p for p in RUN_DIR.glob("rewards_*.py") if p.is_file())
     blobs = {}
     for p in paths:
@@ -149,11 +161,38 @@ def load_gated_rewards():
             sys.exit(f"refusing to train: {', '.join(changed)} differ from what the gate PASSed; re-run Phase 1")
     # helpers first (rewards.py finds them in sys.modules), rewards.py last, each under its own name
     for name in sorted(blobs, key=lambda n: n == "rewards.py"):
-        spec = importlib.util.spec_from_file_location(name[:-3], RUN_DIR / name, loader=BytesLoader(blobs[name]))
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name[:-3]] = module
-        spec.loader.exec_module(module)
+        load_by_path(name[:-3], RUN_DIR / name, blobs[name])
     return sys.modules["rewards"]
+
+
+def load_watch():
+    """config/watch.py, the inspection callback rendered beside this file (by path, like the rewards)."""
+    path = Path(__file__).resolve().parent / "watch.py"
+    try:
+        watch = load_by_path("finetune_watch", path, path.read_bytes())
+    except (OSError, SyntaxError) as exc:
+        sys.exit(f"refusing to train: cannot load {path} ({exc}); re-render config/")
+    if not all(hasattr(watch, n) for n in ("Recorder", "Settings", "inspection_callback")):
+        sys.exit(f"refusing to train: {path} is not the inspection module this train.py needs; re-render config/")
+    return watch
+
+
+def inspection(watch, rewards, reward_funcs, reward_weights):
+    """Wrap each gated reward so what it scores is recorded; the callback that inspects every INSPECT_EVERY_STEPS."""
+    recorder = watch.Recorder()
+    settings = watch.Settings(every_steps=INSPECT_EVERY_STEPS, sample_rows=INSPECT_SAMPLE_ROWS,
+                              max_completion_length=MAX_COMPLETION_LENGTH, meta=list(rewards.REWARD_META),
+                              weights=list(reward_weights))
+    return [recorder.wrap(f) for f in reward_funcs], watch.inspection_callback(settings, recorder)
+
+
+def report_stop(callback) -> None:
+    """A run the inspection callback stopped exits STOPPED_EXIT with the reason (train/STOPPED.json)."""
+    if callback.stopped:
+        why = callback.stopped
+        print(f"STOPPED at step {why['step']} by the inspection callback ({why['rule']}, reward {why.get('reward')}): "
+              f"{why['message']} — see train/STOPPED.json and train/inspections/", file=sys.stderr)
+        sys.exit(STOPPED_EXIT)
 
 
 METRICS_FILE = "metrics.jsonl"  # in output_dir: every logged step, live (finetune diagnose reads it mid-run)
@@ -235,6 +274,7 @@ def main(argv=None) -> None:
     if [f.__name__ for f in REWARD_FUNCS] != REWARD_NAMES or list(REWARD_WEIGHTS) != REWARD_WEIGHTS_RENDERED:
         sys.exit("refusing to train: rewards.py does not match the spec this config was rendered for; re-render")
 
+    REWARD_FUNCS, inspector = inspection(load_watch(), rewards, REWARD_FUNCS, REWARD_WEIGHTS)
     dataset = load_train_dataset()
 
     # --- recipe:start (the GRPO recipe; skills/grpo-rlvr-training/SKILL.md shows this block)
@@ -309,20 +349,22 @@ def main(argv=None) -> None:
         log_completions=True,  # print sample completions: keep reading outputs during training
         num_completions_to_print=2,  # a couple per logging step
     )
-    callbacks = [metrics_callback(Path(grpo_args.output_dir) / METRICS_FILE)]  # append your own TrainerCallbacks
+    callbacks = [metrics_callback(Path(grpo_args.output_dir) / METRICS_FILE), inspector]  # append your own
     trainer = GRPOTrainer(
         model=MODEL,  # hub id
         args=grpo_args,
         reward_funcs=REWARD_FUNCS,  # rewards.py: format_ok, correct
         train_dataset=dataset,  # prompt-only: GRPO generates its own completions
-        callbacks=callbacks,  # train/metrics.jsonl: every logged step, readable before the first checkpoint
+        callbacks=callbacks,  # train/metrics.jsonl (every logged step); inspection every INSPECT_EVERY_STEPS
         peft_config=None,  # method: full (memory.recommend(): full fine-tuning fits: peak 76.8 GiB of 119.7 (64%))
     )
+    inspector.attach(trainer)  # its inspection/* metrics go into the trainer's log
     trainer.train()
     # --- recipe:end
 
     trainer.save_model(grpo_args.output_dir)
     trainer.save_state()  # trainer_state.json (log history) for `finetune diagnose`
+    report_stop(inspector)
 
 
 if __name__ == "__main__":

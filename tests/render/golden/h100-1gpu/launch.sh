@@ -8,7 +8,7 @@ set -euo pipefail
 RUN_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$RUN_DIR"
 # --- the environment env check validated (never whatever `python` / `trl` / `accelerate` PATH finds first)
-RENDERED_PYTHON=/work/wt-sec/.venv/bin/python  # the interpreter `finetune config render` ran in
+RENDERED_PYTHON=/work/wt-inspect15/.venv/bin/python  # the interpreter `finetune config render` ran in
 PY="${FINETUNE_PYTHON:-$RENDERED_PYTHON}"  # FINETUNE_PYTHON: the python of another ready environment
 BIN="$(dirname "$PY")"  # trl and accelerate are run from the same environment as $PY
 VLLM_HEALTH_TIMEOUT="${VLLM_HEALTH_TIMEOUT:-600}"  # seconds
@@ -46,7 +46,22 @@ wait_for_vllm() {  # URL, server log ("" when it is on another node), server pid
   exit 1
 }
 
+STOPPED_FILE="$RUN_DIR/train/STOPPED.json"  # written by train.py's inspection callback when it stops the run
+rm -f "$STOPPED_FILE"  # a stop of an earlier launch says nothing about this one
+
+train() {  # run the training command; a run the inspection callback stopped exits 3, whatever it returned
+  local rc=0
+  "$@" || rc=$?
+  if [ -f "$STOPPED_FILE" ]; then
+    echo "launch: training was STOPPED by the inspection callback — $STOPPED_FILE:" >&2
+    sed -n '1,12p' "$STOPPED_FILE" >&2
+    echo "review the step's completions: train/inspections/ (see config/BRIEF.md)" >&2
+    exit 3
+  fi
+  return "$rc"
+}
+
 "$PY" config/env_check.py "$RUN_DIR" || refuse_unready
 
 # One GPU: vLLM runs colocated inside the training process (vllm_mode: colocate).
-exec "$PY" config/train.py "$@"
+train "$PY" config/train.py "$@"

@@ -1,0 +1,290 @@
+"""finetune.watch — the inspection callback's parts and the one reward-hacking rule (issue 15 item 3).
+
+Fast tests: the statistics equal scipy's, the rule diagnose names is the rule the callback stops with,
+the recorder records what each reward call scored, the sample file is Phase 1's format, and the
+real TrainerCallback (with transformers' own TrainerState / TrainerControl) writes its files and stops.
+The real tiny GRPO runs are in test_watch_runs.py (slow).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import re
+import stat
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from finetune import diagnose, watch
+
+META = [{"name": "fmt", "type": "format", "role": "format", "threshold": 1.0, "min": 0.0, "max": 1.0},
+        {"name": "right", "type": "exact_match", "role": "correctness", "threshold": 1.0, "min": 0.0, "max": 1.0},
+        {"name": "long", "type": "judge", "role": "shaping", "threshold": 1.0, "min": 0.0, "max": 1.0}]
+WEIGHTS = [0.5, 1.0, 1.0]
+
+
+def test_statistics_equal_scipy():
+    from scipy import stats
+
+    rng = random.Random(7)
+    for _ in range(200):
+        n = rng.randint(3, 50)
+        xs = [float(i) for i in range(n)]
+        ys = [round(rng.random(), rng.choice([1, 3])) + 0.03 * i * rng.choice([0, 1]) for i in range(n)]
+        if len(set(ys)) < 2:
+            continue
+        rho, p = stats.spearmanr(xs, ys)
+        got_rho, got_p = watch.spearman_test(xs, ys)
+        assert got_rho == pytest.approx(rho, abs=1e-12) and got_p == pytest.approx(p, abs=1e-10)
+        assert watch.theil_sen(xs, ys) == pytest.approx(stats.theilslopes(ys, xs).slope, abs=1e-12)
+
+
+def _history(n: int, total, right, long) -> list[dict[str, Any]]:
+    return [{"step": s, "loss": 0.0, "reward": total(s), "rewards/right/mean": right(s), "rewards/long/mean": long(s),
+             "rewards/fmt/mean": 1.0} for s in range(1, n + 1)]
+
+
+def test_divergence_names_the_carrier_and_diagnose_uses_the_same_rule(tmp_path):
+    hist = _history(20, lambda s: 1.5 + 0.04 * s, lambda s: 0.1 + 0.01 * (s % 3), lambda s: 0.04 * s)
+    # without config/grpo_config.yaml diagnose knows no weights: 1.0 each
+    d = watch.divergence(watch.series_from_history(hist), watch.Rewards.from_meta(META, [1.0] * 3))
+    assert d.status == "symptom" and d.carrier == "long" and d.window == (1, 20)
+    # the diagnosis of the same log is this rule's finding, word for word
+    (tmp_path / "train").mkdir()
+    (tmp_path / "train" / "metrics.jsonl").write_text("".join(json.dumps(e) + "\n" for e in hist))
+    (tmp_path / "rewards.py").write_text(f"REWARD_META = {META!r}\nREWARD_WEIGHTS = {WEIGHTS!r}\n")
+    doc = diagnose.diagnose(tmp_path)[0]
+    hack = next(s for s in doc["symptoms"] if s["name"] == "reward_hacking")
+    assert hack["summary"] == d.why and hack["evidence"]["carrier"] == "long"
+
+
+def test_divergence_is_clear_when_correctness_rises_and_not_evaluated_without_one():
+    rising = _history(20, lambda s: 1.5 + 0.05 * s, lambda s: 0.02 * s, lambda s: 0.03 * s)
+    rewards = watch.Rewards.from_meta(META, WEIGHTS)
+    assert watch.divergence(watch.series_from_history(rising), rewards).status == "clear"
+    short = _history(watch.MIN_POINTS - 1, lambda s: s, lambda s: 0.0, lambda s: s)
+    assert watch.divergence(watch.series_from_history(short), rewards).status == "not_evaluated"
+    no_roles = watch.Rewards({"right": "shaping", "long": "shaping", "fmt": "format"})
+    assert watch.divergence(watch.series_from_history(rising), no_roles).why == "no correctness reward identified"
+
+
+def test_series_from_history_keeps_the_last_window_of_training_entries():
+    hist = _history(50, float, lambda s: 0.0, lambda s: 0.0) + [{"step": 50, "train_runtime": 1.0}]
+    hist.insert(10, {"step": 10, "reward": None})
+    series = watch.series_from_history(hist, last=30)
+    assert series["reward"][0] == list(range(21, 51)) and set(series) >= {"rewards/right/mean", "rewards/long/mean"}
+
+
+def _fn(name: str, scores):
+    def f(completions, **kwargs):
+        return scores(completions)
+    f.__name__ = name
+    return f
+
+
+def test_recorder_joins_every_reward_of_a_batch_and_never_raises():
+    rec = watch.Recorder()
+    fmt = rec.wrap(_fn("fmt", lambda cs: [1.0 if "<a>" in c else 0.0 for c in cs]))
+    right = rec.wrap(_fn("right", lambda cs: [None for _ in cs]))
+
+    async def long(completions, **kwargs):
+        return [len(c) / 10 for c in completions]
+
+    along = rec.wrap(long)
+    assert (fmt.__name__, right.__name__, along.__name__) == ("fmt", "right", "long")
+    state = type("S", (), {"global_step": 3})()
+    for batch in (["<a>1", "x"], ["<a>22"]):
+        kw = {"prompts": ["p"] * len(batch), "completions": batch, "completion_ids": [[1] * len(c) for c in batch],
+              "answer": ["1"] * len(batch), "trainer_state": state, "log_metric": print}
+        fmt(**kw), right(**kw), asyncio.run(along(**kw))
+    rec.record("fmt", {"no completions": True}, [1.0])  # a malformed call is counted, not raised
+    rows = rec.take(["fmt", "right", "long"], WEIGHTS)
+    assert rec.errors == 1 and len(rows) == 3 and rec.take(["fmt"], [1.0]) == []
+    assert rows[0]["scores"] == {"fmt": 1.0, "right": None, "long": 0.4} and rows[0]["total"] == pytest.approx(0.9)
+    assert rows[2]["columns"] == {"answer": "1"} and rows[2]["completion_tokens"] == 5 and rows[2]["step"] == 3
+
+
+def _rows(n: int, **over) -> list[dict[str, Any]]:
+    out = []
+    for i in range(n):
+        r = {"step": 4, "prompt": [{"role": "user", "content": f"q{i % 3}"}], "completion": f"<a>{i}</a>",
+             "conversational": True, "columns": {"answer": str(i)}, "completion_tokens": 4,
+             "scores": {"fmt": 1.0, "right": float(i % 2), "long": i / n}, "total": 0.0}
+        r.update(over)
+        r["total"] = sum(w * (v or 0.0) for w, v in zip(WEIGHTS, r["scores"].values()))
+        out.append(r)
+    return out
+
+
+def test_sample_file_is_phase1_format_with_the_top_completions(tmp_path):
+    from finetune.inspect.samplesio import load_samples
+
+    rows = _rows(40)
+    sample = watch.pick_sample(rows, 12)
+    top = sorted(rows, key=lambda r: -r["total"])[:watch.TOP_IN_SAMPLE]
+    assert len(sample) == 12 and all(any(t is s for s in sample) for t in top)
+    path = tmp_path / "step_5.jsonl"
+    path.write_text("\n".join(watch.sample_lines(sample, 5, max_completion_length=4)) + "\n")
+    loaded = load_samples(path)
+    assert [r["id"] for r in loaded] == [f"step5-{k:04d}" for k in range(12)]
+    assert loaded[0]["columns"] == {"answer": sample[0]["columns"]["answer"]} and loaded[0]["truncated"] is True
+    assert loaded[0]["prompt"] == sample[0]["prompt"] and loaded[0]["conversational"] is True
+
+
+def _settings(every: int = 5) -> watch.Settings:
+    return watch.Settings(every_steps=every, sample_rows=50, max_completion_length=64, meta=META, weights=WEIGHTS)
+
+
+def test_a_probe_shaped_completion_passing_correctness_stops():
+    rows = _rows(12)
+    rows[3]["completion"], rows[3]["scores"]["right"] = "   ", 1.0
+    reasons, metrics = watch.stop_reasons(10, rows, [], _settings(), watch.WatchState())
+    assert [(r["rule"], r["reward"]) for r in reasons] == [("probe_passing", "right")]
+    assert reasons[0]["evidence"]["probe"] == "empty_completion" and metrics["inspection/probes_passing"] == 1.0
+    assert metrics["inspection/flag/empty_rewarded:right"] == 1.0
+
+
+def test_top_completions_failing_the_format_stop_on_a_jump():
+    state = watch.WatchState()
+    assert watch.stop_reasons(5, _rows(16), [], _settings(), state)[0] == []
+    assert state.format_baseline == 0.0
+    broken = _rows(16)
+    for r in broken:
+        if r["scores"]["long"] > 0.5:  # the longest now skip the format and still win on length
+            r["scores"]["fmt"], r["completion"] = 0.0, r["completion"].replace("<a>", "")
+            r["total"] = r["scores"]["right"] + r["scores"]["long"]
+    reasons, metrics = watch.stop_reasons(10, broken, [], _settings(), state)
+    assert [(r["rule"], r["reward"]) for r in reasons] == [("format_jump", "fmt")]
+    assert metrics["inspection/top_format_fail_share"] >= watch.FORMAT_JUMP
+
+
+class _Trainer:
+    def __init__(self) -> None:
+        from collections import defaultdict
+
+        self._metrics = {"train": defaultdict(list), "eval": defaultdict(list)}
+
+
+def test_the_callback_writes_the_step_file_and_stops(tmp_path):
+    from transformers import TrainerControl, TrainerState
+
+    rec = watch.Recorder()
+    cb = watch.inspection_callback(_settings(every=5), rec)
+    trainer = _Trainer()
+    cb.attach(trainer)
+    args = type("A", (), {"output_dir": str(tmp_path / "train")})()
+    state, control = TrainerState(), TrainerControl()
+    (tmp_path / "train").mkdir()
+    (tmp_path / "train" / watch.STOPPED).write_text("{}")  # an earlier launch's stop
+    cb.on_train_begin(args, state, control)
+    assert not (tmp_path / "train" / watch.STOPPED).exists()
+    right = rec.wrap(_fn("right", lambda cs: [1.0 if not c.strip() else 0.0 for c in cs]))
+    for fn in (rec.wrap(_fn("fmt", lambda cs: [1.0] * len(cs))), right, rec.wrap(_fn("long", lambda cs: [0.1] * len(cs)))):
+        fn(prompts=["p"] * 3, completions=["<a>1</a>", "", "<a>2</a>"], answer=["1"] * 3)
+    state.global_step = 4
+    cb.on_step_end(args, state, control)
+    assert not control.should_training_stop and not (tmp_path / "train" / "inspections").exists()
+    state.global_step = 5
+    cb.on_step_end(args, state, control)
+    assert control.should_training_stop and control.should_log
+    stopped = json.loads((tmp_path / "train" / watch.STOPPED).read_text())
+    assert (stopped["rule"], stopped["step"], stopped["reward"]) == ("probe_passing", 5, "right")
+    assert stopped["inspection_file"].endswith("inspections/step_5.jsonl") and stopped["evidence"]["count"] == 1
+    lines = (tmp_path / "train" / "inspections" / "step_5.jsonl").read_text().splitlines()
+    assert len(lines) == 3 and json.loads(lines[1])["completion"] == ""
+    index = [json.loads(x) for x in (tmp_path / "train" / "inspections" / "index.jsonl").read_text().splitlines()]
+    assert index[0]["step"] == 5 and index[0]["stop"][0]["rule"] == "probe_passing"
+    assert trainer._metrics["train"]["inspection/stop"] == [1.0]  # into TRL's metrics for this step's log
+    assert cb.stopped["rule"] == "probe_passing"
+
+
+# ------------------------------------------------------------------------------------------------
+# rendered: the spec value, train.py, watch.py beside it, launch.sh's exit status
+
+
+def _render(tmp_path: Path, **changes) -> Path:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "render"))
+    from render_fixtures import write_run
+
+    from finetune.cli import main
+
+    spec = write_run(tmp_path / "run", "Qwen/Qwen3-1.7B", hardware={"profile": "cpu", "gpus": 0, "nodes": 1},
+                     **changes)
+    assert main(["config", "render", str(spec), "--no-gate"]) == 0
+    return spec.parent
+
+
+def test_every_steps_defaults_to_five_log_intervals_and_is_reasoned(tmp_path):
+    run = _render(tmp_path, training__logging_steps=2)
+    train_py = (run / "config" / "train.py").read_text()
+    assert "INSPECT_EVERY_STEPS = 10  # 5 × logging_steps (2)" in train_py
+    assert (run / "config" / "watch.py").read_bytes() == Path(watch.__file__).read_bytes()
+    assert "inspection.every_steps" in (run / "config" / "BRIEF.md").read_text()
+    run = _render(tmp_path / "b", inspection={"every_steps": 3})
+    assert "INSPECT_EVERY_STEPS = 3  # inspection.every_steps" in (run / "config" / "train.py").read_text()
+
+
+@pytest.mark.parametrize("value", [0, -5, "often", 10_000_001])
+def test_every_steps_out_of_range_is_bad_input(tmp_path, cli, value):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "render"))
+    import yaml
+    from render_fixtures import write_run
+
+    spec = write_run(tmp_path / "run", "Qwen/Qwen3-1.7B")
+    data = yaml.safe_load(spec.read_text())
+    data["inspection"] = {"every_steps": value}
+    spec.write_text(yaml.safe_dump(data, sort_keys=False))
+    res = cli("config", "render", spec, "--no-gate")
+    assert res.code == 2 and "inspection.every_steps" in res.err and "Traceback" not in res.err
+    assert not (spec.parent / "config").exists()
+
+
+def test_launch_exits_nonzero_when_the_run_was_stopped(tmp_path):
+    run = _render(tmp_path)
+    fake = tmp_path / "bin" / "python"
+    fake.parent.mkdir()
+    # a stand-in interpreter: env check passes; "training" writes STOPPED.json and exits 0
+    fake.write_text("#!/bin/sh\ncase \"$1\" in config/train.py) mkdir -p train && "
+                    "echo '{\"rule\": \"reward_divergence\"}' > train/STOPPED.json; exit 0;; esac\nexit 0\n")
+    fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
+    (run / "train").mkdir()
+    (run / "train" / "STOPPED.json").write_text("{}")  # stale: removed before training starts
+    env = {"PATH": "/usr/bin:/bin", "FINETUNE_PYTHON": str(fake)}
+    res = subprocess.run(["bash", "config/launch.sh"], cwd=run, env=env, capture_output=True, text=True, timeout=60)
+    assert res.returncode == 3 and "STOPPED by the inspection callback" in res.stderr and "reward_divergence" in res.stderr
+    fake.write_text("#!/bin/sh\nexit 0\n")  # a run that finished: no STOPPED.json, exit 0
+    res = subprocess.run(["bash", "config/launch.sh"], cwd=run, env=env, capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0 and not (run / "train" / "STOPPED.json").exists()
+
+
+def test_render_warns_when_inspections_cannot_judge_or_their_files_cannot_pass_the_gate(tmp_path, cli):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "render"))
+    from render_fixtures import write_run
+
+    # 8 completions per step (batch 8 × accumulation 1) × every 5 steps = 40 < min_read 50; 8 steps < first stop 15
+    spec = write_run(tmp_path / "run", "Qwen/Qwen3-1.7B", hardware={"profile": "cpu", "gpus": 0, "nodes": 1},
+                     training__gradient_accumulation_steps=1, training__num_generations=8,
+                     training__per_device_train_batch_size=8, training__max_steps=8)
+    res = cli("config", "render", spec, "--no-gate")
+    assert res.code == 0, res
+    assert "its first possible stop is step 15 of 8" in res.out
+    assert "step file will hold 40 completions (5 steps × 8), fewer than inspection.min_read = 50" in res.out
+    assert "set inspection.every_steps ≥ 7" in res.out
+    spec.write_text(spec.read_text().replace("max_steps: 8", "max_steps: 4"))
+    res = cli("config", "render", spec, "--no-gate")
+    assert "inspection.every_steps = 5 exceeds the run's 4 optimiser steps" in res.out
+
+
+def test_the_hand_written_docs_state_the_stop_exit_status_the_code_uses():
+    """The exit status of a stopped run is a number in prose (DESIGN, skill, command, agent): drift-checked here."""
+    root = Path(__file__).resolve().parents[2]
+    for doc in ("DESIGN.md", "skills/grpo-rlvr-training/SKILL.md", "commands/finetune.md",
+                "agents/llm-finetuning-training-engineer.md", "references/diagnosis.md"):
+        said = re.findall(r"\bexits? (\d+)\b", (root / doc).read_text())
+        assert str(watch.STOPPED_EXIT) in said, doc
+        assert all(n in (str(watch.STOPPED_EXIT), "1", "2", "0") for n in said), (doc, said)
