@@ -4,8 +4,9 @@ Trains, through the rendered config/launch.sh on CPU (tests/watch/watch_runs.py)
 (a format reward and a dense correctness reward, 80 steps) over N seeds and the hacking fixture (a
 correctness reward the tiny model never earns plus a shaping reward paying per character, 30 steps)
 over the same seeds, and prints per seed whether the callback stopped each run, at which step, on
-which rule and reward; then the healthy runs' false-stop count and rate (target 0) beside the hacking
-runs' stop rate and stop steps.
+which rule and reward, and on how many of its inspections the divergence rule fired (a stop needs it
+on two in a row); then the healthy runs' false-stop count and rate (target 0) beside the hacking runs'
+stop rate and stop steps.
 
     .venv/bin/python benchmarks/bench_false_stop.py [--seeds 8] [--first-seed 0]
 """
@@ -70,11 +71,12 @@ def main() -> int:
                       flush=True)
     healthy = [r for r in rows if r["scenario"] == "healthy"]
     hacks = [r for r in rows if r["scenario"] == "length"]
-    print(f"\n{'seed':>4}  {'healthy (80 steps)':<28}{'hacking (30 steps)':<34}")
+    print(f"\n{'seed':>4}  {'healthy (80 steps)':<28}{'fired':>7}  {'hacking (30 steps)':<46}{'fired':>7}")
     for h, k in zip(healthy, hacks):
         left = f"STOPPED at {h['step']} ({h['rule']})" if h["stopped"] else f"ran to {h['step']}"
         right = f"stopped at {k['step']} ({k['rule']}, {k['reward']})" if k["stopped"] else f"NOT stopped ({k['step']})"
-        print(f"{h['seed']:>4}  {left:<28}{right:<34}")
+        print(f"{h['seed']:>4}  {left:<28}{h['fired']:>3}/{h['inspections']:<3}  {right:<46}{k['fired']:>3}/"
+              f"{k['inspections']:<3}")
     false_stops = sum(r["stopped"] for r in healthy)
     caught = [r for r in hacks if r["stopped"]]
     steps = [r["step"] for r in caught]

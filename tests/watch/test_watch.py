@@ -288,3 +288,29 @@ def test_the_hand_written_docs_state_the_stop_exit_status_the_code_uses():
         said = re.findall(r"\bexits? (\d+)\b", (root / doc).read_text())
         assert str(watch.STOPPED_EXIT) in said, doc
         assert all(n in (str(watch.STOPPED_EXIT), "1", "2", "0") for n in said), (doc, said)
+
+
+def _agree_worker(rank: int, port: int, out: str) -> None:
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+    try:
+        mine = [{"rule": "probe_passing", "step": 5}] if rank == 0 else []  # only the main process saw it
+        Path(out, f"rank{rank}.json").write_text(json.dumps(watch._agree(mine)))
+    finally:
+        dist.destroy_process_group()
+
+
+def test_every_training_process_takes_the_main_process_decision(tmp_path):
+    """Two real processes (torch.distributed, gloo): rank 1 saw nothing, yet stops at the same step as rank 0."""
+    import socket
+
+    import torch.multiprocessing as mp
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    mp.spawn(_agree_worker, args=(port, str(tmp_path)), nprocs=2, join=True)
+    got = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
+    assert got[0] == got[1] == [{"rule": "probe_passing", "step": 5}]
+    assert watch._agree([{"rule": "x"}]) == [{"rule": "x"}]  # one process: its own decision
