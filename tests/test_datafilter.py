@@ -87,18 +87,21 @@ def test_filter_drops_exactly_the_0_of_k_and_k_of_k_prompts(demo_run, tmp_path, 
     report = (run / "data" / "filter_report.md").read_text()
     assert "predicted `frac_reward_zero_std`" in report and (run / "data" / "filter_pass_rates.png").stat().st_size > 0
     summary = json.loads((run / "data" / "filter_summary.json").read_text())
-    # predicted on the weighted totals, as TRL measures: enumerate every group of G drawn from each
-    # prompt's K totals (with replacement when G > K) and count those whose totals are all equal
-    g = load_spec(spec_path).training.num_generations
-    assert all(len(e["totals"]) == K for e in rates)
-    by_row = {e["row"]: e["totals"] for e in rates}
+    # predicted as TRL logs it: enumerate every group of G drawn from each prompt's K scored completions
+    # (with replacement when G > K) and count those TRL's own code path calls zero std
+    from test_zerostd import trl_zero_std
+
+    spec0 = load_spec(spec_path)
+    g, weights = spec0.training.num_generations, [r.weight for r in spec0.rewards]
+    assert all(len(e["scores"]) == K for e in rates)
+    by_row = {e["row"]: e["scores"] for e in rates}
     draws = itertools.combinations if g <= K else itertools.product
     want = {}
     for name, rows in (("before", range(24)), ("after", mixed)):
         shares = []
         for row in rows:
             groups = list(draws(by_row[row], g) if g <= K else draws(by_row[row], repeat=g))
-            shares.append(sum(max(t) - min(t) <= 1e-9 for t in groups) / len(groups))
+            shares.append(sum(trl_zero_std([list(t) for t in groups], weights)) / len(groups))
         want[name] = sum(shares) / len(shares)
     assert summary["predicted_zero_std_before"] == pytest.approx(want["before"])
     assert summary["predicted_zero_std_after"] == pytest.approx(want["after"])

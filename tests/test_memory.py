@@ -314,13 +314,13 @@ def test_cli_bad_spec_writes_nothing(cli, tmp_path):
     assert not (tmp_path / "memory.md").exists()
 
 
-def test_reference_doc_is_committed_and_current(repo_root):
-    from finetune.memory import reference_doc
+def test_grpo_memory_doc_is_committed_and_current(repo_root):
+    from finetune.memory import grpo_memory_doc
 
     committed = (repo_root / "references" / "grpo-memory.md").read_text(encoding="utf-8")
     from finetune.docs import with_toc
 
-    assert committed == with_toc(reference_doc()), "references/grpo-memory.md drifted: run `finetune docs`"
+    assert committed == with_toc(grpo_memory_doc()), "references/grpo-memory.md drifted: run `finetune docs`"
 
 
 def test_published_checks_meet_the_targets():

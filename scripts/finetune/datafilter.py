@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -60,39 +59,20 @@ def settings_digest(spec: RunSpec, k: int, gate_hashes: dict[str, str]) -> str:
     rewards_only = {n: h for n, h in gate_hashes.items() if not n.startswith(("spec:dataset", "dataset."))}
     return hashlib.sha256(canonical_json({
         "model": spec.model, "generation": spec.generation.model_dump(mode="json"), "seed": spec.training.seed,
-        "k": k, "rewards": rewards_only, "lines": 2})).hexdigest()[:16]  # lines v2 carry the weighted totals
+        "k": k, "rewards": rewards_only, "lines": 3})).hexdigest()[:16]  # lines v3 carry the per-reward scores
 
 
-def _equal_classes(totals: list[float]) -> list[int]:
-    """Sizes of the classes of equal totals (TRL's zero-std test is torch.isclose to 0: 1e-9 rounding)."""
-    counts: dict[float, int] = {}
-    for t in totals:
-        key = round(float(t), 9) if math.isfinite(t) else float("nan")
-        counts[key] = counts.get(key, 0) + 1
-    return list(counts.values())
+def reward_weights(spec) -> list[float]:
+    """The reward weights TRL multiplies by (the spec's, in reward order: train.py passes them as reward_weights)."""
+    return [float(r.weight) for r in spec.rewards]
 
 
-def group_zero_std(totals: list[float], num_generations: int) -> float:
-    """P(a GRPO group of ``num_generations`` completions of this prompt has zero std of its weighted total).
+def predicted_zero_std(entries: list[dict[str, Any]], weights: list[float], num_generations: int) -> float | None:
+    """Expected frac_reward_zero_std on these pass_rates.jsonl lines, as TRL logs it
+    (:func:`finetune.zerostd.predicted_zero_std` on each prompt's k per-reward scores)."""
+    from finetune import zerostd
 
-    TRL takes the std of each group's *weighted total* reward (format + correctness + ...), so the group
-    gives no gradient exactly when all its totals are equal. From k scored samples: the chance that G of
-    them drawn without replacement are all equal (sum over classes of C(c, G) / C(k, G)); with G = k that
-    is 1 when all k totals are equal, else 0. With G > k the empirical distribution is sampled instead.
-    """
-    k, g = len(totals), num_generations
-    classes = _equal_classes(totals)
-    if g <= k:
-        return sum(math.comb(c, g) for c in classes) / math.comb(k, g)
-    return sum((c / k) ** g for c in classes)
-
-
-def predicted_zero_std(totals_by_prompt: list[list[float]], num_generations: int) -> float | None:
-    """Expected frac_reward_zero_std of GRPO groups of ``num_generations``: mean over prompts of
-    :func:`group_zero_std` on each prompt's k weighted totals (what TRL measures, not pass/fail)."""
-    if not totals_by_prompt:
-        return None
-    return sum(group_zero_std(t, num_generations) for t in totals_by_prompt) / len(totals_by_prompt)
+    return zerostd.predicted_zero_std([e["scores"] for e in entries], weights, num_generations)
 
 # ------------------------------------------------------------------------------------- resume
 
@@ -160,17 +140,18 @@ def _sample_and_score(spec: RunSpec, run_dir: Path, rows, todo: list[int], k: in
                       "columns": r["columns"]} for r, group in zip(reqs, groups) for c in group]
             values, errors = _score_all(rm, items)
             for n, req in enumerate(reqs):
-                successes, totals = [], []
+                successes, totals, per_reward = [], [], []
                 for j in range(n * k, (n + 1) * k):
                     scores = {r.name: values[r.name][j] for r in rm.rewards}
                     errs = {r.name: e for r in rm.rewards if (e := errors[r.name][j])}
                     verdict = _row_verdicts(rm, scores, errs)
                     successes.append(bool(verdict["success"]))
-                    totals.append(float(verdict["total"]))  # the weighted total, as TRL's `reward`
+                    totals.append(float(verdict["total"]))  # the weighted total, for a reader
+                    per_reward.append([scores[r.name] for r in rm.rewards])  # what TRL sums, in fp32
                 append_line(out, {"row": req["row"], "key": prompt_key(rows[req["row"]][spec.dataset.prompt_column]),
                                   "k": k, "successes": sum(successes), "settings": digest,
                                   "completions": [c["completion"] for c in groups[n]], "success": successes,
-                                  "totals": totals})
+                                  "totals": totals, "scores": per_reward})
             bar.advance(task, len(batch))
             elapsed = bar.tasks[0].elapsed or 0
             bar.update(task, rate=f"{bar.tasks[0].completed / elapsed:.2f}" if elapsed else "–")
@@ -260,10 +241,13 @@ scored with the gated `rewards.py`. Kept the prompts whose pass rate is in **[{s
 | predicted `frac_reward_zero_std` (groups of {s['num_generations']}) | **{pct(s['predicted_zero_std_before'])}** | **{pct(s['predicted_zero_std_after'])}** |
 | optimiser steps (rendered config) | {steps(s['steps_before'])} | {steps(s['steps_after'])} |
 
-`frac_reward_zero_std` is predicted on what TRL measures: the std of each group's *weighted total*
-reward (all reward functions, with their weights), zero exactly when all G = num_generations totals of a
-group are equal. Per prompt: the chance that G of its k scored totals are all equal (with G = k: all k
-equal or not); the prediction is the mean over prompts. The pass rate decides only what is kept.
+`frac_reward_zero_std` is predicted as TRL logs it: the std of each group's *weighted total* reward
+(all reward functions, with their weights), computed in float32 with TRL's own operations and counted
+as zero when `torch.isclose(std, 0)` (`finetune.zerostd`). Per prompt: the share of groups of
+G = num_generations drawn from its k scored completions that TRL would count; the prediction is the
+mean over prompts. The pass rate decides only what is kept. The *after* column is predicted on the very
+samples that selected the kept prompts, so it is biased low (0 when k = num_generations); TRL measures
+fresh groups, from a policy that training moves.
 
 | successes | prompts before | prompts after |
 |---|---:|---:|
@@ -350,8 +334,9 @@ def _finish(spec: RunSpec, spec_path, run_dir, rows, indices, done, k, keep, fmt
     filtered = write_filtered(spec, source, fmt, rows, kept, run_dir)
     g = spec.training.num_generations
     before, after = [rates[i] for i in indices], [rates[i] for i in kept]
-    zs_before = predicted_zero_std([done[i]["totals"] for i in indices], g)
-    zs_after = predicted_zero_std([done[i]["totals"] for i in kept], g)
+    weights = reward_weights(spec)
+    zs_before = predicted_zero_std([done[i] for i in indices], weights, g)
+    zs_after = predicted_zero_std([done[i] for i in kept], weights, g)
     count = lambda rs: {str(c): sum(round(r * k) == c for r in rs) for c in range(k + 1)}  # noqa: E731
     section = {"path": os.path.relpath(filtered, spec_path.parent), "source": spec.dataset.path, "k": k,
                "keep": [keep[0], keep[1]], "max_prompts": len(indices), "rows": len(kept),

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from finetune import atomic, jsonio, rundir
+from finetune import atomic, jsonio, literals, rundir
 from finetune.errors import CheckFailed, UserError
 
 if TYPE_CHECKING:
@@ -58,9 +58,13 @@ DEFAULT_SEEDS = (3407, 3408)
 DEMO_STEPS = 40
 HELDOUT_PROMPTS = 64
 HELDOUT_K = 8
-# the difficulty filter on the toy dataset: small k and the first prompts only, so the demo stays ~60 s
-FILTER_K = 4
+# the difficulty filter on the toy dataset: the first prompts only, so the demo stays short; k = the spec's
+# num_generations, so each prompt's k samples are one GRPO-sized group that the prediction judges as TRL does
+# (with k < G the groups are resampled from k, which counts a prompt's few equal samples as a likely
+# all-equal group: k = 4 predicted 0.43 where TRL then logged 0.10-0.15)
+FILTER_K = 8
 FILTER_PROMPTS = 64
+EARLY_STEPS = 5  # frac_reward_zero_std of the first steps: the policy the filter sampled, before GRPO moves it
 
 # The toy run's departures from the rendered base recipe: field -> (value, why). Everything else —
 # every algorithm-defining field (loss_type, beta, epsilon, scale_rewards, num_generations,
@@ -392,26 +396,42 @@ def run_demo(out: str | Path, *, reader: str = "auto", seeds: tuple[int, ...] = 
     return result
 
 
-def _phases(run: _Runner, result: DemoResult, out: Path, interactive: bool, seeds, steps, console,
-            filter_k: int | None) -> None:
+def _bar(console: Any) -> Any:
+    """A transient progress bar on the demo's console (stage output goes to logs/)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from finetune import demo_task
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                    console=console, transient=True)
 
+
+def _phases(run: _Runner, result: DemoResult, out: Path, interactive: bool, seeds: tuple[int, ...], steps: int,
+            console: Any, filter_k: int | None) -> None:
+    """The demo's phases in /finetune's order; each step records itself in ``result``."""
     good, bad = out / "pass", out / "fail"
     facts = result.facts
+    held_strings = _task_and_model(run, out, (good, bad), facts, console)
+    spec = _phase1(run, good, facts, interactive, console)
+    if filter_k is not None:
+        spec = _difficulty_filter(run, good, facts, filter_k)
+    _fail_demo(run, good, bad, facts, console)
+    spec_path = good / rundir.SPEC
+    run.stage("Phase 2: memory fit", ["memory", str(spec_path)])
+    run.stage("Phase 2: render the validated config", ["config", "render", str(spec_path)])
+    _phase3(run, good, spec, held_strings, seeds, steps, facts, console)
+    _phase4(run, good, facts)
 
-    def bar():
-        return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                        console=console, transient=True)
 
-    # --- the task and its model (what a user brings: a dataset and an SFT checkpoint) ---
+def _task_and_model(run: _Runner, out: Path, run_dirs: tuple[Path, Path], facts: dict[str, Any],
+                    console: Any) -> list[str]:
+    """What a user brings: a dataset and an SFT checkpoint. Returns the held-out digit strings."""
+    from finetune import demo_task
+
     train_strings, held_strings = demo_task.splits()
 
     def make_task(p: Phase) -> str:
         demo_task.write_dataset(out / "data" / "train.jsonl", train_strings)
         demo_task.write_dataset(out / "data" / "heldout.jsonl", held_strings)
-        for d in (good, bad):
+        for d in run_dirs:
             d.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(DATA / "spec.yaml", d / rundir.SPEC)
         return f"{len(train_strings)} training prompts, {len(held_strings)} held-out prompts (never trained on)"
@@ -420,7 +440,7 @@ def _phases(run: _Runner, result: DemoResult, out: Path, interactive: bool, seed
 
     def make_model(p: Phase) -> str:
         recipe = demo_task.WarmupRecipe()
-        with bar() as b:
+        with _bar(console) as b:
             t = b.add_task("warm-up of the tiny model", total=recipe.steps)
             demo_task.build_demo_model(out / "model", train_strings, recipe, lambda i, n: b.update(t, completed=i))
         info = jsonio.read_json(out / "model" / "DEMO_MODEL.json")
@@ -429,15 +449,19 @@ def _phases(run: _Runner, result: DemoResult, out: Path, interactive: bool, seed
                 f"{info['loss_first']:.2f} → {info['loss_last']:.2f}")
 
     run.step("model: build the tiny model and warm it up (noisy SFT)", make_model)
+    return held_strings
 
-    # --- Phase 0 ---
+
+def _phase1(run: _Runner, good: Path, facts: dict[str, Any], interactive: bool, console: Any) -> Any:
+    """Phase 0 and Phase 1 on the good reward, up to its gate (a FAIL there stops the demo). Returns the spec."""
+    from finetune.spec import load_spec
+
     run.stage("Phase 0: route", ["route", "--verifiable", "yes", "--signal-kind", "exact_match",
                                  "--demonstrations", "no", "--preference-pairs", "no", "--human-judged", "no",
                                  "--base-success", "sometimes", "-o", str(good)])
-    # --- Phase 1 (good reward) ---
     spec_path = good / rundir.SPEC
     run.stage("Phase 1: render rewards", ["rewards", "render", str(spec_path)])
-    with bar() as b:
+    with _bar(console) as b:
         b.add_task("sampling completions and base-success samples", total=None)
         run.stage("Phase 1: sample", ["inspect", "sample", str(spec_path)])
     run.stage("Phase 1: score (flags, probes, base success)", ["inspect", "score", str(good)])
@@ -449,8 +473,6 @@ def _phases(run: _Runner, result: DemoResult, out: Path, interactive: bool, seed
     facts["probes"] = {"total": len(report["probes"]), "passing": sum(bool(p["passing"]) for p in report["probes"])}
     run.stage("Phase 1: review sheet (Markdown)", ["inspect", "review", str(good), "--format", "md"])
     run.stage("Phase 1: review page (HTML)", ["inspect", "review", str(good), "--format", "html"])
-    from finetune.spec import load_spec
-
     spec = load_spec(spec_path)
     if interactive:
         console.print("Read the samples: y = agree with the rewards, n = disagree (at least "
@@ -461,17 +483,28 @@ def _phases(run: _Runner, result: DemoResult, out: Path, interactive: bool, seed
         _checker_reads(run, good, spec, facts, "pass")
     run.stage("Phase 1: gate", ["inspect", "gate", str(good)])  # a FAIL here stops the demo, as it stops /finetune
     facts["gate_pass"] = jsonio.read_json(good / rundir.GATE)
-    if filter_k is not None:  # keep only prompts that can teach; re-binds dataset.filter into the gate record
-        run.stage("Phase 1: difficulty filter", ["data", "filter", str(spec_path), "--k", str(filter_k),
-                                                 "--max-prompts", str(FILTER_PROMPTS), "--device", "cpu",
-                                                 "--backend", "transformers"])
-        summary = jsonio.read_json(good / "data" / "filter_summary.json")
-        facts["filter"] = {k: summary[k] for k in ("k", "assessed", "kept", "dropped_never", "dropped_always",
-                                                  "predicted_zero_std_before", "predicted_zero_std_after",
-                                                  "num_generations")}
-        spec = load_spec(spec_path)  # now names data/filtered.jsonl
+    return spec
 
-    # --- the FAIL demonstration: the same samples, a deliberately broken reward ---
+
+def _difficulty_filter(run: _Runner, good: Path, facts: dict[str, Any], filter_k: int) -> Any:
+    """Keep only prompts that can teach; re-binds dataset.filter into the gate record. Returns the new spec."""
+    from finetune.spec import load_spec
+
+    spec_path = good / rundir.SPEC
+    run.stage("Phase 1: difficulty filter", ["data", "filter", str(spec_path), "--k", str(filter_k),
+                                             "--max-prompts", str(FILTER_PROMPTS), "--device", "cpu",
+                                             "--backend", "transformers"])
+    summary = jsonio.read_json(good / "data" / "filter_summary.json")
+    facts["filter"] = {k: summary[k] for k in ("k", "assessed", "kept", "dropped_never", "dropped_always",
+                                              "predicted_zero_std_before", "predicted_zero_std_after",
+                                              "num_generations")}
+    return load_spec(spec_path)  # now names data/filtered.jsonl
+
+
+def _fail_demo(run: _Runner, good: Path, bad: Path, facts: dict[str, Any], console: Any) -> None:
+    """The same samples, a deliberately broken reward: the gate FAILs and Phase 2 refuses."""
+    from finetune.spec import load_spec
+
     bad_spec = bad / rundir.SPEC
     run.stage("FAIL demo: render rewards", ["rewards", "render", str(bad_spec)])
 
@@ -486,19 +519,18 @@ def _phases(run: _Runner, result: DemoResult, out: Path, interactive: bool, seed
                                                      str(good / rundir.BASE_SAMPLES)])
     run.stage("FAIL demo: score", ["inspect", "score", str(bad)])
     run.stage("FAIL demo: review sheet", ["inspect", "review", str(bad), "--format", "md"])
-    bad_spec_obj = load_spec(bad_spec)
-    _checker_reads(run, bad, bad_spec_obj, facts, "fail")
+    _checker_reads(run, bad, load_spec(bad_spec), facts, "fail")
     fail_gate = run.stage("FAIL demo: gate", ["inspect", "gate", str(bad)], expect=1)
     facts["gate_fail"] = jsonio.read_json(bad / rundir.GATE)
     fail_gate.detail = "FAIL — " + "; ".join(r.split(":")[0] for r in facts["gate_fail"]["reasons"])
     console.print(f"{'':>17}  the broken reward is caught: {fail_gate.detail}", highlight=False)
     run.stage("FAIL demo: Phase 2 refuses", ["config", "render", str(bad_spec)], expect=1)
 
-    # --- Phase 2 ---
-    run.stage("Phase 2: memory fit", ["memory", str(spec_path)])
-    run.stage("Phase 2: render the validated config", ["config", "render", str(spec_path)])
 
-    # --- Phase 3: the toy GRPO run, per seed, held-out reward before and after ---
+def _phase3(run: _Runner, good: Path, spec: Any, held_strings: list[str], seeds: tuple[int, ...], steps: int,
+            facts: dict[str, Any], console: Any) -> None:
+    """The toy GRPO run, per seed, with the held-out reward before and after; BRIEF.md gains the CPU profile."""
+    from finetune import demo_task
     from finetune.inspect.rewardmod import load_rewards
 
     rewards = load_rewards(good, [r.name for r in spec.rewards])
@@ -506,24 +538,27 @@ def _phases(run: _Runner, result: DemoResult, out: Path, interactive: bool, seed
     prompts = [demo_task.digits_prompt(s) for s in held]
     model_dir = spec.resolve_path(spec.model)
     g = spec.generation
-    runs = []
+    runs: list[dict[str, Any]] = []
+
+    def heldout(model: Any, seed: int) -> Any:
+        return demo_task.score_heldout(demo_task.sample_completions(
+            model, model_dir, prompts, HELDOUT_K, g.temperature, g.max_completion_length, seed),
+            held, rewards, g.temperature, seed)
+
     for n, seed in enumerate(seeds):
         target = good / (rundir.TRAIN_DIR if n == 0 else f"{rundir.TRAIN_DIR}_seed{seed}")
 
-        def train_one(p: Phase, seed=seed, target=target) -> str:
-            before = demo_task.score_heldout(demo_task.sample_completions(
-                model_dir, model_dir, prompts, HELDOUT_K, g.temperature, g.max_completion_length, seed),
-                held, rewards, g.temperature, seed)
-            with bar() as b:
+        def train_one(p: Phase, seed: int = seed, target: Path = target) -> str:
+            before = heldout(model_dir, seed)
+            with _bar(console) as b:
                 t = b.add_task(f"GRPO seed {seed}", total=steps)
                 trainer, changes = train_toy(good, spec, seed, target, steps,
                                              lambda i, total: b.update(t, completed=i, total=total))
-            after = demo_task.score_heldout(demo_task.sample_completions(
-                trainer.model, model_dir, prompts, HELDOUT_K, g.temperature, g.max_completion_length, seed),
-                held, rewards, g.temperature, seed)
+            after = heldout(trainer.model, seed)
             runs.append({"seed": seed, "output_dir": str(target.relative_to(good)),
                          "before": dataclasses.asdict(before), "after": dataclasses.asdict(after),
-                         "measured_zero_std": measured_zero_std(target)})
+                         "measured_zero_std": measured_zero_std(target),
+                         "measured_zero_std_early": measured_zero_std(target, EARLY_STEPS)})
             facts["profile_changes"] = changes
             p.command = f"GRPOTrainer (TRL) with config/grpo_config.yaml + DEMO_CPU_PROFILE, seed {seed}"
             return (f"held-out reward {before.reward:.3f} → {after.reward:.3f}; checker accepts "
@@ -535,7 +570,9 @@ def _phases(run: _Runner, result: DemoResult, out: Path, interactive: bool, seed
     brief = good / rundir.CONFIG_DIR / "BRIEF.md"
     atomic.write_text(brief, brief.read_text() + _brief_addendum(facts.get("profile_changes", [])))
 
-    # --- Phase 4 ---
+
+def _phase4(run: _Runner, good: Path, facts: dict[str, Any]) -> None:
+    """Diagnose the toy run's logs."""
     run.stage("Phase 4: diagnose", ["diagnose", str(good)])
     diag = good / rundir.DIAGNOSIS
     if diag.is_file():
@@ -544,29 +581,13 @@ def _phases(run: _Runner, result: DemoResult, out: Path, interactive: bool, seed
                               "recommended_variant": d.get("recommended_variant")}
 
 
-def measured_zero_std(output_dir: Path) -> float | None:
-    """TRL's logged frac_reward_zero_std of a run, averaged over its logged steps (None if never logged)."""
+def measured_zero_std(output_dir: Path, first: int | None = None) -> float | None:
+    """TRL's logged frac_reward_zero_std of a run, averaged over its logged steps or the ``first`` of them
+    (None if never logged)."""
     state = jsonio.read_json(output_dir / "trainer_state.json")
     values = [e["frac_reward_zero_std"] for e in state.get("log_history", []) if "frac_reward_zero_std" in e]
+    values = values[:first] if first is not None else values
     return sum(values) / len(values) if values else None
-
-
-def _filter_section(f: dict[str, Any]) -> list[str]:
-    """The filter's prediction next to what TRL measured on the filtered set (report.md)."""
-    flt, runs = f["filter"], f.get("heldout", {}).get("runs", [])
-    lines = ["", "## Difficulty filter: predicted and measured `frac_reward_zero_std`", "",
-             f"`finetune data filter` sampled k = {flt['k']} completions for each of the first {flt['assessed']} "
-             f"training prompts and kept **{flt['kept']}** ({flt['dropped_never']} never solved, "
-             f"{flt['dropped_always']} always solved dropped); GRPO trained on the kept prompts only "
-             "([filter report](pass/data/filter_report.md)). Prediction: per prompt, the chance that a group of "
-             f"{flt['num_generations']} has equal weighted totals (format + correctness), as TRL measures it.", "",
-             "| | predicted, all prompts | predicted, kept prompts | measured by TRL (mean over logged steps) |",
-             "|---|---:|---:|---:|"]
-    pb, pa = flt["predicted_zero_std_before"], flt["predicted_zero_std_after"]
-    for r in runs or [{"seed": "–", "measured_zero_std": None}]:
-        m = r.get("measured_zero_std")
-        lines.append(f"| seed {r['seed']} | {pb:.3f} | {pa:.3f} | {'n/a' if m is None else f'{m:.3f}'} |")
-    return lines
 
 
 def _checker_reads(run: _Runner, run_dir: Path, spec: RunSpec, facts: dict[str, Any], key: str) -> None:
@@ -621,99 +642,105 @@ def _example_cell(example: dict[str, Any]) -> str:
     return f"{shown} — {example['checker']}".replace("|", "\\|")
 
 
-def report_markdown(result: DemoResult) -> str:
-    """report.md: what ran, what it showed, and a link to every artefact (relative to DIR)."""
-    out, f = result.out, result.facts
-    lines = ["# finetune demo — report", "",
-             f"Every phase of `/finetune` on the embedded toy task (copy three digits into `<answer>…</answer>`), "
-             f"on CPU, in **{f.get('wall_seconds', '?')} s**.", "",
-             f"**Reader of the samples: {result.reader}.**"]
-    if "terminal" in result.reader:
-        lines += ["", "> The FAIL demonstration (`fail/`) is read by the demo's independent checker, not a person, "
-                      f"with the demo's own confirmation (\"{CHECKER_USER}\")."]
-    else:
-        lines += ["", "> The gate's reading was made by the demo's independent checker, not a person, and the "
-                      f"confirmation in `pass/confirmation.json` was recorded by the demo itself as "
-                      f"\"{CHECKER_USER}\". A real run needs the user's own reading or confirmation (contract 5)."]
-    if f.get("stopped_at"):
-        s = f["stopped_at"]
-        lines += ["", f"> **The demo stopped at '{s['phase']}' ({s['status']}): {s['detail']}.** Later phases did not run."]
-    lines += ["", "## Phases", "", "| # | phase | status | seconds | detail | log |", "|---|---|---|---|---|---|"]
-    for i, p in enumerate(result.phases, 1):
-        detail = (p.detail or (f"`{p.command}`" if p.command else "")).replace("|", "\\|").replace("\n", " ")
-        lines.append(f"| {i} | {p.name} | {p.status} | {p.seconds:.1f} | {detail} | "
-                     + (f"[log]({p.log})" if p.log and (out / p.log).exists() else "") + " |")
+def _cell(text: str) -> str:
+    """Demo-made text (a stage's detail, a command) inside a table cell: one line, pipes escaped."""
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _phase_rows(result: DemoResult) -> list[dict[str, str]]:
+    return [{"name": p.name, "status": p.status, "seconds": f"{p.seconds:.1f}",
+             "detail": _cell(p.detail or (f"`{p.command}`" if p.command else "")),
+             "log": f"[log]({p.log})" if p.log and (result.out / p.log).exists() else ""} for p in result.phases]
+
+
+def _model_facts(f: dict[str, Any]) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """The task and model section, and the base-success line under it."""
+    model = base = None
     if "model" in f:
         m = f["model"]
-        lines += ["", "## The task and the model", "",
-                  f"- Task: {m['task']}; {m['train_prompts']} training prompts, held-out prompts never trained on "
-                  "(neither in the warm-up nor in GRPO).",
-                  f"- Model: a tiny Qwen3 built locally by `finetune.tinymodel`, warmed up for {m['recipe']['steps']} "
-                  f"steps on a noisy version of the task ({', '.join(f'{k} {v:.0%}' for k, v in m['recipe']['mix'].items())}) "
-                  f"so it sometimes succeeds ({m['seconds']} s)."]
+        model = {"task": m["task"], "train_prompts": m["train_prompts"], "steps": m["recipe"]["steps"],
+                 "mix": ", ".join(f"{k} {v:.0%}" for k, v in m["recipe"]["mix"].items()), "seconds": m["seconds"]}
     if "base_success" in f:
         b = f["base_success"]
-        lines += [f"- Base success (Phase 1, {b['samples']} samples at temperature {b['temperature']}): "
-                  f"**{b['mean_success']:.0%}** → `{b['verdict']}`; at the training temperature the inspection "
-                  f"samples succeed {f.get('sampled_success', 0):.0%} of the time. RL's precondition: it sometimes succeeds."]
+        base = {"samples": b["samples"], "temperature": b["temperature"], "mean": f"{b['mean_success']:.0%}",
+                "verdict": b["verdict"], "sampled": f"{f.get('sampled_success', 0):.0%}"}
+    return model, base
+
+
+def _gate_facts(f: dict[str, Any]) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """The PASS gate of pass/ and the FAIL gate of fail/ as report.md states them."""
+    ok = bad = None
     if "gate_pass" in f:
-        g = f["gate_pass"]
-        c = g["counts"]
-        lines += ["", "## Phase 1 gate: PASS for the composite reward", "",
-                  f"- `pass/gate.json`: **{g['status']}** — {c['read']} of {c['scored']} samples read "
-                  f"(≥ {c['min_read']} required), {c['disagreements']} disagreements, "
-                  f"{len(g['flags'])} red flag(s), {sum(bool(p['passing']) for p in g['probes'])} of "
-                  f"{len(g['probes'])} hack probes passing.",
-                  f"- Readers recorded: {', '.join(g['readers'])} — {f.get('checker', {}).get('pass', {}) and 'the demo checker' or 'the user'}; "
-                  f"confirmation by: {(g.get('confirmation') or {}).get('user', 'not needed (human reading)')}."]
+        g, c = f["gate_pass"], f["gate_pass"]["counts"]
+        ok = {"status": g["status"], "read": c["read"], "scored": c["scored"], "min_read": c["min_read"],
+              "disagreements": c["disagreements"], "flags": len(g["flags"]),
+              "probes_passing": sum(bool(p["passing"]) for p in g["probes"]), "probes": len(g["probes"]),
+              "readers": ", ".join(g["readers"]),
+              "reader_kind": f.get("checker", {}).get("pass", {}) and "the demo checker" or "the user",
+              "confirmed_by": (g.get("confirmation") or {}).get("user", "not needed (human reading)")}
     if "gate_fail" in f:
         g = f["gate_fail"]
-        fp = sum(d["kind"] == "false_positive" for d in g["disagreements"])
         passing = sorted({p["id"].split("@")[0] for p in g["probes"] if p["passing"]})
-        lines += ["", "## The FAIL demonstration: a broken reward is caught", "",
-                  "`fail/rewards.py` is the same rendered file with its correctness reward hand-edited into a "
-                  "substring match (the bug of Visual-RFT#176). Same samples, same checker:", "",
-                  f"- `fail/gate.json`: **{g['status']}** — {fp} false positive(s) (reward-hacking risk), "
-                  f"passing hack probes: {', '.join(passing) or 'none'}.",
-                  "- Reasons:"] + [f"  - {r}" for r in g["reasons"]] + [
-                  "- Phase 2 then refuses to render a config for `fail/` (exit 1; see its log)."]
-    if "profile_changes" in f:
-        lines += ["", "## Phase 2 config, and the demo's CPU profile", "",
-                  "`pass/config/` is the base recipe rendered for the target GPU (lr 5e-7, beta 0.01). The toy run "
-                  "on this CPU used it with only these fields replaced (`finetune.demo.DEMO_CPU_PROFILE`, also "
-                  "appended to `pass/config/BRIEF.md` and written to each `train*/demo_profile.json`):", "",
-                  "| field | rendered | demo | why |", "|---|---|---|---|"]
-        for c in f["profile_changes"]:
-            if c["field"] not in ("output_dir", "seed"):
-                lines.append(f"| `{c['field']}` | `{c['rendered']}` | `{c['demo']}` | {c['why']} |")
-    if "filter" in f:
-        lines += _filter_section(f)
-    if f.get("heldout", {}).get("runs"):
-        h = f["heldout"]
-        lines += ["", "## Phase 3: held-out reward before and after GRPO", "",
-                  f"{h['prompts']} held-out prompts × {h['k']} samples at temperature {h['temperature']}, scored by the "
-                  "gated rewards.py (weighted total, as TRL's `reward`) and by the independent checker:", "",
-                  "| seed | reward before | reward after | checker accepts before | after | trainer_state.json |",
-                  "|---|---|---|---|---|---|"]
-        for r in h["runs"]:
-            lines.append(f"| {r['seed']} | {r['before']['reward']:.3f} | {r['after']['reward']:.3f} | "
-                         f"{r['before']['checker_accept']:.0%} | {r['after']['checker_accept']:.0%} | "
-                         f"{_link(out, 'pass/' + r['output_dir'] + '/trainer_state.json')} |")
-        first = h["runs"][0]
-        lines += ["", f"Held-out samples of seed {first['seed']}, before and after (the checker's reading):", "",
-                  "| prompt | before | after |", "|---|---|---|"]
-        for b, a in zip(first["before"]["examples"], first["after"]["examples"]):
-            lines.append(f"| {b['prompt']} | {_example_cell(b)} | {_example_cell(a)} |")
-    if "diagnosis" in f:
-        d = f["diagnosis"]
-        lines += ["", "## Phase 4: diagnosis", "",
-                  f"- `pass/diagnosis/diagnosis.json`: verdict **{d['verdict']}**; symptoms: "
-                  f"{', '.join(d['symptoms']) or 'none'}; recommended variant: {d['recommended_variant'] or 'none (stay on GRPO)'}.",
-                  "", "![training curves](pass/diagnosis/curves.png)" if (out / "pass/diagnosis/curves.png").exists() else ""]
-    lines += ["", "## Every artefact", ""]
-    for title, paths in _artefacts(out):
-        lines += [f"**{title}**", ""] + [f"- {_link(out, p)}" for p in paths] + [""]
-    return "\n".join(lines).rstrip() + "\n"
+        bad = {"status": g["status"], "false_positives": sum(d["kind"] == "false_positive" for d in g["disagreements"]),
+               "passing": ", ".join(passing) or "none", "reasons": list(g["reasons"])}
+    return ok, bad
+
+
+def _filter_facts(f: dict[str, Any]) -> dict[str, Any] | None:
+    """The filter's prediction next to what TRL measured on the filtered set."""
+    if "filter" not in f:
+        return None
+    flt = f["filter"]
+    runs = f.get("heldout", {}).get("runs", []) or [{"seed": "–", "measured_zero_std": None}]
+    rows = [{"seed": r["seed"], "measured": _fraction(r.get("measured_zero_std")),
+             "early": _fraction(r.get("measured_zero_std_early"))} for r in runs]
+    return {**{k: flt[k] for k in ("k", "assessed", "kept", "dropped_never", "dropped_always", "num_generations")},
+            "before": f"{flt['predicted_zero_std_before']:.3f}", "after": f"{flt['predicted_zero_std_after']:.3f}",
+            "early_steps": EARLY_STEPS, "rows": rows}
+
+
+def _fraction(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3f}"
+
+
+def _heldout_facts(out: Path, f: dict[str, Any]) -> dict[str, Any] | None:
+    if not f.get("heldout", {}).get("runs"):
+        return None
+    h = f["heldout"]
+    runs = [{"seed": r["seed"], "before": f"{r['before']['reward']:.3f}", "after": f"{r['after']['reward']:.3f}",
+             "accept_before": f"{r['before']['checker_accept']:.0%}", "accept_after": f"{r['after']['checker_accept']:.0%}",
+             "link": _link(out, "pass/" + r["output_dir"] + "/trainer_state.json")} for r in h["runs"]]
+    first = h["runs"][0]
+    examples = [{"prompt": b["prompt"], "before": _example_cell(b), "after": _example_cell(a)}
+                for b, a in zip(first["before"]["examples"], first["after"]["examples"])]
+    return {"prompts": h["prompts"], "k": h["k"], "temperature": h["temperature"], "runs": runs,
+            "first_seed": first["seed"], "examples": examples}
+
+
+def _diagnosis_facts(out: Path, f: dict[str, Any]) -> dict[str, Any] | None:
+    if "diagnosis" not in f:
+        return None
+    d = f["diagnosis"]
+    return {"verdict": d["verdict"], "symptoms": ", ".join(d["symptoms"]) or "none",
+            "variant": d["recommended_variant"] or "none (stay on GRPO)",
+            "curves": (out / "pass/diagnosis/curves.png").exists()}
+
+
+def report_markdown(result: DemoResult) -> str:
+    """report.md (templates/demo-report.md.j2): what ran, what it showed, and a link to every artefact
+    (relative to DIR)."""
+    out, f = result.out, result.facts
+    model, base = _model_facts(f)
+    gate_pass, gate_fail = _gate_facts(f)
+    changes = [c for c in f.get("profile_changes", []) if c["field"] not in ("output_dir", "seed")]
+    env = literals.environment(Path(__file__).resolve().parent / "templates")
+    text = env.get_template("demo-report.md.j2").render(
+        wall=f.get("wall_seconds", "?"), reader=result.reader, terminal="terminal" in result.reader,
+        checker_user=CHECKER_USER, stopped=f.get("stopped_at"), phases=_phase_rows(result), model=model, base=base,
+        gate_pass=gate_pass, gate_fail=gate_fail, profile_changes=changes if "profile_changes" in f else None,
+        filter=_filter_facts(f), heldout=_heldout_facts(out, f), diagnosis=_diagnosis_facts(out, f),
+        artefacts=[(title, [_link(out, p) for p in paths]) for title, paths in _artefacts(out)])
+    return text.rstrip() + "\n"
 
 
 def report_html(markdown_text: str) -> str:

@@ -1012,7 +1012,7 @@ def remedy_text(name: str) -> str:
     return f"{remedy}: {variant} ({PAPERS[variant]['paper']}, arXiv {PAPERS[variant]['arxiv']})" if variant else remedy
 
 
-def reference_doc() -> str:
+def diagnosis_doc() -> str:
     """references/diagnosis.md: every diagnose symptom and every Phase 1 red flag, from their tables."""
     from finetune.inspect.flags import RED_FLAGS
 

@@ -34,9 +34,9 @@ class Target:
 
 REGISTRY: tuple[Target, ...] = (
     Target("references/reward-functions.md", "finetune.docs:reward_reference"),
-    Target("references/grpo-memory.md", "finetune.memory:reference_doc"),
-    Target("references/run-spec.md", "finetune.spec:reference_doc"),
-    Target("references/diagnosis.md", "finetune.diagnose:reference_doc"),
+    Target("references/grpo-memory.md", "finetune.memory:grpo_memory_doc"),
+    Target("references/run-spec.md", "finetune.spec:run_spec_doc"),
+    Target("references/diagnosis.md", "finetune.diagnose:diagnosis_doc"),
     Target("references/grpo-recipe.md", "finetune.docs:grpo_recipe_reference"),
     Target("skills/finetuning-method-selection/SKILL.md", "finetune.route:skill_table", region="routes"),
     Target("README.md", "finetune.docs:cli_table", region="cli"),
@@ -50,9 +50,9 @@ TOC_REGION = "toc"
 def reward_reference() -> str:
     """references/reward-functions.md: every reward type's rendered code, then the sample formats."""
     from finetune.inspect.sample_remote import reference_section
-    from finetune.rewards.render import reference_doc
+    from finetune.rewards.render import reward_functions_doc
 
-    return reference_doc().rstrip("\n") + "\n\n" + reference_section()
+    return reward_functions_doc().rstrip("\n") + "\n\n" + reference_section()
 
 
 def grpo_recipe_reference() -> str:

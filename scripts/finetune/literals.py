@@ -14,8 +14,11 @@ import json as _json
 import keyword
 import math
 import shlex
-from pathlib import PurePath
-from typing import Any
+from pathlib import Path, PurePath
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import jinja2
 
 # Characters str.splitlines() (and YAML 1.1, and some editors) treat as line breaks, plus NUL.
 _LINE_BREAKS = "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029\x00"
@@ -195,6 +198,18 @@ FILTERS = {"py": py, "py_ident": py_ident, "py_module": py_module, "py_comment":
 def register(env: Any) -> Any:
     """Install every escaping filter in a Jinja environment (returned for chaining)."""
     env.filters.update(FILTERS)
+    return env
+
+
+def environment(folder: Path) -> jinja2.Environment:
+    """The project's Jinja environment for the templates in ``folder`` (as config/BRIEF.md.j2 renders):
+    strict (an unknown name is an error), block tags leave no blank lines, the trailing newline is kept,
+    and every escaping filter is registered."""
+    import jinja2
+
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(folder)), undefined=jinja2.StrictUndefined,
+                             keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True)
+    register(env)
     return env
 
 

@@ -49,9 +49,9 @@ def test_every_red_flag_raised_has_a_table_entry():
 def test_generated_reference_lists_every_entry():
     from finetune.docs import REGISTRY
 
-    assert any(t.path == "references/diagnosis.md" and t.producer == "finetune.diagnose:reference_doc"
+    assert any(t.path == "references/diagnosis.md" and t.producer == "finetune.diagnose:diagnosis_doc"
                for t in REGISTRY)
-    doc = diagnose.reference_doc()
+    doc = diagnose.diagnosis_doc()
     for d in diagnose.DETECTORS:
         assert f"`{d.name}` | {d.doc} | {diagnose.remedy_text(d.name)} |" in doc
     for name, flag in flags.RED_FLAGS.items():

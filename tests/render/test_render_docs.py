@@ -30,9 +30,9 @@ def test_skill_recipe_block_is_the_rendered_train_py_recipe(cli, tmp_path, repo_
 def test_run_spec_reference_lists_every_field(repo_root):
     from pydantic import BaseModel
 
-    from finetune.spec import RunSpec, reference_doc
+    from finetune.spec import RunSpec, run_spec_doc
 
-    doc = reference_doc()
+    doc = run_spec_doc()
 
     def paths(model, prefix=""):
         for name, f in model.model_fields.items():

@@ -32,6 +32,20 @@ CODE_VALUES = {
     "kwargs.vllm_max_model_length.value", "kwargs.vllm_server_timeout.value", "s.value",
     "counts.get", "memory_table",
     "plan.run_length.to_markdown",  # finetune.runlength: a table of counts computed from the rendered numbers
+    # grpo-memory.md.j2: Markdown the estimator renders (Estimate.to_markdown, recommendation_markdown) and the
+    # setups of memory.published_checks() — constants in memory.py (one quotes '~12 GB'), never a spec string
+    "worked_example", "worked_recommendation", "c.setup",
+    # reward-functions.md.j2: code the reward templates render (function bodies, libraries, the format gate,
+    # helpers, example YAML) and the registry's own Markdown prose (kind docs, notes, reading rules, reasons,
+    # field descriptions) — all from the package, never a spec string
+    "usage_yaml", "common_library", "kind.doc", "f.meaning", "note", "kind.example_yaml", "kind.function",
+    "kind.library", "format_gate", "mathpool", "rule.text", "rule.why", "reason.meaning", "reason.fix",
+    "loop.index",
+    # demo-report.md.j2: text the demo itself made, already escaped for a table cell by finetune.demo (its
+    # stages' names, details and logs, the gate's reasons, Markdown links to its artefacts, held-out examples)
+    "stopped.phase", "stopped.status", "stopped.detail", "phase.name", "phase.status", "phase.detail", "phase.log",
+    "model.task", "fail_reason", "held_run.link", "example.prompt", "example.before", "example.after",
+    "artefact_title", "artefact_link",
 }
 NUMERIC_FILTERS = {"int", "round", "length", "count", "float", "abs"}
 MACRO_NAMES = {"library", "reward"}
@@ -102,7 +116,7 @@ def test_every_project_environment_registers_the_filters():
     from finetune.inspect import review
     from finetune.rewards import render as rewards_render
 
-    envs = [rewards_render.environment(), config._env(), review.environment()]
+    envs = [rewards_render.environment(), config._env(), review.environment(), literals.environment(PKG / "templates")]
     for env in envs:
         assert set(literals.FILTERS) <= set(env.filters)
         assert env.undefined is jinja2.StrictUndefined

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from finetune.rewards.render import reference_doc, render_sources
+from finetune.rewards.render import render_sources, reward_functions_doc
 from tests.rewards.conftest import reward_specs
 
 SPEC = textwrap.dedent("""\
@@ -127,17 +127,17 @@ def test_rendered_code_for_every_type_alone_imports_only_what_it_uses():
             (entry["type"], sorted(imported - used))
 
 
-def test_committed_reference_doc_matches_templates(repo_root):
+def test_committed_reward_functions_doc_matches_templates(repo_root):
     committed = (repo_root / "references" / "reward-functions.md").read_text(encoding="utf-8")
     from finetune import docs
 
     expected = docs.with_toc(docs.reward_reference())  # the templates' doc + the sample formats, with its TOC
-    assert reference_doc().split("\n", 2)[2].strip() in committed  # everything below the title, unchanged
+    assert reward_functions_doc().split("\n", 2)[2].strip() in committed  # everything below the title, unchanged
     assert committed == expected, "references/reward-functions.md drifted: run `finetune docs`"
 
 
-def test_reference_doc_shows_the_rendered_code():
-    doc = reference_doc()
+def test_reward_functions_doc_shows_the_rendered_code():
+    doc = reward_functions_doc()
     source = render_sources(reward_specs([{"name": "format", "type": "format", "pattern": "think_answer"}]))["rewards.py"]
     start = source.index("def _format_reason(")
     assert source[start:source.index("\n\n\n", start)] in doc

@@ -105,8 +105,14 @@ def pass_at_k(n: int, c: int, k: int) -> float:
 
 
 def base_success(successes_by_prompt: dict[Any, list[bool]], num_generations: int, source: str,
-                 temperature: float | None) -> dict[str, Any]:
-    """Mean success, pass@k per prompt, shares 0/k and k/k, predicted frac_reward_zero_std, verdict."""
+                 temperature: float | None, scores_by_prompt: dict[Any, list[list[float | None]]],
+                 weights: list[float]) -> dict[str, Any]:
+    """Mean success, pass@k per prompt, shares 0/k and k/k, predicted frac_reward_zero_std, verdict.
+
+    ``scores_by_prompt`` holds each prompt's per-reward scores (spec order) of the same samples: the
+    prediction is :func:`finetune.zerostd.predicted_zero_std`, as TRL logs it (the filter's too)."""
+    from finetune import zerostd
+
     per_prompt = []
     for row, succ in successes_by_prompt.items():
         n, c = len(succ), sum(succ)
@@ -116,8 +122,8 @@ def base_success(successes_by_prompt: dict[Any, list[bool]], num_generations: in
     zero = sum(p["successes"] == 0 for p in per_prompt) / len(per_prompt)
     full = sum(p["successes"] == p["n"] for p in per_prompt) / len(per_prompt)
     g = num_generations
-    # a GRPO group of g completions has zero reward std when all succeed or all fail (binary success)
-    predicted = sum(p["pass@1"] ** g + (1 - p["pass@1"]) ** g for p in per_prompt) / len(per_prompt)
+    # TRL counts a group as zero std on its fp32 weighted totals, not on success/failure
+    predicted = zerostd.predicted_zero_std([scores_by_prompt[p["row"]] for p in per_prompt], weights, g)
     if mean <= NEVER:
         verdict, message = "never_succeeds", (
             f"the model never succeeded in {total} samples over {len(per_prompt)} prompts"
@@ -247,26 +253,33 @@ def compute(run_dir: str | Path, spec: RunSpec, *, caches: bool = True,
 def _base_report(rm: RewardModule, spec: RunSpec, rows: list[dict[str, Any]], base_samples: list[dict[str, Any]],
                  base_scores: tuple[dict[str, list[float | None]], dict[str, list[str | None]]] | None,
                  base_temperature: float | None) -> dict[str, Any]:
+    from finetune import zerostd
+
     g = spec.training.num_generations
+    weights = [r.weight for r in rm.rewards]
     groups: dict[Any, list[bool]] = {}
+    per_reward: dict[Any, list[list[float | None]]] = {}
     if base_scores:
         bv, be = base_scores
         for i, s in enumerate(base_samples):
             scores = {r.name: bv[r.name][i] for r in rm.rewards}
             errs = {r.name: e for r in rm.rewards if (e := be[r.name][i])}
             groups.setdefault(s["row"], []).append(_row_verdicts(rm, scores, errs)["success"])
-        base = base_success(groups, g, rundir.BASE_SAMPLES, base_temperature)
+            per_reward.setdefault(s["row"], []).append([scores[r.name] for r in rm.rewards])
+        base = base_success(groups, g, rundir.BASE_SAMPLES, base_temperature, per_reward, weights)
     else:
         for row in rows:
             groups.setdefault(row["row"], []).append(row["success"])
+            per_reward.setdefault(row["row"], []).append([row["rewards"][r.name] for r in rm.rewards])
         base = base_success(groups, g, rundir.SAMPLES + " (no base samples: training temperature)",
-                            spec.generation.temperature)
+                            spec.generation.temperature, per_reward, weights)
     mark_provisional(base, spec, stand_in=not base_scores)
-    totals: dict[Any, list[float]] = {}
+    trained: dict[Any, list[list[float | None]]] = {}
     for row in rows:
-        totals.setdefault(row["row"], []).append(row["total"])
-    multi = [t for t in totals.values() if len(t) > 1]
-    base["observed_zero_std_groups"] = (sum(max(t) - min(t) <= 1e-12 for t in multi) / len(multi)) if multi else None
+        trained.setdefault(row["row"], []).append([row["rewards"][r.name] for r in rm.rewards])
+    multi = [t for t in trained.values() if len(t) > 1]  # each prompt's samples as one group, judged as TRL does
+    base["observed_zero_std_groups"] = (sum(zerostd.group_zero_std(t, weights, len(t)) for t in multi) / len(multi)
+                                        if multi else None)
     return base
 
 
