@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from finetune import demo_checker, rundir
+from finetune import demo, demo_checker, rundir
 
 LABEL = demo_checker.READER_LABEL
 
@@ -305,5 +305,9 @@ def test_demo_filters_and_shows_predicted_beside_measured_zero_std(demo_run):
         state = _json(good / r["output_dir"] / "trainer_state.json")
         logged = [h["frac_reward_zero_std"] for h in state["log_history"] if "frac_reward_zero_std" in h]
         assert r["measured_zero_std"] == pytest.approx(sum(logged) / len(logged))
+        early = logged[:demo.EARLY_STEPS]
+        assert r["measured_zero_std_early"] == pytest.approx(sum(early) / len(early))
         assert (f"| seed {r['seed']} | {flt['predicted_zero_std_before']:.3f} | {flt['predicted_zero_std_after']:.3f} "
-                f"| {r['measured_zero_std']:.3f} |") in md
+                f"| {r['measured_zero_std']:.3f} | {r['measured_zero_std_early']:.3f} |") in md
+    # the prediction is made on groups of num_generations, judged as TRL judges them (finetune.zerostd)
+    assert flt["k"] == demo.FILTER_K == spec.training.num_generations
