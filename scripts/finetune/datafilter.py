@@ -27,6 +27,8 @@ from finetune.errors import CheckFailed, UserError
 from finetune.hashing import canonical_json, sha256_file
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from finetune.spec import RunSpec
 
 PASS_RATES = "data/pass_rates.jsonl"
@@ -62,7 +64,7 @@ def settings_digest(spec: RunSpec, k: int, gate_hashes: dict[str, str]) -> str:
         "k": k, "rewards": rewards_only, "lines": 3})).hexdigest()[:16]  # lines v3 carry the per-reward scores
 
 
-def reward_weights(spec) -> list[float]:
+def reward_weights(spec: RunSpec) -> list[float]:
     """The reward weights TRL multiplies by (the spec's, in reward order: train.py passes them as reward_weights)."""
     return [float(r.weight) for r in spec.rewards]
 
@@ -111,8 +113,8 @@ def append_line(path: Path, entry: dict[str, Any]) -> None:
 # ------------------------------------------------------------------------------------- sampling
 
 
-def _sample_and_score(spec: RunSpec, run_dir: Path, rows, todo: list[int], k: int, digest: str, out: Path, *,
-                      device: str | None, backend: str, console) -> None:
+def _sample_and_score(spec: RunSpec, run_dir: Path, rows: list[dict[str, Any]], todo: list[int], k: int,
+                      digest: str, out: Path, *, device: str | None, backend: str, console: Console | None) -> None:
     import torch
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
@@ -170,7 +172,8 @@ def _data_format(spec: RunSpec, path: Path) -> str:
     return fmt
 
 
-def write_filtered(spec: RunSpec, source: Path, fmt: str, rows: list[dict[str, Any]], kept: list[int], run_dir: Path) -> Path:
+def write_filtered(spec: RunSpec, source: Path, fmt: str, rows: list[dict[str, Any]], kept: list[int],
+                   run_dir: Path) -> Path:
     """``data/filtered.<ext>``: the kept rows, in order, with every column of the input, same format."""
     target = run_dir / f"data/filtered.{'parquet' if fmt == 'parquet' else 'jsonl'}"
     if fmt == "parquet":
@@ -220,12 +223,15 @@ def steps_for(spec: RunSpec, run_dir: Path, rows: int) -> int | None:
 
 
 def report_md(s: dict[str, Any]) -> str:
-    def pct(x):
+    def pct(x: float | None) -> str:
         return "n/a" if x is None else f"{x:.2f}"
 
-    hist = "\n".join(f"| {c}/{s['k']} | {s['histogram_before'].get(str(c), 0)} | {s['histogram_after'].get(str(c), 0)} |"
-                     for c in range(s["k"] + 1))
-    steps = lambda n: "n/a (the spec does not render)" if n is None else str(n)  # noqa: E731
+    def steps(n: int | None) -> str:
+        return "n/a (the spec does not render)" if n is None else str(n)
+
+    hist = "\n".join(f"| {c}/{s['k']} | {s['histogram_before'].get(str(c), 0)} "
+                     f"| {s['histogram_after'].get(str(c), 0)} |" for c in range(s["k"] + 1))
+    zero_std = f"**{pct(s['predicted_zero_std_before'])}** | **{pct(s['predicted_zero_std_after'])}**"
     return f"""# Difficulty filter: {s['spec_name']}
 
 Sampled **k = {s['k']}** completions for each of {s['assessed']} prompts (of {s['source_rows']} in
@@ -238,7 +244,7 @@ scored with the gated `rewards.py`. Kept the prompts whose pass rate is in **[{s
 |---|---:|---:|
 | prompts | {s['assessed']} | {s['kept']} |
 | mean pass rate | {pct(s['mean_before'])} | {pct(s['mean_after'])} |
-| predicted `frac_reward_zero_std` (groups of {s['num_generations']}) | **{pct(s['predicted_zero_std_before'])}** | **{pct(s['predicted_zero_std_after'])}** |
+| predicted `frac_reward_zero_std` (groups of {s['num_generations']}) | {zero_std} |
 | optimiser steps (rendered config) | {steps(s['steps_before'])} | {steps(s['steps_after'])} |
 
 `frac_reward_zero_std` is predicted as TRL logs it: the std of each group's *weighted total* reward
@@ -287,7 +293,7 @@ def _bind(spec_path: Path, run_dir: Path, section: dict[str, Any], record: dict[
 
 def run_filter(spec_path: Path, run_dir: Path, *, k: int = DEFAULT_K, max_prompts: int | None = None,
                keep: tuple[float, float] = DEFAULT_KEEP, device: str | None = None, backend: str = "auto",
-               console=None) -> dict[str, Any]:
+               console: Console | None = None) -> dict[str, Any]:
     """Sample, score, filter, report and bind; returns the summary written into the report."""
     from finetune.inspect.gate import verify_gate
     from finetune.inspect.sample import load_rows
@@ -304,7 +310,9 @@ def run_filter(spec_path: Path, run_dir: Path, *, k: int = DEFAULT_K, max_prompt
     rows = load_rows(spec)
     indices = list(range(len(rows) if max_prompts is None else min(max_prompts, len(rows))))
     keys = {i: prompt_key(rows[i][spec.dataset.prompt_column]) for i in indices}
-    digest = settings_digest(spec, k, check.record.get("hashes") or {})
+    record = check.record
+    assert record is not None  # a gate that holds carries its record
+    digest = settings_digest(spec, k, record.get("hashes") or {})
     out = run_dir / PASS_RATES
     out.parent.mkdir(parents=True, exist_ok=True)
     done, stale = load_done(out, digest, keys)
@@ -322,10 +330,12 @@ def run_filter(spec_path: Path, run_dir: Path, *, k: int = DEFAULT_K, max_prompt
     missing = [i for i in indices if i not in done]
     if missing:  # pragma: no cover - every prompt sampled above was appended
         raise CheckFailed(f"{len(missing)} prompt(s) have no pass rate in {out}")
-    return _finish(spec, spec_path, run_dir, rows, indices, done, k, keep, fmt, source, check.record, console)
+    return _finish(spec, spec_path, run_dir, rows, indices, done, k, keep, fmt, source, record, console)
 
 
-def _finish(spec: RunSpec, spec_path, run_dir, rows, indices, done, k, keep, fmt, source, record, console) -> dict[str, Any]:
+def _finish(spec: RunSpec, spec_path: Path, run_dir: Path, rows: list[dict[str, Any]], indices: list[int],
+            done: dict[int, dict[str, Any]], k: int, keep: tuple[float, float], fmt: str, source: Path,
+            record: dict[str, Any], console: Console | None) -> dict[str, Any]:
     rates = {i: done[i]["successes"] / k for i in indices}
     kept = [i for i in indices if keep[0] - 1e-12 <= rates[i] <= keep[1] + 1e-12]
     if not kept:
@@ -337,7 +347,11 @@ def _finish(spec: RunSpec, spec_path, run_dir, rows, indices, done, k, keep, fmt
     weights = reward_weights(spec)
     zs_before = predicted_zero_std([done[i] for i in indices], weights, g)
     zs_after = predicted_zero_std([done[i] for i in kept], weights, g)
-    count = lambda rs: {str(c): sum(round(r * k) == c for r in rs) for c in range(k + 1)}  # noqa: E731
+    assert zs_before is not None and zs_after is not None  # both prompt sets are non-empty
+
+    def count(rs: list[float]) -> dict[str, int]:
+        return {str(c): sum(round(r * k) == c for r in rs) for c in range(k + 1)}
+
     section = {"path": os.path.relpath(filtered, spec_path.parent), "source": spec.dataset.path, "k": k,
                "keep": [keep[0], keep[1]], "max_prompts": len(indices), "rows": len(kept),
                "pass_rates": os.path.relpath(run_dir / PASS_RATES, spec_path.parent),

@@ -35,7 +35,7 @@ import re
 import shutil
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -44,6 +44,10 @@ from finetune import atomic, jsonio, literals, rundir
 from finetune.errors import CheckFailed, UserError
 
 if TYPE_CHECKING:
+    from rich.console import Console
+    from transformers import TrainerControl, TrainerState, TrainingArguments
+    from trl import GRPOTrainer
+
     from finetune.spec import RunSpec
 
 DATA = Path(__file__).parent / "data" / "demo"
@@ -117,12 +121,13 @@ class DemoResult:
 class _Runner:
     """Runs the phases in order, records each one, and stops at the first that cannot go on."""
 
-    def __init__(self, result: DemoResult, console):
+    def __init__(self, result: DemoResult, console: Console) -> None:
         self.result, self.console = result, console
         self.logs = result.out / "logs"
 
     def _announce(self, p: Phase) -> None:
-        colour = {"ok": "green", "failed (expected)": "yellow", "unavailable": "magenta", "error": "red"}.get(p.status, "white")
+        colour = {"ok": "green", "failed (expected)": "yellow", "unavailable": "magenta",
+                  "error": "red"}.get(p.status, "white")
         self.console.print(f"[{colour}]{p.status:>17}[/{colour}]  {p.name} ({p.seconds:.1f} s)"
                            + (f" — {p.detail}" if p.detail else ""), highlight=False)
 
@@ -196,7 +201,7 @@ class _Stop(Exception):
 
 
 @contextlib.contextmanager
-def _quiet_libraries():
+def _quiet_libraries() -> Iterator[None]:
     """Silence transformers / hub progress bars and warnings while the demo draws its own."""
     import warnings
 
@@ -257,7 +262,8 @@ def checker_verdicts(run_dir: Path, spec: RunSpec) -> tuple[Path, dict[str, int]
 # the toy GRPO run: the rendered config + DEMO_CPU_PROFILE, after the gate still holds
 
 
-def demo_training_kwargs(run_dir: Path, seed: int, output_dir: Path, steps: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def demo_training_kwargs(run_dir: Path, seed: int, output_dir: Path,
+                         steps: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """(GRPOConfig kwargs, the profile's changes as rows) from config/grpo_config.yaml + DEMO_CPU_PROFILE."""
     import yaml
     from trl import GRPOConfig
@@ -281,7 +287,8 @@ def demo_training_kwargs(run_dir: Path, seed: int, output_dir: Path, steps: int)
     return kwargs, changes
 
 
-def train_toy(run_dir: Path, spec: RunSpec, seed: int, output_dir: Path, steps: int, on_step: Callable[[int, int], None]):
+def train_toy(run_dir: Path, spec: RunSpec, seed: int, output_dir: Path, steps: int,
+              on_step: Callable[[int, int], None]) -> tuple[GRPOTrainer, list[dict[str, Any]]]:
     """Verify the gate, then train with TRL's GRPOTrainer on CPU; returns (trainer, profile changes)."""
     from datasets import load_dataset
     from transformers import TrainerCallback
@@ -298,7 +305,8 @@ def train_toy(run_dir: Path, spec: RunSpec, seed: int, output_dir: Path, steps: 
     dataset = load_dataset("json", data_files=str(spec.training_data_path()), split="train")
 
     class _Progress(TrainerCallback):
-        def on_step_end(self, args, state, control, **kw):
+        def on_step_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
+                        **kw: Any) -> None:
             on_step(state.global_step, state.max_steps)
 
     import warnings
@@ -316,7 +324,8 @@ def train_toy(run_dir: Path, spec: RunSpec, seed: int, output_dir: Path, steps: 
     trainer.save_model(str(output_dir))
     trainer.save_state()
     atomic.write_json(output_dir / "demo_profile.json", {
-        "note": "DEMO CPU PROFILE — the toy run's departures from config/grpo_config.yaml (finetune.demo.DEMO_CPU_PROFILE)",
+        "note": "DEMO CPU PROFILE — the toy run's departures from config/grpo_config.yaml "
+                "(finetune.demo.DEMO_CPU_PROFILE)",
         "changes": changes})
     return trainer, changes
 
@@ -350,11 +359,12 @@ def _prepare_out(out: Path) -> None:
         for child in out.iterdir():
             shutil.rmtree(child) if child.is_dir() else child.unlink()
     out.mkdir(parents=True, exist_ok=True)
-    atomic.write_json(out / MARKER, {"made_by": "finetune demo", "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
+    atomic.write_json(out / MARKER, {"made_by": "finetune demo",
+                                     "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
 
 
 def run_demo(out: str | Path, *, reader: str = "auto", seeds: tuple[int, ...] = DEFAULT_SEEDS,
-             steps: int = DEMO_STEPS, console=None, filter_k: int | None = FILTER_K) -> DemoResult:
+             steps: int = DEMO_STEPS, console: Console | None = None, filter_k: int | None = FILTER_K) -> DemoResult:
     """Run every phase into ``out``; return what happened (the report is written either way).
 
     ``filter_k=None`` skips the difficulty filter (benchmarks/bench_filter.py trains both ways itself)."""
@@ -386,7 +396,8 @@ def run_demo(out: str | Path, *, reader: str = "auto", seeds: tuple[int, ...] = 
         with _quiet_libraries():
             _phases(run, result, out, interactive, seeds, steps, console, filter_k)
     except _Stop as stop:
-        result.facts["stopped_at"] = {"phase": stop.phase.name, "status": stop.phase.status, "detail": stop.phase.detail}
+        result.facts["stopped_at"] = {"phase": stop.phase.name, "status": stop.phase.status,
+                                      "detail": stop.phase.detail}
         console.print(f"[red]stopped:[/red] phase '{stop.phase.name}' is {stop.phase.status}: {stop.phase.detail}")
     finally:
         torch.set_num_threads(threads)
@@ -708,7 +719,8 @@ def _heldout_facts(out: Path, f: dict[str, Any]) -> dict[str, Any] | None:
         return None
     h = f["heldout"]
     runs = [{"seed": r["seed"], "before": f"{r['before']['reward']:.3f}", "after": f"{r['after']['reward']:.3f}",
-             "accept_before": f"{r['before']['checker_accept']:.0%}", "accept_after": f"{r['after']['checker_accept']:.0%}",
+             "accept_before": f"{r['before']['checker_accept']:.0%}",
+             "accept_after": f"{r['after']['checker_accept']:.0%}",
              "link": _link(out, "pass/" + r["output_dir"] + "/trainer_state.json")} for r in h["runs"]]
     first = h["runs"][0]
     examples = [{"prompt": b["prompt"], "before": _example_cell(b), "after": _example_cell(a)}
