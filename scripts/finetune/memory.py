@@ -1658,4 +1658,10 @@ def grpo_memory_doc() -> str:
         qlora_bytes=f"{QLORA_BYTES_PER_PARAM:.4f}", vllm_overhead=str(VLLM_OVERHEAD_GIB),
         sleep_residual=str(VLLM_SLEEP_RESIDUAL_GIB), cuda_context=str(CUDA_CONTEXT_GIB),
         server_share=str(TRL_SERVER_DEFAULT_UTIL), checks=checks, scored=scored, unsloth=_doc_unsloth(),
-        spark=_doc_spark(infos))
+        spark=_doc_spark(infos), **_doc_lora(infos["Qwen/Qwen2.5-7B"]))
+
+
+def _doc_lora(qwen7: ModelInfo) -> dict[str, str]:
+    """LoRA r=16 parameters on q_proj + v_proj against all linear layers (the target_modules row)."""
+    return {"lora_qv": f"{qwen7.lora_params(16, ['q_proj', 'v_proj']) / 1e6:.1f}",
+            "lora_all": f"{qwen7.lora_params(16) / 1e6:.1f}"}
