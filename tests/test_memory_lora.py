@@ -89,6 +89,7 @@ def test_recommend_sizes_the_spec_targets_not_all_linear(tmp_path: Path) -> None
     model = load_model_info("Qwen/Qwen2.5-7B")
     rec = recommend(model, resolve_hardware("rtx-4090-24gb"), "lora", w)
     assert rec.estimate.gib_of("adapters") * GIB == 4 * model.lora_params(16, ["q_proj", "v_proj"])
+    assert rec.reasons["method"].startswith("LoRA r=16 on q_proj, v_proj: peak")
     # every candidate recommend() weighed carried the targets: the chosen one equals a direct estimate of it
     direct = estimate(model, rec.estimate.hardware, replace(w, method="lora", **_rec_knobs(rec)), suggest=False)
     assert direct.total_gib == rec.estimate.total_gib
@@ -195,3 +196,25 @@ def test_cast_lm_head_to_fp32_costs_the_head_in_fp32() -> None:
     cast = estimate(qwen, hw, Knobs("lora", cast_lm_head_to_fp32=True), suggest=False)
     assert cast.gib_of("lm_head_fp32") * GIB == qwen.vocab * qwen.hidden * 2
     assert cast.gib_of("lm_head") > plain.gib_of("lm_head") and plain.component("lm_head_fp32") is None
+
+
+def test_lora_suggestion_for_a_full_run_uses_the_spec_rank_and_targets() -> None:
+    llama8 = load_model_info("meta-llama/Llama-3.1-8B")
+    hw = resolve_hardware("h100-80gb")
+    knobs = Knobs("full", lora_r=32, lora_target_modules=["q_proj", "v_proj"])
+    est = estimate(llama8, hw, knobs)
+    lora = next(s for s in est.suggestions if s.change.get("method") == "lora")
+    assert lora.action.startswith("LoRA r=32 on q_proj, v_proj")
+    after = estimate(llama8, hw, replace(knobs, method="lora"), suggest=False)
+    assert lora.total_after_gib == pytest.approx(after.total_gib)
+    assert after.gib_of("adapters") * GIB == 4 * llama8.lora_params(32, ["q_proj", "v_proj"])
+
+
+def test_targets_in_words_come_from_the_model_names(tiny: ModelInfo) -> None:
+    from finetune.memory import lora_targets_text
+
+    assert lora_targets_text(tiny, "all-linear") == "all linear layers"
+    assert lora_targets_text(tiny, ["v_proj", "self_attn.q_proj"]) == "q_proj, v_proj"
+    assert lora_targets_text(tiny, r".*\.layers\.1\.self_attn\.(q|v)_proj") == "q_proj, v_proj (2 of 4 such layers)"
+    hostile = r".*\.(?:q_proj|" + "<script>x</script>" + ")"  # the spec's string never reaches the text
+    assert lora_targets_text(tiny, hostile) == "q_proj"

@@ -861,7 +861,8 @@ def _settings(s: _Sizing) -> dict[str, Any]:
                 vllm_enable_sleep_mode=bool(k.vllm_enable_sleep_mode and s.use_vllm and not s.server),
                 vllm_tensor_parallel_size=k.vllm_tensor_parallel_size, vllm_gpus=s.vllm_gpus if s.server else None,
                 gradient_checkpointing=k.gradient_checkpointing, optimizer=k.optimizer, zero_stage=k.zero_stage,
-                lora_r=k.lora_r if k.method != "full" else None, lora_target_modules=k.lora_target_modules,
+                # the adapters' rank and targets under full fine-tuning too: the LoRA suggestion sizes the spec's
+                lora_r=k.lora_r, lora_target_modules=k.lora_target_modules,
                 fused_lm_head=k.fused_lm_head, cast_lm_head_to_fp32=k.cast_lm_head_to_fp32,
                 model_dtype=s.dtype, round_sequences=s.round_seqs)
 
@@ -893,7 +894,6 @@ def _round_up(x: float, step: float = 0.05) -> float:
 def _knobs_of(est: Estimate) -> Knobs:
     """The knobs ``est`` was sized with, defaults resolved: the base each suggestion changes one thing of."""
     s = {k: v for k, v in est.settings.items() if k != "round_sequences"}
-    s["lora_r"] = s["lora_r"] or 16
     s["vllm_mode"] = s["vllm_mode"] or "colocate"
     return Knobs(**s)
 
@@ -1151,9 +1151,12 @@ def _training_reasons(est: Estimate, tried: list[Estimate], rejected: list[Estim
     def least(method: str) -> float:
         return min(t.total_gib for t in tried if t.settings["method"] == method)
 
+    targets = s["lora_target_modules"]
+    on = "" if is_all_linear(targets) else f" on {lora_targets_text(est.model, targets)}"
+
     method = {
         "full": f"full fine-tuning fits: peak {_pct(est, mem)}",
-        "lora": f"LoRA r={s['lora_r']}: peak {_pct(est, mem)}" + (
+        "lora": f"LoRA r={s['lora_r']}{on}: peak {_pct(est, mem)}" + (
             f"; full fine-tuning would need at least {least('full'):.1f} GiB"
             if _first(rejected, method="full") else ""),
         "qlora": f"QLoRA: peak {_pct(est, mem)}" + (
