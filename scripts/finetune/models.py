@@ -46,6 +46,7 @@ class LinearGroup:
     d_out: int
     count: int
     is_output_head: bool = False
+    paths: tuple[str, ...] = ()  # the modules' full names (model.named_modules()), what PEFT matches against
 
 
 @dataclass(frozen=True)
@@ -104,13 +105,27 @@ class ModelInfo:
         return sum(g.d_in * g.d_out * g.count for g in self.linear_groups if not g.is_output_head)
 
     def lora_targets(self, target_modules: str | list[str] | tuple[str, ...] = "all-linear") -> list[LinearGroup]:
-        """The linear groups peft adapts for ``target_modules`` (``all-linear`` = every Linear but the head)."""
-        if isinstance(target_modules, str) and target_modules != "all-linear":
-            target_modules = [target_modules]
-        if target_modules == "all-linear":
-            return [g for g in self.linear_groups if not g.is_output_head]
-        wanted = set(target_modules)
-        return [g for g in self.linear_groups if g.name in wanted]
+        """The linear groups PEFT adapts for ``target_modules``, each cut to the modules it matches.
+
+        PEFT's LoraConfig semantics (peft.tuners.tuners_utils.check_target_module_exists): ``all-linear`` (any
+        case) = every Linear but the output head; any other string is a regular expression the module's full
+        name must match entirely (``re.fullmatch``); a list names modules by their full name or a dotted
+        suffix of it (``q_proj``, ``self_attn.q_proj``). A name (or pattern) matching no linear layer, or
+        one adapting the LM head, is a UserError (:func:`lora_target_problem`).
+        """
+        problem = lora_target_problem(self, target_modules)
+        if problem:
+            raise UserError(problem[0], where="lora.target_modules", fix=problem[1])
+        out = []
+        for g in self.linear_groups:
+            hit = tuple(p for p in g.paths if _lora_matches(target_modules, p, g.is_output_head))
+            if hit:
+                out.append(replace(g, count=len(hit), paths=hit))
+        return out
+
+    def linear_leaf_names(self) -> list[str]:
+        """The distinct last components of this model's linear layers but the head (q_proj, ...), in order."""
+        return list(dict.fromkeys(g.name for g in self.linear_groups if not g.is_output_head))
 
     def lora_params(self, r: int, target_modules: str | list[str] | tuple[str, ...] = "all-linear") -> int:
         """LoRA trainable parameters: r × (d_in + d_out) per adapted projection."""
@@ -122,6 +137,53 @@ class ModelInfo:
         return (f"{self.name}: {self.params / 1e9:.3f} B params ({self.scale_class}), {self.layers} layers, "
                 f"hidden {self.hidden}, {self.heads} heads / {self.kv_heads} KV, vocab {self.vocab}"
                 f"{', tied embeddings' if self.tied else ''}{moe}{', vision-language' if self.is_vlm else ''}")
+
+
+ALL_LINEAR = "all-linear"  # peft.utils.INCLUDE_LINEAR_LAYERS_SHORTHAND (matched case-insensitively)
+
+
+def is_all_linear(target_modules: str | list[str] | tuple[str, ...]) -> bool:
+    """PEFT's shorthand: the string all-linear, any case (a list holding it names a module)."""
+    return isinstance(target_modules, str) and target_modules.lower() == ALL_LINEAR
+
+
+def _lora_matches(target_modules: str | list[str] | tuple[str, ...], path: str, is_head: bool) -> bool:
+    """Whether PEFT adapts the module named ``path`` for ``target_modules`` (see ModelInfo.lora_targets)."""
+    if is_all_linear(target_modules):
+        return not is_head
+    if isinstance(target_modules, str):
+        return re.fullmatch(target_modules, path) is not None
+    return any(path == key or path.endswith("." + key) for key in target_modules)
+
+
+def lora_target_problem(info: ModelInfo, target_modules: str | list[str] | tuple[str, ...]) -> tuple[str, str] | None:
+    """(what is wrong, how to fix it) with ``target_modules`` for this model, or None: an invalid pattern, a name
+    matching none of its linear layers, or the LM head (TRL 1.16's fused head bypasses an adapter on it)."""
+    if is_all_linear(target_modules):
+        return None
+    names = ", ".join(info.linear_leaf_names())
+    listed = f"name linear layers of {info.name} ({names}) in a list, or use all-linear"
+    paths = [(p, g.is_output_head) for g in info.linear_groups for p in g.paths]
+    if isinstance(target_modules, str):
+        regex = ("a single string other than all-linear is a regular expression the full module name must match "
+                 f"(e.g. {paths[0][0] if paths else 'model.layers.0.self_attn.q_proj'}); {listed}")
+        try:
+            hits = [(p, head) for p, head in paths if re.fullmatch(target_modules, p)]
+        except re.error as exc:
+            return f"target_modules pattern {target_modules!r} is not a regular expression ({exc})", regex
+        if not hits:
+            return f"target_modules pattern {target_modules!r} matches no linear layer of {info.name}", regex
+    else:
+        unknown = [k for k in target_modules if not any(_lora_matches([k], p, head) for p, head in paths)]
+        if unknown:
+            return f"target_modules {', '.join(map(repr, unknown))}: no linear layer of {info.name} has that name", \
+                listed
+        hits = [(p, head) for p, head in paths if _lora_matches(target_modules, p, head)]
+    if any(head for _, head in hits):
+        return ("target_modules adapts the output head: TRL 1.16's GRPOTrainer computes log-probs with a fused LM "
+                "head that reads lm_head.weight directly, so a LoRA adapter there would never train",
+                f"leave the head out ({names} or all-linear)")
+    return None
 
 
 def scale_class_of(params: int, is_moe: bool = False) -> str:
@@ -256,13 +318,13 @@ def _disk_key(raw_bytes: bytes) -> str:
     import hashlib
     from importlib.metadata import version
 
-    return hashlib.sha256(raw_bytes + f"|transformers={version('transformers')}|v2".encode()).hexdigest()[:32]
+    return hashlib.sha256(raw_bytes + f"|transformers={version('transformers')}|v3".encode()).hexdigest()[:32]
 
 
 def _from_disk(path: Path) -> ModelInfo | None:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-        data["linear_groups"] = tuple(LinearGroup(**g) for g in data["linear_groups"])
+        data["linear_groups"] = tuple(LinearGroup(**{**g, "paths": tuple(g["paths"])}) for g in data["linear_groups"])
         return ModelInfo(**data)
     except (OSError, ValueError, TypeError, KeyError):
         return None  # absent, corrupt or from an older layout: recompute
@@ -361,7 +423,7 @@ def _inventory(model: PreTrainedModel, config: PretrainedConfig, raw: dict[str, 
     tied = out is not None and emb is not None and out.weight is emb.weight
     lm_head_params = 0 if tied or out is None else out.weight.numel()
 
-    groups: dict[tuple[str, int, int, bool], int] = {}
+    groups: dict[tuple[str, int, int, bool], list[str]] = {}
     largest = 0
     expert_params = 0
     for name, module in model.named_modules():
@@ -369,10 +431,11 @@ def _inventory(model: PreTrainedModel, config: PretrainedConfig, raw: dict[str, 
         largest = max(largest, own)
         if isinstance(module, torch.nn.Linear):
             key = (name.rsplit(".", 1)[-1], module.in_features, module.out_features, module is out)
-            groups[key] = groups.get(key, 0) + 1
+            groups.setdefault(key, []).append(name)
         if type(module).__name__.endswith("Experts") or re.search(r"\.experts(\.\d+)?$", name):
             expert_params += sum(p.numel() for p in module.parameters(recurse=False))
-    linear_groups = tuple(LinearGroup(n, i, o, c, head) for (n, i, o, head), c in sorted(groups.items()))
+    linear_groups = tuple(LinearGroup(n, i, o, len(names), head, tuple(names))
+                          for (n, i, o, head), names in sorted(groups.items()))
 
     num_experts = int(getattr(text, "num_experts", None) or getattr(text, "num_local_experts", None)
                       or getattr(text, "n_routed_experts", None) or 0)
