@@ -9,7 +9,8 @@ with its 95% interval) and the value TRL logged (mean over the logged steps, and
 the ratio filtered / unfiltered and each run's training-reward gain. Single-threaded like the demo, so the
 demo's own seeds reproduce its report's numbers.
 
-    .venv/bin/python benchmarks/bench_filter.py [--demo-dir DIR] [--seeds 3407 3408] [--steps 20] [--k K] [--keep LO-HI]
+    .venv/bin/python benchmarks/bench_filter.py [--demo-dir DIR] [--seeds 3407 ... 3414] [--steps 40] [--k K]
+        [--keep LO-HI] [--check-prompts N]
 """
 
 from __future__ import annotations
@@ -57,11 +58,17 @@ def _unfiltered(run: Path) -> Path:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--demo-dir", type=Path, help="a finished `finetune demo -o DIR` output to reuse")
-    parser.add_argument("--seeds", type=int, nargs="+", default=[3407, 3408])
-    parser.add_argument("--steps", type=int, default=20)
+    from finetune.demo import DEMO_STEPS
+
+    parser.add_argument("--seeds", type=int, nargs="+", default=list(range(3407, 3415)),
+                        help="training seeds (default 3407-3414; the demo's own are 3407 and 3408)")
+    parser.add_argument("--steps", type=int, default=DEMO_STEPS, help=f"GRPO steps per run (default {DEMO_STEPS}, "
+                                                                      "the demo's)")
     parser.add_argument("--max-prompts", type=int, default=None, help="prompts the filter assesses (default all)")
     parser.add_argument("--k", type=int, default=None, help="completions per prompt (default num_generations)")
     parser.add_argument("--keep", default=None, help="pass-rate range kept, LO-HI (default the filter's)")
+    parser.add_argument("--check-prompts", type=int, default=None,
+                        help="kept prompts re-sampled for the 'after' prediction (default the filter's)")
     args = parser.parse_args()
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -71,7 +78,7 @@ def main() -> int:
     torch.set_num_threads(1)  # as the demo trains: same seeds, same numbers
 
     from finetune.cli import main as cli
-    from finetune.datafilter import DEFAULT_KEEP, parse_keep, run_filter
+    from finetune.datafilter import DEFAULT_CHECK_PROMPTS, DEFAULT_KEEP, parse_keep, run_filter
     from finetune.demo import EARLY_STEPS, _reward_gain, measured_zero_std, run_demo, train_toy
     from finetune.spec import load_spec
 
@@ -86,7 +93,8 @@ def main() -> int:
     t0 = time.perf_counter()
     keep = parse_keep(args.keep) if args.keep else DEFAULT_KEEP
     summary = run_filter(filtered, filtered.parent, k=args.k or spec.training.num_generations,
-                         max_prompts=args.max_prompts, keep=keep)
+                         max_prompts=args.max_prompts, keep=keep,
+                         check_prompts=DEFAULT_CHECK_PROMPTS if args.check_prompts is None else args.check_prompts)
     print(f"filter: k={summary['k']}, keep {keep[0]:g}-{keep[1]:g}, kept {summary['kept']} of {summary['assessed']} prompts "
           f"({summary['dropped_never']} never, {summary['dropped_always']} always solved) in "
           f"{time.perf_counter() - t0:.0f} s")

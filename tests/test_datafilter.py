@@ -113,7 +113,10 @@ def test_filter_drops_exactly_the_0_of_k_and_k_of_k_prompts(demo_run, tmp_path, 
     assert "data/filtered.jsonl" in train_py
     brief = (run / "config" / "BRIEF.md").read_text()
     before, after = spec.dataset.filter.predicted_frac_reward_zero_std
-    assert "## Difficulty filter" in brief and f"| predicted `frac_reward_zero_std` | {before:g} | {after:g} |" in brief
+    from finetune.literals import md
+
+    assert "## Difficulty filter" in brief and f"| predicted `frac_reward_zero_std` | {md(before)} | {md(after)} |" in brief
+    assert f"fresh samples of {spec.dataset.filter.check_prompts} kept prompts" in brief
     assert f"| prompts | {len(source)} | {len(mixed)} |" in brief
     print(report, brief[brief.index("## Difficulty filter"):brief.index("## Memory fit")])
     with open(run / "data" / "filtered.jsonl", "a") as fh:

@@ -102,7 +102,7 @@ def test_rendered_config_is_the_base_recipe_and_valid(demo_run):
     py_compile.compile(str(config / "train.py"), doraise=True)
     brief = (config / "BRIEF.md").read_text()
     assert "## Demo CPU profile (added by `finetune demo`" in brief
-    assert "| `learning_rate` | `5e-07` | `0.001` |" in brief
+    assert "| `learning_rate` | `5e-07` | `0.0003` |" in brief
 
 
 @pytest.mark.slow
@@ -118,7 +118,7 @@ def test_training_raised_heldout_reward_on_both_seeds(demo_run):
         assert len(rewards) >= 40
         assert sum(rewards[-10:]) / 10 > sum(rewards[:10]) / 10  # the training reward rose too
         profile = _json(demo_run.out / "pass" / r["output_dir"] / "demo_profile.json")
-        assert {"field": "learning_rate", "rendered": 5e-7, "demo": 1e-3} == \
+        assert {"field": "learning_rate", "rendered": 5e-7, "demo": 3e-4} == \
             {k: v for k, v in next(c for c in profile["changes"] if c["field"] == "learning_rate").items() if k != "why"}
     assert _json(demo_run.out / "pass" / "heldout.json")["runs"] == runs
 
@@ -332,6 +332,6 @@ def test_demo_filters_and_shows_predicted_beside_measured_zero_std(demo_run):
     for e in map(json.loads, (good / "data" / "pass_rates.jsonl").open()):
         by_tier.setdefault(recipe.tier_of(source[e["row"]]["answer"]), []).append(e["successes"])
     mean = {t: sum(v) / len(v) / flt["k"] for t, v in by_tier.items()}
-    assert mean["mastered"] > 0.8 > mean["partial"] > 0.15 > mean["beyond"], mean
+    assert mean["mastered"] > 0.7 and 0.15 < mean["partial"] < 0.6 and mean["beyond"] < 0.15, mean
     assert flt["dispersion"]["index"] > 2
     assert flt["k"] == demo.FILTER_K == spec.training.num_generations
