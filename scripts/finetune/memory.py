@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 from finetune.errors import UserError
 from finetune.hardware import Hardware, resolve_hardware
-from finetune.models import ModelInfo, is_all_linear
+from finetune.loratargets import is_all_linear
+from finetune.models import ModelInfo
 
 if TYPE_CHECKING:
     from finetune.spec import RunSpec
@@ -1279,7 +1280,8 @@ def estimate_for_spec(spec: RunSpec, **explicit: Any) -> tuple[Recommendation, E
     Values the spec leaves ``None`` come from :func:`recommend`; values it sets (and ``explicit``
     keyword overrides, e.g. from the CLI; None = not given) win. The renderer folds the estimate into BRIEF.md.
     """
-    from finetune.models import load_model_info, lora_target_problem
+    from finetune.loratargets import lora_target_problem
+    from finetune.models import load_model_info
 
     model = load_model_info(spec.model, spec.model_config_path, spec.source.parent if spec.source else None)
     problem = lora_target_problem(model, spec.lora.target_modules)  # whatever the method: a LoRA fix sizes them
