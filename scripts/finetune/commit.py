@@ -37,6 +37,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 from finetune import jsonio, locks
+from finetune.errors import UserError
 
 CRASH_ENV = "FINETUNE_TEST_CRASH_AT"
 STALE_UNOWNED_S = 3600  # temp files without a pid in their name (older versions) count as stale after this
@@ -132,12 +133,19 @@ def _switch_dir(stage: Path, target: Path) -> None:
 
 
 def commit_files(run_dir: str | Path, files: Mapping[str, str | bytes], remove: tuple[str, ...] = (),
-                 modes: dict[str, int] | None = None) -> list[Path]:
-    """Write ``files`` (names in the run directory) and delete ``remove`` as one commit (journal + renames)."""
+                 modes: dict[str, int] | None = None, check: Callable[[], None] | None = None) -> list[Path]:
+    """Write ``files`` (names in the run directory) and delete ``remove`` as one commit (journal + renames).
+
+    ``check`` runs under the run directory's lock before anything is staged: a writer whose output was
+    computed from files it read earlier (``inspect score``) re-checks them there and raises to write
+    nothing, so two writers never commit results of different inputs one over the other unnoticed.
+    """
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     with locks.file_lock(run_dir):
         recover(run_dir)
+        if check is not None:
+            check()
         stage = run_dir / _name("files", "stage")
         stage.mkdir()
         try:
@@ -173,6 +181,26 @@ def _roll_forward(run_dir: Path, journal: Path, crash: bool = False) -> None:
         shutil.rmtree(run_dir / name, ignore_errors=True)
     journal.unlink()
     _fsync_dir(run_dir)
+
+
+def pending(run_dir: str | Path) -> list[str]:
+    """Names a committed but unfinished commit (a journal) will still replace or remove; [] when none.
+
+    For read-only callers (``finetune status``) that do not :func:`recover`: while this is non-empty the
+    files on disk may be half old, half new, and nothing read from them should be called current.
+    """
+    run_dir = Path(run_dir)
+    names: list[str] = []
+    for journal in sorted(p for p in _leftovers(run_dir) if _JOURNAL.match(p.name)):
+        try:
+            plan = jsonio.read_json(journal)
+        except UserError:  # finished meanwhile (gone), or damaged: a damaged one still means "not settled"
+            if journal.exists():
+                return [journal.name]
+            continue
+        names += [dst for src, dst in plan["renames"] if (run_dir / src).exists()]
+        names += [n for n in plan["remove"] if (run_dir / n).exists()]
+    return names
 
 
 def _pid_alive(pid: int) -> bool:

@@ -162,7 +162,7 @@ def _recommend(model_info: ModelInfo, hardware: Hardware, spec: RunSpec) -> Reco
 
 def _knobs(spec: RunSpec, kw: dict[str, Setting], topo: Topology, zero_stage: int) -> Knobs:
     """The estimator's inputs for exactly the values rendered (spec overrides included)."""
-    from finetune.memory import Knobs
+    from finetune.memory import Knobs, rendered_lm_head
 
     g = spec.generation
     server = topo.vllm_mode == "server"
@@ -182,7 +182,8 @@ def _knobs(spec: RunSpec, kw: dict[str, Setting], topo: Topology, zero_stage: in
                  vllm_gpus=topo.vllm_gpus if server else None,
                  gradient_checkpointing=value("gradient_checkpointing"), optimizer=value("optim"),
                  zero_stage=zero_stage, lora_r=spec.lora.r, lora_target_modules=spec.lora.target_modules,
-                 model_dtype=value("model_init_kwargs")["dtype"] if not topo.cpu else None)
+                 model_dtype=value("model_init_kwargs")["dtype"] if not topo.cpu else None,
+                 **rendered_lm_head(spec.overrides))
 
 
 def _estimate(model_info: ModelInfo, hardware: Hardware, spec: RunSpec, kw: dict[str, Setting], topo: Topology,
@@ -203,6 +204,16 @@ def _verify_gate(run_dir: Path, spec: RunSpec) -> tuple[bool, str, dict[str, Any
 
 # ----------------------------------------------------------------------------------------------
 # validation steps
+
+def _check_lora_targets(spec: RunSpec, info: ModelInfo) -> None:
+    """lora.target_modules against the model's real linear layers, as PEFT will match them (checked whatever the
+    method: a full-fine-tuning spec's LoRA suggestion sizes them too)."""
+    from finetune.loratargets import lora_target_problem
+
+    problem = lora_target_problem(info, spec.lora.target_modules)
+    if problem:
+        raise UserError(problem[0], where="lora.target_modules", fix=problem[1])
+
 
 def _check_model(spec: RunSpec, info: ModelInfo) -> None:
     if info.is_vlm:
@@ -599,6 +610,7 @@ def build_plan(spec: RunSpec, run_dir: Path, *, preview: bool = False, no_gate: 
     _check_num_generations(spec)
     info = _model_info(spec)
     _check_model(spec, info)
+    _check_lora_targets(spec, info)
     hw = _target_hardware(spec, info)
     overrides = _check_overrides(spec)
     licence = _licence(spec, info, run_dir, preview=preview, no_gate=no_gate)

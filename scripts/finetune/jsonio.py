@@ -79,25 +79,36 @@ def dumps_line(obj: Any, *, nonfinite: Nonfinite = "refuse") -> str:
     return dumps(obj, nonfinite=nonfinite)
 
 
-def _write(path: Path, text_fn: Callable[[], str]) -> Path:
-    from finetune import atomic
-
+def _text(path: Path, text_fn: Callable[[], str]) -> str:
     try:
-        text = text_fn()
+        return text_fn()
     except NonFiniteError as exc:
         raise UserError(f"refusing to write a non-finite number (NaN or Infinity) at {exc.where}", where=str(path),
                         fix="the value must be a finite number") from None
-    return atomic.write_text(path, text)
+
+
+def json_text(path: str | Path, obj: Any, *, nonfinite: Nonfinite = "refuse") -> str:
+    """The text :func:`write_json` writes to ``path`` (for a multi-file commit, :mod:`finetune.commit`)."""
+    return _text(Path(path), lambda: dumps(obj, indent=2, nonfinite=nonfinite) + "\n")
+
+
+def jsonl_text(path: str | Path, rows: Iterable[Any], *, nonfinite: Nonfinite = "refuse") -> str:
+    """The text :func:`write_jsonl` writes to ``path`` (for a multi-file commit, :mod:`finetune.commit`)."""
+    return _text(Path(path), lambda: "".join(dumps_line(r, nonfinite=nonfinite) + "\n" for r in rows))
 
 
 def write_json(path: str | Path, obj: Any, *, nonfinite: Nonfinite = "refuse") -> Path:
     """Write one JSON document (indented), atomically."""
-    return _write(Path(path), lambda: dumps(obj, indent=2, nonfinite=nonfinite) + "\n")
+    from finetune import atomic
+
+    return atomic.write_text(path, json_text(path, obj, nonfinite=nonfinite))
 
 
 def write_jsonl(path: str | Path, rows: Iterable[Any], *, nonfinite: Nonfinite = "refuse") -> Path:
     """Write one JSON value per line, atomically."""
-    return _write(Path(path), lambda: "".join(dumps_line(r, nonfinite=nonfinite) + "\n" for r in rows))
+    from finetune import atomic
+
+    return atomic.write_text(path, jsonl_text(path, rows, nonfinite=nonfinite))
 
 
 def _refuse_constant(name: str) -> Any:

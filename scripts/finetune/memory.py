@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 from finetune.errors import UserError
 from finetune.hardware import Hardware, resolve_hardware
+from finetune.loratargets import is_all_linear
 from finetune.models import ModelInfo
 
 if TYPE_CHECKING:
@@ -411,7 +412,10 @@ class Knobs:
     ``use_vllm`` → on for a GPU target, ``vllm_gpu_memory_utilization`` → TRL's 0.3 (colocate) / `trl
     vllm-serve`'s 0.9 (server), ``vllm_gpus`` (server) → ``hardware.vllm_gpus`` or the tensor-parallel
     size, ``model_dtype`` → :func:`default_model_dtype`. ``fused_lm_head=False`` sizes a trainer that
-    materialises the completion logits (TRL before 1.x, other frameworks) instead of TRL 1.16's chunked head.
+    materialises the completion logits (TRL before 1.x, other frameworks) instead of TRL 1.16's chunked head;
+    ``cast_lm_head_to_fp32`` is GRPOConfig's (the head's weight and tiles in fp32). A rendered run's head is
+    :func:`rendered_lm_head`'s. ``lora_target_modules`` is PEFT's ``target_modules``
+    (:meth:`ModelInfo.lora_targets`).
     """
 
     method: str = "lora"
@@ -435,13 +439,34 @@ class Knobs:
     lora_target_modules: str | list[str] | tuple[str, ...] = "all-linear"
     model_dtype: str | None = None
     fused_lm_head: bool = True
+    cast_lm_head_to_fp32: bool = False
+
+
+class LmHead(TypedDict):
+    """The :class:`Knobs` fields that decide the LM head's memory."""
+
+    fused_lm_head: bool
+    cast_lm_head_to_fp32: bool
+
+
+def rendered_lm_head(overrides: Mapping[str, Any]) -> LmHead:
+    """The LM head a rendered run computes its log-probs with, as :class:`Knobs` values: the one source that
+    config render's estimate, :func:`recommend`'s candidates and every suggestion size.
+
+    TRL 1.16's GRPOTrainer patches its fused, chunked head onto every policy (grpo_trainer.py calls
+    ``add_fused_lm_head`` unconditionally; ``use_liger_kernel`` keeps it, refusing Liger's fused cross-entropy),
+    so ``fused_lm_head`` is always True; ``cast_lm_head_to_fp32`` is the spec's override (GRPOConfig default False).
+    """
+    return {"fused_lm_head": True, "cast_lm_head_to_fp32": overrides.get("cast_lm_head_to_fp32") is True}
 
 
 def workload_of(spec: RunSpec) -> Knobs:
-    """The part of a spec :func:`recommend` keeps fixed (completions per prompt, lengths, KL, LoRA rank)."""
+    """The part of a spec :func:`recommend` keeps fixed (completions per prompt, lengths, KL, the LoRA rank and
+    target modules, the LM head the rendered run uses)."""
     g, t = spec.generation, spec.training
     return Knobs(num_generations=t.num_generations, max_prompt_length=g.max_prompt_length,
-                 max_completion_length=g.max_completion_length, beta=t.beta, lora_r=spec.lora.r)
+                 max_completion_length=g.max_completion_length, beta=t.beta, lora_r=spec.lora.r,
+                 lora_target_modules=spec.lora.target_modules, **rendered_lm_head(spec.overrides))
 
 
 @dataclass(frozen=True)
@@ -603,10 +628,24 @@ def _adapter_states(s: _Sizing, out: _Parts) -> None:
     k = s.k
     opt_bytes, opt_name = _optimizer_bytes(k.optimizer)
     L = s.model.lora_params(k.lora_r, k.lora_target_modules)
-    out.add("adapters", f"LoRA adapters r={k.lora_r} (fp32)", 4 * L,
+    on = "" if is_all_linear(k.lora_target_modules) else f" on {lora_targets_text(s.model, k.lora_target_modules)}"
+    out.add("adapters", f"LoRA adapters r={k.lora_r}{on} (fp32)", 4 * L,
             f"{_b(L)} = Σ r·(d_in + d_out) over adapted projections × 4 B", "resident")
     out.add("gradients", "adapter gradients (fp32)", 4 * L, f"{_b(L)} × 4 B", "training")
     out.add("optimizer", f"optimizer states ({opt_name})", opt_bytes * L, f"{_b(L)} × {opt_bytes} B", "resident")
+
+
+def lora_targets_text(model: ModelInfo, target_modules: str | list[str] | tuple[str, ...]) -> str:
+    """The layers ``target_modules`` adapts, in words from the model's own module names (never the spec's
+    strings, which reach documents only through the escaping helpers): "all linear layers", "q_proj, v_proj",
+    "q_proj, k_proj (28 of 56 such layers)"."""
+    if is_all_linear(target_modules):
+        return "all linear layers"
+    groups = model.lora_targets(target_modules)
+    names = list(dict.fromkeys(g.name for g in groups))
+    adapted = sum(g.count for g in groups)
+    total = sum(g.count for g in model.linear_groups if g.name in names)
+    return ", ".join(names) + (f" ({adapted} of {total} such layers)" if adapted < total else "")
 
 
 def _zero_states(s: _Sizing, out: _Parts) -> None:
@@ -666,12 +705,19 @@ def _lm_head(s: _Sizing, out: _Parts) -> None:
     # on a GPU only completion positions are projected; TRL's CPU path scores every position
     scored = B * (s.seq_len if s.cpu else Tc)
     head_trainable = k.method == "full"
-    compute = 4 if s.cpu else 2
-    out.add("lm_head", "LM head, fused log-prob tiles (TRL 1.16)",
-            fused_head_bytes(m, scored, head_trainable=head_trainable, compute_bytes=compute, weight_bytes=s.wbytes),
+    compute = 4 if s.cpu or k.cast_lm_head_to_fp32 else 2
+    weight = 4 if k.cast_lm_head_to_fp32 else s.wbytes
+    out.add("lm_head", "LM head, fused log-prob tiles (TRL 1.16" + (", fp32)" if k.cast_lm_head_to_fp32 else ")"),
+            fused_head_bytes(m, scored, head_trainable=head_trainable, compute_bytes=compute, weight_bytes=weight),
             f"tile {min(scored, TRL_HEAD_TOKEN_TILE)}×{min(m.vocab, TRL_HEAD_VOCAB_TILE)}×{compute} B + ∇hidden "
             f"N {scored} × h {m.hidden} × 4 B" + (f" + ∇W V {m.vocab} × h × 4 B" if head_trainable else "")
             + " (full B×T×V logits never exist)", "training")
+    if k.cast_lm_head_to_fp32 and s.wbytes == 2:
+        copies = 2 if k.beta > 0 and k.method == "full" else 1  # TRL casts the reference model's head too
+        out.add("lm_head_fp32", "LM head weight cast to fp32 (cast_lm_head_to_fp32)",
+                copies * m.vocab * m.hidden * 2,
+                f"{copies} × V {m.vocab} × h {m.hidden} × (4 − 2) B" + (" (tied: the embedding is cast with it)"
+                                                                         if m.tied else ""), "resident")
 
 
 def _generation(s: _Sizing, out: _Parts) -> None:
@@ -816,7 +862,9 @@ def _settings(s: _Sizing) -> dict[str, Any]:
                 vllm_enable_sleep_mode=bool(k.vllm_enable_sleep_mode and s.use_vllm and not s.server),
                 vllm_tensor_parallel_size=k.vllm_tensor_parallel_size, vllm_gpus=s.vllm_gpus if s.server else None,
                 gradient_checkpointing=k.gradient_checkpointing, optimizer=k.optimizer, zero_stage=k.zero_stage,
-                lora_r=k.lora_r if k.method != "full" else None, lora_target_modules=k.lora_target_modules,
+                # the adapters' rank and targets under full fine-tuning too: the LoRA suggestion sizes the spec's
+                lora_r=k.lora_r, lora_target_modules=k.lora_target_modules,
+                fused_lm_head=k.fused_lm_head, cast_lm_head_to_fp32=k.cast_lm_head_to_fp32,
                 model_dtype=s.dtype, round_sequences=s.round_seqs)
 
 
@@ -847,7 +895,6 @@ def _round_up(x: float, step: float = 0.05) -> float:
 def _knobs_of(est: Estimate) -> Knobs:
     """The knobs ``est`` was sized with, defaults resolved: the base each suggestion changes one thing of."""
     s = {k: v for k, v in est.settings.items() if k != "round_sequences"}
-    s["lora_r"] = s["lora_r"] or 16
     s["vllm_mode"] = s["vllm_mode"] or "colocate"
     return Knobs(**s)
 
@@ -861,7 +908,8 @@ def _fix_options(est: Estimate, k: Knobs) -> list[tuple[str, dict[str, Any], Har
         options.append(("vLLM sleep mode (vllm_enable_sleep_mode=True; level 2, wake costs seconds per step)",
                         {"vllm_enable_sleep_mode": True}, hw))
     if k.method == "full":
-        options.append(("LoRA r=16 on all linear layers (no reference copy, tiny optimizer)",
+        targets = lora_targets_text(est.model, k.lora_target_modules)
+        options.append((f"LoRA r={k.lora_r} on {targets} (no reference copy, tiny optimizer)",
                         {"method": "lora", "model_dtype": None}, hw))
     if k.method != "qlora":
         options.append(("QLoRA (4-bit base weights)", {"method": "qlora", "model_dtype": None}, hw))
@@ -1104,9 +1152,12 @@ def _training_reasons(est: Estimate, tried: list[Estimate], rejected: list[Estim
     def least(method: str) -> float:
         return min(t.total_gib for t in tried if t.settings["method"] == method)
 
+    targets = s["lora_target_modules"]
+    on = "" if is_all_linear(targets) else f" on {lora_targets_text(est.model, targets)}"
+
     method = {
         "full": f"full fine-tuning fits: peak {_pct(est, mem)}",
-        "lora": f"LoRA r={s['lora_r']}: peak {_pct(est, mem)}" + (
+        "lora": f"LoRA r={s['lora_r']}{on}: peak {_pct(est, mem)}" + (
             f"; full fine-tuning would need at least {least('full'):.1f} GiB"
             if _first(rejected, method="full") else ""),
         "qlora": f"QLoRA: peak {_pct(est, mem)}" + (
@@ -1229,9 +1280,13 @@ def estimate_for_spec(spec: RunSpec, **explicit: Any) -> tuple[Recommendation, E
     Values the spec leaves ``None`` come from :func:`recommend`; values it sets (and ``explicit``
     keyword overrides, e.g. from the CLI; None = not given) win. The renderer folds the estimate into BRIEF.md.
     """
+    from finetune.loratargets import lora_target_problem
     from finetune.models import load_model_info
 
     model = load_model_info(spec.model, spec.model_config_path, spec.source.parent if spec.source else None)
+    problem = lora_target_problem(model, spec.lora.target_modules)  # whatever the method: a LoRA fix sizes them
+    if problem:
+        raise UserError(problem[0], where="lora.target_modules", fix=problem[1])
     tr = spec.training
     chosen: dict[str, Any] = {
         "per_device_train_batch_size": tr.per_device_train_batch_size,
@@ -1245,21 +1300,21 @@ def estimate_for_spec(spec: RunSpec, **explicit: Any) -> tuple[Recommendation, E
     method = explicit.pop("method", None) or spec.method
     workload = _with_explicit(workload_of(spec), explicit)
     chosen.update({k: v for k, v in explicit.items() if v is not None})
-    return _recommend_and_estimate(model, resolve_hardware(spec.hardware), method, workload, chosen,
-                                   spec.lora.target_modules)
+    return _recommend_and_estimate(model, resolve_hardware(spec.hardware), method, workload, chosen)
 
 
 def estimate_for_model(model: ModelInfo, hardware: Hardware, **explicit: Any) -> tuple[Recommendation, Estimate]:
     """:func:`estimate_for_spec` without a spec: the seed's workload, with ``explicit`` values (None = not given)."""
     method = explicit.pop("method", None)
     workload = _with_explicit(Knobs(), explicit)
-    return _recommend_and_estimate(model, hardware, method, workload, explicit, "all-linear")
+    return _recommend_and_estimate(model, hardware, method, workload, explicit)
 
 
 def _recommend_and_estimate(model: ModelInfo, hardware: Hardware, method: str | None, workload: Knobs,
-                            chosen: dict[str, Any], target_modules: str | list[str]) -> tuple[Recommendation, Estimate]:
+                            chosen: dict[str, Any]) -> tuple[Recommendation, Estimate]:
+    """recommend() and the estimate of what runs, both on ``workload``'s LoRA targets and LM head."""
     rec = recommend(model, hardware, method, workload)
-    fixed = replace(workload, method=rec.method if method is None else method, lora_target_modules=target_modules)
+    fixed = replace(workload, method=rec.method if method is None else method)
     return rec, _estimate_from(model, hardware, rec, fixed, chosen)
 
 
@@ -1608,4 +1663,10 @@ def grpo_memory_doc() -> str:
         qlora_bytes=f"{QLORA_BYTES_PER_PARAM:.4f}", vllm_overhead=str(VLLM_OVERHEAD_GIB),
         sleep_residual=str(VLLM_SLEEP_RESIDUAL_GIB), cuda_context=str(CUDA_CONTEXT_GIB),
         server_share=str(TRL_SERVER_DEFAULT_UTIL), checks=checks, scored=scored, unsloth=_doc_unsloth(),
-        spark=_doc_spark(infos))
+        spark=_doc_spark(infos), **_doc_lora(infos["Qwen/Qwen2.5-7B"]))
+
+
+def _doc_lora(qwen7: ModelInfo) -> dict[str, str]:
+    """LoRA r=16 parameters on q_proj + v_proj against all linear layers (the target_modules row)."""
+    return {"lora_qv": f"{qwen7.lora_params(16, ['q_proj', 'v_proj']) / 1e6:.1f}",
+            "lora_all": f"{qwen7.lora_params(16) / 1e6:.1f}"}

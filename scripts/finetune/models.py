@@ -23,6 +23,8 @@ from finetune.errors import UserError
 if TYPE_CHECKING:
     from transformers import PretrainedConfig, PreTrainedModel
 
+    from finetune.loratargets import Adapted
+
 BUNDLED_DIR = Path(__file__).parent / "data" / "model_configs"
 
 # Scale classes of references/grpo-memory.md: (name, upper bound in parameters). "≤3B" covers every
@@ -46,6 +48,16 @@ class LinearGroup:
     d_out: int
     count: int
     is_output_head: bool = False
+    paths: tuple[str, ...] = ()  # the modules' full names (model.named_modules()), what PEFT matches against
+
+
+@dataclass(frozen=True)
+class FusedParam:
+    """A parameter outside any nn.Linear that PEFT can adapt as a ``target_parameter``: a fused MoE experts tensor
+    (E × d1 × d2) or a router's weight, by its full name."""
+
+    path: str
+    shape: tuple[int, ...]
 
 
 @dataclass(frozen=True)
@@ -78,6 +90,11 @@ class ModelInfo:
     moe_intermediate: int = 0
     max_position_embeddings: int = 0
     qk_norm: bool = False  # per-head RMSNorm on q and k (Qwen3): more activations kept per layer
+    # PEFT's transformers-5 MoE remap for this model type (peft.utils.transformers_weight_conversion): old target
+    # name → fused parameter, and the old names fused into one tensor; the parameters they name
+    fused_params: tuple[FusedParam, ...] = field(default=(), repr=False)
+    peft_moe_targets: tuple[tuple[str, str], ...] = ()
+    peft_moe_fused: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     @property
     def scale_class(self) -> str:
@@ -104,17 +121,22 @@ class ModelInfo:
         return sum(g.d_in * g.d_out * g.count for g in self.linear_groups if not g.is_output_head)
 
     def lora_targets(self, target_modules: str | list[str] | tuple[str, ...] = "all-linear") -> list[LinearGroup]:
-        """The linear groups peft adapts for ``target_modules`` (``all-linear`` = every Linear but the head)."""
-        if isinstance(target_modules, str) and target_modules != "all-linear":
-            target_modules = [target_modules]
-        if target_modules == "all-linear":
-            return [g for g in self.linear_groups if not g.is_output_head]
-        wanted = set(target_modules)
-        return [g for g in self.linear_groups if g.name in wanted]
+        """The linear groups PEFT adapts for ``target_modules``, each cut to the modules it matches (PEFT's
+        semantics: :mod:`finetune.loratargets`); a name the model lacks, or the LM head, is a UserError."""
+        return list(self._adapted(target_modules).groups)
 
     def lora_params(self, r: int, target_modules: str | list[str] | tuple[str, ...] = "all-linear") -> int:
-        """LoRA trainable parameters: r × (d_in + d_out) per adapted projection."""
-        return sum(r * (g.d_in + g.d_out) * g.count for g in self.lora_targets(target_modules))
+        """LoRA trainable parameters: r × (d_in + d_out) per adapted projection, rank × E × (d1 + d2) per fused
+        expert tensor PEFT adapts (:mod:`finetune.loratargets`)."""
+        return self._adapted(target_modules).trainable(r)
+
+    def _adapted(self, target_modules: str | list[str] | tuple[str, ...]) -> Adapted:
+        from finetune.loratargets import adapted
+
+        found = adapted(self, target_modules)
+        if found.problem:
+            raise UserError(found.problem[0], where="lora.target_modules", fix=found.problem[1])
+        return found
 
     def summary(self) -> str:
         moe = f", MoE {self.num_experts} experts / {self.experts_per_token} active " \
@@ -256,13 +278,26 @@ def _disk_key(raw_bytes: bytes) -> str:
     import hashlib
     from importlib.metadata import version
 
-    return hashlib.sha256(raw_bytes + f"|transformers={version('transformers')}|v2".encode()).hexdigest()[:32]
+    stamp = f"|transformers={version('transformers')}|peft={_peft_version()}|v3"
+    return hashlib.sha256(raw_bytes + stamp.encode()).hexdigest()[:32]
+
+
+def _peft_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("peft")
+    except PackageNotFoundError:
+        return "none"
 
 
 def _from_disk(path: Path) -> ModelInfo | None:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-        data["linear_groups"] = tuple(LinearGroup(**g) for g in data["linear_groups"])
+        data["linear_groups"] = tuple(LinearGroup(**{**g, "paths": tuple(g["paths"])}) for g in data["linear_groups"])
+        data["fused_params"] = tuple(FusedParam(p["path"], tuple(p["shape"])) for p in data["fused_params"])
+        data["peft_moe_targets"] = tuple((old, new) for old, new in data["peft_moe_targets"])
+        data["peft_moe_fused"] = tuple((new, tuple(olds)) for new, olds in data["peft_moe_fused"])
         return ModelInfo(**data)
     except (OSError, ValueError, TypeError, KeyError):
         return None  # absent, corrupt or from an older layout: recompute
@@ -361,7 +396,7 @@ def _inventory(model: PreTrainedModel, config: PretrainedConfig, raw: dict[str, 
     tied = out is not None and emb is not None and out.weight is emb.weight
     lm_head_params = 0 if tied or out is None else out.weight.numel()
 
-    groups: dict[tuple[str, int, int, bool], int] = {}
+    groups: dict[tuple[str, int, int, bool], list[str]] = {}
     largest = 0
     expert_params = 0
     for name, module in model.named_modules():
@@ -369,10 +404,11 @@ def _inventory(model: PreTrainedModel, config: PretrainedConfig, raw: dict[str, 
         largest = max(largest, own)
         if isinstance(module, torch.nn.Linear):
             key = (name.rsplit(".", 1)[-1], module.in_features, module.out_features, module is out)
-            groups[key] = groups.get(key, 0) + 1
+            groups.setdefault(key, []).append(name)
         if type(module).__name__.endswith("Experts") or re.search(r"\.experts(\.\d+)?$", name):
             expert_params += sum(p.numel() for p in module.parameters(recurse=False))
-    linear_groups = tuple(LinearGroup(n, i, o, c, head) for (n, i, o, head), c in sorted(groups.items()))
+    linear_groups = tuple(LinearGroup(n, i, o, len(names), head, tuple(names))
+                          for (n, i, o, head), names in sorted(groups.items()))
 
     num_experts = int(getattr(text, "num_experts", None) or getattr(text, "num_local_experts", None)
                       or getattr(text, "n_routed_experts", None) or 0)
@@ -395,4 +431,31 @@ def _inventory(model: PreTrainedModel, config: PretrainedConfig, raw: dict[str, 
         linear_groups=linear_groups, moe_intermediate=int(getattr(text, "moe_intermediate_size", 0) or 0),
         max_position_embeddings=int(getattr(text, "max_position_embeddings", 0) or 0),
         qk_norm=any(name.endswith("self_attn.q_norm") for name, _ in model.named_modules()),
+        **_peft_moe(model, str(config.model_type)),
     )
+
+
+def _peft_moe(model: PreTrainedModel, model_type: str) -> dict[str, Any]:
+    """PEFT's transformers-5 MoE remap for ``model_type`` (its own tables) and the parameters it targets here:
+    ModelInfo's fused_params / peft_moe_targets / peft_moe_fused (empty when PEFT converts nothing)."""
+    try:
+        from peft.utils import transformers_weight_conversion as peft_conversion
+        from peft.utils.transformers_weight_conversion import _MOE_FUSED_TARGETS, _MOE_TARGET_MODULE_MAPPING
+        from transformers.conversion_mapping import get_checkpoint_conversion_mapping
+    except ImportError:  # pragma: no cover - PEFT is pinned; without it there is no conversion to size
+        return {}
+    # PEFT's own copy of transformers' table (it adds mixtral)
+    base = getattr(peft_conversion, "_MODEL_TO_CONVERSION_PATTERN", {}).get(model_type)
+    mapping = _MOE_TARGET_MODULE_MAPPING.get(base or "", {})
+    fused = _MOE_FUSED_TARGETS.get(base or "", {})
+    if get_checkpoint_conversion_mapping(model_type) is None or not mapping or not fused:
+        return {}
+    import torch
+
+    wanted = set(mapping.values())
+    params = tuple(FusedParam(f"{mod_name}.{name}", tuple(int(d) for d in p.shape))
+                   for mod_name, module in model.named_modules() if not isinstance(module, torch.nn.Linear)
+                   for name, p in module.named_parameters(recurse=False)
+                   if any(f"{mod_name}.{name}".endswith("." + w) for w in wanted))
+    return {"fused_params": params, "peft_moe_targets": tuple(sorted(mapping.items())),
+            "peft_moe_fused": tuple(sorted((new, tuple(olds)) for new, olds in fused.items()))}

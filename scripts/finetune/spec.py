@@ -75,8 +75,34 @@ class LoraSpec(_Strict):
     r: int = Field(16, ge=1, description="LoRA rank.")
     alpha: int = Field(32, ge=1, description="LoRA alpha (scaling = alpha / r).")
     dropout: float = Field(0.05, ge=0, lt=1, description="LoRA dropout.")
-    target_modules: list[str] | str = Field("all-linear", description="Modules to adapt ('all-linear' = every "
-                                            "linear layer but the output head).")
+    target_modules: list[str] | str = Field("all-linear", description="Modules to adapt, as PEFT reads them: "
+                                            "'all-linear' = every linear layer but the output head; a list names "
+                                            "modules by name or dotted suffix (q_proj, self_attn.q_proj); any other "
+                                            "string is a regular expression over full module names. Checked against "
+                                            "the model's linear layers.")
+
+    @field_validator("target_modules")
+    @classmethod
+    def _target_modules(cls, v: list[str] | str) -> list[str] | str:
+        # What needs no model (the names themselves are checked against the model where it is loaded:
+        # finetune.models.lora_target_problem, at render and in `finetune memory`)
+        import re
+
+        if isinstance(v, str):
+            try:
+                re.compile(v)
+            except re.error as exc:
+                raise ValueError(f"not 'all-linear', and not a regular expression either ({exc}); "
+                                 "name modules in a list: [q_proj, v_proj]") from None
+            return v
+        if not v:
+            raise ValueError("an empty list adapts nothing: name modules ([q_proj, v_proj]) or use all-linear")
+        if any(not name.strip() for name in v):
+            raise ValueError("an empty module name: name modules ([q_proj, v_proj]) or use all-linear")
+        if any(name.lower() == "all-linear" for name in v):
+            raise ValueError("'all-linear' is PEFT's shorthand only as the whole value: write "
+                             "`target_modules: all-linear`, not a list")
+        return v
 
 
 class GenerationSpec(_Strict):

@@ -116,15 +116,24 @@ def slurm_run(tmp_path_factory) -> Path:
 
 
 def _fake_slurm(tmp: Path, *, healthy: bool) -> dict[str, str]:
-    log = tmp / "srun.log"
+    """A fake `srun` / `scontrol` / `curl`. The server step records itself, logs, then marks itself up; the
+    fake `/health/` answers only once it is up, as a real server's can. (A `curl` that answered before the
+    background server step had even started let launch.slurm finish, and its EXIT trap kill that step,
+    before the step wrote its record: under load the log held 3 steps, or an empty server log.)"""
+    log, up = tmp / "srun.log", tmp / "vllm-serve.up"
     path = tmp / "path"
     script(path / "scontrol", f'[ "$1 $2" = "show hostnames" ] && [ "$3" = "gpu[01-03]" ] && printf "%s\\n" {" ".join(NODES)}\n')
     # each srun step: one JSON line (its options and command); the server step stays up until killed
     script(path / "srun", f'''
         {shlex.quote(sys.executable)} -c 'import json, sys; print(json.dumps(sys.argv[1:]))' "$@" >> {shlex.quote(str(log))}
-        case " $* " in *" vllm-serve "*) echo "INFO vllm-serve loading"; exec sleep 60 ;; esac
+        case " $* " in *" vllm-serve "*) echo "INFO vllm-serve loading"; : > {shlex.quote(str(up))}; exec sleep 60 ;; esac
     ''')
-    script(path / "curl", "exit 0\n" if healthy else "exit 7\n")
+    # no answer before the server process is up (bounded: a fake that never starts fails, never hangs)
+    script(path / "curl", f'''
+        i=0
+        while [ ! -f {shlex.quote(str(up))} ] && [ "$i" -lt 400 ]; do sleep 0.1; i=$((i + 1)); done
+        {"exit 0" if healthy else "exit 7"}
+    ''')
     return {"PATH": f"{path}:/usr/bin:/bin", "SLURM_JOB_NODELIST": "gpu[01-03]", "SLURM_SUBMIT_DIR": "",
             "VLLM_HEALTH_TIMEOUT": "3", "VLLM_HEALTH_INTERVAL": "0.5", "SRUN_LOG": str(log)}
 
@@ -146,11 +155,11 @@ def test_launch_slurm_runs_each_node_its_part(slurm_run, tmp_path):
     assert res.returncode == 0, res.stdout + res.stderr
     steps = _steps(tmp_path / "srun.log")
     assert len(steps) == 4, steps
-    # the server and training steps run in the background: their records may land in any order
-    check = next(s for s in steps if "config/env_check.py" in s)
-    serve = next(s for s in steps if "vllm-serve" in s)
-    train = sorted((s for s in steps if "launch" in s), key=lambda step: step[2])
-    assert steps[0] == check  # the check runs (and finishes) before anything starts
+    # the check finishes before anything starts; training starts only once the server answers /health/;
+    # the two training steps run side by side (their records may land in either order)
+    check, serve = steps[:2]
+    train = sorted(steps[2:], key=lambda step: step[2])
+    assert all("launch" in s for s in train), steps
     assert check[:3] == ["--nodes=3", "--ntasks=3", "--ntasks-per-node=1"] and check[-2:] == [
         "config/env_check.py", str(slurm_run)]
     assert serve[:3] == ["--nodes=1", "--ntasks=1", "--nodelist=gpu01"] and serve[3].endswith("/trl")

@@ -119,9 +119,10 @@ def test_inspect_score_killed_mid_write_leaves_nothing_after_the_next_run(tmp_pa
     (run / "spec.yaml").write_text(SPEC.format(correctness=CORRECTNESS["exact_match"]))
     shutil.copy(MODULES / "good.py", run / "rewards.py")
     write_jsonl(run / "samples.jsonl", [{k: v for k, v in r.items() if k != "kind"} for r in craft_samples()])
-    r = _finetune("inspect", "score", run, crash="write:scored.jsonl")
+    r = _finetune("inspect", "score", run, crash="files:staged")  # scored.jsonl + score_report.json: one commit
     assert r.returncode == -9
-    assert [p for p in run.iterdir() if p.name.startswith(".scored.jsonl.")]
+    stages = [p for p in run.iterdir() if p.name.startswith(".files.") and p.name.endswith(".stage")]
+    assert len(stages) == 1 and sorted(p.name for p in stages[0].iterdir()) == ["score_report.json", "scored.jsonl"]
     assert not (run / "scored.jsonl").exists()
     r = _finetune("inspect", "gate", run)  # the next run
     assert r.returncode == 2 and _leftovers(run) == []

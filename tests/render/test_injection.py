@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 import subprocess
 import sys
 import textwrap
@@ -156,7 +157,9 @@ def _config_run(root: Path, hardware: dict, method: str) -> tuple[Path, dict]:
         "overrides": {"run_name": hostile("runname")},
     }
     if method == "lora":
-        spec["lora"] = {"target_modules": [hostile("module"), "q_proj"]}
+        # a module name the model lacks is refused at render (lora.target_modules is checked against the
+        # model): the payload rides in a regular expression that still matches the model's q_proj layers
+        spec["lora"] = {"target_modules": r".*\.(?:q_proj|" + re.escape(hostile("module")) + ")"}
     path = root / "spec.yaml"
     path.write_text(yaml.safe_dump(spec, allow_unicode=True), encoding="utf-8")
     return path, spec

@@ -6,7 +6,7 @@ import argparse
 import json
 from dataclasses import asdict
 
-from finetune.status import machine, run_status
+from finetune.status import Report, SetState, Stop, machine, one_line, report
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -14,17 +14,58 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
 
 
-def run(args: argparse.Namespace) -> int:
-    states, resume = run_status(args.run)
-    if args.json:
-        print(json.dumps({"run": str(args.run), "machine": machine(), "steps": [asdict(s) for s in states],
-                          "resume": asdict(resume) if resume else None}, indent=2))
-        return 0
-    print(f"machine: {machine()}")
-    for s in states:
-        print(f"{s.phase}  {s.step:<26} {s.state:<8} {s.detail}")
-    if resume is None:
-        print("resume: nothing to do - every phase is done and current")
+def _pct(v: object) -> str:
+    return f"{v:.0%}" if isinstance(v, (int, float)) and not isinstance(v, bool) else "-"
+
+
+def _set_line(s: SetState) -> str:
+    line = f"  {one_line(s.name, 100)}  gate {s.gate}: {s.detail}"
+    if s.comparison is None:
+        return line + f"\n    comparison: {s.comparison_detail}"
+    rewards = s.comparison["rewards"]
+    agree = ", ".join(f"{r['name']} {_pct(r['agreement_phase1'])} -> {_pct(r['agreement_checkpoint'])}"
+                      for r in rewards)
+    success = ", ".join(f"{r['name']} {_pct(r['success_rate_phase1'])} -> {_pct(r['success_rate_checkpoint'])}"
+                        for r in rewards if r["role"] == "correctness") or "no correctness reward"
+    line += (f"\n    Phase 1 -> checkpoint: agreement {agree}; success {success}; "
+             f"{s.comparison['new_disagreements']} new disagreement(s) on "
+             f"{s.comparison['new_disagreement_samples']} sample(s)")
+    if s.comparison_state != "current":
+        line += f"\n    comparison {s.comparison_state}: {s.comparison_detail}"
+    return line
+
+
+def _stop_lines(stop: Stop, resuming_here: bool) -> list[str]:
+    what = stop.problem or (f"{stop.file}: rule {stop.rule}, step {stop.step if stop.step is not None else '?'}, "
+                            f"reward {stop.reward or '?'}")
+    lines = [f"stopped: {what}"]
+    if resuming_here:
+        lines += [f"  next {n}: {step}" for n, step in enumerate(stop.next, 1)]
+    return lines
+
+
+def _text(r: Report) -> list[str]:
+    lines = [f"machine: {machine()}"]
+    lines += [f"{s.phase}  {s.step:<26} {s.state:<8} {s.detail}" for s in r.steps]
+    if r.stopped is not None:
+        lines += _stop_lines(r.stopped, r.resume is not None and r.resume.state == "stopped")
+    if r.checkpoints:
+        lines.append("checkpoint sets (inspect/checkpoints/):")
+        lines += [_set_line(s) for s in r.checkpoints]
+    if r.resume is None:
+        lines.append("resume: nothing to do - every phase is done and current")
     else:
-        print(f"resume: {resume.phase} - {resume.step} ({resume.state})")
+        lines.append(f"resume: {r.resume.phase} - {r.resume.step} ({r.resume.state})")
+    return lines
+
+
+def run(args: argparse.Namespace) -> int:
+    r = report(args.run)
+    if args.json:
+        print(json.dumps({"run": str(args.run), "machine": machine(), "steps": [asdict(s) for s in r.steps],
+                          "resume": asdict(r.resume) if r.resume else None,
+                          "stopped": asdict(r.stopped) if r.stopped else None,
+                          "checkpoints": [asdict(s) for s in r.checkpoints]}, indent=2))
+        return 0
+    print("\n".join(_text(r)))
     return 0

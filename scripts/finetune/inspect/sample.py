@@ -14,6 +14,7 @@ Or ``--import FILE``: completions produced elsewhere, validated line by line.
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import random
 from datetime import datetime, timezone
@@ -21,7 +22,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from finetune import atomic, jsonio, rundir
+from finetune import commit, jsonio, rundir
 from finetune.errors import UserError
 from finetune.hashing import sha256_file
 from finetune.inspect.samplesio import load_samples
@@ -236,15 +237,25 @@ def _import_all(import_file: str | None, import_base: str | None, run_dir: Path,
         check_dataset(spec, required=False)  # the prompt and reward columns exist in the dataset too
         for (rows, record) in loaded.values():
             check_samples(spec, rows, record["file"])
-    for target, (rows, record) in loaded.items():
-        jsonio.write_jsonl(run_dir / target, rows)
+    for target, (_, record) in loaded.items():
         if target == rundir.SAMPLES:
             info["imported"], info["samples"] = record, record["rows"]
         else:
             # the temperature the imported base samples were drawn at, as the user states it (None: unknown,
             # which makes base success provisional)
             info["imported_base"], info["base_samples"] = {**record, "temperature": base_temperature}, record["rows"]
-    jsonio.write_json(run_dir / SAMPLE_INFO, info)
+    commit_samples(run_dir, {target: rows for target, (rows, _) in loaded.items()}, info)
+
+
+def commit_samples(run_dir: Path, outputs: dict[str, list[dict[str, Any]]], info: dict[str, Any],
+                   remove: tuple[str, ...] = ()) -> None:
+    """The sample files and sample_info.json as one commit (:func:`finetune.commit.commit_files`): a kill
+    leaves the old set or the new one, never new samples beside the sample_info.json of older ones.
+    ``info["sha256"]`` names the exact files it describes, so a reader can tell them apart anyway."""
+    texts = {name: jsonio.jsonl_text(run_dir / name, rows) for name, rows in outputs.items()}
+    info["sha256"] = {name: hashlib.sha256(text.encode("utf-8")).hexdigest() for name, text in texts.items()}
+    texts[SAMPLE_INFO] = jsonio.json_text(run_dir / SAMPLE_INFO, info)
+    commit.commit_files(run_dir, texts, remove=remove)
 
 
 def run_sample(spec: RunSpec, run_dir: str | Path, *, import_file: str | None = None, import_base: str | None = None,
@@ -290,12 +301,6 @@ def run_sample(spec: RunSpec, run_dir: str | Path, *, import_file: str | None = 
         torch.manual_seed(seed + 1)
         base_rows = _generate(sampler, base_reqs, b.samples_per_prompt, g, b.temperature, bar, task) if base else []
 
-    atomic.write_jsonl(run_dir / rundir.SAMPLES, samples)
-    if base_rows:
-        atomic.write_jsonl(run_dir / rundir.BASE_SAMPLES, base_rows)
-    elif (run_dir / rundir.BASE_SAMPLES).is_file():
-        # base samples of an earlier sampling no longer match these samples; score falls back to samples.jsonl
-        (run_dir / rundir.BASE_SAMPLES).unlink()
     info.update({
         "model": str(model_path), "backend": chosen,
         "device": getattr(sampler, "device", "cuda"),
@@ -305,6 +310,9 @@ def run_sample(spec: RunSpec, run_dir: str | Path, *, import_file: str | None = 
         "truncated": sum(bool(s["truncated"]) for s in samples),
         "versions": {p: metadata.version(p) for p in ("torch", "transformers")},
     })
-    atomic.write_json(run_dir / SAMPLE_INFO, info)
+    outputs = {rundir.SAMPLES: samples, **({rundir.BASE_SAMPLES: base_rows} if base_rows else {})}
+    # without new base samples, an earlier sampling's no longer match these samples: score then falls back
+    # to samples.jsonl
+    commit_samples(run_dir, outputs, info, remove=() if base_rows else (rundir.BASE_SAMPLES,))
     return info
 

@@ -7,6 +7,7 @@ hashes of what was scored so the gate can tell a stale report).
 
 from __future__ import annotations
 
+import hashlib
 import math
 import statistics
 from collections.abc import Callable
@@ -14,7 +15,7 @@ from math import comb
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from finetune import jsonio, rundir
+from finetune import commit, jsonio, rundir
 from finetune.errors import UserError
 from finetune.hashing import reward_files, reward_section_digest, sha256_file
 from finetune.inspect import flags as flags_mod
@@ -47,6 +48,10 @@ def scored_inputs(run_dir: Path, spec: RunSpec) -> dict[str, str]:
 
 def report_is_current(run_dir: Path, spec: RunSpec, report: dict[str, Any]) -> str:
     """'' when the report matches the files now; otherwise what changed."""
+    unsettled = commit.pending(run_dir)
+    if unsettled:  # a killed commit's files are half switched: the next finetune command finishes it
+        return (f"an interrupted write of {', '.join(unsettled)} is unfinished "
+                "(any finetune command on the run finishes it)")
     now = scored_inputs(run_dir, spec)
     then = report.get("inputs", {})
     changed = sorted(k for k in set(now) | set(then) if now.get(k) != then.get(k))
@@ -313,15 +318,37 @@ def score_run(run_dir: str | Path, spec: RunSpec, console: Console | None = None
         if (run_dir / name).is_file():
             check_samples(spec, load_samples(run_dir / name), str(run_dir / name))
     steps = len(spec.rewards) * (3 if (run_dir / rundir.BASE_SAMPLES).is_file() else 2) + 1
+    before = scored_inputs(run_dir, spec)
     with Progress(console=console, transient=True, disable=console is None) as bar:
         task = bar.add_task("scoring", total=steps)
         rows, report = compute_isolated(run_dir, spec, on_progress=lambda: bar.advance(task))
+    commit.crash_point("score:computed")  # tests only: the moment between scoring and the commit
+    write_score(run_dir, spec, rows, report, before)
+    return report
+
+
+def write_score(run_dir: Path, spec: RunSpec, rows: list[dict[str, Any]], report: dict[str, Any],
+                before: dict[str, str]) -> None:
+    """scored.jsonl + score_report.json as one commit under the run directory's lock
+    (:func:`finetune.commit.commit_files`), refused when what was scored changed meanwhile (another
+    `inspect sample`, a re-render): the pair on disk is always one scoring of the files beside it."""
     # A NaN/inf score is stored as null (jsonio refuses raw non-finite JSON); the report's `non_finite`
     # count and the `non_finite` flag keep what happened.
-    scored_path = jsonio.write_jsonl(run_dir / rundir.SCORED, rows, nonfinite="null")
-    report["scored_sha256"] = sha256_file(scored_path)
-    jsonio.write_json(run_dir / rundir.SCORE_REPORT, report, nonfinite="null")
-    return report
+    scored = jsonio.jsonl_text(run_dir / rundir.SCORED, rows, nonfinite="null")
+    report["scored_sha256"] = hashlib.sha256(scored.encode("utf-8")).hexdigest()
+    text = jsonio.json_text(run_dir / rundir.SCORE_REPORT, report, nonfinite="null")
+
+    def unchanged() -> None:  # under the lock: no sampling or render can land between this and the switch
+        now, used = scored_inputs(run_dir, spec), report["inputs"]
+        changed = sorted(k for k in set(now) | set(before) | set(used)
+                         if not now.get(k) == before.get(k) == used.get(k))
+        if changed:
+            raise UserError(f"{', '.join(changed)} changed while scoring; nothing written", where=str(run_dir),
+                            fix="run `finetune inspect score` again (one sampling or render at a time)")
+
+    # scored.jsonl is switched first: a reader that does not recover sees either the pair or a report
+    # whose scored_sha256 no longer matches (stale), never a report vouching for other rows
+    commit.commit_files(run_dir, {rundir.SCORED: scored, rundir.SCORE_REPORT: text}, check=unchanged)
 
 
 def print_report(report: dict[str, Any], console: Console) -> None:

@@ -1,0 +1,299 @@
+"""Phase 1's multi-file outputs switch atomically (issue 18 item 10, assignment atomic18).
+
+`inspect sample` (samples.jsonl, base_samples.jsonl, sample_info.json) and `inspect score`
+(scored.jsonl, score_report.json) each commit through :func:`finetune.commit.commit_files`. These
+tests run the real command in a subprocess and SIGKILL it between two of its file writes, through the
+crash hook the helper already has (``FINETUNE_TEST_CRASH_AT``, :func:`finetune.commit.crash_point`).
+Then: before any recovery `finetune status` never calls a half-switched pair current; the next verb
+(`inspect gate`) finishes or discards the commit, leaving exactly the old or exactly the new files and
+no staging leftovers; and `status` and `gate` then agree on the state.
+
+Pausing (for the concurrency tests) has no hook in the helper, so those children monkeypatch
+``commit.crash_point`` in the child itself (``python -c PRELUDE``, then the real ``finetune.cli.main``):
+a step can leave a marker file and wait there for a release file. Nothing in the package knows of it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from inspect_helpers import CORRECTNESS, MODULES, SPEC, craft_samples, write_jsonl
+
+from finetune import commit, status
+from finetune.inspect.score import report_is_current
+from finetune.spec import load_spec
+
+SAMPLE_FILES = ("samples.jsonl", "base_samples.jsonl", "sample_info.json")
+SCORE_FILES = ("scored.jsonl", "score_report.json")
+
+# The child's own monkeypatch: a marker per step reached, and a wait at one step until released.
+PRELUDE = """
+import os, sys, time
+from pathlib import Path
+from finetune import commit
+_real = commit.crash_point
+def crash_point(step):
+    marks = os.environ.get("ATOMIC_TEST_MARKS")
+    if marks:
+        Path(marks, step.replace(":", "_")).touch()
+    if step == os.environ.get("ATOMIC_TEST_PAUSE_AT"):
+        release, deadline = Path(os.environ["ATOMIC_TEST_RELEASE"]), time.time() + 300
+        while not release.exists() and time.time() < deadline:
+            time.sleep(0.05)
+    _real(step)
+commit.crash_point = crash_point
+from finetune.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def _rows(seed: int) -> list[dict]:
+    return [{k: v for k, v in r.items() if k != "kind"} for r in craft_samples(seed=seed)]
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != commit.CRASH_ENV}
+    return {**env, **extra}
+
+
+def _finetune(*args: object, crash: str | None = None) -> subprocess.CompletedProcess[str]:
+    env = _env(**({commit.CRASH_ENV: crash} if crash else {}))
+    return subprocess.run([sys.executable, "-m", "finetune", *map(str, args)], capture_output=True, text=True,
+                          env=env, timeout=600)
+
+
+def _visible(run: Path, names: tuple[str, ...]) -> dict[str, object]:
+    """The named files as a reader sees them; sample_info's clock stamp left out (it differs per run)."""
+    out: dict[str, object] = {}
+    for name in names:
+        p = run / name
+        if p.is_file():
+            out[name] = {k: v for k, v in json.loads(p.read_text()).items() if k != "time"} \
+                if name == "sample_info.json" else p.read_bytes()
+    return out
+
+
+def _leftovers(run: Path) -> list[str]:
+    return sorted(p.name for p in run.iterdir() if p.name.startswith(".")
+                  and p.name.endswith((".tmp", ".stage", ".old", ".journal")))
+
+
+def _states(run: Path) -> dict[str, tuple[str, str]]:
+    states, _ = status.run_status(run)
+    return {s.step: (s.state, s.detail) for s in states}
+
+
+def _gate_reasons(cli, run: Path) -> list[str]:
+    r = cli("inspect", "gate", run)  # every verb first finishes or clears a crashed commit (rundir.resolve)
+    assert r.code == 1, r  # FAIL: nothing has been read
+    return json.loads((run / "gate.json").read_text())["reasons"]
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """Template run directories: `old` (A imported and scored), `sampled` (then B imported, unscored),
+    `scored` (B scored) — built once with the real commands; each test copies the ones it needs."""
+    from finetune.cli import main
+
+    root = tmp_path_factory.mktemp("atomic")
+    write_jsonl(root / "a.jsonl", _rows(0))
+    write_jsonl(root / "a_base.jsonl", _rows(2))
+    write_jsonl(root / "b.jsonl", _rows(1))
+    write_jsonl(root / "b_base.jsonl", _rows(3))
+    old = root / "old"
+    old.mkdir()
+    (old / "spec.yaml").write_text(SPEC.format(correctness=CORRECTNESS["exact_match"]))
+    (old / "route.json").write_text(json.dumps({"route": "grpo-rlvr-training"}))
+    for argv in (["rewards", "render", old / "spec.yaml"],
+                 ["inspect", "sample", old, "--import", root / "a.jsonl", "--import-base", root / "a_base.jsonl"],
+                 ["inspect", "score", old]):
+        assert main([str(a) for a in argv]) == 0, argv
+    sampled = root / "sampled"
+    shutil.copytree(old, sampled)
+    assert main(["inspect", "sample", str(sampled), "--import", str(root / "b.jsonl"),
+                 "--import-base", str(root / "b_base.jsonl")]) == 0
+    scored = root / "scored"
+    shutil.copytree(sampled, scored)
+    assert main(["inspect", "score", str(scored)]) == 0
+    return root
+
+
+def _copy(runs: Path, name: str, tmp_path: Path) -> Path:
+    run = tmp_path / "run"
+    shutil.copytree(runs / name, run)
+    return run
+
+
+def test_templates_differ_where_the_kill_tests_need_them(runs):
+    """Without this, 'old or new' below could hold trivially."""
+    assert _visible(runs / "old", SAMPLE_FILES) != _visible(runs / "sampled", SAMPLE_FILES)
+    for a, b in (("old", "sampled"), ("sampled", "scored")):
+        assert {n: _visible(runs / a, SAMPLE_FILES)[n] != _visible(runs / b, SAMPLE_FILES)[n] for n in SAMPLE_FILES} \
+            == ({n: True for n in SAMPLE_FILES} if a == "old" else {n: False for n in SAMPLE_FILES})
+    assert all(_visible(runs / "sampled", SCORE_FILES)[n] != _visible(runs / "scored", SCORE_FILES)[n]
+               for n in SCORE_FILES)
+    assert _states(runs / "old")["inspect score"][0] == "ok"
+    assert _states(runs / "sampled")["inspect score"][0] == "stale"
+
+
+# what a reader sees right after the kill, before anything recovers: the journal is the commit point
+SAMPLE_STEPS = {"files:staged": "old", "files:journal": "old", "files:rename:samples.jsonl": "mixed",
+                "files:rename:base_samples.jsonl": "mixed", "files:renamed": "new"}
+SCORE_STEPS = {"files:staged": "old", "files:journal": "old", "files:rename:scored.jsonl": "mixed",
+               "files:renamed": "new"}
+
+
+def _seen(visible: dict[str, object], old: dict[str, object], new: dict[str, object]) -> str:
+    return "old" if visible == old else "new" if visible == new else "mixed"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("step", list(SAMPLE_STEPS))
+def test_inspect_sample_import_killed_between_writes(runs, tmp_path, cli, step):
+    run = _copy(runs, "old", tmp_path)
+    old, new = _visible(run, SAMPLE_FILES), _visible(runs / "sampled", SAMPLE_FILES)
+    r = _finetune("inspect", "sample", run, "--import", runs / "b.jsonl", "--import-base", runs / "b_base.jsonl",
+                  crash=step)
+    assert r.returncode == -9, r.stderr[-2000:]
+    # before any recovery: the stage is hidden, and status (which writes nothing) calls the score current
+    # only while no commit is pending and every sample file is still the one it was computed from
+    assert _leftovers(run)
+    assert _seen(_visible(run, SAMPLE_FILES), old, new) == SAMPLE_STEPS[step]
+    state, detail = _states(run)["inspect score"]
+    assert (state == "ok") == (step == "files:staged"), (state, detail)
+    assert ("interrupted write" in detail) == bool(commit.pending(run)) == (SAMPLE_STEPS[step] != "new"
+                                                                             and step != "files:staged")
+
+    reasons = _gate_reasons(cli, run)
+    after = _visible(run, SAMPLE_FILES)
+    assert _leftovers(run) == [] and commit.pending(run) == []
+    assert after == (old if step == "files:staged" else new)  # only the journal decides: before it, old
+    info = json.loads((run / "sample_info.json").read_text())  # sample_info names the very files beside it
+    assert info["sha256"] == {n: hashlib.sha256((run / n).read_bytes()).hexdigest() for n in SAMPLE_FILES[:2]}
+    score_state, detail = _states(run)["inspect score"]
+    stale = any(x.startswith("the score report is stale") for x in reasons)
+    assert (score_state == "stale") == stale == (after == new), (score_state, detail, reasons)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("step", list(SCORE_STEPS))
+def test_inspect_score_killed_between_writes(runs, tmp_path, cli, step):
+    run = _copy(runs, "sampled", tmp_path)
+    old, new = _visible(run, SCORE_FILES), _visible(runs / "scored", SCORE_FILES)
+    r = _finetune("inspect", "score", run, crash=step)
+    assert r.returncode == -9, r.stderr[-2000:]
+    assert _leftovers(run)  # the killed commit's stage (and journal) are there ...
+    seen = _seen(_visible(run, SCORE_FILES), old, new)
+    assert seen == SCORE_STEPS[step]
+    state, detail = _states(run)["inspect score"]  # ... and status, which writes nothing, is not fooled
+    assert (state == "ok") == (seen == "new"), (state, detail)
+    assert ("interrupted write" in detail) == bool(commit.pending(run)) == (step in ("files:journal",
+                                                                                       "files:rename:scored.jsonl"))
+
+    reasons = _gate_reasons(cli, run)
+    after = _visible(run, SCORE_FILES)
+    assert _leftovers(run) == [] and commit.pending(run) == []
+    assert after == (old if step == "files:staged" else new)
+    stale = any(x.startswith("the score report is stale") for x in reasons)
+    assert (_states(run)["inspect score"][0] == "stale") == stale == (after == old)
+
+
+@pytest.mark.slow
+def test_inspect_sample_generating_killed_mid_switch_rolls_forward(cli, tiny_model_dir, tmp_path):
+    """The default mode (generation on the tiny model) commits the same way."""
+    from test_inspect_sample import _run
+
+    run = _run(tmp_path, tiny_model_dir)
+    write_jsonl(run / "samples.jsonl", _rows(0))  # an older imported set, with its info
+    (run / "sample_info.json").write_text(json.dumps({"imported": {"file": "x"}, "samples": 64}))
+    r = _finetune("inspect", "sample", run, crash="files:rename:base_samples.jsonl")
+    assert r.returncode == -9, r.stderr[-2000:]
+    assert json.loads((run / "sample_info.json").read_text())["samples"] == 64  # the info is not switched yet
+    assert commit.pending(run) == ["sample_info.json"]
+    assert cli("inspect", "score", run).code == 2  # any verb finishes the commit first (no rewards.py here)
+    info = json.loads((run / "sample_info.json").read_text())
+    assert info["backend"] == "transformers" and info["samples"] == 6 and commit.pending(run) == []
+    assert info["sha256"] == {n: hashlib.sha256((run / n).read_bytes()).hexdigest() for n in SAMPLE_FILES[:2]}
+    assert _leftovers(run) == []
+
+
+def _paused(run: Path, marks: Path, pause_at: str, release: Path, **env: str) -> subprocess.Popen[str]:
+    marks.mkdir()
+    return subprocess.Popen([sys.executable, "-c", PRELUDE, "inspect", "score", str(run)], text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env=_env(ATOMIC_TEST_MARKS=str(marks), ATOMIC_TEST_PAUSE_AT=pause_at,
+                                     ATOMIC_TEST_RELEASE=str(release), **env))
+
+
+def _wait_for(path: Path, proc: subprocess.Popen[str], timeout: float = 300) -> None:
+    deadline = time.time() + timeout
+    while not path.exists():
+        assert proc.poll() is None, proc.communicate()
+        assert time.time() < deadline, f"{path.name} never reached"
+        time.sleep(0.05)
+
+
+# format_ok scaled by ATOMIC_TEST_SCALE: two scorings of the same run differ only by their environment
+SCALED = """
+import os
+_format_ok = format_ok
+def format_ok(prompts, completions, **kwargs):
+    return [v * float(os.environ["ATOMIC_TEST_SCALE"]) for v in _format_ok(prompts, completions, **kwargs)]
+REWARD_FUNCS = [format_ok, correctness]
+"""
+
+
+@pytest.mark.slow
+def test_two_scores_at_once_commit_one_after_the_other(make_run, tmp_path):
+    run = make_run("good")
+    (run / "rewards.py").write_text((MODULES / "good.py").read_text() + SCALED)
+    go1, go2 = tmp_path / "go1", tmp_path / "go2"
+    second = _paused(run, tmp_path / "m2", "score:computed", go2, ATOMIC_TEST_SCALE="0.25")
+    first = None
+    try:
+        _wait_for(tmp_path / "m2" / "score_computed", second)  # scored; its commit not begun
+        first = _paused(run, tmp_path / "m1", "files:rename:scored.jsonl", go1, ATOMIC_TEST_SCALE="0.5")
+        _wait_for(tmp_path / "m1" / "files_rename_scored.jsonl", first)  # mid-switch, holding the run's lock
+        go2.touch()
+        time.sleep(2)
+        # the second cannot begin its commit while the first is between its two renames
+        assert second.poll() is None and not (tmp_path / "m2" / "files_staged").exists()
+    finally:
+        go1.touch()
+        go2.touch()
+    outs = [p.communicate(timeout=300) for p in (first, second) if p is not None]
+    assert (first.returncode if first else None, second.returncode) == (0, 0), outs
+    assert (tmp_path / "m2" / "files_renamed").exists()
+    report = json.loads((run / "score_report.json").read_text())
+    assert report["scored_sha256"] == hashlib.sha256((run / "scored.jsonl").read_bytes()).hexdigest()
+    assert report_is_current(run, load_spec(run / "spec.yaml"), report) == ""
+    rows = [json.loads(line) for line in (run / "scored.jsonl").read_text().splitlines()]
+    assert {r["rewards"]["format_ok"] for r in rows} == {0.0, 0.25}  # the pair is the second scoring, whole
+    assert _leftovers(run) == []
+
+
+@pytest.mark.slow
+def test_samples_replaced_while_scoring_write_nothing(make_run, tmp_path, cli):
+    run = make_run("good")
+    assert cli("inspect", "score", run).code == 0
+    before = _visible(run, SCORE_FILES)
+    release = tmp_path / "release"
+    proc = _paused(run, tmp_path / "m", "score:computed", release)
+    try:
+        _wait_for(tmp_path / "m" / "score_computed", proc)  # scored the old samples, not yet committed
+        write_jsonl(tmp_path / "b.jsonl", _rows(1))
+        assert cli("inspect", "sample", run, "--import", tmp_path / "b.jsonl").code == 0
+    finally:
+        release.touch()
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 2 and "samples.jsonl changed while scoring; nothing written" in err, (out, err)
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert _visible(run, SCORE_FILES) == before and _leftovers(run) == []
