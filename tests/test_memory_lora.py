@@ -303,3 +303,11 @@ def test_cli_target_modules_for_a_model_and_a_spec(cli, tmp_path: Path) -> None:
 def test_cli_bad_target_modules_is_one_line_exit_2(cli, value: str, needle: str) -> None:
     res = cli("memory", "--model", "Qwen/Qwen2.5-7B", "--target-modules", value)
     assert res.code == 2 and needle in res.err and res.err.count("\n") == 1 and "Traceback" not in res.err, res
+
+
+def test_targets_in_words_name_fused_moe_tensors(tiny_moe: ModelInfo) -> None:
+    from finetune.memory import lora_targets_text
+
+    assert lora_targets_text(tiny_moe, ["gate_proj", "up_proj", "down_proj"]) == \
+        "experts.gate_up_proj, experts.down_proj"
+    assert lora_targets_text(tiny_moe, "all-linear") == "all linear layers and the fused experts"

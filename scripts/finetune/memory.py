@@ -638,14 +638,18 @@ def _adapter_states(s: _Sizing, out: _Parts) -> None:
 def lora_targets_text(model: ModelInfo, target_modules: str | list[str] | tuple[str, ...]) -> str:
     """The layers ``target_modules`` adapts, in words from the model's own module names (never the spec's
     strings, which reach documents only through the escaping helpers): "all linear layers", "q_proj, v_proj",
-    "q_proj, k_proj (28 of 56 such layers)"."""
+    "q_proj, k_proj (28 of 56 such layers)", "experts.gate_up_proj, experts.down_proj" (fused MoE tensors)."""
+    from finetune.loratargets import adapted
+
     if is_all_linear(target_modules):
-        return "all linear layers"
-    groups = model.lora_targets(target_modules)
-    names = list(dict.fromkeys(g.name for g in groups))
-    adapted = sum(g.count for g in groups)
+        return "all linear layers" + (" and the fused experts" if model.fused_params else "")
+    model.lora_targets(target_modules)  # a UserError when PEFT would refuse them
+    found = adapted(model, target_modules)
+    names = list(dict.fromkeys(g.name for g in found.groups))
+    count = sum(g.count for g in found.groups)
     total = sum(g.count for g in model.linear_groups if g.name in names)
-    return ", ".join(names) + (f" ({adapted} of {total} such layers)" if adapted < total else "")
+    fused = list(dict.fromkeys(".".join(p.path.split(".")[-2:]) for p, _ in found.params))
+    return ", ".join(names + fused) + (f" ({count} of {total} such layers)" if count < total else "")
 
 
 def _zero_states(s: _Sizing, out: _Parts) -> None:
