@@ -21,6 +21,7 @@ adapter there never trains.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -141,7 +142,14 @@ def _unknown(info: ModelInfo, target_modules: Sequence[str]) -> list[str]:
 
 
 def adapted(info: ModelInfo, target_modules: Targets) -> Adapted:
-    """What PEFT adapts on ``info`` for ``target_modules``, and whether it is a problem (see the module docstring)."""
+    """What PEFT adapts on ``info`` for ``target_modules``, and whether it is a problem (see the module docstring).
+    Memoised: recommend() and the generated docs size the same adapters thousands of times."""
+    key = target_modules if isinstance(target_modules, str) else tuple(target_modules)
+    return _adapted(info, key)
+
+
+@functools.lru_cache(maxsize=256)
+def _adapted(info: ModelInfo, target_modules: str | tuple[str, ...]) -> Adapted:
     if isinstance(target_modules, str) and not is_all_linear(target_modules):
         try:
             re.compile(target_modules)
