@@ -1265,7 +1265,7 @@ _OVERRIDE_KEYS = {"use_vllm": "use_vllm", "vllm_mode": "vllm_mode",
                   "per_device_train_batch_size": "per_device_train_batch_size",
                   "gradient_accumulation_steps": "gradient_accumulation_steps"}
 # The workload fields a caller's explicit values may set (the rest of them are chosen).
-_WORKLOAD = ("num_generations", "max_prompt_length", "max_completion_length", "beta", "lora_r")
+_WORKLOAD = ("num_generations", "max_prompt_length", "max_completion_length", "beta", "lora_r", "lora_target_modules")
 
 
 def _with_explicit(workload: Knobs, explicit: dict[str, Any]) -> Knobs:
@@ -1305,8 +1305,13 @@ def estimate_for_spec(spec: RunSpec, **explicit: Any) -> tuple[Recommendation, E
 
 def estimate_for_model(model: ModelInfo, hardware: Hardware, **explicit: Any) -> tuple[Recommendation, Estimate]:
     """:func:`estimate_for_spec` without a spec: the seed's workload, with ``explicit`` values (None = not given)."""
+    from finetune.loratargets import lora_target_problem
+
     method = explicit.pop("method", None)
     workload = _with_explicit(Knobs(), explicit)
+    problem = lora_target_problem(model, workload.lora_target_modules)
+    if problem:
+        raise UserError(problem[0], where="--target-modules", fix=problem[1])
     return _recommend_and_estimate(model, hardware, method, workload, explicit)
 
 
