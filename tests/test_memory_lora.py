@@ -277,3 +277,37 @@ def test_targets_in_words_come_from_the_model_names(tiny: ModelInfo) -> None:
     assert lora_targets_text(tiny, r".*\.layers\.1\.self_attn\.(q|v)_proj") == "q_proj, v_proj (2 of 4 such layers)"
     hostile = r".*\.(?:q_proj|" + "<script>x</script>" + ")"  # the spec's string never reaches the text
     assert lora_targets_text(tiny, hostile) == "q_proj"
+
+
+def test_cli_target_modules_for_a_model_and_a_spec(cli, tmp_path: Path) -> None:
+    import json
+
+    import yaml
+
+    qwen7 = load_model_info("Qwen/Qwen2.5-7B")
+    res = cli("memory", "--model", "Qwen/Qwen2.5-7B", "--method", "lora", "--target-modules", "q_proj,v_proj", "--json")
+    assert res.code == 0, res
+    est = json.loads(res.out)["estimate"]
+    adapters = next(c for c in est["components"] if c["key"] == "adapters")
+    assert adapters["gib"] * GIB == pytest.approx(4 * qwen7.lora_params(16, ["q_proj", "v_proj"]))
+    assert est["settings"]["lora_target_modules"] == ["q_proj", "v_proj"]
+    # the option overrides the spec's targets
+    (tmp_path / "spec.yaml").write_text(yaml.safe_dump({**SPEC, "lora": {"target_modules": "all-linear"}}))
+    res = cli("memory", tmp_path / "spec.yaml", "--target-modules", "q_proj,v_proj", "--json")
+    assert res.code == 0, res
+    assert json.loads(res.out)["estimate"]["settings"]["lora_target_modules"] == ["q_proj", "v_proj"]
+
+
+@pytest.mark.parametrize("value, needle", [("q_proj,qq", "'qq': no layer"), ("q_proj,", "empty module name"),
+                                           ("lm_head", "fused LM head")])
+def test_cli_bad_target_modules_is_one_line_exit_2(cli, value: str, needle: str) -> None:
+    res = cli("memory", "--model", "Qwen/Qwen2.5-7B", "--target-modules", value)
+    assert res.code == 2 and needle in res.err and res.err.count("\n") == 1 and "Traceback" not in res.err, res
+
+
+def test_targets_in_words_name_fused_moe_tensors(tiny_moe: ModelInfo) -> None:
+    from finetune.memory import lora_targets_text
+
+    assert lora_targets_text(tiny_moe, ["gate_proj", "up_proj", "down_proj"]) == \
+        "experts.gate_up_proj, experts.down_proj"
+    assert lora_targets_text(tiny_moe, "all-linear") == "all linear layers and the fused experts"

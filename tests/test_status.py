@@ -257,6 +257,9 @@ def test_checkpoint_sets_with_their_gate_and_comparison_re_derived(cli, demo_run
     assert s["step-40"]["comparison"]["rewards"] == [{k: r[k] for k in keys} for r in saved["rewards"]]
     correct = next(r for r in saved["rewards"] if r["role"] == "correctness")
     assert correct["success_rate_checkpoint"] > correct["success_rate_phase1"] + 0.2  # the policy learned
+    with contextlib.chdir(run):  # the same run named another way: the comparison is still current
+        here = {c["name"]: c for c in json.loads(cli("status", ".", "--json").out)["checkpoints"]}
+    assert here["step-40"]["comparison_state"] == "current"
     text = _lines_of(cli("status", run))
     assert "checkpoint sets (inspect/checkpoints/):" in text and "  step-40  gate PASS: gate PASS holds" in text
     shown = next(line for line in text if line.startswith("    Phase 1 -> checkpoint:"))

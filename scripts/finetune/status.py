@@ -424,6 +424,17 @@ def _summary(c: dict[str, Any]) -> dict[str, Any]:
         str(d.get("id")) for d in news})}
 
 
+def _comparable(c: dict[str, Any]) -> dict[str, Any]:
+    """A comparison without what depends on when and from where it was made (its time, the folders as the
+    command line spelled them)."""
+    out = {k: v for k, v in c.items() if k != "time"}
+    for side in ("phase1", "checkpoint"):
+        if isinstance(out.get(side), dict):
+            out[side] = {k: v for k, v in out[side].items() if k != "dir"}
+            out[side]["gate"] = str(out[side].get("gate")).split(":")[0]  # "not PASS: <why, naming the path>"
+    return out
+
+
 def _comparison(folder: Path, spec: RunSpec) -> tuple[dict[str, Any] | None, str, str]:
     """comparison.json recomputed (``checkpoint.compare``, nothing written) and checked against the file."""
     from finetune.inspect import checkpoint
@@ -439,7 +450,7 @@ def _comparison(folder: Path, spec: RunSpec) -> tuple[dict[str, Any] | None, str
         saved = jsonio.read_json_object(path, what=checkpoint.COMPARISON)
     except UserError as exc:
         return _summary(fresh), "stale", one_line(f"{exc.line()} — recomputed here", 300)
-    same = {k: v for k, v in saved.items() if k != "time"} == {k: v for k, v in fresh.items() if k != "time"}
+    same = _comparable(saved) == _comparable(fresh)
     if not same:
         return _summary(fresh), "stale", (f"{checkpoint.COMPARISON} no longer matches the set and Phase 1 (recomputed "
                                           "here): run `finetune inspect compare` on the set")
