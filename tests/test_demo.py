@@ -102,7 +102,7 @@ def test_rendered_config_is_the_base_recipe_and_valid(demo_run):
     py_compile.compile(str(config / "train.py"), doraise=True)
     brief = (config / "BRIEF.md").read_text()
     assert "## Demo CPU profile (added by `finetune demo`" in brief
-    assert "| `learning_rate` | `5e-07` | `0.001` |" in brief
+    assert "| `learning_rate` | `5e-07` | `0.0003` |" in brief
 
 
 @pytest.mark.slow
@@ -118,7 +118,7 @@ def test_training_raised_heldout_reward_on_both_seeds(demo_run):
         assert len(rewards) >= 40
         assert sum(rewards[-10:]) / 10 > sum(rewards[:10]) / 10  # the training reward rose too
         profile = _json(demo_run.out / "pass" / r["output_dir"] / "demo_profile.json")
-        assert {"field": "learning_rate", "rendered": 5e-7, "demo": 1e-3} == \
+        assert {"field": "learning_rate", "rendered": 5e-7, "demo": 3e-4} == \
             {k: v for k, v in next(c for c in profile["changes"] if c["field"] == "learning_rate").items() if k != "why"}
     assert _json(demo_run.out / "pass" / "heldout.json")["runs"] == runs
 
@@ -301,13 +301,37 @@ def test_demo_filters_and_shows_predicted_beside_measured_zero_std(demo_run):
         spec.dataset.filter.predicted_frac_reward_zero_std
     md = (demo_run.out / "report.md").read_text()
     assert "## Difficulty filter: predicted and measured `frac_reward_zero_std`" in md
-    for r in demo_run.facts["heldout"]["runs"]:
-        state = _json(good / r["output_dir"] / "trainer_state.json")
-        logged = [h["frac_reward_zero_std"] for h in state["log_history"] if "frac_reward_zero_std" in h]
-        assert r["measured_zero_std"] == pytest.approx(sum(logged) / len(logged))
-        early = logged[:demo.EARLY_STEPS]
-        assert r["measured_zero_std_early"] == pytest.approx(sum(early) / len(early))
+    runs = demo_run.facts["heldout"]["runs"]
+    for r in runs:
+        measured = {}
+        for key, folder in (("measured", r["output_dir"]), ("unfiltered", r["unfiltered_output_dir"])):
+            state = _json(good / folder / "trainer_state.json")
+            logged = [h["frac_reward_zero_std"] for h in state["log_history"] if "frac_reward_zero_std" in h]
+            measured[key] = (sum(logged) / len(logged), sum(logged[:demo.EARLY_STEPS]) / demo.EARLY_STEPS)
+        assert (r["measured_zero_std"], r["measured_zero_std_early"]) == pytest.approx(measured["measured"])
+        assert (r["unfiltered_zero_std"], r["unfiltered_zero_std_early"]) == pytest.approx(measured["unfiltered"])
         assert (f"| seed {r['seed']} | {flt['predicted_zero_std_before']:.3f} | {flt['predicted_zero_std_after']:.3f} "
-                f"| {r['measured_zero_std']:.3f} | {r['measured_zero_std_early']:.3f} |") in md
-    # the prediction is made on groups of num_generations, judged as TRL judges them (finetune.zerostd)
+                f"| {r['unfiltered_zero_std']:.3f} | **{r['measured_zero_std']:.3f}** "
+                f"| {r['unfiltered_zero_std_early']:.3f} | {r['measured_zero_std_early']:.3f} |") in md
+        # the unfiltered baseline trained on every prompt, the filtered run on the kept ones only
+        trained_on = {key: _json(good / r[key] / "demo_profile.json")["dataset"]
+                      for key in ("output_dir", "unfiltered_output_dir")}
+        assert trained_on == {"output_dir": str(spec.training_data_path()),
+                              "unfiltered_output_dir": str(spec.resolve_path(spec.dataset.path))}
+    # issue 16's target, on the demo's own seeds: TRL logged fewer zero-std groups with the filter than without
+    assert all(r["measured_zero_std"] < r["unfiltered_zero_std"] for r in runs), runs
+    # the kept prompts were predicted on fresh samples (not the ones that chose them), with an interval
+    assert flt["check_prompts"] > 0 and flt["predicted_zero_std_after_in_sample"] <= flt["predicted_zero_std_after"]
+    lo, hi = flt["predicted_zero_std_after_interval"]
+    assert lo <= flt["predicted_zero_std_after"] <= hi
+    # the toy task is heterogeneous like a real dataset: the tiers show in the filter's own pass rates
+    from finetune.demo_task import WarmupRecipe
+
+    recipe, source = WarmupRecipe(), [json.loads(x) for x in (demo_run.out / "data" / "train.jsonl").open()]
+    by_tier: dict[str, list[int]] = {}
+    for e in map(json.loads, (good / "data" / "pass_rates.jsonl").open()):
+        by_tier.setdefault(recipe.tier_of(source[e["row"]]["answer"]), []).append(e["successes"])
+    mean = {t: sum(v) / len(v) / flt["k"] for t, v in by_tier.items()}
+    assert mean["mastered"] > 0.7 and 0.15 < mean["partial"] < 0.6 and mean["beyond"] < 0.15, mean
+    assert flt["dispersion"]["index"] > 2
     assert flt["k"] == demo.FILTER_K == spec.training.num_generations

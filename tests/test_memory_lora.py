@@ -12,8 +12,9 @@ import pytest
 
 from finetune.errors import UserError
 from finetune.hardware import resolve_hardware
+from finetune.loratargets import lora_target_problem
 from finetune.memory import GIB, Knobs, estimate, recommend, rendered_lm_head, workload_of
-from finetune.models import ModelInfo, load_model_info, lora_target_problem
+from finetune.models import ModelInfo, load_model_info
 from finetune.spec import parse_spec
 
 # PEFT's three forms: the shorthand, a list of names / dotted suffixes, one regular expression over full names
@@ -49,6 +50,64 @@ def _peft_trainable(model_dir: Path, r: int, target_modules: str | list[str]) ->
 def test_lora_params_equal_peft_on_the_tiny_model(tiny_model_dir: Path, tiny: ModelInfo,
                                                   target_modules: str | list[str]) -> None:
     assert tiny.lora_params(8, target_modules) == _peft_trainable(tiny_model_dir, 8, target_modules)
+
+
+# transformers 5 fuses MoE experts into (E, d1, d2) tensors; PEFT 0.21 maps the old names onto them
+# (target_parameters), gate_proj + up_proj at twice the rank, and resolves a regex to leaf names first
+MOE_TARGETS: list[str | list[str]] = [
+    "all-linear", ["q_proj", "v_proj"], ["gate_proj", "up_proj", "down_proj"], ["down_proj"], ["gate"],
+    ["mlp.gate", "q_proj"], ["experts.down_proj"], r".*\.layers\.1\..*_proj", r".*\.layers\.1\.self_attn\.q_proj",
+    ".*down_proj",
+]
+
+
+@pytest.fixture(scope="module")
+def tiny_moe(tiny_moe_model_dir: Path) -> ModelInfo:
+    return load_model_info(str(tiny_moe_model_dir))
+
+
+@pytest.mark.parametrize("target_modules", MOE_TARGETS, ids=str)
+def test_lora_params_equal_peft_on_the_tiny_moe_model(tiny_moe_model_dir: Path, tiny_moe: ModelInfo,
+                                                      target_modules: str | list[str]) -> None:
+    assert tiny_moe.lora_params(4, target_modules) == _peft_trainable(tiny_moe_model_dir, 4, target_modules)
+
+
+def test_moe_all_linear_adapts_every_expert(tiny_moe: ModelInfo) -> None:
+    # by hand: per layer gate_up (E 4 × (h 64 + 2I 256)) at 2r, down (4 × (128 + 64)) at r, router r·(64 + 4)
+    r, layers = 4, tiny_moe.layers
+    attention = tiny_moe.lora_params(r, ["q_proj", "k_proj", "v_proj", "o_proj"])
+    experts = layers * (2 * r * 4 * (64 + 256) + r * 4 * (128 + 64) + r * (64 + 4))
+    assert tiny_moe.lora_params(r, "all-linear") == attention + experts
+
+
+def test_half_a_fused_pair_is_refused_as_peft_does(tiny_moe_model_dir: Path, tiny_moe: ModelInfo) -> None:
+    problem = lora_target_problem(tiny_moe, ["gate_proj", "q_proj"])
+    assert problem is not None and "without up_proj" in problem[0] and "gate_up_proj" in problem[0]
+    with pytest.raises(ValueError, match="without also targeting up_proj"):
+        _peft_trainable(tiny_moe_model_dir, 4, ["gate_proj", "q_proj"])
+
+
+@pytest.mark.slow
+def test_qwen3_moe_lora_equals_peft_on_the_meta_model() -> None:
+    """Qwen3-30B-A3B (bundled config, built on the meta device): all-linear LoRA r=16 is ~1 B parameters with the
+    experts, not the attention's 13 M."""
+    import json
+
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from finetune.models import resolve_config_path
+
+    info = load_model_info("Qwen/Qwen3-30B-A3B")
+    raw = json.loads(resolve_config_path("Qwen/Qwen3-30B-A3B").read_text())
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(AutoConfig.for_model(**raw))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        peft_model = get_peft_model(model, LoraConfig(r=16, target_modules="all-linear", task_type="CAUSAL_LM"))
+    trainable = sum(p.numel() for p in peft_model.parameters() if p.requires_grad)
+    assert info.lora_params(16) == trainable == 996_507_648
 
 
 def test_q_v_only_is_smaller_than_all_linear_by_the_config_shapes(tiny_model_dir: Path, tiny: ModelInfo) -> None:
@@ -104,8 +163,8 @@ def _rec_knobs(rec: object) -> dict[str, object]:
 
 
 @pytest.mark.parametrize("target_modules, needle", [
-    (["q_proj", "qproj"], "'qproj': no linear layer"),
-    ("q_proj", "matches no linear layer"),  # a lone string is a regex over full names, as in PEFT
+    (["q_proj", "qproj"], "'qproj': no layer"),
+    ("q_proj", "matches no layer"),  # a lone string is a regex over full names, as in PEFT
     (["lm_head"], "fused LM head"),
     (".*(q_proj|lm_head)", "fused LM head"),
 ])
@@ -218,3 +277,37 @@ def test_targets_in_words_come_from_the_model_names(tiny: ModelInfo) -> None:
     assert lora_targets_text(tiny, r".*\.layers\.1\.self_attn\.(q|v)_proj") == "q_proj, v_proj (2 of 4 such layers)"
     hostile = r".*\.(?:q_proj|" + "<script>x</script>" + ")"  # the spec's string never reaches the text
     assert lora_targets_text(tiny, hostile) == "q_proj"
+
+
+def test_cli_target_modules_for_a_model_and_a_spec(cli, tmp_path: Path) -> None:
+    import json
+
+    import yaml
+
+    qwen7 = load_model_info("Qwen/Qwen2.5-7B")
+    res = cli("memory", "--model", "Qwen/Qwen2.5-7B", "--method", "lora", "--target-modules", "q_proj,v_proj", "--json")
+    assert res.code == 0, res
+    est = json.loads(res.out)["estimate"]
+    adapters = next(c for c in est["components"] if c["key"] == "adapters")
+    assert adapters["gib"] * GIB == pytest.approx(4 * qwen7.lora_params(16, ["q_proj", "v_proj"]))
+    assert est["settings"]["lora_target_modules"] == ["q_proj", "v_proj"]
+    # the option overrides the spec's targets
+    (tmp_path / "spec.yaml").write_text(yaml.safe_dump({**SPEC, "lora": {"target_modules": "all-linear"}}))
+    res = cli("memory", tmp_path / "spec.yaml", "--target-modules", "q_proj,v_proj", "--json")
+    assert res.code == 0, res
+    assert json.loads(res.out)["estimate"]["settings"]["lora_target_modules"] == ["q_proj", "v_proj"]
+
+
+@pytest.mark.parametrize("value, needle", [("q_proj,qq", "'qq': no layer"), ("q_proj,", "empty module name"),
+                                           ("lm_head", "fused LM head")])
+def test_cli_bad_target_modules_is_one_line_exit_2(cli, value: str, needle: str) -> None:
+    res = cli("memory", "--model", "Qwen/Qwen2.5-7B", "--target-modules", value)
+    assert res.code == 2 and needle in res.err and res.err.count("\n") == 1 and "Traceback" not in res.err, res
+
+
+def test_targets_in_words_name_fused_moe_tensors(tiny_moe: ModelInfo) -> None:
+    from finetune.memory import lora_targets_text
+
+    assert lora_targets_text(tiny_moe, ["gate_proj", "up_proj", "down_proj"]) == \
+        "experts.gate_up_proj, experts.down_proj"
+    assert lora_targets_text(tiny_moe, "all-linear") == "all linear layers and the fused experts"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -107,16 +108,17 @@ def _stopped_by_the_callback(run: Path) -> dict:
     rec = watch.Recorder()
     cb = watch.inspection_callback(watch.Settings(every_steps=5, sample_rows=50, max_completion_length=64,
                                                   meta=meta, weights=[1.0]), rec)
-    args = type("Args", (), {"output_dir": str(run / "train")})()
+    args = type("Args", (), {"output_dir": "train"})()  # as train.py passes it, from the run directory
     state, control = TrainerState(), TrainerControl()
-    cb.on_train_begin(args, state, control)
 
     def right(completions, **kwargs):
         return [1.0 if not c.strip() else 0.0 for c in completions]
 
-    rec.wrap(right)(prompts=["p"] * 3, completions=["<a>1</a>", "", "<a>2</a>"], answer=["1"] * 3)
-    state.global_step = 5
-    cb.on_step_end(args, state, control)
+    with contextlib.chdir(run):
+        cb.on_train_begin(args, state, control)
+        rec.wrap(right)(prompts=["p"] * 3, completions=["<a>1</a>", "", "<a>2</a>"], answer=["1"] * 3)
+        state.global_step = 5
+        cb.on_step_end(args, state, control)
     assert control.should_training_stop
     return json.loads((run / "train" / "STOPPED.json").read_text())
 
@@ -151,7 +153,8 @@ def test_the_stop_file_the_callback_writes_is_read_back(tmp_path):
     assert stop is not None and stop.problem == ""
     assert (stop.rule, stop.step, stop.reward) == (written["rule"], written["step"], written["reward"]) == (
         "probe_passing", 5, "right")
-    assert stop.message == written["message"] and stop.inspection_file == "train/inspections/step_5.jsonl"
+    assert written["inspection_file"] == "train/inspections/step_5.jsonl"  # relative to the run directory
+    assert stop.message == written["message"] and stop.inspection_file == written["inspection_file"]
     assert "read train/inspections/step_5.jsonl as in Phase 1" in stop.next[0]
     assert "diagnose" in stop.next[1] and "fix the reward right in spec.yaml" in stop.next[2]
     # a message with line breaks and terminal escapes stays one printable line
@@ -159,6 +162,12 @@ def test_the_stop_file_the_callback_writes_is_read_back(tmp_path):
     (tmp_path / "train" / "STOPPED.json").write_text(json.dumps(doc))
     stop = status.read_stop(tmp_path)
     assert stop is not None and stop.message == "line one line two [31m red" and stop.reward == "r x"
+    # a run directory copied elsewhere: the file it names is gone, the step's file in this run is found
+    (tmp_path / "train" / "STOPPED.json").write_text(json.dumps({**written, "inspection_file": "/gone/step_5.jsonl"}))
+    assert status.read_stop(tmp_path).inspection_file == "train/inspections/step_5.jsonl"
+    (tmp_path / "train" / "inspections" / "step_5.jsonl").unlink()  # no step file at all: say where to look
+    stop = status.read_stop(tmp_path)
+    assert stop.inspection_file is None and "read the last inspection under train/inspections/" in stop.next[0]
     assert status.read_stop(tmp_path / "elsewhere") is None
 
 
@@ -248,6 +257,9 @@ def test_checkpoint_sets_with_their_gate_and_comparison_re_derived(cli, demo_run
     assert s["step-40"]["comparison"]["rewards"] == [{k: r[k] for k in keys} for r in saved["rewards"]]
     correct = next(r for r in saved["rewards"] if r["role"] == "correctness")
     assert correct["success_rate_checkpoint"] > correct["success_rate_phase1"] + 0.2  # the policy learned
+    with contextlib.chdir(run):  # the same run named another way: the comparison is still current
+        here = {c["name"]: c for c in json.loads(cli("status", ".", "--json").out)["checkpoints"]}
+    assert here["step-40"]["comparison_state"] == "current"
     text = _lines_of(cli("status", run))
     assert "checkpoint sets (inspect/checkpoints/):" in text and "  step-40  gate PASS: gate PASS holds" in text
     shown = next(line for line in text if line.startswith("    Phase 1 -> checkpoint:"))
@@ -281,3 +293,16 @@ def test_checkpoint_sets_with_their_gate_and_comparison_re_derived(cli, demo_run
         json.loads((target / "comparison.json").read_text())["new_disagreements"])
     # Phase 1's steps are unaffected by its sets
     assert _resume(cli, run) == "resume: Phase 2 - memory + config render (stale)"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name,step", [("sample_info.json", "Phase 1 - inspect sample"),
+                                       ("score_report.json", "Phase 1 - inspect score")])
+def test_a_phase_file_that_does_not_parse_is_a_stale_step_in_one_line(cli, demo_run, tmp_path, name, step):
+    run = _copy_demo(demo_run, tmp_path)
+    for text in ("{bad", "[1]", '{"rewards": 3}'):
+        (run / name).write_text(text)
+        lines = _lines_of(cli("status", run))
+        assert lines[-1] == f"resume: {step} (stale)" and not any("Traceback" in line for line in lines)
+        row = next(line for line in lines if line.startswith(step.replace(" - ", "  ")))
+        assert name in row

@@ -208,7 +208,7 @@ def _verify_gate(run_dir: Path, spec: RunSpec) -> tuple[bool, str, dict[str, Any
 def _check_lora_targets(spec: RunSpec, info: ModelInfo) -> None:
     """lora.target_modules against the model's real linear layers, as PEFT will match them (checked whatever the
     method: a full-fine-tuning spec's LoRA suggestion sizes them too)."""
-    from finetune.models import lora_target_problem
+    from finetune.loratargets import lora_target_problem
 
     problem = lora_target_problem(info, spec.lora.target_modules)
     if problem:

@@ -12,6 +12,14 @@ prompt is scored, so a killed run resumes without re-sampling), ``data/filtered.
 and columns as the input), ``data/filter_report.md`` + ``data/filter_pass_rates.png``; then binds the
 result: the spec gains ``dataset.filter`` and the gate record's hashes gain the filter section and
 the filtered file (:func:`finetune.hashing.bound_hashes`), so train.py trains on exactly that file.
+
+The prediction after the filter is made on *fresh* samples (``data/zero_std_check.jsonl``: one group of
+num_generations completions for each of ``--check-prompts`` kept prompts, another seed): the samples that
+chose the kept prompts cannot judge them — a prompt kept for 1/8 successes is, more often than its
+8 samples say, a prompt that usually scores 0/8 (regression to the mean), so an in-sample prediction is
+biased low (exactly 0 when k = num_generations). The report also gives the dispersion of the pass rates:
+when every prompt is about equally hard, the 0/k and k/k prompts are sampling luck and no offline filter
+can lower frac_reward_zero_std.
 """
 
 from __future__ import annotations
@@ -36,6 +44,9 @@ FILTER_REPORT = "data/filter_report.md"
 HISTOGRAM = "data/filter_pass_rates.png"
 DEFAULT_K = 8
 DEFAULT_KEEP = (0.1, 0.9)  # with k ≤ 9 this drops exactly the 0/k and k/k prompts
+ZERO_STD_CHECK = "data/zero_std_check.jsonl"
+DEFAULT_CHECK_PROMPTS = 64  # Wilson 95% half-width ≤ ~0.12 at any rate; a few % of a real filter's sampling
+CHECK_SEED_OFFSET = 1_000_003  # the check's torch seeds never meet the assessment's (seed + row)
 
 
 def parse_keep(text: str) -> tuple[float, float]:
@@ -54,14 +65,16 @@ def prompt_key(prompt: Any) -> str:
     return hashlib.sha256(canonical_json(prompt)).hexdigest()[:16]
 
 
-def settings_digest(spec: RunSpec, k: int, gate_hashes: dict[str, str]) -> str:
+def settings_digest(spec: RunSpec, k: int, gate_hashes: dict[str, str], seed_offset: int = 0) -> str:
     """What a pass rate depends on: model, generation settings, seed, k and the gated reward files.
 
     A pass_rates.jsonl line written under other settings is not resumed from."""
     rewards_only = {n: h for n, h in gate_hashes.items() if not n.startswith(("spec:dataset", "dataset."))}
-    return hashlib.sha256(canonical_json({
-        "model": spec.model, "generation": spec.generation.model_dump(mode="json"), "seed": spec.training.seed,
-        "k": k, "rewards": rewards_only, "lines": 3})).hexdigest()[:16]  # lines v3 carry the per-reward scores
+    settings = {"model": spec.model, "generation": spec.generation.model_dump(mode="json"),
+                "seed": spec.training.seed, "k": k, "rewards": rewards_only, "lines": 3}  # v3: per-reward scores
+    if seed_offset:  # the fresh-sample check (the assessment's digest is unchanged, so its lines resume)
+        settings["seed_offset"] = seed_offset
+    return hashlib.sha256(canonical_json(settings)).hexdigest()[:16]
 
 
 def reward_weights(spec: RunSpec) -> list[float]:
@@ -114,7 +127,8 @@ def append_line(path: Path, entry: dict[str, Any]) -> None:
 
 
 def _sample_and_score(spec: RunSpec, run_dir: Path, rows: list[dict[str, Any]], todo: list[int], k: int,
-                      digest: str, out: Path, *, device: str | None, backend: str, console: Console | None) -> None:
+                      digest: str, out: Path, *, device: str | None, backend: str, console: Console | None,
+                      seed_offset: int = 0, label: str = "pass rates") -> None:
     import torch
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
@@ -129,13 +143,14 @@ def _sample_and_score(spec: RunSpec, run_dir: Path, rows: list[dict[str, Any]], 
     chosen = S._chosen_backend(backend, device)
     sampler = (S._VllmSampler(str(model), seed, g.max_prompt_length, g.max_completion_length) if chosen == "vllm"
                else S._TransformersSampler(str(model), device, g.max_prompt_length))
-    columns = [TextColumn("[bold]pass rates[/] ({task.fields[backend]})"), BarColumn(), MofNCompleteColumn(),
+    columns = [TextColumn(f"[bold]{label}[/] ({{task.fields[backend]}})"), BarColumn(), MofNCompleteColumn(),
                TextColumn("prompts · {task.fields[rate]} prompts/s ·"), TimeRemainingColumn()]
     with Progress(*columns, console=console, transient=True, disable=console is None) as bar:
         task = bar.add_task("filter", total=len(todo), backend=chosen, rate="–")
         for start in range(0, len(todo), S.PROMPT_BATCH):
             batch = todo[start:start + S.PROMPT_BATCH]
-            torch.manual_seed(seed + batch[0])  # per batch: a resumed run samples the rest as a full run would
+            # per batch: a resumed run samples the rest as a full run would
+            torch.manual_seed(seed + seed_offset + batch[0])
             reqs = S._requests(spec, rows, batch, k, "f")
             groups = sampler.generate(reqs, k, g, g.temperature)
             items = [{"prompt": r["prompt"], "completion": c["completion"], "conversational": r["conversational"],
@@ -232,6 +247,9 @@ def report_md(s: dict[str, Any]) -> str:
     hist = "\n".join(f"| {c}/{s['k']} | {s['histogram_before'].get(str(c), 0)} "
                      f"| {s['histogram_after'].get(str(c), 0)} |" for c in range(s["k"] + 1))
     zero_std = f"**{pct(s['predicted_zero_std_before'])}** | **{pct(s['predicted_zero_std_after'])}**"
+    if s["check_prompts"]:
+        lo, hi = s["predicted_zero_std_after_interval"]
+        zero_std += f" (95% {lo:.2f}–{hi:.2f}, fresh samples of {s['check_prompts']} kept prompts)"
     return f"""# Difficulty filter: {s['spec_name']}
 
 Sampled **k = {s['k']}** completions for each of {s['assessed']} prompts (of {s['source_rows']} in
@@ -245,15 +263,21 @@ scored with the gated `rewards.py`. Kept the prompts whose pass rate is in **[{s
 | prompts | {s['assessed']} | {s['kept']} |
 | mean pass rate | {pct(s['mean_before'])} | {pct(s['mean_after'])} |
 | predicted `frac_reward_zero_std` (groups of {s['num_generations']}) | {zero_std} |
+| the same, on the samples that chose the kept prompts (biased low) | | {pct(s['predicted_zero_std_after_in_sample'])} |
 | optimiser steps (rendered config) | {steps(s['steps_before'])} | {steps(s['steps_after'])} |
 
 `frac_reward_zero_std` is predicted as TRL logs it: the std of each group's *weighted total* reward
 (all reward functions, with their weights), computed in float32 with TRL's own operations and counted
 as zero when `torch.isclose(std, 0)` (`finetune.zerostd`). Per prompt: the share of groups of
 G = num_generations drawn from its k scored completions that TRL would count; the prediction is the
-mean over prompts. The pass rate decides only what is kept. The *after* column is predicted on the very
-samples that selected the kept prompts, so it is biased low (0 when k = num_generations); TRL measures
-fresh groups, from a policy that training moves.
+mean over prompts. The pass rate decides only what is kept. *Before* is predicted on every assessed
+prompt's own samples (nothing selected them: unbiased). *After* is {_after_source(s)} The samples that
+chose the kept prompts cannot judge them: a prompt kept for one success in k is, more often than those k
+samples say, a prompt that usually scores 0/k (regression to the mean), so the in-sample row is biased low
+(0 when k = num_generations). TRL measures fresh groups from a policy that training then moves: as the kept
+prompts are learnt they become k/k, and the fraction rises again (published recipes re-filter between stages).
+
+{_dispersion_md(s)}
 
 | successes | prompts before | prompts after |
 |---|---:|---:|
@@ -264,6 +288,31 @@ fresh groups, from a policy that training moves.
 Files: `{s['filtered']}` (sha256 `{s['filtered_sha256'][:16]}…`), `{PASS_RATES}`. The spec's
 `dataset.filter` names the filtered file; the gate record binds it, so train.py trains on exactly it.
 """
+
+
+def _after_source(s: dict[str, Any]) -> str:
+    if s["check_prompts"]:
+        return (f"predicted on fresh samples: one group of {s['num_generations']} completions for each of "
+                f"{s['check_prompts']} kept prompts (a seeded random subset, another sampling seed), "
+                f"`{ZERO_STD_CHECK}`.")
+    return "predicted in-sample only (`--check-prompts 0`): read it as a lower bound."
+
+
+def _dispersion_md(s: dict[str, Any]) -> str:
+    d = s["dispersion"]
+    if d is None:
+        return "Dispersion of pass rates: n/a (every assessed prompt scored the same)."
+    k, n = s["k"], s["assessed"]
+    verdict = ("pass rates differ between prompts far more than sampling alone makes them: the 0/k and k/k "
+               "prompts are mostly really unsolved / mastered, and dropping them lowers frac_reward_zero_std"
+               if d["index"] >= 2 else
+               "**pass rates barely differ between prompts beyond sampling noise: most 0/k and k/k prompts are "
+               "luck, and the filter can lower frac_reward_zero_std only a little** (a larger --k sees more; "
+               "the fresh check above says how much the filter helps)")
+    return (f"Dispersion of pass rates: index **{d['index']:.2f}** (variance of the success counts over the "
+            f"binomial variance if every prompt were equally hard; 1 = equally hard). Equally hard prompts would "
+            f"give {d['expected_never']:.0f} prompts at 0/{k} and {d['expected_always']:.0f} at {k}/{k} of {n}; "
+            f"observed {s['dropped_never']} and {s['dropped_always']}: {verdict}.")
 
 
 # ------------------------------------------------------------------------------------- the stage
@@ -293,8 +342,8 @@ def _bind(spec_path: Path, run_dir: Path, section: dict[str, Any], record: dict[
 
 def run_filter(spec_path: Path, run_dir: Path, *, k: int = DEFAULT_K, max_prompts: int | None = None,
                keep: tuple[float, float] = DEFAULT_KEEP, device: str | None = None, backend: str = "auto",
-               console: Console | None = None) -> dict[str, Any]:
-    """Sample, score, filter, report and bind; returns the summary written into the report."""
+               console: Console | None = None, check_prompts: int = DEFAULT_CHECK_PROMPTS) -> dict[str, Any]:
+    """Sample, score, filter, check on fresh samples, report and bind; returns the summary the report shows."""
     from finetune.inspect.gate import verify_gate
     from finetune.inspect.sample import load_rows
     from finetune.spec import load_spec
@@ -302,6 +351,9 @@ def run_filter(spec_path: Path, run_dir: Path, *, k: int = DEFAULT_K, max_prompt
     spec = load_spec(spec_path)
     if k < 2:
         raise UserError(f"--k {k}: a pass rate needs at least 2 samples", where="--k", fix="use --k 4 or more")
+    if check_prompts < 0:
+        raise UserError(f"--check-prompts {check_prompts} is negative", where="--check-prompts",
+                        fix="e.g. --check-prompts 64 (0 skips the fresh-sample check)")
     check = verify_gate(run_dir, spec)
     if not check.ok:
         raise CheckFailed(f"refusing to filter: the pass rates must come from the gated rewards, and {check.reason}")
@@ -312,42 +364,133 @@ def run_filter(spec_path: Path, run_dir: Path, *, k: int = DEFAULT_K, max_prompt
     keys = {i: prompt_key(rows[i][spec.dataset.prompt_column]) for i in indices}
     record = check.record
     assert record is not None  # a gate that holds carries its record
-    digest = settings_digest(spec, k, record.get("hashes") or {})
-    out = run_dir / PASS_RATES
-    out.parent.mkdir(parents=True, exist_ok=True)
-    done, stale = load_done(out, digest, keys)
-    if stale:
-        if console is not None:
-            console.print(f"{PASS_RATES} was written under other settings (model, generation, k or rewards): "
-                          "sampling every prompt again")
-        out.unlink()
-    todo = [i for i in indices if i not in done]
-    if console is not None and done:
-        console.print(f"resuming: {len(done)} of {len(indices)} prompts already have pass rates")
-    if todo:
-        _sample_and_score(spec, run_dir, rows, todo, k, digest, out, device=device, backend=backend, console=console)
-        done, _ = load_done(out, digest, keys)
-    missing = [i for i in indices if i not in done]
-    if missing:  # pragma: no cover - every prompt sampled above was appended
-        raise CheckFailed(f"{len(missing)} prompt(s) have no pass rate in {out}")
-    return _finish(spec, spec_path, run_dir, rows, indices, done, k, keep, fmt, source, record, console)
-
-
-def _finish(spec: RunSpec, spec_path: Path, run_dir: Path, rows: list[dict[str, Any]], indices: list[int],
-            done: dict[int, dict[str, Any]], k: int, keep: tuple[float, float], fmt: str, source: Path,
-            record: dict[str, Any], console: Console | None) -> dict[str, Any]:
+    hashes = record.get("hashes") or {}
+    sample = _Sampler(spec, run_dir, rows, keys, hashes, device, backend, console)
+    done = sample(indices, k, 0, PASS_RATES)
     rates = {i: done[i]["successes"] / k for i in indices}
     kept = [i for i in indices if keep[0] - 1e-12 <= rates[i] <= keep[1] + 1e-12]
     if not kept:
         raise CheckFailed(f"no prompt has a pass rate in [{keep[0]:g}, {keep[1]:g}]; nothing to train on "
                           f"(see {run_dir / PASS_RATES})")
+    subset = check_subset(kept, check_prompts, spec.training.seed)
+    fresh = sample(subset, spec.training.num_generations, CHECK_SEED_OFFSET, ZERO_STD_CHECK) if subset else {}
+    assessed = _Assessed(rows, indices, done, kept, [fresh[i] for i in subset], k, keep)
+    return _finish(spec, spec_path, run_dir, assessed, fmt, source, record)
+
+
+class _Sampler:
+    """Samples and scores groups for rows into a resumable JSONL file; returns {row: line} for the rows."""
+
+    def __init__(self, spec: RunSpec, run_dir: Path, rows: list[dict[str, Any]], keys: dict[int, str],
+                 hashes: dict[str, str], device: str | None, backend: str, console: Console | None) -> None:
+        self.spec, self.run_dir, self.rows, self.keys, self.hashes = spec, run_dir, rows, keys, hashes
+        self.device, self.backend, self.console = device, backend, console
+
+    def __call__(self, wanted: list[int], k: int, seed_offset: int, name: str) -> dict[int, dict[str, Any]]:
+        digest = settings_digest(self.spec, k, self.hashes, seed_offset)
+        out = self.run_dir / name
+        out.parent.mkdir(parents=True, exist_ok=True)
+        keys = {i: self.keys[i] for i in wanted}
+        done, stale = load_done(out, digest, keys)
+        if stale:
+            if self.console is not None:
+                self.console.print(f"{name} was written under other settings (model, generation, k or rewards): "
+                                   "sampling every prompt again")
+            out.unlink()
+        todo = [i for i in wanted if i not in done]
+        if self.console is not None and done:
+            self.console.print(f"resuming {name}: {len(done)} of {len(wanted)} prompts already sampled")
+        if todo:
+            label = "pass rates" if not seed_offset else "zero-std check (fresh samples)"
+            _sample_and_score(self.spec, self.run_dir, self.rows, todo, k, digest, out, device=self.device,
+                              backend=self.backend, console=self.console, seed_offset=seed_offset, label=label)
+            done, _ = load_done(out, digest, keys)
+        missing = [i for i in wanted if i not in done]
+        if missing:  # pragma: no cover - every prompt sampled above was appended
+            raise CheckFailed(f"{len(missing)} prompt(s) have no line in {out}")
+        return done
+
+
+def check_subset(kept: list[int], n: int, seed: int) -> list[int]:
+    """Up to ``n`` kept rows for the fresh-sample check: a seeded random subset, in row order (a dataset
+    sorted by difficulty still gets a fair sample).
+
+    >>> check_subset([3, 5, 8], 8, 0)
+    [3, 5, 8]
+    >>> check_subset(list(range(100)), 4, 0)
+    [5, 49, 53, 97]
+    """
+    import random
+
+    return kept if n >= len(kept) else sorted(random.Random(seed).sample(kept, n))
+
+
+def wilson(successes: float, n: int, z: float = 1.96) -> tuple[float, float]:
+    """95% Wilson interval of a proportion (successes may be fractional: a prompt's share of zero-std groups).
+
+    >>> [round(x, 3) for x in wilson(0, 64)]
+    [0.0, 0.057]
+    """
+    if n == 0:
+        return 0.0, 1.0
+    p = successes / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * ((p * (1 - p) / n + z * z / (4 * n * n)) ** 0.5) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def dispersion(successes: list[int], k: int) -> dict[str, float] | None:
+    """How much pass rates vary across prompts beyond sampling noise: the variance of the success counts over
+    the binomial variance k·p̄·(1−p̄) they would have if every prompt were equally hard (index ≈ 1: the 0/k
+    and k/k prompts are luck, and the filter cannot lower frac_reward_zero_std), with the 0/k and k/k counts
+    such a homogeneous dataset would show. None when every prompt scored 0/k or every prompt k/k.
+
+    >>> dispersion([0, 8, 0, 8], 8)["index"]
+    8.0
+    >>> round(dispersion([1, 2, 3, 2], 8)["index"], 2)
+    0.33
+    """
+    n = len(successes)
+    p = sum(successes) / (n * k)
+    if not 0 < p < 1:
+        return None
+    mean = p * k
+    var = sum((c - mean) ** 2 for c in successes) / n
+    return {"index": var / (k * p * (1 - p)), "expected_never": n * (1 - p) ** k, "expected_always": n * p ** k}
+
+
+class _Assessed:
+    """What the sampling found: every assessed row's line, the kept rows and the fresh check's lines."""
+
+    def __init__(self, rows: list[dict[str, Any]], indices: list[int], done: dict[int, dict[str, Any]],
+                 kept: list[int], fresh: list[dict[str, Any]], k: int, keep: tuple[float, float]) -> None:
+        self.rows, self.indices, self.done, self.kept, self.fresh, self.k, self.keep = (
+            rows, indices, done, kept, fresh, k, keep)
+        self.rates = {i: done[i]["successes"] / k for i in indices}
+
+
+def _predictions(spec: RunSpec, a: _Assessed) -> dict[str, Any]:
+    """frac_reward_zero_std before (every assessed prompt's own samples: no selection, unbiased) and after:
+    on the fresh check when there is one, else in-sample (biased low, and said so)."""
+    g, weights = spec.training.num_generations, reward_weights(spec)
+    before = predicted_zero_std([a.done[i] for i in a.indices], weights, g)
+    in_sample = predicted_zero_std([a.done[i] for i in a.kept], weights, g)
+    fresh = predicted_zero_std(a.fresh, weights, g)
+    assert before is not None and in_sample is not None  # both prompt sets are non-empty
+    after = in_sample if fresh is None else fresh
+    interval = None if fresh is None else wilson(fresh * len(a.fresh), len(a.fresh))
+    return {"predicted_zero_std_before": before, "predicted_zero_std_after": after,
+            "predicted_zero_std_after_in_sample": in_sample, "check_prompts": len(a.fresh),
+            "predicted_zero_std_after_interval": interval,
+            "dispersion": dispersion([a.done[i]["successes"] for i in a.indices], a.k)}
+
+
+def _finish(spec: RunSpec, spec_path: Path, run_dir: Path, a: _Assessed, fmt: str, source: Path,
+            record: dict[str, Any]) -> dict[str, Any]:
+    rows, indices, kept, k, keep, rates = a.rows, a.indices, a.kept, a.k, a.keep, a.rates
     filtered = write_filtered(spec, source, fmt, rows, kept, run_dir)
-    g = spec.training.num_generations
     before, after = [rates[i] for i in indices], [rates[i] for i in kept]
-    weights = reward_weights(spec)
-    zs_before = predicted_zero_std([done[i] for i in indices], weights, g)
-    zs_after = predicted_zero_std([done[i] for i in kept], weights, g)
-    assert zs_before is not None and zs_after is not None  # both prompt sets are non-empty
+    predictions = _predictions(spec, a)
 
     def count(rs: list[float]) -> dict[str, int]:
         return {str(c): sum(round(r * k) == c for r in rs) for c in range(k + 1)}
@@ -356,16 +499,17 @@ def _finish(spec: RunSpec, spec_path: Path, run_dir: Path, rows: list[dict[str, 
                "keep": [keep[0], keep[1]], "max_prompts": len(indices), "rows": len(kept),
                "pass_rates": os.path.relpath(run_dir / PASS_RATES, spec_path.parent),
                "sha256": sha256_file(filtered), "source_rows": len(rows),
-               "predicted_frac_reward_zero_std": [round(zs_before, 4), round(zs_after, 4)]}
+               "predicted_frac_reward_zero_std": [round(predictions["predicted_zero_std_before"], 4),
+                                                  round(predictions["predicted_zero_std_after"], 4)],
+               "check_prompts": predictions["check_prompts"]}
     summary = {
         "spec_name": spec.name, "k": k, "keep": list(keep), "source": spec.dataset.path, "source_rows": len(rows),
         "assessed": len(indices), "kept": len(kept), "temperature": spec.generation.temperature,
-        "seed": spec.training.seed, "num_generations": g,
+        "seed": spec.training.seed, "num_generations": spec.training.num_generations,
         "dropped_never": sum(rates[i] == 0 for i in indices), "dropped_always": sum(rates[i] == 1 for i in indices),
         "unassessed_note": (f"; the {len(rows) - len(indices)} prompts past --max-prompts are not in the filtered "
                             "file" if len(indices) < len(rows) else ""),
-        "mean_before": sum(before) / len(before), "mean_after": sum(after) / len(after),
-        "predicted_zero_std_before": zs_before, "predicted_zero_std_after": zs_after,
+        "mean_before": sum(before) / len(before), "mean_after": sum(after) / len(after), **predictions,
         "steps_before": steps_for(spec, run_dir, len(rows)), "steps_after": steps_for(spec, run_dir, len(kept)),
         "histogram_before": count(before), "histogram_after": count(after),
         "filtered": str(filtered.relative_to(run_dir)), "filtered_sha256": section["sha256"],

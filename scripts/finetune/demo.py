@@ -62,12 +62,9 @@ DEFAULT_SEEDS = (3407, 3408)
 DEMO_STEPS = 40
 HELDOUT_PROMPTS = 64
 HELDOUT_K = 8
-# the difficulty filter on the toy dataset: the first prompts only, so the demo stays short; k = the spec's
-# num_generations, so each prompt's k samples are one GRPO-sized group that the prediction judges as TRL does
-# (with k < G the groups are resampled from k, which counts a prompt's few equal samples as a likely
-# all-equal group: k = 4 predicted 0.43 where TRL then logged 0.10-0.15)
+# the difficulty filter on the toy dataset: every training prompt (800 × 8 samples, seconds on this CPU), so the
+# filtered run never repeats a prompt within its steps; k = the spec's num_generations (8), the filter's default
 FILTER_K = 8
-FILTER_PROMPTS = 64
 EARLY_STEPS = 5  # frac_reward_zero_std of the first steps: the policy the filter sampled, before GRPO moves it
 
 # The toy run's departures from the rendered base recipe: field -> (value, why). Everything else —
@@ -78,9 +75,10 @@ DEMO_CPU_PROFILE: dict[str, tuple[Any, str]] = {
     "bf16": (False, "no bf16 on CPU"),
     "use_vllm": (False, "no vLLM on CPU: TRL generates with transformers"),
     "model_init_kwargs": ({"dtype": "float32"}, "fp32 weights on CPU"),
-    "learning_rate": (1e-3, "DEMO ONLY, outside contract 7: at the base recipe's 5e-7 a 2-layer toy model does "
-                            "not move in 40 steps; a real run keeps 5e-7 until a PASS gate and a healthy "
-                            "diagnosis of its base run"),
+    "learning_rate": (3e-4, "DEMO ONLY, outside contract 7: at the base recipe's 5e-7 a 2-layer toy model does "
+                            "not move in 40 steps (at 1e-3 it learns the whole task in 20, and every group turns "
+                            "all-correct); a real run keeps 5e-7 until a PASS gate and a healthy diagnosis of "
+                            "its base run"),
     "lr_scheduler_type": ("constant", "a 40-step run has no room for a warm-up"),
     "warmup_steps": (0, "see lr_scheduler_type"),
     "max_steps": (DEMO_STEPS, "a demo-sized budget (the rendered config runs whole epochs)"),
@@ -288,8 +286,12 @@ def demo_training_kwargs(run_dir: Path, seed: int, output_dir: Path,
 
 
 def train_toy(run_dir: Path, spec: RunSpec, seed: int, output_dir: Path, steps: int,
-              on_step: Callable[[int, int], None]) -> tuple[GRPOTrainer, list[dict[str, Any]]]:
-    """Verify the gate, then train with TRL's GRPOTrainer on CPU; returns (trainer, profile changes)."""
+              on_step: Callable[[int, int], None], *,
+              unfiltered: bool = False) -> tuple[GRPOTrainer, list[dict[str, Any]]]:
+    """Verify the gate, then train with TRL's GRPOTrainer on CPU; returns (trainer, profile changes).
+
+    ``unfiltered``: train on dataset.path instead of the difficulty-filtered file — the demo's baseline for
+    what the filter changed (same gated rewards, same seed); a real run trains on what the gate binds."""
     from datasets import load_dataset
     from transformers import TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
@@ -302,7 +304,8 @@ def train_toy(run_dir: Path, spec: RunSpec, seed: int, output_dir: Path, steps: 
         raise CheckFailed(f"refusing to train: {check.reason}")
     kwargs, changes = demo_training_kwargs(run_dir, seed, output_dir, steps)
     rewards = load_rewards(run_dir, [r.name for r in spec.rewards])
-    dataset = load_dataset("json", data_files=str(spec.training_data_path()), split="train")
+    data = spec.resolve_path(spec.dataset.path) if unfiltered else spec.training_data_path()
+    dataset = load_dataset("json", data_files=str(data), split="train")
 
     class _Progress(TrainerCallback):
         def on_step_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
@@ -326,7 +329,7 @@ def train_toy(run_dir: Path, spec: RunSpec, seed: int, output_dir: Path, steps: 
     atomic.write_json(output_dir / "demo_profile.json", {
         "note": "DEMO CPU PROFILE — the toy run's departures from config/grpo_config.yaml "
                 "(finetune.demo.DEMO_CPU_PROFILE)",
-        "changes": changes})
+        "dataset": str(data), "changes": changes})
     return trainer, changes
 
 
@@ -503,11 +506,12 @@ def _difficulty_filter(run: _Runner, good: Path, facts: dict[str, Any], filter_k
 
     spec_path = good / rundir.SPEC
     run.stage("Phase 1: difficulty filter", ["data", "filter", str(spec_path), "--k", str(filter_k),
-                                             "--max-prompts", str(FILTER_PROMPTS), "--device", "cpu",
-                                             "--backend", "transformers"])
+                                             "--device", "cpu", "--backend", "transformers"])
     summary = jsonio.read_json(good / "data" / "filter_summary.json")
     facts["filter"] = {k: summary[k] for k in ("k", "assessed", "kept", "dropped_never", "dropped_always",
                                               "predicted_zero_std_before", "predicted_zero_std_after",
+                                              "predicted_zero_std_after_in_sample", "check_prompts",
+                                              "predicted_zero_std_after_interval", "dispersion",
                                               "num_generations")}
     return load_spec(spec_path)  # now names data/filtered.jsonl
 
@@ -566,20 +570,50 @@ def _phase3(run: _Runner, good: Path, spec: Any, held_strings: list[str], seeds:
                 trainer, changes = train_toy(good, spec, seed, target, steps,
                                              lambda i, total: b.update(t, completed=i, total=total))
             after = heldout(trainer.model, seed)
-            runs.append({"seed": seed, "output_dir": str(target.relative_to(good)),
-                         "before": dataclasses.asdict(before), "after": dataclasses.asdict(after),
-                         "measured_zero_std": measured_zero_std(target),
-                         "measured_zero_std_early": measured_zero_std(target, EARLY_STEPS)})
+            run = {"seed": seed, "output_dir": str(target.relative_to(good)),
+                   "before": dataclasses.asdict(before), "after": dataclasses.asdict(after),
+                   "measured_zero_std": measured_zero_std(target),
+                   "measured_zero_std_early": measured_zero_std(target, EARLY_STEPS)}
+            if spec.dataset.filter is not None:
+                run.update(_unfiltered_baseline(good, spec, seed, steps, console, target))
+            runs.append(run)
             facts["profile_changes"] = changes
             p.command = f"GRPOTrainer (TRL) with config/grpo_config.yaml + DEMO_CPU_PROFILE, seed {seed}"
-            return (f"held-out reward {before.reward:.3f} → {after.reward:.3f}; checker accepts "
-                    f"{before.checker_accept:.0%} → {after.checker_accept:.0%}")
+            detail = (f"held-out reward {before.reward:.3f} → {after.reward:.3f}; checker accepts "
+                      f"{before.checker_accept:.0%} → {after.checker_accept:.0%}")
+            if "unfiltered_zero_std" in run:
+                detail += (f"; frac_reward_zero_std {run['measured_zero_std']:.3f} filtered vs "
+                           f"{run['unfiltered_zero_std']:.3f} unfiltered")
+            return detail
 
         run.step(f"Phase 3: toy GRPO run, seed {seed} (held-out before/after)", train_one)
     facts["heldout"] = {"prompts": len(held), "k": HELDOUT_K, "temperature": g.temperature, "runs": runs}
     atomic.write_json(good / "heldout.json", facts["heldout"])
     brief = good / rundir.CONFIG_DIR / "BRIEF.md"
     atomic.write_text(brief, brief.read_text() + _brief_addendum(facts.get("profile_changes", [])))
+
+
+def _unfiltered_baseline(good: Path, spec: Any, seed: int, steps: int, console: Any,
+                         filtered_dir: Path) -> dict[str, Any]:
+    """The same seed on the unfiltered dataset: TRL's frac_reward_zero_std without the filter."""
+    target = good / f"{rundir.TRAIN_DIR}_unfiltered_seed{seed}"
+    with _bar(console) as b:
+        t = b.add_task(f"GRPO seed {seed}, unfiltered baseline", total=steps)
+        train_toy(good, spec, seed, target, steps, lambda i, total: b.update(t, completed=i, total=total),
+                  unfiltered=True)
+    return {"unfiltered_output_dir": str(target.relative_to(good)), "unfiltered_zero_std": measured_zero_std(target),
+            "unfiltered_zero_std_early": measured_zero_std(target, EARLY_STEPS),
+            "reward_gain": _reward_gain(filtered_dir),
+            "unfiltered_reward_gain": _reward_gain(target)}
+
+
+def _reward_gain(output_dir: Path, window: int = 10) -> float | None:
+    """TRL's logged `reward`, mean of the last ``window`` steps minus the first ``window``."""
+    state = jsonio.read_json(output_dir / "trainer_state.json")
+    values = [float(e["reward"]) for e in state.get("log_history", []) if "reward" in e]
+    if len(values) < 2 * window:
+        return None
+    return sum(values[-window:]) / window - sum(values[:window]) / window
 
 
 def _phase4(run: _Runner, good: Path, facts: dict[str, Any]) -> None:
@@ -670,7 +704,10 @@ def _model_facts(f: dict[str, Any]) -> tuple[dict[str, Any] | None, dict[str, An
     if "model" in f:
         m = f["model"]
         model = {"task": m["task"], "train_prompts": m["train_prompts"], "steps": m["recipe"]["steps"],
-                 "mix": ", ".join(f"{k} {v:.0%}" for k, v in m["recipe"]["mix"].items()), "seconds": m["seconds"]}
+                 "mix": "; ".join(f"{tier} prompts (first digit {'/'.join(firsts)}): "
+                                  + ", ".join(f"{k} {v:.0%}" for k, v in mix.items())
+                                  for tier, (firsts, mix) in m["recipe"]["tiers"].items()),
+                 "seconds": m["seconds"]}
     if "base_success" in f:
         b = f["base_success"]
         base = {"samples": b["samples"], "temperature": b["temperature"], "mean": f"{b['mean_success']:.0%}",
@@ -698,15 +735,27 @@ def _gate_facts(f: dict[str, Any]) -> tuple[dict[str, Any] | None, dict[str, Any
 
 
 def _filter_facts(f: dict[str, Any]) -> dict[str, Any] | None:
-    """The filter's prediction next to what TRL measured on the filtered set."""
+    """The filter's prediction next to what TRL measured with and without it."""
     if "filter" not in f:
         return None
     flt = f["filter"]
     runs = f.get("heldout", {}).get("runs", []) or [{"seed": "–", "measured_zero_std": None}]
     rows = [{"seed": r["seed"], "measured": _fraction(r.get("measured_zero_std")),
-             "early": _fraction(r.get("measured_zero_std_early"))} for r in runs]
-    return {**{k: flt[k] for k in ("k", "assessed", "kept", "dropped_never", "dropped_always", "num_generations")},
+             "early": _fraction(r.get("measured_zero_std_early")),
+             "unfiltered": _fraction(r.get("unfiltered_zero_std")),
+             "unfiltered_early": _fraction(r.get("unfiltered_zero_std_early")),
+             "gain": _fraction(r.get("reward_gain")), "unfiltered_gain": _fraction(r.get("unfiltered_reward_gain"))}
+            for r in runs]
+    interval = flt.get("predicted_zero_std_after_interval")
+    disp = (flt.get("dispersion") or {}).get("index")
+    return {**{k: flt[k] for k in ("k", "assessed", "kept", "dropped_never", "dropped_always", "num_generations",
+                                  "check_prompts")},
             "before": f"{flt['predicted_zero_std_before']:.3f}", "after": f"{flt['predicted_zero_std_after']:.3f}",
+            "in_sample": f"{flt['predicted_zero_std_after_in_sample']:.3f}",
+            "interval": f"{interval[0]:.3f}–{interval[1]:.3f}" if interval else "n/a",
+            "dispersion": "n/a" if disp is None else f"{disp:.2f}",
+            "dispersion_words": ("far more than sampling noise alone" if disp and disp >= 2 else
+                                 "little beyond sampling noise"),
             "early_steps": EARLY_STEPS, "rows": rows}
 
 

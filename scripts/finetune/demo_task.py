@@ -5,11 +5,15 @@ deterministically into training prompts and held-out prompts that neither the wa
 
 Model: a 2-layer Qwen3 built by :func:`finetune.tinymodel.build_tiny_model`, then given a few seconds
 of supervised warm-up on a *noisy* version of the task, so that — like a real SFT checkpoint — it
-knows the format and sometimes succeeds: most warm-up targets reverse the digits, some corrupt one,
-drop the tags or hedge (``<answer>471 or 174</answer>``), and a minority copy correctly. Sampled at
-the spec's temperature its success lies between 5% and 60% (RL's precondition: it sometimes
-succeeds), which GRPO can then sharpen. Everything is seeded and single-threaded, so the same seed
-builds the same weights.
+knows the format and sometimes succeeds. Like a real checkpoint on a real dataset, its difficulty
+differs from prompt to prompt, decided by the first digit (:attr:`WarmupRecipe.tiers`): prompts it has
+mastered (almost always copied), prompts it only partly knows (most warm-up targets reverse the digits,
+some corrupt one, drop the tags or hedge ``<answer>471 or 174</answer>``, a minority copy correctly),
+and prompts beyond it (never copied: reversed, rotated or corrupted). Sampled at the spec's temperature
+its success lies between 5% and 60% (RL's precondition: it sometimes succeeds), which GRPO can then
+sharpen; the mastered and the beyond prompts give all-equal groups that teach nothing, which is what
+`finetune data filter` removes. Everything is seeded and single-threaded, so the same seed builds the
+same weights.
 """
 
 from __future__ import annotations
@@ -68,13 +72,30 @@ class WarmupRecipe:
     batch: int = 32
     learning_rate: float = 3e-3
     warmup_steps: int = 20
-    # share of warm-up targets of each kind (sums to 1): the noise that leaves base success partial
-    mix: dict[str, float] = field(default_factory=lambda: {
-        "copy": 0.35, "reverse": 0.45, "corrupt_one_digit": 0.10, "no_tags": 0.05, "hedge": 0.05})
+    # per difficulty tier: (the prompts' first digits, share of warm-up targets of each kind, summing to 1).
+    # A real dataset is heterogeneous in the same way (a checkpoint masters some problems and never solves
+    # others); with one mixture for every prompt, a 0/k or k/k prompt would only be sampling luck and an
+    # offline difficulty filter could not help (its report says so: the dispersion of pass rates).
+    tiers: dict[str, tuple[str, dict[str, float]]] = field(default_factory=lambda: {
+        "mastered": ("012", {"copy": 0.97, "corrupt_one_digit": 0.03}),
+        "partial": ("3456", {"copy": 0.35, "reverse": 0.45, "corrupt_one_digit": 0.10, "no_tags": 0.05,
+                             "hedge": 0.05}),
+        "beyond": ("789", {"reverse": 0.6, "rotate": 0.3, "corrupt_one_digit": 0.1})})
+
+    def mix_for(self, digits: str) -> dict[str, float]:
+        """The warm-up mixture of the tier ``digits`` belongs to (by its first digit)."""
+        return next(mix for firsts, mix in self.tiers.values() if digits[0] in firsts)
+
+    def tier_of(self, digits: str) -> str:
+        return next(name for name, (firsts, _) in self.tiers.items() if digits[0] in firsts)
 
 
 def warmup_target(digits: str, rng: random.Random, mix: dict[str, float]) -> tuple[str, str]:
-    """(kind, completion text) drawn from the noisy mixture."""
+    """(kind, completion text) drawn from the noisy mixture.
+
+    >>> warmup_target("471", random.Random(0), {"rotate": 1.0})
+    ('rotate', '<answer>714</answer>')
+    """
     u, acc, kind = rng.random(), 0.0, "copy"
     for kind, share in mix.items():  # noqa: B007 - the kind drawn is the one the loop stops on
         acc += share
@@ -84,6 +105,8 @@ def warmup_target(digits: str, rng: random.Random, mix: dict[str, float]) -> tup
         return kind, f"<answer>{digits}</answer>"
     if kind == "reverse":
         return kind, f"<answer>{digits[::-1]}</answer>"
+    if kind == "rotate":
+        return kind, f"<answer>{digits[1:] + digits[0]}</answer>"
     if kind == "corrupt_one_digit":
         chars = list(digits)
         i = rng.randrange(len(chars))
@@ -122,7 +145,7 @@ def build_demo_model(out_dir: str | Path, train_strings: list[str], recipe: Warm
             digits = rng.choice(train_strings)
             prompt = cast(str, tok.apply_chat_template(digits_prompt(digits), tokenize=False,
                                                        add_generation_prompt=True))
-            _, target = warmup_target(digits, rng, recipe.mix)
+            _, target = warmup_target(digits, rng, recipe.mix_for(digits))
             texts.append(prompt + target + tok.eos_token)
             prompt_lens.append(len(tok(prompt, add_special_tokens=False)["input_ids"]))
         enc = tok(texts, return_tensors="pt", padding=True, add_special_tokens=False)

@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 from finetune.errors import UserError
 from finetune.hardware import Hardware, resolve_hardware
-from finetune.models import ModelInfo, is_all_linear
+from finetune.loratargets import is_all_linear
+from finetune.models import ModelInfo
 
 if TYPE_CHECKING:
     from finetune.spec import RunSpec
@@ -637,14 +638,18 @@ def _adapter_states(s: _Sizing, out: _Parts) -> None:
 def lora_targets_text(model: ModelInfo, target_modules: str | list[str] | tuple[str, ...]) -> str:
     """The layers ``target_modules`` adapts, in words from the model's own module names (never the spec's
     strings, which reach documents only through the escaping helpers): "all linear layers", "q_proj, v_proj",
-    "q_proj, k_proj (28 of 56 such layers)"."""
+    "q_proj, k_proj (28 of 56 such layers)", "experts.gate_up_proj, experts.down_proj" (fused MoE tensors)."""
+    from finetune.loratargets import adapted
+
     if is_all_linear(target_modules):
-        return "all linear layers"
-    groups = model.lora_targets(target_modules)
-    names = list(dict.fromkeys(g.name for g in groups))
-    adapted = sum(g.count for g in groups)
+        return "all linear layers" + (" and the fused experts" if model.fused_params else "")
+    model.lora_targets(target_modules)  # a UserError when PEFT would refuse them
+    found = adapted(model, target_modules)
+    names = list(dict.fromkeys(g.name for g in found.groups))
+    count = sum(g.count for g in found.groups)
     total = sum(g.count for g in model.linear_groups if g.name in names)
-    return ", ".join(names) + (f" ({adapted} of {total} such layers)" if adapted < total else "")
+    fused = list(dict.fromkeys(".".join(p.path.split(".")[-2:]) for p, _ in found.params))
+    return ", ".join(names + fused) + (f" ({count} of {total} such layers)" if count < total else "")
 
 
 def _zero_states(s: _Sizing, out: _Parts) -> None:
@@ -1264,7 +1269,7 @@ _OVERRIDE_KEYS = {"use_vllm": "use_vllm", "vllm_mode": "vllm_mode",
                   "per_device_train_batch_size": "per_device_train_batch_size",
                   "gradient_accumulation_steps": "gradient_accumulation_steps"}
 # The workload fields a caller's explicit values may set (the rest of them are chosen).
-_WORKLOAD = ("num_generations", "max_prompt_length", "max_completion_length", "beta", "lora_r")
+_WORKLOAD = ("num_generations", "max_prompt_length", "max_completion_length", "beta", "lora_r", "lora_target_modules")
 
 
 def _with_explicit(workload: Knobs, explicit: dict[str, Any]) -> Knobs:
@@ -1279,7 +1284,8 @@ def estimate_for_spec(spec: RunSpec, **explicit: Any) -> tuple[Recommendation, E
     Values the spec leaves ``None`` come from :func:`recommend`; values it sets (and ``explicit``
     keyword overrides, e.g. from the CLI; None = not given) win. The renderer folds the estimate into BRIEF.md.
     """
-    from finetune.models import load_model_info, lora_target_problem
+    from finetune.loratargets import lora_target_problem
+    from finetune.models import load_model_info
 
     model = load_model_info(spec.model, spec.model_config_path, spec.source.parent if spec.source else None)
     problem = lora_target_problem(model, spec.lora.target_modules)  # whatever the method: a LoRA fix sizes them
@@ -1303,8 +1309,13 @@ def estimate_for_spec(spec: RunSpec, **explicit: Any) -> tuple[Recommendation, E
 
 def estimate_for_model(model: ModelInfo, hardware: Hardware, **explicit: Any) -> tuple[Recommendation, Estimate]:
     """:func:`estimate_for_spec` without a spec: the seed's workload, with ``explicit`` values (None = not given)."""
+    from finetune.loratargets import lora_target_problem
+
     method = explicit.pop("method", None)
     workload = _with_explicit(Knobs(), explicit)
+    problem = lora_target_problem(model, workload.lora_target_modules)
+    if problem:
+        raise UserError(problem[0], where="--target-modules", fix=problem[1])
     return _recommend_and_estimate(model, hardware, method, workload, explicit)
 
 

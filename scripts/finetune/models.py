@@ -23,6 +23,8 @@ from finetune.errors import UserError
 if TYPE_CHECKING:
     from transformers import PretrainedConfig, PreTrainedModel
 
+    from finetune.loratargets import Adapted
+
 BUNDLED_DIR = Path(__file__).parent / "data" / "model_configs"
 
 # Scale classes of references/grpo-memory.md: (name, upper bound in parameters). "≤3B" covers every
@@ -47,6 +49,15 @@ class LinearGroup:
     count: int
     is_output_head: bool = False
     paths: tuple[str, ...] = ()  # the modules' full names (model.named_modules()), what PEFT matches against
+
+
+@dataclass(frozen=True)
+class FusedParam:
+    """A parameter outside any nn.Linear that PEFT can adapt as a ``target_parameter``: a fused MoE experts tensor
+    (E × d1 × d2) or a router's weight, by its full name."""
+
+    path: str
+    shape: tuple[int, ...]
 
 
 @dataclass(frozen=True)
@@ -79,6 +90,11 @@ class ModelInfo:
     moe_intermediate: int = 0
     max_position_embeddings: int = 0
     qk_norm: bool = False  # per-head RMSNorm on q and k (Qwen3): more activations kept per layer
+    # PEFT's transformers-5 MoE remap for this model type (peft.utils.transformers_weight_conversion): old target
+    # name → fused parameter, and the old names fused into one tensor; the parameters they name
+    fused_params: tuple[FusedParam, ...] = field(default=(), repr=False)
+    peft_moe_targets: tuple[tuple[str, str], ...] = ()
+    peft_moe_fused: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     @property
     def scale_class(self) -> str:
@@ -105,31 +121,22 @@ class ModelInfo:
         return sum(g.d_in * g.d_out * g.count for g in self.linear_groups if not g.is_output_head)
 
     def lora_targets(self, target_modules: str | list[str] | tuple[str, ...] = "all-linear") -> list[LinearGroup]:
-        """The linear groups PEFT adapts for ``target_modules``, each cut to the modules it matches.
-
-        PEFT's LoraConfig semantics (peft.tuners.tuners_utils.check_target_module_exists): ``all-linear`` (any
-        case) = every Linear but the output head; any other string is a regular expression the module's full
-        name must match entirely (``re.fullmatch``); a list names modules by their full name or a dotted
-        suffix of it (``q_proj``, ``self_attn.q_proj``). A name (or pattern) matching no linear layer, or
-        one adapting the LM head, is a UserError (:func:`lora_target_problem`).
-        """
-        problem = lora_target_problem(self, target_modules)
-        if problem:
-            raise UserError(problem[0], where="lora.target_modules", fix=problem[1])
-        out = []
-        for g in self.linear_groups:
-            hit = tuple(p for p in g.paths if _lora_matches(target_modules, p, g.is_output_head))
-            if hit:
-                out.append(replace(g, count=len(hit), paths=hit))
-        return out
-
-    def linear_leaf_names(self) -> list[str]:
-        """The distinct last components of this model's linear layers but the head (q_proj, ...), in order."""
-        return list(dict.fromkeys(g.name for g in self.linear_groups if not g.is_output_head))
+        """The linear groups PEFT adapts for ``target_modules``, each cut to the modules it matches (PEFT's
+        semantics: :mod:`finetune.loratargets`); a name the model lacks, or the LM head, is a UserError."""
+        return list(self._adapted(target_modules).groups)
 
     def lora_params(self, r: int, target_modules: str | list[str] | tuple[str, ...] = "all-linear") -> int:
-        """LoRA trainable parameters: r × (d_in + d_out) per adapted projection."""
-        return sum(r * (g.d_in + g.d_out) * g.count for g in self.lora_targets(target_modules))
+        """LoRA trainable parameters: r × (d_in + d_out) per adapted projection, rank × E × (d1 + d2) per fused
+        expert tensor PEFT adapts (:mod:`finetune.loratargets`)."""
+        return self._adapted(target_modules).trainable(r)
+
+    def _adapted(self, target_modules: str | list[str] | tuple[str, ...]) -> Adapted:
+        from finetune.loratargets import adapted
+
+        found = adapted(self, target_modules)
+        if found.problem:
+            raise UserError(found.problem[0], where="lora.target_modules", fix=found.problem[1])
+        return found
 
     def summary(self) -> str:
         moe = f", MoE {self.num_experts} experts / {self.experts_per_token} active " \
@@ -137,53 +144,6 @@ class ModelInfo:
         return (f"{self.name}: {self.params / 1e9:.3f} B params ({self.scale_class}), {self.layers} layers, "
                 f"hidden {self.hidden}, {self.heads} heads / {self.kv_heads} KV, vocab {self.vocab}"
                 f"{', tied embeddings' if self.tied else ''}{moe}{', vision-language' if self.is_vlm else ''}")
-
-
-ALL_LINEAR = "all-linear"  # peft.utils.INCLUDE_LINEAR_LAYERS_SHORTHAND (matched case-insensitively)
-
-
-def is_all_linear(target_modules: str | list[str] | tuple[str, ...]) -> bool:
-    """PEFT's shorthand: the string all-linear, any case (a list holding it names a module)."""
-    return isinstance(target_modules, str) and target_modules.lower() == ALL_LINEAR
-
-
-def _lora_matches(target_modules: str | list[str] | tuple[str, ...], path: str, is_head: bool) -> bool:
-    """Whether PEFT adapts the module named ``path`` for ``target_modules`` (see ModelInfo.lora_targets)."""
-    if is_all_linear(target_modules):
-        return not is_head
-    if isinstance(target_modules, str):
-        return re.fullmatch(target_modules, path) is not None
-    return any(path == key or path.endswith("." + key) for key in target_modules)
-
-
-def lora_target_problem(info: ModelInfo, target_modules: str | list[str] | tuple[str, ...]) -> tuple[str, str] | None:
-    """(what is wrong, how to fix it) with ``target_modules`` for this model, or None: an invalid pattern, a name
-    matching none of its linear layers, or the LM head (TRL 1.16's fused head bypasses an adapter on it)."""
-    if is_all_linear(target_modules):
-        return None
-    names = ", ".join(info.linear_leaf_names())
-    listed = f"name linear layers of {info.name} ({names}) in a list, or use all-linear"
-    paths = [(p, g.is_output_head) for g in info.linear_groups for p in g.paths]
-    if isinstance(target_modules, str):
-        regex = ("a single string other than all-linear is a regular expression the full module name must match "
-                 f"(e.g. {paths[0][0] if paths else 'model.layers.0.self_attn.q_proj'}); {listed}")
-        try:
-            hits = [(p, head) for p, head in paths if re.fullmatch(target_modules, p)]
-        except re.error as exc:
-            return f"target_modules pattern {target_modules!r} is not a regular expression ({exc})", regex
-        if not hits:
-            return f"target_modules pattern {target_modules!r} matches no linear layer of {info.name}", regex
-    else:
-        unknown = [k for k in target_modules if not any(_lora_matches([k], p, head) for p, head in paths)]
-        if unknown:
-            return f"target_modules {', '.join(map(repr, unknown))}: no linear layer of {info.name} has that name", \
-                listed
-        hits = [(p, head) for p, head in paths if _lora_matches(target_modules, p, head)]
-    if any(head for _, head in hits):
-        return ("target_modules adapts the output head: TRL 1.16's GRPOTrainer computes log-probs with a fused LM "
-                "head that reads lm_head.weight directly, so a LoRA adapter there would never train",
-                f"leave the head out ({names} or all-linear)")
-    return None
 
 
 def scale_class_of(params: int, is_moe: bool = False) -> str:
@@ -318,13 +278,26 @@ def _disk_key(raw_bytes: bytes) -> str:
     import hashlib
     from importlib.metadata import version
 
-    return hashlib.sha256(raw_bytes + f"|transformers={version('transformers')}|v3".encode()).hexdigest()[:32]
+    stamp = f"|transformers={version('transformers')}|peft={_peft_version()}|v3"
+    return hashlib.sha256(raw_bytes + stamp.encode()).hexdigest()[:32]
+
+
+def _peft_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("peft")
+    except PackageNotFoundError:
+        return "none"
 
 
 def _from_disk(path: Path) -> ModelInfo | None:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
         data["linear_groups"] = tuple(LinearGroup(**{**g, "paths": tuple(g["paths"])}) for g in data["linear_groups"])
+        data["fused_params"] = tuple(FusedParam(p["path"], tuple(p["shape"])) for p in data["fused_params"])
+        data["peft_moe_targets"] = tuple((old, new) for old, new in data["peft_moe_targets"])
+        data["peft_moe_fused"] = tuple((new, tuple(olds)) for new, olds in data["peft_moe_fused"])
         return ModelInfo(**data)
     except (OSError, ValueError, TypeError, KeyError):
         return None  # absent, corrupt or from an older layout: recompute
@@ -458,4 +431,31 @@ def _inventory(model: PreTrainedModel, config: PretrainedConfig, raw: dict[str, 
         linear_groups=linear_groups, moe_intermediate=int(getattr(text, "moe_intermediate_size", 0) or 0),
         max_position_embeddings=int(getattr(text, "max_position_embeddings", 0) or 0),
         qk_norm=any(name.endswith("self_attn.q_norm") for name, _ in model.named_modules()),
+        **_peft_moe(model, str(config.model_type)),
     )
+
+
+def _peft_moe(model: PreTrainedModel, model_type: str) -> dict[str, Any]:
+    """PEFT's transformers-5 MoE remap for ``model_type`` (its own tables) and the parameters it targets here:
+    ModelInfo's fused_params / peft_moe_targets / peft_moe_fused (empty when PEFT converts nothing)."""
+    try:
+        from peft.utils import transformers_weight_conversion as peft_conversion
+        from peft.utils.transformers_weight_conversion import _MOE_FUSED_TARGETS, _MOE_TARGET_MODULE_MAPPING
+        from transformers.conversion_mapping import get_checkpoint_conversion_mapping
+    except ImportError:  # pragma: no cover - PEFT is pinned; without it there is no conversion to size
+        return {}
+    # PEFT's own copy of transformers' table (it adds mixtral)
+    base = getattr(peft_conversion, "_MODEL_TO_CONVERSION_PATTERN", {}).get(model_type)
+    mapping = _MOE_TARGET_MODULE_MAPPING.get(base or "", {})
+    fused = _MOE_FUSED_TARGETS.get(base or "", {})
+    if get_checkpoint_conversion_mapping(model_type) is None or not mapping or not fused:
+        return {}
+    import torch
+
+    wanted = set(mapping.values())
+    params = tuple(FusedParam(f"{mod_name}.{name}", tuple(int(d) for d in p.shape))
+                   for mod_name, module in model.named_modules() if not isinstance(module, torch.nn.Linear)
+                   for name, p in module.named_parameters(recurse=False)
+                   if any(f"{mod_name}.{name}".endswith("." + w) for w in wanted))
+    return {"fused_params": params, "peft_moe_targets": tuple(sorted(mapping.items())),
+            "peft_moe_fused": tuple(sorted((new, tuple(olds)) for new, olds in fused.items()))}

@@ -43,6 +43,8 @@ class DataFilterSpec(_Strict):
     source_rows: int = Field(ge=1, description="Prompts in the source file.")
     predicted_frac_reward_zero_std: list[float] = Field(min_length=2, max_length=2, description="Predicted "
                                                         "frac_reward_zero_std [before, after] the filter.")
+    check_prompts: int = Field(0, ge=0, description="Kept prompts re-sampled (fresh seed) for the 'after' "
+                                                    "prediction; 0: predicted in-sample (biased low).")
 
 
 class DatasetSpec(_Strict):

@@ -70,6 +70,13 @@ class _Run:
         assert self.spec is not None
         return self.spec
 
+    def read(self, name: str) -> tuple[dict[str, Any], str]:
+        """A JSON object the phases wrote: (it, "") or ({}, one line saying why it cannot be read)."""
+        try:
+            return jsonio.read_json_object(self.path(name), what=name), ""
+        except UserError as exc:
+            return {}, one_line(f"{name}: {exc.what}", 240)
+
     def newer(self, a: str, b: str) -> bool:
         """Is file ``a`` modified after file ``b``?"""
         return self.path(a).stat().st_mtime > self.path(b).stat().st_mtime
@@ -133,9 +140,13 @@ def _samples(run: _Run) -> tuple[str, str]:
 
     if not run.path(rundir.SAMPLES).is_file() or not run.path(SAMPLE_INFO).is_file():
         return MISSING, "no samples: run `finetune inspect sample` (or --import completions sampled elsewhere)"
-    info = json.loads(run.path(SAMPLE_INFO).read_text(encoding="utf-8"))
-    if "imported" in info or "generation" not in info:
+    info, problem = run.read(SAMPLE_INFO)
+    if problem:
+        return STALE, f"{problem}: sample again"
+    if "imported" in info or "imported_base" in info:
         return OK, f"{info.get('samples', '?')} imported samples"
+    if not isinstance(info.get("generation"), dict):
+        return STALE, f"{SAMPLE_INFO} records neither an import nor the generation settings: sample again"
     spec = run.loaded
     if not _same_model(Path(str(info.get("model"))), spec.resolve_path(spec.model)):
         return STALE, f"sampled from {info.get('model')}, the spec's model is {spec.model}: sample again"
@@ -145,11 +156,14 @@ def _samples(run: _Run) -> tuple[str, str]:
 
 
 def _score(run: _Run) -> tuple[str, str]:
-    from finetune.inspect.score import report_is_current
+    from finetune.inspect.score import load_report, report_is_current
 
     if not run.path(rundir.SCORE_REPORT).is_file() or not run.path(rundir.SCORED).is_file():
         return MISSING, "not scored: run `finetune inspect score`"
-    report = json.loads(run.path(rundir.SCORE_REPORT).read_text(encoding="utf-8"))
+    try:
+        report = load_report(run.dir)
+    except UserError as exc:
+        return STALE, one_line(f"{rundir.SCORE_REPORT}: {exc.what}: run `finetune inspect score`", 300)
     changed = report_is_current(run.dir, run.loaded, report)
     if changed:
         return STALE, f"the score report is stale ({changed}): run `finetune inspect score`"
@@ -257,9 +271,11 @@ def _stop_problem(path: Path) -> tuple[dict[str, Any], str]:
 def _inspection_file(run_dir: Path, doc: dict[str, Any], step: int | None) -> str | None:
     """The step's sample file, relative to the run when it lies inside it (the callback writes it absolute)."""
     named = doc.get("inspection_file")
-    guess = run_dir / rundir.TRAIN_DIR / watch.INSPECTIONS / f"step_{step}.jsonl" if step is not None else None
-    path = Path(named) if isinstance(named, str) and named else guess
-    if path is None or not path.is_file():
+    candidates = [run_dir / named] if isinstance(named, str) and named else []  # train.py runs in the run dir
+    if step is not None:  # a run directory copied elsewhere: the callback named it by its old absolute path
+        candidates.append(run_dir / rundir.TRAIN_DIR / watch.INSPECTIONS / f"step_{step}.jsonl")
+    path = next((p for p in candidates if p.is_file()), None)
+    if path is None:
         return None
     try:
         return str(path.resolve().relative_to(run_dir.resolve()))
@@ -315,7 +331,10 @@ def _diagnose(run: _Run) -> tuple[str, str]:
         return MISSING, "not diagnosed: run `finetune diagnose` once 10 steps are logged"
     if run.newer(TRAINER_STATE, rundir.DIAGNOSIS):
         return STALE, "the run logged more since the diagnosis: run `finetune diagnose` again"
-    verdict = json.loads(run.path(rundir.DIAGNOSIS).read_text(encoding="utf-8")).get("verdict")
+    doc, problem = run.read(rundir.DIAGNOSIS)
+    if problem:
+        return STALE, f"{problem}: run `finetune diagnose` again"
+    verdict = doc.get("verdict")
     return OK, f"diagnosis: {verdict}"
 
 
@@ -405,6 +424,17 @@ def _summary(c: dict[str, Any]) -> dict[str, Any]:
         str(d.get("id")) for d in news})}
 
 
+def _comparable(c: dict[str, Any]) -> dict[str, Any]:
+    """A comparison without what depends on when and from where it was made (its time, the folders as the
+    command line spelled them)."""
+    out = {k: v for k, v in c.items() if k != "time"}
+    for side in ("phase1", "checkpoint"):
+        if isinstance(out.get(side), dict):
+            out[side] = {k: v for k, v in out[side].items() if k != "dir"}
+            out[side]["gate"] = str(out[side].get("gate")).split(":")[0]  # "not PASS: <why, naming the path>"
+    return out
+
+
 def _comparison(folder: Path, spec: RunSpec) -> tuple[dict[str, Any] | None, str, str]:
     """comparison.json recomputed (``checkpoint.compare``, nothing written) and checked against the file."""
     from finetune.inspect import checkpoint
@@ -420,7 +450,7 @@ def _comparison(folder: Path, spec: RunSpec) -> tuple[dict[str, Any] | None, str
         saved = jsonio.read_json_object(path, what=checkpoint.COMPARISON)
     except UserError as exc:
         return _summary(fresh), "stale", one_line(f"{exc.line()} — recomputed here", 300)
-    same = {k: v for k, v in saved.items() if k != "time"} == {k: v for k, v in fresh.items() if k != "time"}
+    same = _comparable(saved) == _comparable(fresh)
     if not same:
         return _summary(fresh), "stale", (f"{checkpoint.COMPARISON} no longer matches the set and Phase 1 (recomputed "
                                           "here): run `finetune inspect compare` on the set")

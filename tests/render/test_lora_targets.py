@@ -33,8 +33,8 @@ def test_render_sizes_and_writes_the_spec_targets(cli, tiny_run: Path, tmp_path:
     assert rendered["lora_target_modules"] == targets
 
 
-@pytest.mark.parametrize("targets, needle", [(["q_proj", "attn_q"], "'attn_q': no linear layer"),
-                                             (["lm_head"], "fused LM head"), ("q_proj", "matches no linear layer")])
+@pytest.mark.parametrize("targets, needle", [(["q_proj", "attn_q"], "'attn_q': no layer"),
+                                             (["lm_head"], "fused LM head"), ("q_proj", "matches no layer")])
 @pytest.mark.parametrize("method", ["lora", "full"])
 def test_render_refuses_targets_the_model_lacks(cli, tiny_run: Path, tmp_path: Path, targets: str | list[str],
                                                 needle: str, method: str) -> None:

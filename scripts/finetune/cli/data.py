@@ -7,7 +7,15 @@ import argparse
 from pathlib import Path
 
 from finetune import rundir
-from finetune.datafilter import DEFAULT_K, DEFAULT_KEEP, FILTER_REPORT, PASS_RATES, parse_keep, run_filter
+from finetune.datafilter import (
+    DEFAULT_CHECK_PROMPTS,
+    DEFAULT_K,
+    DEFAULT_KEEP,
+    FILTER_REPORT,
+    PASS_RATES,
+    parse_keep,
+    run_filter,
+)
 from finetune.errors import UserError
 
 
@@ -20,6 +28,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--max-prompts", type=int, default=None, help="assess only the first N prompts")
     p.add_argument("--keep", default=f"{DEFAULT_KEEP[0]:g}-{DEFAULT_KEEP[1]:g}",
                    help="pass-rate range kept, inclusive (default 0.1-0.9: drops 0/k and k/k for k ≤ 9)")
+    p.add_argument("--check-prompts", type=int, default=DEFAULT_CHECK_PROMPTS,
+                   help=f"kept prompts re-sampled with another seed to predict frac_reward_zero_std after the filter "
+                        f"(default {DEFAULT_CHECK_PROMPTS}; 0: in-sample only, biased low)")
     p.add_argument("--device", default=None, help="torch device (default: cuda if available, else cpu)")
     p.add_argument("--backend", choices=["auto", "transformers", "vllm"], default="auto")
 
@@ -34,7 +45,8 @@ def run(args: argparse.Namespace) -> int:
         raise UserError("--max-prompts must be at least 1", where="--max-prompts", fix="e.g. --max-prompts 500")
     console = Console(stderr=True)
     s = run_filter(Path(spec_path), Path(run_dir), k=args.k, max_prompts=args.max_prompts,
-                   keep=parse_keep(args.keep), device=args.device, backend=args.backend, console=console)
+                   keep=parse_keep(args.keep), device=args.device, backend=args.backend, console=console,
+                   check_prompts=args.check_prompts)
     print(f"kept {s['kept']} of {s['assessed']} prompts ({s['dropped_never']} never solved, {s['dropped_always']} "
           f"always solved); predicted frac_reward_zero_std {s['predicted_zero_std_before']:.2f} -> "
           f"{s['predicted_zero_std_after']:.2f}; wrote {s['filtered']}, {PASS_RATES}, {FILTER_REPORT}")

@@ -59,12 +59,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--optimizer", choices=OPTIMIZERS)
     parser.add_argument("--zero", type=int, choices=(0, 2, 3), dest="zero_stage")
     parser.add_argument("--lora-r", type=count(1, 65536))
+    parser.add_argument("--target-modules", type=_target_modules, metavar="all-linear|NAME,NAME",
+                        help="LoRA target_modules: all-linear, or module names / dotted suffixes separated by commas "
+                             "(q_proj,v_proj); a regex goes in the spec's lora.target_modules")
     parser.add_argument("-o", "--out", help="run directory for memory.md (default: the spec's folder)")
     parser.add_argument("--json", action="store_true", help="print the estimate as JSON")
     parser.add_argument("--trainer", choices=("grpo", "sft", "dpo"), default="grpo",
                         help="grpo (default: generation, vLLM, reference model); sft / dpo: no generation "
                              "(finetune.memory_trainers; needs --model)")
     parser.add_argument("--seq-len", type=int, default=2048, help="sft / dpo: tokens per sequence")
+
+
+def _target_modules(value: str) -> str | list[str]:
+    """--target-modules: PEFT's shorthand, or a comma-separated list of module names (argparse type)."""
+    if value.strip().lower() == "all-linear":
+        return value.strip()
+    names = [n.strip() for n in value.split(",")]
+    if not all(names):
+        raise argparse.ArgumentTypeError(f"{value!r}: an empty module name (write q_proj,v_proj or all-linear)")
+    return names
 
 
 def _for_spec(args: argparse.Namespace, explicit: dict[str, Any], hw_overrides: dict[str, Any]
@@ -79,6 +92,8 @@ def _for_spec(args: argparse.Namespace, explicit: dict[str, Any], hw_overrides: 
     hw.update({k: v for k, v in hw_overrides.items() if v is not None})
     if args.lora_r:
         spec.lora.r = args.lora_r
+    if args.target_modules:
+        spec.lora.target_modules = args.target_modules
     spec.hardware = type(spec.hardware).model_validate(hw)
     if args.model_config:
         spec.model_config_path = args.model_config
@@ -97,7 +112,7 @@ def _for_model(args: argparse.Namespace, explicit: dict[str, Any], hw_overrides:
     rec, est = estimate_for_model(model, hardware, method=args.method, num_generations=args.num_generations,
                                   max_prompt_length=args.max_prompt_length,
                                   max_completion_length=args.max_completion_length, beta=args.beta,
-                                  lora_r=args.lora_r, **explicit)
+                                  lora_r=args.lora_r, lora_target_modules=args.target_modules, **explicit)
     return rec, est, f"GPU memory estimate — {model.name}"
 
 
