@@ -339,3 +339,31 @@ def test_review_key_killed_before_its_write_has_recorded_the_reveal(make_run, cl
     assert r.returncode == -9, r.stderr[-2000:]
     assert not (run / "review_key.md").exists() and V.load_reveals(run)
     assert all(e["via"] == "key" for e in V.load_reveals(run).values())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("step", ["ck:staged", "ck:switched"])
+def test_checkpoint_set_import_killed_mid_switch(runs, tmp_path, cli, step):
+    """`inspect sample RUN --import FILE --name ck` writes the set folder whole (commit.staged_dir): killed
+    before or after its one exchange, the set is the old or the new one, and the stage folder it leaves
+    (holding the new set, or the old one after the exchange) is never taken for a set of its own."""
+    from finetune.inspect import checkpoint
+
+    run = _copy(runs, "scored", tmp_path)
+    assert cli("inspect", "sample", run, "--import", runs / "a.jsonl", "--name", "ck").code == 0
+    ck = run / "inspect" / "checkpoints" / "ck"
+    old = _visible(ck, ("samples.jsonl",))
+    r = _finetune("inspect", "sample", run, "--import", runs / "b.jsonl", "--name", "ck", crash=step)
+    assert r.returncode == -9, r.stderr[-2000:]
+    stages = [p for p in ck.parent.iterdir() if p.name.startswith(".ck.")]
+    assert len(stages) == 1 and (stages[0] / checkpoint.SET_INFO).is_file()
+    assert not checkpoint.is_set(stages[0])
+    assert [s.name for s in status.checkpoint_sets(status._Run(run))] == ["ck"]
+    after, held = _visible(ck, ("samples.jsonl",)), _visible(stages[0], ("samples.jsonl",))
+    assert old != after if step == "ck:switched" else old == after != held  # the stage: the new set, unswitched
+    r = cli("inspect", "score", stages[0])  # not a set, not a run directory: refused, nothing written
+    assert r.code == 2 and not (stages[0] / "scored.jsonl").exists()
+    assert cli("inspect", "sample", run, "--import", runs / "b.jsonl", "--name", "ck").code == 0
+    assert [p.name for p in ck.parent.iterdir()] == ["ck"]  # the next write of a set clears the leftover
+    new = _visible(ck, ("samples.jsonl",))
+    assert (after, held) == ((new, old) if step == "ck:switched" else (old, new))  # whole sets, never a mix

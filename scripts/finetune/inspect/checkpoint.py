@@ -78,6 +78,8 @@ def run_of(path: Path) -> Path | None:
     ``path`` is not one: it must hold SET_INFO and no spec of its own, under a run that has a spec."""
     if not path.is_dir() or (path / rundir.SPEC).exists() or not (path / SET_INFO).is_file():
         return None
+    if not _NAME.match(path.name):  # a killed write's stage folder (.NAME.<pid>.<token>.stage) is not a set
+        return None
     run = path.parent.parent.parent
     if (path.parent.name, path.parent.parent.name) != tuple(reversed(SETS_DIR)):
         return None
