@@ -198,3 +198,22 @@ def test_rewards_edited_after_the_gate_refuse(demo_run, tmp_path, cli):
     r = cli(*_args(spec_path))
     assert r.code == 1 and "refusing to filter" in r.err and "rewards.py" in r.err, r
     assert not (run / "data").exists() and "filter" not in yaml.safe_load(spec_path.read_text())["dataset"]
+
+
+def test_the_fresh_check_resumes_and_samples_only_new_rows(demo_run, tmp_path, cli):
+    """A re-run re-samples nothing; a wider keep range samples only the check rows not yet in the file."""
+    from finetune.datafilter import DEFAULT_CHECK_PROMPTS, check_subset
+
+    spec_path = _pass_run(demo_run, tmp_path)
+    check_file = spec_path.parent / "data" / "zero_std_check.jsonl"
+    assert cli(*_args(spec_path, "--max-prompts", "32", "--keep", "0.5-0.75")).code == 0
+    first = check_file.read_text()
+    assert cli(*_args(spec_path, "--max-prompts", "32", "--keep", "0.5-0.75")).code == 0
+    assert check_file.read_text() == first  # nothing sampled again
+    assert cli(*_args(spec_path, "--max-prompts", "32", "--keep", "0.25-1")).code == 0
+    rates = {e["row"]: e["successes"] / K for e in _lines(spec_path.parent / "data" / "pass_rates.jsonl")}
+    kept = [r for r in sorted(rates) if 0.25 <= rates[r] <= 1]
+    subset = check_subset(kept, DEFAULT_CHECK_PROMPTS, 3407)
+    lines = _lines(check_file)
+    assert check_file.read_text().startswith(first)  # earlier lines kept as they were
+    assert sorted(e["row"] for e in lines) == sorted(set(subset) | {e["row"] for e in map(json.loads, first.splitlines())})
