@@ -34,7 +34,7 @@ import shutil
 import signal
 import time
 from collections.abc import Callable, Iterator, Mapping
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from finetune import jsonio, locks
 from finetune.errors import UserError
@@ -134,13 +134,18 @@ def _switch_dir(stage: Path, target: Path) -> None:
 
 def commit_files(run_dir: str | Path, files: Mapping[str, str | bytes], remove: tuple[str, ...] = (),
                  modes: dict[str, int] | None = None, check: Callable[[], None] | None = None) -> list[Path]:
-    """Write ``files`` (names in the run directory) and delete ``remove`` as one commit (journal + renames).
+    """Write ``files`` and delete ``remove`` as one commit (journal + renames). Names are relative to the
+    run directory and may name a sub-folder (``data/filtered.jsonl``), created when the commit switches.
 
     ``check`` runs under the run directory's lock before anything is staged: a writer whose output was
     computed from files it read earlier (``inspect score``) re-checks them there and raises to write
     nothing, so two writers never commit results of different inputs one over the other unnoticed.
     """
     run_dir = Path(run_dir)
+    for name in (*files, *remove):
+        parts = PurePosixPath(name).parts
+        if not parts or PurePosixPath(name).is_absolute() or any(p in ("", ".", "..") for p in parts):
+            raise ValueError(f"commit_files: {name!r} is not a path inside the run directory")
     run_dir.mkdir(parents=True, exist_ok=True)
     with locks.file_lock(run_dir):
         recover(run_dir)
@@ -168,12 +173,16 @@ def _roll_forward(run_dir: Path, journal: Path, crash: bool = False) -> None:
     plan = jsonio.read_json(journal)
     for src, dst in plan["renames"]:
         if (run_dir / src).exists():
+            (run_dir / dst).parent.mkdir(parents=True, exist_ok=True)
             os.replace(run_dir / src, run_dir / dst)
         if crash:
             crash_point(f"files:rename:{dst}")
     for name in plan["remove"]:
         with contextlib.suppress(FileNotFoundError):
             (run_dir / name).unlink()
+    for folder in sorted({(run_dir / dst).parent for _, dst in plan["renames"]} - {run_dir}):
+        if folder.is_dir():
+            _fsync_dir(folder)
     _fsync_dir(run_dir)
     if crash:
         crash_point("files:renamed")

@@ -297,3 +297,73 @@ def test_samples_replaced_while_scoring_write_nothing(make_run, tmp_path, cli):
     assert proc.returncode == 2 and "samples.jsonl changed while scoring; nothing written" in err, (out, err)
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1
     assert _visible(run, SCORE_FILES) == before and _leftovers(run) == []
+
+
+@pytest.mark.slow
+def test_verdict_killed_between_verdicts_and_reveals_keeps_both_or_neither(make_run, tmp_path, cli):
+    """verdicts.jsonl + reveals.json are one commit: a verdict given after its scores were seen is never on
+    disk without the record that they were seen (the gate would take it for a blind reading)."""
+    from inspect_helpers import verdicts_for
+
+    from finetune.inspect import verdicts as V
+
+    run = make_run("good")
+    assert cli("inspect", "score", run).code == 0
+    given = [{**v, "revealed": True} for v in verdicts_for(craft_samples(), reader="human", n=6)]
+    write_jsonl(tmp_path / "v.jsonl", given)
+    ids = sorted(v["id"] for v in given)
+    r = _finetune("inspect", "verdict", run, "--file", tmp_path / "v.jsonl", crash="files:rename:verdicts.jsonl")
+    assert r.returncode == -9, r.stderr[-2000:]
+    assert (run / "verdicts.jsonl").is_file() and not (run / "reveals.json").exists()  # half switched ...
+    assert commit.pending(run) == ["reveals.json"]
+    assert cli("status", run).code == 0 and commit.pending(run) == ["reveals.json"]  # status writes nothing
+    cli("inspect", "gate", run)  # ... until the next verb finishes the commit
+    assert sorted(V.load_verdicts(run)) == ids and sorted(V.load_reveals(run)) == ids
+    assert _leftovers(run) == [] and commit.pending(run) == []
+    r = _finetune("inspect", "verdict", run, "--file", tmp_path / "v.jsonl", crash="files:staged")
+    assert r.returncode == -9 and _leftovers(run)
+    cli("inspect", "gate", run)
+    assert sorted(V.load_verdicts(run)) == ids and _leftovers(run) == []  # the next verb cleared the stage
+
+
+@pytest.mark.slow
+def test_review_key_killed_before_its_write_has_recorded_the_reveal(make_run, cli):
+    """review_key.md (the scores) + reveals.json: the reveal is recorded first, so a kill between the two
+    never leaves a key the reader can open while the gate still counts their next verdicts as blind."""
+    from finetune.inspect import verdicts as V
+
+    run = make_run("good")
+    assert cli("inspect", "score", run).code == 0
+    assert cli("inspect", "review", run).code == 0  # the sheet the key belongs to
+    r = _finetune("inspect", "review", run, "--key", crash="write:review_key.md")
+    assert r.returncode == -9, r.stderr[-2000:]
+    assert not (run / "review_key.md").exists() and V.load_reveals(run)
+    assert all(e["via"] == "key" for e in V.load_reveals(run).values())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("step", ["ck:staged", "ck:switched"])
+def test_checkpoint_set_import_killed_mid_switch(runs, tmp_path, cli, step):
+    """`inspect sample RUN --import FILE --name ck` writes the set folder whole (commit.staged_dir): killed
+    before or after its one exchange, the set is the old or the new one, and the stage folder it leaves
+    (holding the new set, or the old one after the exchange) is never taken for a set of its own."""
+    from finetune.inspect import checkpoint
+
+    run = _copy(runs, "scored", tmp_path)
+    assert cli("inspect", "sample", run, "--import", runs / "a.jsonl", "--name", "ck").code == 0
+    ck = run / "inspect" / "checkpoints" / "ck"
+    old = _visible(ck, ("samples.jsonl",))
+    r = _finetune("inspect", "sample", run, "--import", runs / "b.jsonl", "--name", "ck", crash=step)
+    assert r.returncode == -9, r.stderr[-2000:]
+    stages = [p for p in ck.parent.iterdir() if p.name.startswith(".ck.")]
+    assert len(stages) == 1 and (stages[0] / checkpoint.SET_INFO).is_file()
+    assert not checkpoint.is_set(stages[0])
+    assert [s.name for s in status.checkpoint_sets(status._Run(run))] == ["ck"]
+    after, held = _visible(ck, ("samples.jsonl",)), _visible(stages[0], ("samples.jsonl",))
+    assert old != after if step == "ck:switched" else old == after != held  # the stage: the new set, unswitched
+    r = cli("inspect", "score", stages[0])  # not a set, not a run directory: refused, nothing written
+    assert r.code == 2 and not (stages[0] / "scored.jsonl").exists()
+    assert cli("inspect", "sample", run, "--import", runs / "b.jsonl", "--name", "ck").code == 0
+    assert [p.name for p in ck.parent.iterdir()] == ["ck"]  # the next write of a set clears the leftover
+    new = _visible(ck, ("samples.jsonl",))
+    assert (after, held) == ((new, old) if step == "ck:switched" else (old, new))  # whole sets, never a mix

@@ -136,3 +136,34 @@ def test_switch_without_renameat2_is_journalled(tmp_path, monkeypatch):
     with commit.staged_dir(target, keep=lambda n: False) as stage:
         (stage / "b").write_text("2")
     assert _snapshot(target) == {"b": b"2"} and _leftovers(tmp_path) == []
+
+
+COMMIT_IN_CHILD = """
+import sys
+from finetune import commit
+commit.commit_files(sys.argv[1], {"data/filtered.jsonl": "{}\\n", "filter_report.md": "# report\\n",
+                                  "data/pass_rates.png": bytes(range(256))})
+"""
+
+
+def test_commit_files_into_a_sub_folder_killed_mid_switch_rolls_forward(tmp_path):
+    """Names may name a sub-folder (a data filter's data/filtered.jsonl beside its report): same commit."""
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "filter_report.md").write_text("old\n")
+    r = subprocess.run([sys.executable, "-c", COMMIT_IN_CHILD, str(run)], capture_output=True, text=True,
+                       env={**os.environ, commit.CRASH_ENV: "files:rename:data/filtered.jsonl"})
+    assert r.returncode == -9, r.stderr
+    assert (run / "filter_report.md").read_text() == "old\n" and commit.pending(run) == [
+        "filter_report.md", "data/pass_rates.png"]
+    commit.recover(run)
+    assert (run / "data" / "filtered.jsonl").read_text() == "{}\n" and (run / "filter_report.md").read_text() == \
+        "# report\n" and (run / "data" / "pass_rates.png").read_bytes() == bytes(range(256))
+    assert _leftovers(run) == [] and commit.pending(run) == []
+
+
+@pytest.mark.parametrize("name", ["../escape.txt", "/tmp/abs.txt", "data/../../x", ""])
+def test_commit_files_refuses_names_outside_the_run_directory(tmp_path, name):
+    with pytest.raises(ValueError, match="not a path inside the run directory"):
+        commit.commit_files(tmp_path / "run", {name: "x"})
+    assert not (tmp_path / "run").exists() and not (tmp_path / "escape.txt").exists()

@@ -84,6 +84,8 @@ def write_key(run_dir: str | Path, spec: RunSpec, n: int | None = None) -> tuple
     lines = _header(run_dir, items, meta, verdicts)
     for i, it in enumerate(items, 1):
         lines += _sample(i, it, rows[it["id"]], verdicts.get(it["id"]), meta["rewards"])
-    path = atomic.write_text(run_dir / rundir.REVIEW_KEY, "\n".join(lines))
+    # the reveal first: a kill between the two leaves a recorded reveal without a key, never a key whose
+    # scores the gate does not know were seen
     V.record_reveals(run_dir, [it["id"] for it in items], "key")
+    path = atomic.write_text(run_dir / rundir.REVIEW_KEY, "\n".join(lines))
     return path, sum(it["id"] not in verdicts for it in items)

@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from finetune import atomic, jsonio, locks, rundir
+from finetune import atomic, commit, jsonio, locks, rundir
 from finetune.errors import UserError
 from finetune.hashing import canonical_json, sha256_file
 
@@ -161,22 +161,29 @@ def _merge_verdicts(run_dir: Path, new: list[Verdict], source: str) -> Path:
     stamp = now()
     for v in new:
         merged[v.id] = v.model_copy(update={"time": v.time or stamp, "sample_sha256": known[v.id]})
-    path = atomic.write_jsonl(run_dir / rundir.VERDICTS,
-                              [v.model_dump(mode="json", exclude_none=True) for v in merged.values()])
+    files = {rundir.VERDICTS: jsonio.jsonl_text(run_dir / rundir.VERDICTS, [v.model_dump(mode="json", exclude_none=True)
+                                                                          for v in merged.values()])}
     revealed = {v.id: v for v in new if v.revealed}
     if revealed:
-        _merge_reveals(run_dir, {i: {"time": v.time or stamp, "via": source,
-                                     "changed_after_reveal": bool(v.changed_after_reveal)}
-                                 for i, v in revealed.items()})
-    return path
+        reveals = _with_reveals(run_dir, {i: {"time": v.time or stamp, "via": source,
+                                              "changed_after_reveal": bool(v.changed_after_reveal)}
+                                          for i, v in revealed.items()})
+        files[REVEALS] = jsonio.json_text(run_dir / REVEALS, reveals)
+    # one commit: a kill never leaves a verdict given after a reveal saved without its reveal record
+    commit.commit_files(run_dir, files)
+    return run_dir / rundir.VERDICTS
+
+
+def _with_reveals(run_dir: Path, new: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """reveals.json plus ``new`` (caller holds the run directory's lock); the first reveal of a sample is kept."""
+    reveals: dict[str, Any] = load_json(run_dir / REVEALS) or {}
+    for sid, entry in new.items():
+        reveals.setdefault(sid, entry)
+    return reveals
 
 
 def _merge_reveals(run_dir: Path, new: dict[str, dict[str, Any]]) -> None:
-    """Add to reveals.json (caller holds the run directory's lock); the first reveal of a sample is kept."""
-    reveals = load_json(run_dir / REVEALS) or {}
-    for sid, entry in new.items():
-        reveals.setdefault(sid, entry)
-    atomic.write_json(run_dir / REVEALS, reveals)
+    atomic.write_json(run_dir / REVEALS, _with_reveals(run_dir, new))
 
 
 def record_reveals(run_dir: str | Path, ids: list[str], via: str) -> None:
