@@ -335,3 +335,99 @@ def test_demo_filters_and_shows_predicted_beside_measured_zero_std(demo_run):
     assert mean["mastered"] > 0.7 and 0.15 < mean["partial"] < 0.6 and mean["beyond"] < 0.15, mean
     assert flt["dispersion"]["index"] > 2
     assert flt["k"] == demo.FILTER_K == spec.training.num_generations
+
+
+# ------------------------------------------------------------------------------------------------
+# inspection during training: every toy run trains with config/train.py's callback (finetune.watch)
+
+
+def _toy_runs(facts) -> list[tuple[str, dict]]:
+    """(folder in pass/, its inspection record) of every toy run: each seed filtered and unfiltered."""
+    return [(r[folder], r[record]) for r in facts["heldout"]["runs"]
+            for folder, record in (("output_dir", "inspection"), ("unfiltered_output_dir", "unfiltered_inspection"))]
+
+
+@pytest.mark.slow
+def test_every_toy_run_inspects_itself_during_training(demo_run):
+    """Step files at every inspection step in Phase 1's sample format (what those steps scored), inspection/*
+    metrics in trainer_state.json, and no stop on this healthy task."""
+    import yaml
+
+    from finetune import watch
+    from finetune.inspect.samplesio import load_samples
+    from finetune.spec import load_spec
+
+    good = demo_run.out / "pass"
+    spec = load_spec(good / rundir.SPEC)
+    every = demo_run.facts["inspection_every"]["value"]
+    expected = list(range(every, demo.DEMO_STEPS + 1, every))
+    assert every == 5 * spec.training.logging_steps and len(expected) == 8
+    config = yaml.safe_load((good / rundir.CONFIG_DIR / "grpo_config.yaml").read_text())
+    per_step = config["per_device_train_batch_size"] * config["gradient_accumulation_steps"]
+    runs = _toy_runs(demo_run.facts)
+    assert len(runs) == 4
+    for folder, record in runs:
+        out = good / folder
+        on_disk = sorted(int(p.stem.removeprefix("step_")) for p in (out / watch.INSPECTIONS).glob("step_*.jsonl"))
+        assert on_disk == expected == record["steps"], folder
+        for step in expected:
+            rows = load_samples(out / watch.INSPECTIONS / f"step_{step}.jsonl")
+            assert len(rows) == min(spec.inspection.min_read, every * per_step), (folder, step)
+            assert all(r["id"].startswith(f"step{step}-") and r["columns"]["answer"] for r in rows)
+            sources = {int(r["source"].removeprefix("training step ")) for r in rows}
+            assert sources <= set(range(step - every + 1, step + 1)), (folder, step, sources)
+        logged = {h["step"]: h for h in _json(out / "trainer_state.json")["log_history"]
+                  if "inspection/completions" in h}
+        assert sorted(logged) == expected, folder
+        assert all(h["inspection/completions"] == every * per_step and h["inspection/stop"] == 0.0
+                   and h["inspection/probes_passing"] == 0.0 for h in logged.values()), folder
+        assert not (out / watch.STOPPED).exists() and record["stopped"] is None and record["rules_fired"] == []
+
+
+@pytest.mark.slow
+def test_report_shows_the_inspections_of_every_toy_run(demo_run):
+    md = (demo_run.out / "report.md").read_text()
+    section = md.split("## Inspection during training\n", 1)[1].split("\n## ", 1)[0]
+    assert "every **5** steps" in section and "was stopped by the inspection callback" not in section
+    for folder, record in _toy_runs(demo_run.facts):
+        run = f"pass/{folder}"
+        row = next(line for line in section.splitlines() if line.startswith(f"| [{run}]({run}/inspections/index.jsonl) |"))
+        assert f"| {record['inspections']} | none |" in row
+        assert all(f"[{s}]({run}/inspections/step_{s}.jsonl)" in row for s in record["steps"])
+
+
+def test_a_stopped_toy_run_is_reported_as_the_callbacks_decision_not_a_demo_error(tmp_path):
+    """A run the callback stopped (here: an empty completion passes the correctness reward, a hack probe's
+    shape) is shown with its rule, step, reward and why, and the phase stays ok."""
+    from transformers import TrainerControl, TrainerState
+
+    from finetune import watch
+
+    def correct(completions, **kwargs):
+        return [1.0] * len(completions)
+
+    meta = [{"name": "correct", "role": "correctness", "threshold": 1.0, "min": 0.0, "max": 1.0}]
+    wrapped, cb = watch.instrument([correct], meta=meta, weights=[1.0], every_steps=5, sample_rows=50,
+                                   max_completion_length=16)
+    out = tmp_path / "pass" / "train_seed3408"
+    args, state, control = type("A", (), {"output_dir": str(out)})(), TrainerState(), TrainerControl()
+    cb.on_train_begin(args, state, control)
+    wrapped[0](prompts=["p", "p"], completions=["<answer>1</answer>", ""], answer=["1", "1"])
+    state.global_step = 5
+    cb.on_step_end(args, state, control)
+    assert control.should_training_stop
+    record = demo.inspection_record(out, tmp_path / "pass")
+    assert record["rules_fired"] == ["probe_passing"] and record["steps"] == [5]
+    assert record["stopped"]["rule"] == "probe_passing" and record["stopped"]["reward"] == "correct"
+    assert demo._stop_words(record, "").endswith("stopped at step 5 by the inspection callback (probe_passing)")
+    measured = {"reward": 0.5, "checker_accept": 0.5, "examples": []}
+    facts = {"inspection_every": {"value": 5, "reason": "the test's"},
+             "heldout": {"prompts": 1, "k": 1, "temperature": 1.0, "runs": [
+                 {"seed": 3408, "output_dir": "train_seed3408", "before": measured, "after": measured,
+                  "inspection": record}]}}
+    md = demo.report_markdown(demo.DemoResult(out=tmp_path, reader="checker", facts=facts))
+    assert ("> **pass/train_seed3408 was stopped by the inspection callback at step 5**: rule `probe_passing`, "
+            "reward correct — 1 completion(s) shaped like the 'empty_completion' hack probe pass correct "
+            "([STOPPED.json](pass/train_seed3408/STOPPED.json)). This is the callback doing its job, not an error "
+            "of the demo") in md
+    assert "| [pass/train_seed3408](pass/train_seed3408/inspections/index.jsonl) | 3408 | 1 | probe_passing | empty_rewarded:correct (step 5) |" in md

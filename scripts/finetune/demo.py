@@ -304,6 +304,7 @@ def train_toy(run_dir: Path, spec: RunSpec, seed: int, output_dir: Path, steps: 
         raise CheckFailed(f"refusing to train: {check.reason}")
     kwargs, changes = demo_training_kwargs(run_dir, seed, output_dir, steps)
     rewards = load_rewards(run_dir, [r.name for r in spec.rewards])
+    reward_funcs, inspector = inspection_wiring(spec, rewards.module, kwargs)
     data = spec.resolve_path(spec.dataset.path) if unfiltered else spec.training_data_path()
     dataset = load_dataset("json", data_files=str(data), split="train")
 
@@ -317,8 +318,8 @@ def train_toy(run_dir: Path, spec: RunSpec, seed: int, output_dir: Path, steps: 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         trainer = GRPOTrainer(model=str(spec.resolve_path(spec.model)), args=GRPOConfig(**kwargs),
-                              reward_funcs=list(rewards.module.REWARD_FUNCS), train_dataset=dataset,
-                              callbacks=[_Progress()])
+                              reward_funcs=reward_funcs, train_dataset=dataset, callbacks=[_Progress(), inspector])
+        inspector.attach(trainer)  # its inspection/* metrics go into the trainer's log, as in train.py
         from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
         for callback in (PrinterCallback, ProgressCallback):  # the demo draws its own progress bar
@@ -331,6 +332,41 @@ def train_toy(run_dir: Path, spec: RunSpec, seed: int, output_dir: Path, steps: 
                 "(finetune.demo.DEMO_CPU_PROFILE)",
         "dataset": str(data), "changes": changes})
     return trainer, changes
+
+
+def inspection_wiring(spec: RunSpec, module: Any, kwargs: dict[str, Any]) -> tuple[list[Any], Any]:
+    """The gated rewards wrapped and the inspection callback, as config/train.py wires them: `watch.instrument`
+    with the values `config render` put in train.py (`config.inspection_settings`) and the run's
+    max_completion_length. The wrappers return the rewards' own scores and draw no random numbers."""
+    from finetune import config, watch
+
+    settings = config.inspection_settings(spec)
+    return watch.instrument(list(module.REWARD_FUNCS), meta=module.REWARD_META, weights=module.REWARD_WEIGHTS,
+                            every_steps=int(settings["every_steps"].value),
+                            sample_rows=int(settings["sample_rows"].value),
+                            max_completion_length=kwargs.get("max_completion_length"))
+
+
+def inspection_record(output_dir: Path, base: Path) -> dict[str, Any]:
+    """What the inspection callback left in a toy run's folder: each inspection (inspections/index.jsonl),
+    the stop rules and live red flags it fired, and a stop (STOPPED.json: the rule, step, reward and why).
+    Paths are relative to ``base``."""
+    from finetune import watch
+
+    folder = output_dir / watch.INSPECTIONS
+    index = [row for _, row in jsonio.read_jsonl(folder / "index.jsonl")] if (folder / "index.jsonl").is_file() \
+        else []
+    stop = None
+    if (output_dir / watch.STOPPED).is_file():
+        doc = jsonio.read_json(output_dir / watch.STOPPED)
+        doc = doc if isinstance(doc, dict) else {}
+        stop = {k: doc.get(k) for k in ("rule", "step", "reward", "message")}
+    rel = str(folder.relative_to(base))
+    return {"dir": rel, "inspections": len(index), "steps": [row.get("step") for row in index],
+            "files": [{"step": row.get("step"), "path": f"{rel}/{row['file']}"} for row in index if row.get("file")],
+            "rules_fired": sorted({r.get("rule") for row in index for r in row.get("stop") or []}),
+            "flags": _flag_steps(index),
+            "stopped": stop}
 
 
 def _brief_addendum(changes: list[dict[str, Any]]) -> str:
@@ -546,9 +582,12 @@ def _phase3(run: _Runner, good: Path, spec: Any, held_strings: list[str], seeds:
             facts: dict[str, Any], console: Any) -> None:
     """The toy GRPO run, per seed, with the held-out reward before and after; BRIEF.md gains the CPU profile."""
     from finetune import demo_task
+    from finetune.config import inspection_settings
     from finetune.inspect.rewardmod import load_rewards
 
     rewards = load_rewards(good, [r.name for r in spec.rewards])
+    every = inspection_settings(spec)["every_steps"]
+    facts["inspection_every"] = {"value": every.value, "reason": every.reason}
     held = held_strings[:HELDOUT_PROMPTS]
     prompts = [demo_task.digits_prompt(s) for s in held]
     model_dir = spec.resolve_path(spec.model)
@@ -570,10 +609,11 @@ def _phase3(run: _Runner, good: Path, spec: Any, held_strings: list[str], seeds:
                 trainer, changes = train_toy(good, spec, seed, target, steps,
                                              lambda i, total: b.update(t, completed=i, total=total))
             after = heldout(trainer.model, seed)
-            run = {"seed": seed, "output_dir": str(target.relative_to(good)),
+            run: dict[str, Any] = {"seed": seed, "output_dir": str(target.relative_to(good)),
                    "before": dataclasses.asdict(before), "after": dataclasses.asdict(after),
                    "measured_zero_std": measured_zero_std(target),
-                   "measured_zero_std_early": measured_zero_std(target, EARLY_STEPS)}
+                   "measured_zero_std_early": measured_zero_std(target, EARLY_STEPS),
+                   "inspection": inspection_record(target, good)}
             if spec.dataset.filter is not None:
                 run.update(_unfiltered_baseline(good, spec, seed, steps, console, target))
             runs.append(run)
@@ -584,7 +624,8 @@ def _phase3(run: _Runner, good: Path, spec: Any, held_strings: list[str], seeds:
             if "unfiltered_zero_std" in run:
                 detail += (f"; frac_reward_zero_std {run['measured_zero_std']:.3f} filtered vs "
                            f"{run['unfiltered_zero_std']:.3f} unfiltered")
-            return detail
+            return detail + _stop_words(run.get("inspection"), "") + _stop_words(run.get("unfiltered_inspection"),
+                                                                                 " unfiltered")
 
         run.step(f"Phase 3: toy GRPO run, seed {seed} (held-out before/after)", train_one)
     facts["heldout"] = {"prompts": len(held), "k": HELDOUT_K, "temperature": g.temperature, "runs": runs}
@@ -603,8 +644,26 @@ def _unfiltered_baseline(good: Path, spec: Any, seed: int, steps: int, console: 
                   unfiltered=True)
     return {"unfiltered_output_dir": str(target.relative_to(good)), "unfiltered_zero_std": measured_zero_std(target),
             "unfiltered_zero_std_early": measured_zero_std(target, EARLY_STEPS),
+            "unfiltered_inspection": inspection_record(target, good),
             "reward_gain": _reward_gain(filtered_dir),
             "unfiltered_reward_gain": _reward_gain(target)}
+
+
+def _flag_steps(index: list[dict[str, Any]]) -> dict[str, list[int]]:
+    """Each live red flag an inspection raised -> the steps of the inspections that raised it."""
+    out: dict[str, list[int]] = {}
+    for row in index:
+        for flag in row.get("flags") or []:
+            out.setdefault(str(flag.get("id")), []).append(int(row["step"]))
+    return dict(sorted(out.items()))
+
+
+def _stop_words(record: dict[str, Any] | None, which: str) -> str:
+    """A stop by the inspection callback, in the phase's detail line (not an error of the demo: the report says why)."""
+    stop = (record or {}).get("stopped")
+    if not stop:
+        return ""
+    return f"; the{which} run was stopped at step {stop.get('step')} by the inspection callback ({stop.get('rule')})"
 
 
 def _reward_gain(output_dir: Path, window: int = 10) -> float | None:
@@ -670,7 +729,8 @@ def _artefacts(out: Path) -> list[tuple[str, list[str]]]:
             "config/train.py", "config/launch.sh", "heldout.json", "diagnosis/diagnosis.json",
             "diagnosis/report.md", "diagnosis/curves.png"]
     trains = sorted(p.name for p in (out / "pass").glob(f"{rundir.TRAIN_DIR}*") if p.is_dir())
-    train_files = [f"{t}/{n}" for t in trains for n in ("trainer_state.json", "demo_profile.json")]
+    train_files = [f"{t}/{n}" for t in trains for n in ("trainer_state.json", "demo_profile.json",
+                                                            "inspections/index.jsonl", "STOPPED.json")]
     bad = ["spec.yaml", "rewards.py", "samples.jsonl", "scored.jsonl", "score_report.json", "review.md",
            "checker_verdicts.jsonl", "verdicts.jsonl", "confirmation.json", "gate.json"]
     logs = sorted(f"logs/{p.name}" for p in (out / "logs").glob("*.log"))
@@ -778,6 +838,29 @@ def _heldout_facts(out: Path, f: dict[str, Any]) -> dict[str, Any] | None:
             "first_seed": first["seed"], "examples": examples}
 
 
+def _inspection_facts(f: dict[str, Any]) -> dict[str, Any] | None:
+    """Per toy run (filtered and unfiltered): inspections made, stop rules and live red flags fired, the step
+    files; a stop (STOPPED.json) as the callback's decision with its rule and why, never as a demo error."""
+    runs = f.get("heldout", {}).get("runs", [])
+    found = [(r["seed"], r.get(out_key, ""), r[key]) for r in runs
+             for key, out_key in (("inspection", "output_dir"), ("unfiltered_inspection", "unfiltered_output_dir"))
+             if key in r]
+    if not found:
+        return None
+    rows, stops = [], []
+    for seed, output_dir, rec in found:
+        run = f"pass/{output_dir}"
+        flags = [f"{flag} (step {', '.join(map(str, steps))})" for flag, steps in rec["flags"].items()]
+        rows.append({"run": run, "seed": seed, "inspections": rec["inspections"],
+                     "fired": ", ".join(rec["rules_fired"]) or "none", "flags": "; ".join(flags) or "none",
+                     "files": [(str(x["step"]), f"pass/{x['path']}") for x in rec["files"]],
+                     "index": f"pass/{rec['dir']}/index.jsonl"})
+        if rec.get("stopped"):
+            stops.append({"run": run, "file": f"{run}/STOPPED.json", **rec["stopped"]})
+    every = f.get("inspection_every", {})
+    return {"every": every.get("value", "?"), "reason": every.get("reason", ""), "rows": rows, "stops": stops}
+
+
 def _diagnosis_facts(out: Path, f: dict[str, Any]) -> dict[str, Any] | None:
     if "diagnosis" not in f:
         return None
@@ -799,7 +882,8 @@ def report_markdown(result: DemoResult) -> str:
         wall=f.get("wall_seconds", "?"), reader=result.reader, terminal="terminal" in result.reader,
         checker_user=CHECKER_USER, stopped=f.get("stopped_at"), phases=_phase_rows(result), model=model, base=base,
         gate_pass=gate_pass, gate_fail=gate_fail, profile_changes=changes if "profile_changes" in f else None,
-        filter=_filter_facts(f), heldout=_heldout_facts(out, f), diagnosis=_diagnosis_facts(out, f),
+        filter=_filter_facts(f), heldout=_heldout_facts(out, f), inspection=_inspection_facts(f),
+        diagnosis=_diagnosis_facts(out, f),
         artefacts=[(title, [_link(out, p) for p in paths]) for title, paths in _artefacts(out)])
     return text.rstrip() + "\n"
 

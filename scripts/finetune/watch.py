@@ -680,6 +680,19 @@ def inspection_callback(settings: Settings, recorder: Recorder) -> Any:
     return Inspection()
 
 
+def instrument(reward_funcs: Sequence[Callable[..., Any]], *, meta: Sequence[Mapping[str, Any]],
+               weights: Sequence[float], every_steps: int, sample_rows: int,
+               max_completion_length: int | None) -> tuple[list[Callable[..., Any]], Any]:
+    """(the gated rewards wrapped so what each call scores is recorded, the inspection callback).
+
+    The one wiring of the inspection: the rendered train.py and `finetune demo` both train with it. The
+    wrappers return the rewards' own values and draw no random numbers, so training is unchanged by it."""
+    recorder = Recorder()
+    settings = Settings(every_steps=every_steps, sample_rows=sample_rows, max_completion_length=max_completion_length,
+                        meta=[dict(m) for m in meta], weights=[float(w) for w in weights])
+    return [recorder.wrap(f) for f in reward_funcs], inspection_callback(settings, recorder)
+
+
 def source_sha256() -> str:
     """sha256 of this file as rendered beside train.py."""
     return hashlib.sha256(Path(__file__).read_bytes()).hexdigest()

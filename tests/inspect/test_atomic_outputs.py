@@ -367,3 +367,15 @@ def test_checkpoint_set_import_killed_mid_switch(runs, tmp_path, cli, step):
     assert [p.name for p in ck.parent.iterdir()] == ["ck"]  # the next write of a set clears the leftover
     new = _visible(ck, ("samples.jsonl",))
     assert (after, held) == ((new, old) if step == "ck:switched" else (old, new))  # whole sets, never a mix
+
+
+def test_emit_requests_switches_requests_whole_and_drops_what_it_no_longer_writes(cli, tiny_model_dir, tmp_path):
+    from test_inspect_sample import _run
+
+    run = _run(tmp_path, tiny_model_dir)
+    assert cli("inspect", "sample", run / "spec.yaml", "--emit-requests").code == 0
+    req = run / "requests"
+    (req / "samples.jsonl").write_text("{}\n")  # copied back from the GPU machine by the user
+    assert cli("inspect", "sample", run / "spec.yaml", "--emit-requests", "--no-base").code == 0
+    assert sorted(p.name for p in req.iterdir()) == ["README.md", "requests.jsonl", "sample_vllm.py", "samples.jsonl"]
+    assert (req / "samples.jsonl").read_text() == "{}\n" and _leftovers(run) == []

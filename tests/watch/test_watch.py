@@ -203,6 +203,32 @@ def test_the_callback_writes_the_step_file_and_stops(tmp_path):
     assert cb.stopped["rule"] == "probe_passing"
 
 
+def test_instrument_returns_the_rewards_own_scores_and_draws_no_random_numbers(tmp_path):
+    """The one wiring train.py and `finetune demo` share: the wrapped rewards score exactly as the rewards do,
+    draw nothing from python's / torch's random streams (a demo run's numbers stay put), and feed the callback."""
+    import torch
+    from transformers import TrainerControl, TrainerState
+
+    funcs = [_fn("fmt", lambda cs: [1.0 if "<a>" in c else 0.0 for c in cs]),
+             _fn("right", lambda cs: [float(c == "<a>1</a>") for c in cs]), _fn("long", lambda cs: [len(c) / 9 for c in cs])]
+    wrapped, cb = watch.instrument(funcs, meta=META, weights=WEIGHTS, every_steps=2, sample_rows=50,
+                                   max_completion_length=64)
+    assert [f.__name__ for f in wrapped] == ["fmt", "right", "long"]
+    kw = {"prompts": ["p"] * 3, "completions": ["<a>1</a>", "x", "<a>2</a>"], "answer": ["1"] * 3}
+    random.seed(7)
+    torch.manual_seed(7)
+    py_state, torch_state = random.getstate(), torch.get_rng_state()
+    assert [w(**kw) for w in wrapped] == [f(**kw) for f in funcs]
+    args, state, control = type("A", (), {"output_dir": str(tmp_path)})(), TrainerState(), TrainerControl()
+    cb.attach(_Trainer())
+    state.global_step = 2
+    cb.on_step_end(args, state, control)
+    assert random.getstate() == py_state and torch.equal(torch.get_rng_state(), torch_state)
+    assert not control.should_training_stop and not (tmp_path / watch.STOPPED).exists()
+    rows = [json.loads(x) for x in (tmp_path / watch.INSPECTIONS / "step_2.jsonl").read_text().splitlines()]
+    assert sorted(r["completion"] for r in rows) == ["<a>1</a>", "<a>2</a>", "x"]
+
+
 # ------------------------------------------------------------------------------------------------
 # rendered: the spec value, train.py, watch.py beside it, launch.sh's exit status
 

@@ -26,7 +26,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from finetune import atomic, jsonio, rundir
+from finetune import atomic, commit, jsonio, rundir
 from finetune.errors import UserError
 from finetune.hashing import reward_files, sha256_file
 
@@ -219,8 +219,6 @@ def reward_drift(set_path: Path) -> list[str]:
 def _write_set(run_dir: Path, target: Path, rows: list[Row], info: Row, record: Row) -> None:
     """The set folder, whole or not at all; an older set of that name is replaced whole (its verdicts
     judged other completions)."""
-    from finetune import commit
-
     with commit.staged_dir(target, keep=lambda _name: False) as stage:
         jsonio.write_jsonl(stage / rundir.SAMPLES, rows)
         jsonio.write_json(stage / SAMPLE_INFO, info)
@@ -409,6 +407,6 @@ def comparison_lines(c: Row) -> list[str]:
 def write_comparison(set_path: Path, spec: RunSpec) -> Row:
     """compare() written beside the set's gate record (comparison.json + comparison.md)."""
     c = compare(set_path, spec)
-    jsonio.write_json(set_path / COMPARISON, c)
-    atomic.write_text(set_path / COMPARISON_MD, "\n".join(comparison_lines(c)) + "\n")
+    commit.commit_files(set_path, {COMPARISON: jsonio.json_text(set_path / COMPARISON, c),  # the pair switches at once
+                                   COMPARISON_MD: "\n".join(comparison_lines(c)) + "\n"})
     return c

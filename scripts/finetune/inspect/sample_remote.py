@@ -21,7 +21,7 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from finetune import atomic
+from finetune import atomic, commit
 from finetune.errors import UserError
 
 if TYPE_CHECKING:
@@ -140,7 +140,10 @@ def emit_requests(spec: RunSpec, run_dir: str | Path, *, spec_path: str = "spec.
     base_lines = _lines(spec, tok, base_reqs, b.samples_per_prompt, b.temperature)
     out = run_dir / REQUESTS_DIR
     script = (resources.files("finetune.inspect") / "templates" / SCRIPT).read_text(encoding="utf-8")
-    with atomic.staged_dir(out) as tmp:
+    # requests/ switches whole; what an earlier emit wrote and this one does not (base_requests.jsonl after
+    # --no-base) goes, what the user copied back (samples.jsonl from the GPU machine) stays
+    emitted = {REQUESTS, BASE_REQUESTS, SCRIPT, "README.md"}
+    with commit.staged_dir(out, keep=lambda name: name not in emitted) as tmp:
         atomic.write_jsonl(tmp / REQUESTS, main)
         if base_lines:
             atomic.write_jsonl(tmp / BASE_REQUESTS, base_lines)

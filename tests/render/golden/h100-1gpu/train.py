@@ -172,18 +172,9 @@ def load_watch():
         watch = load_by_path("finetune_watch", path, path.read_bytes())
     except (OSError, SyntaxError) as exc:
         sys.exit(f"refusing to train: cannot load {path} ({exc}); re-render config/")
-    if not all(hasattr(watch, n) for n in ("Recorder", "Settings", "inspection_callback")):
+    if not hasattr(watch, "instrument"):
         sys.exit(f"refusing to train: {path} is not the inspection module this train.py needs; re-render config/")
     return watch
-
-
-def inspection(watch, rewards, reward_funcs, reward_weights):
-    """Wrap each gated reward so what it scores is recorded; the callback that inspects every INSPECT_EVERY_STEPS."""
-    recorder = watch.Recorder()
-    settings = watch.Settings(every_steps=INSPECT_EVERY_STEPS, sample_rows=INSPECT_SAMPLE_ROWS,
-                              max_completion_length=MAX_COMPLETION_LENGTH, meta=list(rewards.REWARD_META),
-                              weights=list(reward_weights))
-    return [recorder.wrap(f) for f in reward_funcs], watch.inspection_callback(settings, recorder)
 
 
 def report_stop(callback) -> None:
@@ -274,7 +265,10 @@ def main(argv=None) -> None:
     if [f.__name__ for f in REWARD_FUNCS] != REWARD_NAMES or list(REWARD_WEIGHTS) != REWARD_WEIGHTS_RENDERED:
         sys.exit("refusing to train: rewards.py does not match the spec this config was rendered for; re-render")
 
-    REWARD_FUNCS, inspector = inspection(load_watch(), rewards, REWARD_FUNCS, REWARD_WEIGHTS)
+    # each gated reward wrapped so what it scores is recorded; the callback inspects every INSPECT_EVERY_STEPS
+    REWARD_FUNCS, inspector = load_watch().instrument(
+        REWARD_FUNCS, meta=rewards.REWARD_META, weights=REWARD_WEIGHTS, every_steps=INSPECT_EVERY_STEPS,
+        sample_rows=INSPECT_SAMPLE_ROWS, max_completion_length=MAX_COMPLETION_LENGTH)
     dataset = load_train_dataset()
 
     # --- recipe:start (the GRPO recipe; skills/grpo-rlvr-training/SKILL.md shows this block)
