@@ -152,20 +152,37 @@ def commit_files(run_dir: str | Path, files: Mapping[str, str | bytes], remove: 
         if check is not None:
             check()
         stage = run_dir / _name("files", "stage")
-        stage.mkdir()
         try:
-            for name, data in files.items():
-                _write_file(stage / name, data, (modes or {}).get(name))
-            _fsync_dir(stage)
-            crash_point("files:staged")
-            journal = run_dir / _name("commit", "journal")
-            jsonio.write_json(journal, {"renames": [[f"{stage.name}/{n}", n] for n in files],
-                                        "remove": [n for n in remove if n not in files], "cleanup": [stage.name]})
+            journal = _stage(run_dir, stage, files, remove, modes)
             crash_point("files:journal")  # the commit point: from here the next run rolls forward
             _roll_forward(run_dir, journal, crash=True)
         finally:
             shutil.rmtree(stage, ignore_errors=True)
     return [run_dir / n for n in files]
+
+
+def _stage(run_dir: Path, stage: Path, files: Mapping[str, str | bytes], remove: tuple[str, ...],
+           modes: dict[str, int] | None) -> Path:
+    """Write the staged files and the journal (nothing visible changes yet); returns the journal.
+
+    An OSError here names the output it was for (``verdicts.jsonl``), not the internal stage or journal
+    file: the user's fix (permissions, space) is about the run directory's file they asked for."""
+    target = next(iter(files), None)
+    try:
+        stage.mkdir()
+        for target, data in files.items():  # noqa: B007 - the file being written is the one an error names
+            _write_file(stage / target, data, (modes or {}).get(target))
+        _fsync_dir(stage)
+        crash_point("files:staged")
+        target = next(iter(files), None)
+        journal = run_dir / _name("commit", "journal")
+        jsonio.write_json(journal, {"renames": [[f"{stage.name}/{n}", n] for n in files],
+                                    "remove": [n for n in remove if n not in files], "cleanup": [stage.name]})
+    except OSError as exc:
+        if target is None or exc.errno is None:
+            raise
+        raise OSError(exc.errno, exc.strerror, str(run_dir / target)) from exc
+    return journal
 
 
 def _roll_forward(run_dir: Path, journal: Path, crash: bool = False) -> None:
