@@ -217,3 +217,40 @@ def test_the_fresh_check_resumes_and_samples_only_new_rows(demo_run, tmp_path, c
     lines = _lines(check_file)
     assert check_file.read_text().startswith(first)  # earlier lines kept as they were
     assert sorted(e["row"] for e in lines) == sorted(set(subset) | {e["row"] for e in map(json.loads, first.splitlines())})
+
+
+@pytest.mark.parametrize("step", ["files:staged", "files:journal", "files:rename:data/filter_report.md",
+                                  "files:renamed"])
+def test_a_kill_while_writing_leaves_the_run_before_or_after_the_filter(demo_run, tmp_path, step):
+    """The outputs (filtered file, report, summary, PNG, spec, gate record) switch as one commit: killed before
+    its commit point the run is untouched and its gate still holds; killed after it, the next command finishes
+    the switch. Either way `data filter` again completes without re-sampling."""
+    from finetune.commit import CRASH_ENV
+    from finetune.inspect.gate import verify_gate
+    from finetune.spec import load_spec
+
+    spec_path = _pass_run(demo_run, tmp_path)
+    run = spec_path.parent
+    spec_before, gate_before = spec_path.read_text(), (run / "gate.json").read_text()
+    argv = [sys.executable, "-m", "finetune", *_args(spec_path, "--max-prompts", "8", "--check-prompts", "4")]
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    killed = subprocess.run(argv, env={**env, CRASH_ENV: step}, capture_output=True, text=True, timeout=600)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
+    rates = (run / "data" / "pass_rates.jsonl").read_text()
+    if step == "files:staged":  # before the commit point: nothing the filter makes is visible
+        assert spec_path.read_text() == spec_before and (run / "gate.json").read_text() == gate_before
+        assert not (run / "data" / "filtered.jsonl").exists() and not (run / "data" / "filter_report.md").exists()
+        assert verify_gate(run, load_spec(spec_path)).ok
+    else:  # committed: whatever the kill left, the gate never holds for a spec and file that disagree
+        spec = load_spec(spec_path)
+        check = verify_gate(run, spec)
+        assert not check.ok or (spec.dataset.filter is not None and (run / "data" / "filtered.jsonl").is_file())
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert (run / "data" / "pass_rates.jsonl").read_text() == rates  # nothing sampled again
+    spec = load_spec(spec_path)
+    assert spec.dataset.filter is not None and verify_gate(run, spec).ok
+    filtered = _lines(run / "data" / "filtered.jsonl")
+    summary = json.loads((run / "data" / "filter_summary.json").read_text())
+    assert len(filtered) == spec.dataset.filter.rows == summary["kept"]
+    assert not [p.name for p in run.rglob("*") if ".stage" in p.name or p.name.endswith(".journal")]

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from finetune import atomic
 from finetune.errors import CheckFailed, UserError
-from finetune.hashing import canonical_json, sha256_file
+from finetune.hashing import canonical_json
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 PASS_RATES = "data/pass_rates.jsonl"
 FILTER_REPORT = "data/filter_report.md"
 HISTOGRAM = "data/filter_pass_rates.png"
+SUMMARY = "data/filter_summary.json"
 DEFAULT_K = 8
 DEFAULT_KEEP = (0.1, 0.9)  # with k ≤ 9 this drops exactly the 0/k and k/k prompts
 ZERO_STD_CHECK = "data/zero_std_check.jsonl"
@@ -187,24 +188,26 @@ def _data_format(spec: RunSpec, path: Path) -> str:
     return fmt
 
 
-def write_filtered(spec: RunSpec, source: Path, fmt: str, rows: list[dict[str, Any]], kept: list[int],
-                   run_dir: Path) -> Path:
-    """``data/filtered.<ext>``: the kept rows, in order, with every column of the input, same format."""
-    target = run_dir / f"data/filtered.{'parquet' if fmt == 'parquet' else 'jsonl'}"
+def filtered_bytes(source: Path, fmt: str, rows: list[dict[str, Any]], kept: list[int],
+                   run_dir: Path) -> tuple[str, bytes]:
+    """(``data/filtered.<ext>``, its bytes): the kept rows, in order, with every column of the input, same format."""
     if fmt == "parquet":
+        import pyarrow as pa
         import pyarrow.parquet as pq
 
-        table = pq.read_table(source).take(kept)
-        tmp = target.with_name(target.name + ".tmp")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        pq.write_table(table, tmp)
-        os.replace(tmp, target)
-    else:
-        atomic.write_jsonl(target, [rows[i] for i in kept])
-    return target
+        sink = pa.BufferOutputStream()
+        pq.write_table(pq.read_table(source).take(kept), sink)
+        return "data/filtered.parquet", sink.getvalue().to_pybytes()
+    from finetune import jsonio
+
+    name = "data/filtered.jsonl"
+    return name, jsonio.jsonl_text(run_dir / name, [rows[i] for i in kept]).encode("utf-8")
 
 
-def histogram(rates_before: list[float], rates_after: list[float], k: int, path: Path) -> None:
+def histogram(rates_before: list[float], rates_after: list[float], k: int) -> bytes:
+    """The before/after pass-rate histogram as PNG bytes."""
+    import io
+
     import matplotlib
 
     matplotlib.use("Agg")
@@ -219,11 +222,10 @@ def histogram(rates_before: list[float], rates_after: list[float], k: int, path:
     ax.set_title("Pass rate per prompt, before and after the filter")
     ax.legend()
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp.png")
-    fig.savefig(tmp, dpi=110)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110)
     plt.close(fig)
-    os.replace(tmp, path)
+    return buf.getvalue()
 
 
 def steps_for(spec: RunSpec, run_dir: Path, rows: int) -> int | None:
@@ -318,26 +320,47 @@ def _dispersion_md(s: dict[str, Any]) -> str:
 # ------------------------------------------------------------------------------------- the stage
 
 
-def _bind(spec_path: Path, run_dir: Path, section: dict[str, Any], record: dict[str, Any]) -> None:
-    """Write ``dataset.filter`` into the spec (original kept once as spec.yaml.orig) and re-bind the gate."""
+def _bound_files(spec_path: Path, run_dir: Path, section: dict[str, Any], filtered: tuple[str, bytes],
+                 record: dict[str, Any]) -> dict[str, str | bytes]:
+    """The spec with ``dataset.filter`` (the original kept once as spec.yaml.orig) and the gate record re-bound
+    to it and to the filtered file — computed from the bytes about to be committed, not read back from disk."""
     import yaml
 
-    from finetune.hashing import bound_hashes
-    from finetune.inspect.gate import write_gate_record
-    from finetune.spec import load_spec
+    from finetune import jsonio, rundir
+    from finetune.hashing import FILTERED_FILE, bound_hashes
+    from finetune.spec import DataFilterSpec, load_spec
 
     original = spec_path.read_text(encoding="utf-8")
     data = yaml.safe_load(original)
     data["dataset"]["filter"] = section
-    keep = spec_path.with_name(spec_path.name + ".orig")
-    if not keep.exists():
-        atomic.write_text(keep, original)
-    atomic.write_text(spec_path, yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
-    spec = load_spec(spec_path)
-    record = dict(record)
-    record["hashes"] = bound_hashes(run_dir, spec.reward_section(), **spec.filter_binding())
-    record["dataset_filter"] = section
-    write_gate_record(run_dir, record)
+    files: dict[str, str | bytes] = {spec_path.name: yaml.safe_dump(data, sort_keys=False, allow_unicode=True)}
+    if not spec_path.with_name(spec_path.name + ".orig").exists():
+        files[spec_path.name + ".orig"] = original
+    binding = DataFilterSpec(**section).model_dump(mode="json")  # as the spec will load it
+    hashes = bound_hashes(run_dir, load_spec(spec_path).reward_section(), data_filter=binding)
+    hashes[FILTERED_FILE] = hashlib.sha256(filtered[1]).hexdigest()  # the file is committed with the record
+    bound = {**record, "hashes": hashes, "dataset_filter": section}
+    files[rundir.GATE] = jsonio.json_text(run_dir / rundir.GATE, bound)
+    return files
+
+
+def _commit(spec_path: Path, run_dir: Path, outputs: dict[str, str | bytes],
+            spec_files: dict[str, str | bytes]) -> None:
+    """Every output in one commit (finetune.commit): a kill leaves the run entirely before or after the filter.
+
+    A spec outside the run directory (``-o``) cannot join that commit; it is written after it, so a kill in
+    between leaves a gate record binding a filter the spec does not name yet: the gate fails closed
+    (`finetune data filter` again finishes it without re-sampling)."""
+    from finetune import commit
+
+    if spec_path.parent.resolve() == run_dir.resolve():
+        commit.commit_files(run_dir, {**outputs, **spec_files})
+        return
+    from finetune import rundir
+
+    commit.commit_files(run_dir, {**outputs, rundir.GATE: spec_files.pop(rundir.GATE)})
+    for name, text in spec_files.items():
+        atomic.write_text(spec_path.with_name(name), str(text))
 
 
 def run_filter(spec_path: Path, run_dir: Path, *, k: int = DEFAULT_K, max_prompts: int | None = None,
@@ -488,17 +511,18 @@ def _predictions(spec: RunSpec, a: _Assessed) -> dict[str, Any]:
 def _finish(spec: RunSpec, spec_path: Path, run_dir: Path, a: _Assessed, fmt: str, source: Path,
             record: dict[str, Any]) -> dict[str, Any]:
     rows, indices, kept, k, keep, rates = a.rows, a.indices, a.kept, a.k, a.keep, a.rates
-    filtered = write_filtered(spec, source, fmt, rows, kept, run_dir)
+    filtered = filtered_bytes(source, fmt, rows, kept, run_dir)
+    filtered_path = run_dir / filtered[0]
     before, after = [rates[i] for i in indices], [rates[i] for i in kept]
     predictions = _predictions(spec, a)
 
     def count(rs: list[float]) -> dict[str, int]:
         return {str(c): sum(round(r * k) == c for r in rs) for c in range(k + 1)}
 
-    section = {"path": os.path.relpath(filtered, spec_path.parent), "source": spec.dataset.path, "k": k,
+    section = {"path": os.path.relpath(filtered_path, spec_path.parent), "source": spec.dataset.path, "k": k,
                "keep": [keep[0], keep[1]], "max_prompts": len(indices), "rows": len(kept),
                "pass_rates": os.path.relpath(run_dir / PASS_RATES, spec_path.parent),
-               "sha256": sha256_file(filtered), "source_rows": len(rows),
+               "sha256": hashlib.sha256(filtered[1]).hexdigest(), "source_rows": len(rows),
                "predicted_frac_reward_zero_std": [round(predictions["predicted_zero_std_before"], 4),
                                                   round(predictions["predicted_zero_std_after"], 4)],
                "check_prompts": predictions["check_prompts"]}
@@ -512,13 +536,15 @@ def _finish(spec: RunSpec, spec_path: Path, run_dir: Path, a: _Assessed, fmt: st
         "mean_before": sum(before) / len(before), "mean_after": sum(after) / len(after), **predictions,
         "steps_before": steps_for(spec, run_dir, len(rows)), "steps_after": steps_for(spec, run_dir, len(kept)),
         "histogram_before": count(before), "histogram_after": count(after),
-        "filtered": str(filtered.relative_to(run_dir)), "filtered_sha256": section["sha256"],
+        "filtered": filtered[0], "filtered_sha256": section["sha256"],
         "kept_rows": kept,
     }
     kept_set = set(kept)
     summary["dropped_other"] = sum(i not in kept_set and 0 < rates[i] < 1 for i in indices)
-    histogram(before, after, k, run_dir / HISTOGRAM)
-    atomic.write_text(run_dir / FILTER_REPORT, report_md(summary))
-    atomic.write_json(run_dir / "data/filter_summary.json", summary)
-    _bind(spec_path, run_dir, section, record)
+    from finetune import jsonio
+
+    outputs: dict[str, str | bytes] = {filtered[0]: filtered[1], HISTOGRAM: histogram(before, after, k),
+                                       FILTER_REPORT: report_md(summary),
+                                       SUMMARY: jsonio.json_text(run_dir / SUMMARY, summary)}
+    _commit(spec_path, run_dir, outputs, _bound_files(spec_path, run_dir, section, filtered, record))
     return summary
