@@ -306,3 +306,21 @@ def test_a_phase_file_that_does_not_parse_is_a_stale_step_in_one_line(cli, demo_
         assert lines[-1] == f"resume: {step} (stale)" and not any("Traceback" in line for line in lines)
         row = next(line for line in lines if line.startswith(step.replace(" - ", "  ")))
         assert name in row
+
+
+@pytest.mark.slow
+def test_samples_that_sample_info_does_not_describe_are_not_current(cli, demo_run, tmp_path):
+    """sample_info.json records the sha256 of the sample files it was committed with: new samples beside an old
+    record (a write killed half-way, or a hand edit) are stale, re-derived from the files, never trusted."""
+    run = _copy_demo(demo_run, tmp_path)
+    info = json.loads((run / "sample_info.json").read_text())
+    assert set(info["sha256"]) >= {"samples.jsonl"}
+    assert _resume(cli, run) != "resume: Phase 1 - inspect sample (stale)"
+    with open(run / "samples.jsonl", "a") as fh:
+        fh.write((run / "samples.jsonl").read_text().splitlines()[0] + "\n")
+    lines = _lines_of(cli("status", run))
+    assert lines[-1] == "resume: Phase 1 - inspect sample (stale)"
+    assert any("describes other samples than samples.jsonl" in line for line in lines)
+    info["sha256"] = {"../../etc/passwd": "0" * 64}  # a record naming a path elsewhere is not followed
+    (run / "sample_info.json").write_text(json.dumps(info))
+    assert _resume(cli, run) == "resume: Phase 1 - inspect sample (stale)"

@@ -143,6 +143,11 @@ def _samples(run: _Run) -> tuple[str, str]:
     info, problem = run.read(SAMPLE_INFO)
     if problem:
         return STALE, f"{problem}: sample again"
+    mismatch = _not_described(run, info)
+    if mismatch:
+        return STALE, (f"{SAMPLE_INFO} describes other samples than {mismatch} on disk (a write was interrupted, or "
+                       "the file was edited): run any `finetune` command on this run to finish an interrupted write, "
+                       "else sample again")
     if "imported" in info or "imported_base" in info:
         return OK, f"{info.get('samples', '?')} imported samples"
     if not isinstance(info.get("generation"), dict):
@@ -153,6 +158,23 @@ def _samples(run: _Run) -> tuple[str, str]:
     if info.get("generation") != spec.generation.model_dump(mode="json"):
         return STALE, "the spec's generation settings changed since sampling: sample again"
     return OK, f"{info.get('samples')} samples of {spec.model}"
+
+
+def _not_described(run: _Run, info: dict[str, Any]) -> str | None:
+    """The first sample file whose sha256 differs from the one sample_info.json recorded (written in one commit
+    with it); None when all match or the record predates the hashes."""
+    from finetune.hashing import sha256_file
+
+    recorded = info.get("sha256")
+    if not isinstance(recorded, dict):
+        return None
+    for name, digest in sorted(recorded.items()):
+        if Path(str(name)).name != name:  # a record names files beside it, never a path elsewhere
+            return str(name)
+        path = run.path(str(name))
+        if not path.is_file() or sha256_file(path) != digest:
+            return str(name)
+    return None
 
 
 def _score(run: _Run) -> tuple[str, str]:
