@@ -379,3 +379,108 @@ def test_emit_requests_switches_requests_whole_and_drops_what_it_no_longer_write
     assert cli("inspect", "sample", run / "spec.yaml", "--emit-requests", "--no-base").code == 0
     assert sorted(p.name for p in req.iterdir()) == ["README.md", "requests.jsonl", "sample_vllm.py", "samples.jsonl"]
     assert (req / "samples.jsonl").read_text() == "{}\n" and _leftovers(run) == []
+
+
+# ------------------------------------------------------------------------------------------------
+# checkpoint sets (assignment atomic2): the gate with its comparison, and the reward copy, are one commit each
+
+SET_GATE_STEPS = ["write:gate.json", "files:staged", "files:journal", "files:rename:gate.json",
+                  "files:rename:comparison.json", "files:renamed"]
+
+
+def _set_of(run: Path) -> Path:
+    return run / "inspect" / "checkpoints" / "ck"
+
+
+@pytest.fixture(scope="module")
+def set_runs(runs):
+    """`gated`: the scored run with a scored set `ck` whose gate (nothing read) wrote gate.json + comparison;
+    `rewarded`: the same with a reward helper, then both reward files edited in the run after the set's score."""
+    from finetune.cli import main
+
+    gated = runs / "gated"
+    shutil.copytree(runs / "scored", gated)
+    rewarded = runs / "rewarded"
+    shutil.copytree(runs / "scored", rewarded)
+    (rewarded / "rewards_extra.py").write_text("VERSION = 1\n")
+    for run in (gated, rewarded):
+        for argv in (["inspect", "sample", run, "--import", runs / "a.jsonl", "--name", "ck"],
+                     ["inspect", "score", _set_of(run)]):
+            assert main([str(a) for a in argv]) == 0, argv
+    assert main(["inspect", "gate", str(_set_of(gated))]) == 1  # FAIL: nothing read yet
+    for name, text in (("rewards.py", (rewarded / "rewards.py").read_text() + "\n# edited\n"),
+                       ("rewards_extra.py", "VERSION = 2\n")):
+        (rewarded / name).write_text(text)
+    return runs
+
+
+def _pair(ck: Path) -> tuple[int, str, int, str]:
+    """(gate.json's read count and status, comparison.json's checkpoint side read count and gate)."""
+    gate, comparison = (json.loads((ck / n).read_text()) for n in ("gate.json", "comparison.json"))
+    return gate["counts"]["read"], gate["status"], comparison["checkpoint"]["read"], comparison["checkpoint"]["gate"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("step", SET_GATE_STEPS)
+def test_set_gate_killed_keeps_gate_and_comparison_together(set_runs, tmp_path, cli, step):
+    """`inspect gate SET` commits gate.json with comparison.json/.md: killed at any step, once the commit is
+    finished or discarded the comparison states the very gate record beside it (both old or both new)."""
+    from inspect_helpers import verdicts_for
+
+    run = _copy(set_runs, "gated", tmp_path)
+    ck = _set_of(run)
+    assert _pair(ck) == (0, "FAIL", 0, "FAIL")
+    write_jsonl(tmp_path / "v.jsonl", verdicts_for(craft_samples(seed=0), reader="human", n=3))
+    assert cli("inspect", "verdict", ck, "--file", tmp_path / "v.jsonl").code == 0
+    r = _finetune("inspect", "gate", ck, crash=step)
+    assert r.returncode in (-9, 1), r.stderr[-2000:]  # killed, or (a step it never reaches) a whole FAIL
+    before = _pair(ck)
+    assert before[:2] == before[2:] or commit.pending(ck), before  # a mixed pair only while a commit is pending
+    commit.recover(ck)  # what the next verb does first (rundir.resolve)
+    assert _leftovers(ck) == [] and commit.pending(ck) == []
+    read, status_, c_read, c_gate = _pair(ck)
+    assert (read, status_) == (c_read, c_gate) and read in (0, 3)
+    md = (ck / "comparison.md").read_text()
+    assert f"- checkpoint: {c_read} of " in md and f"gate {c_gate}," in md  # the .md switched with its .json
+    [state] = status.checkpoint_sets(status._Run(run))
+    assert (state.comparison_state == "current") == (read == 3), (state.comparison_state, state.comparison_detail)
+
+
+REWARD_COPY_STEPS = ["write:rewards.py", "write:rewards_extra.py", "files:staged", "files:journal",
+                     "files:rename:rewards.py", "files:rename:rewards_extra.py", "files:renamed"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("step", REWARD_COPY_STEPS)
+def test_set_score_killed_while_copying_rewards_leaves_them_old_or_new_whole(set_runs, tmp_path, cli, step):
+    """`inspect score SET` copies the run's reward files in as one commit: killed at any step of the copy, the
+    set's reward files are (after the next verb) the set's old ones or the run's, never some of each."""
+    run = _copy(set_runs, "rewarded", tmp_path)
+    ck = _set_of(run)
+    names = ("rewards.py", "rewards_extra.py")
+    old, new = _visible(ck, names), _visible(run, names)
+    assert old.keys() == new.keys() == set(names) and all(old[n] != new[n] for n in names)
+    r = _finetune("inspect", "score", ck, crash=step)
+    assert r.returncode in (-9, 0), r.stderr[-2000:]  # killed, or (a step it never reaches) scored whole
+    reasons = _gate_reasons(cli, ck)  # the next verb finishes or discards the killed commit first
+    after = _visible(ck, names)
+    assert _leftovers(ck) == [] and commit.pending(ck) == []
+    assert after in (old, new), {n: after[n] == new[n] for n in names}
+    if after == old:  # the copy never committed: the gate says the set judges another reward than the run's
+        assert any("reward files changed since this set was scored" in x for x in reasons), reasons
+    elif r.returncode == -9:  # copied, not (re)scored: the score is stale against the rewards now there
+        assert any(x.startswith("the score report is stale") for x in reasons), reasons
+
+
+@pytest.mark.slow
+def test_set_gate_without_a_comparison_removes_the_old_one_in_its_commit(set_runs, tmp_path, cli):
+    """When Phase 1 cannot be compared (its score is gone), the set's new gate record is committed without
+    the old comparison, which states the old gate: no comparison is better than one about another gate."""
+    run = _copy(set_runs, "gated", tmp_path)
+    ck = _set_of(run)
+    (run / "scored.jsonl").unlink()
+    r = cli("inspect", "gate", ck)
+    assert r.code == 1 and "no comparison with Phase 1:" in r.out, r
+    assert json.loads((ck / "gate.json").read_text())["status"] == "FAIL"
+    assert not (ck / "comparison.json").exists() and not (ck / "comparison.md").exists()
+    assert _leftovers(ck) == []

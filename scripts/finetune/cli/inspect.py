@@ -304,7 +304,8 @@ def _gate(args: argparse.Namespace) -> int:
     drift = checkpoint.reward_drift(run_dir) if in_set else []
     extra = [f"the run's reward files changed since this set was scored ({', '.join(drift)}); re-run "
              f"`finetune inspect score {run_dir}`"] if drift else []
-    record = gate.run_gate(run_dir, spec, extra_reasons=extra)
+    set_gate = checkpoint.gate_set(run_dir, spec, extra) if in_set else None  # gate + comparison: one commit
+    record = set_gate.record if set_gate else gate.run_gate(run_dir, spec)
     c = record["counts"]
     print(f"read {c['read']}/{c['min_read']} required, {c['disagreements']} disagreement(s), "
           f"{sum(f['status'] == 'open' for f in record['flags'])} open flag(s), "
@@ -320,11 +321,11 @@ def _gate(args: argparse.Namespace) -> int:
         if blind.get(key):
             print(f"{len(blind[key])} {what}: {gate.listing(blind[key])}")
     base = record.get("base_success") or {}
-    if in_set:  # the checkpoint's success is the comparison's, not a base-success verdict
-        try:
-            _print_comparison(run_dir, spec)
-        except UserError as exc:  # the gate's verdict stands; only the comparison is missing
-            print(f"no comparison with Phase 1: {exc.line()}")
+    if set_gate:  # the checkpoint's success is the comparison's, not a base-success verdict
+        if set_gate.comparison is not None:
+            _print_comparison_lines(run_dir, set_gate.comparison)
+        elif set_gate.error is not None:  # the gate's verdict stands; only the comparison is missing
+            print(f"no comparison with Phase 1: {set_gate.error.line()}")
     elif base.get("verdict"):
         print(f"base success: {base['verdict']}" + (f" (PROVISIONAL: {'; '.join(base['missing'])})"
                                                      if base.get("provisional") else ""))
@@ -350,7 +351,12 @@ def _compare(args: argparse.Namespace) -> int:
 def _print_comparison(set_path: Path, spec: RunSpec) -> None:
     from finetune.inspect import checkpoint
 
-    c = checkpoint.write_comparison(set_path, spec)
+    _print_comparison_lines(set_path, checkpoint.write_comparison(set_path, spec))
+
+
+def _print_comparison_lines(set_path: Path, c: dict[str, Any]) -> None:
+    from finetune.inspect import checkpoint
+
     print("\n".join(checkpoint.comparison_lines(c)))
     print(f"wrote {set_path / checkpoint.COMPARISON_MD} and {set_path / checkpoint.COMPARISON}")
 

@@ -181,29 +181,38 @@ def _sample_rows(folder: Path, plan: Plan, device: str | None, backend: str, con
 
 
 def sync_rewards(set_path: Path) -> list[str]:
-    """Make the set's reward files byte-identical to its run's; return the names that changed."""
+    """Make the set's reward files byte-identical to its run's, in one commit; return the names that changed.
+
+    One commit (:func:`finetune.commit.commit_files`): a kill while copying leaves the set's old reward files
+    or the run's, never some of each, so the set is never scored against half-copied rewards."""
     run = run_of(set_path)
     if run is None:
         raise UserError(f"{set_path} is not a checkpoint sample set", where=str(set_path),
                         fix="run `finetune inspect sample RUN --model CHECKPOINT` first")
-    return _copy_rewards(run, set_path)
+    files, remove = _reward_changes(run, set_path)
+    if files or remove:
+        commit.commit_files(set_path, files, remove=remove)
+    return [*files, *remove]
 
 
-def _copy_rewards(run: Path, target: Path) -> list[str]:
+def _reward_changes(run: Path, target: Path) -> tuple[dict[str, bytes], tuple[str, ...]]:
+    """(reward files of ``run`` whose bytes ``target`` lacks, reward files of ``target`` the run no longer has)."""
     source = {p.name: p for p in reward_files(run)}
     if rundir.REWARDS not in source:
         raise UserError(f"no {rundir.REWARDS} in {run}", where=str(run), fix="run `finetune rewards render SPEC` first")
-    changed = []
+    files: dict[str, bytes] = {}
     for name, p in source.items():
         data = p.read_bytes()
         if not (target / name).is_file() or (target / name).read_bytes() != data:
-            atomic.write_bytes(target / name, data)
-            changed.append(name)
-    for old in reward_files(target):
-        if old.name not in source:
-            old.unlink()
-            changed.append(old.name)
-    return changed
+            files[name] = data
+    return files, tuple(old.name for old in reward_files(target) if old.name not in source)
+
+
+def _copy_rewards(run: Path, stage: Path) -> None:
+    """The run's reward files into a set's (empty, hidden) stage folder."""
+    files, _ = _reward_changes(run, stage)
+    for name, data in files.items():
+        atomic.write_bytes(stage / name, data)
 
 
 def reward_drift(set_path: Path) -> list[str]:
@@ -302,9 +311,12 @@ def _reward_side(name: str, rows: list[Row], disagreements: list[Row], n_read: i
             "mean": sum(scores) / len(scores) if scores else None}
 
 
-def _gate_status(run_dir: Path, spec: RunSpec, phase1: bool) -> str:
+def _gate_status(run_dir: Path, spec: RunSpec, phase1: bool, record: Row | None = None) -> str:
+    """Phase 1's gate as it holds now; a set's as its gate record says (``record``: the one being written)."""
     from finetune.inspect import gate
 
+    if record is not None:
+        return str(record.get("status"))
     if phase1:
         check = gate.verify_gate(run_dir, spec)
         return "PASS (holds)" if check.ok else f"not PASS: {check.reason}"
@@ -313,7 +325,7 @@ def _gate_status(run_dir: Path, spec: RunSpec, phase1: bool) -> str:
     return str(record.get("status")) if isinstance(record, dict) else "not run"
 
 
-def side(run_dir: Path, spec: RunSpec, phase1: bool) -> Row:
+def side(run_dir: Path, spec: RunSpec, phase1: bool, gate_record: Row | None = None) -> Row:
     """A sample set's reading against its scores: counts, per-reward agreement and success, disagreements."""
     from finetune.inspect.gate import verdicts_against
     from finetune.inspect.score import load_report, load_scored
@@ -326,7 +338,7 @@ def side(run_dir: Path, spec: RunSpec, phase1: bool) -> Row:
         row = by_id[d["id"]]
         d["why"] = {n: (row.get("why") or {}).get(n) for n in d["rewards"]}
         d["completion"] = row["completion"][:200]
-    return {"dir": str(run_dir), "gate": _gate_status(run_dir, spec, phase1), "scored": len(rows),
+    return {"dir": str(run_dir), "gate": _gate_status(run_dir, spec, phase1, gate_record), "scored": len(rows),
             "read": len(r.read), "success_rate": _share(sum(bool(row["success"]) for row in rows), len(rows)),
             "rewards": {m["name"]: {"role": m["role"], **_reward_side(m["name"], rows, r.disagreements, len(r.read))}
                         for m in metas},
@@ -337,15 +349,16 @@ def _keys(d: Row) -> set[tuple[str, str, str]]:
     return {(d["kind"], d["field"], name) for name in d["rewards"]}
 
 
-def compare(set_path: Path, spec: RunSpec) -> Row:
+def compare(set_path: Path, spec: RunSpec, gate_record: Row | None = None) -> Row:
     """Phase 1 (the run directory) against checkpoint set ``set_path``: per reward, agreement and success
     before/after, and the set's disagreements of a kind (false positive / negative, verdict field,
-    reward) Phase 1's reading never showed."""
+    reward) Phase 1's reading never showed. ``gate_record``: the set's gate record about to be committed
+    with the comparison (else its gate.json is read)."""
     run = run_of(set_path)
     if run is None:
         raise UserError(f"{set_path} is not a checkpoint sample set", where=str(set_path),
                         fix="give RUN/inspect/checkpoints/NAME (made by `finetune inspect sample RUN --model CKPT`)")
-    before, after = side(run, spec, phase1=True), side(set_path, spec, phase1=False)
+    before, after = side(run, spec, phase1=True), side(set_path, spec, phase1=False, gate_record=gate_record)
     seen = {k for d in before["disagreements"] for k in _keys(d)}
     new = [d for d in after["disagreements"] if _keys(d) - seen]
     rewards = []
@@ -404,9 +417,43 @@ def comparison_lines(c: Row) -> list[str]:
     return lines
 
 
+def comparison_files(set_path: Path, c: Row) -> dict[str, str]:
+    """The comparison's two files (comparison.json + comparison.md), for one commit."""
+    return {COMPARISON: jsonio.json_text(set_path / COMPARISON, c),
+            COMPARISON_MD: "\n".join(comparison_lines(c)) + "\n"}
+
+
 def write_comparison(set_path: Path, spec: RunSpec) -> Row:
-    """compare() written beside the set's gate record (comparison.json + comparison.md)."""
+    """compare() written beside the set's gate record (comparison.json + comparison.md, switched at once)."""
     c = compare(set_path, spec)
-    commit.commit_files(set_path, {COMPARISON: jsonio.json_text(set_path / COMPARISON, c),  # the pair switches at once
-                                   COMPARISON_MD: "\n".join(comparison_lines(c)) + "\n"})
+    commit.commit_files(set_path, comparison_files(set_path, c))
     return c
+
+
+@dataclass
+class SetGate:
+    """``inspect gate`` on a set: its gate record, and the comparison committed with it (or why there is none)."""
+
+    record: Row
+    comparison: Row | None = None
+    error: UserError | None = None
+
+
+def gate_set(set_path: Path, spec: RunSpec, extra_reasons: list[str]) -> SetGate:
+    """The set's gate and its comparison with Phase 1 as ONE commit (gate.json, comparison.json, .md): after a
+    kill they are both old or both new, never a comparison stating another gate. When the comparison cannot
+    be made, the old one is removed in that commit (it would state the old gate)."""
+    from finetune.inspect import gate
+
+    out = SetGate(record={})
+
+    def companions(record: Row) -> tuple[dict[str, str], tuple[str, ...]]:
+        try:
+            out.comparison = compare(set_path, spec, gate_record=record)
+        except UserError as exc:  # the gate's verdict stands; only the comparison is missing
+            out.comparison, out.error = None, exc
+            return {}, (COMPARISON, COMPARISON_MD)
+        return comparison_files(set_path, out.comparison), ()
+
+    out.record = gate.run_gate(set_path, spec, extra_reasons=extra_reasons, companions=companions)
+    return out

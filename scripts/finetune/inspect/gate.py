@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from finetune import __version__, atomic, rundir
+from finetune import __version__, commit, jsonio, rundir
 from finetune.errors import UserError
 from finetune.hashing import bound_hashes, sha256_file
 from finetune.inspect import verdicts as V
@@ -293,9 +293,18 @@ def evaluate(run_dir: str | Path, spec: RunSpec, rescore: bool = True, extra_rea
     }
 
 
-def write_gate_record(run_dir: str | Path, record: dict[str, Any]) -> Path:
-    """Write gate.json atomically (a FAIL replaces an earlier PASS: the latest judgement holds)."""
-    return atomic.write_json(Path(run_dir) / rundir.GATE, record)
+# files judged from a gate record and committed with it (a checkpoint set's comparison): (write, remove)
+Companions = Callable[[Record], tuple[Mapping[str, str], tuple[str, ...]]]
+
+
+def write_gate_record(run_dir: str | Path, record: dict[str, Any], files: Mapping[str, str] | None = None,
+                      remove: tuple[str, ...] = ()) -> Path:
+    """Write gate.json (a FAIL replaces an earlier PASS: the latest judgement holds) together with ``files``
+    derived from it and without ``remove``, as one commit (:func:`finetune.commit.commit_files`)."""
+    run_dir = Path(run_dir)
+    commit.commit_files(run_dir, {rundir.GATE: jsonio.json_text(run_dir / rundir.GATE, record), **(files or {})},
+                        remove=remove)
+    return run_dir / rundir.GATE
 
 
 def verify_gate(run_dir: str | Path, spec: RunSpec) -> GateCheck:
@@ -348,7 +357,9 @@ def _report_binding(run_dir: Path, spec: RunSpec) -> str:
         return f"{rundir.SCORE_REPORT} is not a score report"
 
 
-def run_gate(run_dir: str | Path, spec: RunSpec, extra_reasons: Sequence[str] = ()) -> dict[str, Any]:
+def run_gate(run_dir: str | Path, spec: RunSpec, extra_reasons: Sequence[str] = (),
+             companions: Companions | None = None) -> dict[str, Any]:
+    """Judge and write gate.json; ``companions(record)`` names files committed with it (a set's comparison)."""
     from finetune.inspect.isolate import RewardAborted
 
     try:
@@ -356,8 +367,9 @@ def run_gate(run_dir: str | Path, spec: RunSpec, extra_reasons: Sequence[str] = 
     except RewardAborted as exc:
         # the re-score could not run (the reward code exited): an earlier PASS must not survive it
         if (Path(run_dir) / rundir.GATE).is_file():
-            write_gate_record(run_dir, {"status": "FAIL", "reasons": [exc.line()], "hashes": {}, "inputs": {},
-                                        "versions": _versions(), "time": V.now()})
+            failed = {"status": "FAIL", "reasons": [exc.line()], "hashes": {}, "inputs": {},
+                      "versions": _versions(), "time": V.now()}
+            write_gate_record(run_dir, failed, *(companions(failed) if companions else ({}, ())))
         raise
-    write_gate_record(run_dir, record)
+    write_gate_record(run_dir, record, *(companions(record) if companions else ({}, ())))
     return record
