@@ -67,6 +67,7 @@ def test_filter_drops_exactly_the_0_of_k_and_k_of_k_prompts(demo_run, tmp_path, 
     run = spec_path.parent
     r = cli(*_args(spec_path, "--max-prompts", "24"))
     assert r.code == 0, r
+    assert "predicted frac_reward_zero_std" in r.out and "fresh samples of" in r.out and "95%" in r.out
     source = [json.loads(x) for x in (tmp_path / "data" / "train.jsonl").read_text().splitlines() if x.strip()]
     rates = _lines(run / "data" / "pass_rates.jsonl")
     assert sorted(e["row"] for e in rates) == list(range(24)) and all(e["k"] == K for e in rates)
@@ -156,6 +157,7 @@ def test_check_prompts_zero_predicts_in_sample_and_says_so(demo_run, tmp_path, c
     assert not (run / "data").exists()
     r = cli(*_args(spec_path, "--max-prompts", "16", "--check-prompts", "0"))
     assert r.code == 0, r
+    assert "(in-sample, biased low)" in r.out
     summary = json.loads((run / "data" / "filter_summary.json").read_text())
     assert summary["check_prompts"] == 0 and summary["predicted_zero_std_after_interval"] is None
     assert summary["predicted_zero_std_after"] == summary["predicted_zero_std_after_in_sample"]

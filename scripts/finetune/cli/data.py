@@ -47,7 +47,13 @@ def run(args: argparse.Namespace) -> int:
     s = run_filter(Path(spec_path), Path(run_dir), k=args.k, max_prompts=args.max_prompts,
                    keep=parse_keep(args.keep), device=args.device, backend=args.backend, console=console,
                    check_prompts=args.check_prompts)
+    after = (f"{s['predicted_zero_std_after']:.2f} (fresh samples of {s['check_prompts']} kept prompts, 95% "
+             f"{s['predicted_zero_std_after_interval'][0]:.2f}-{s['predicted_zero_std_after_interval'][1]:.2f})"
+             if s["check_prompts"] else f"{s['predicted_zero_std_after']:.2f} (in-sample, biased low)")
     print(f"kept {s['kept']} of {s['assessed']} prompts ({s['dropped_never']} never solved, {s['dropped_always']} "
-          f"always solved); predicted frac_reward_zero_std {s['predicted_zero_std_before']:.2f} -> "
-          f"{s['predicted_zero_std_after']:.2f}; wrote {s['filtered']}, {PASS_RATES}, {FILTER_REPORT}")
+          f"always solved); predicted frac_reward_zero_std {s['predicted_zero_std_before']:.2f} -> {after}; "
+          f"wrote {s['filtered']}, {PASS_RATES}, {FILTER_REPORT}")
+    if s["dispersion"] is not None and s["dispersion"]["index"] < 2:
+        print(f"note: pass rates barely differ between prompts (dispersion index {s['dispersion']['index']:.2f}); "
+              f"most 0/k and k/k prompts are luck and the filter helps little — see {FILTER_REPORT}")
     return 0
