@@ -1035,17 +1035,17 @@ def diagnosis_doc() -> str:
 
 
 def stopped_by_inspection(run_dir: Path) -> dict[str, Any] | None:
-    """train/STOPPED.json when train.py's inspection callback stopped the run (rule, step, reward), else None."""
-    path = run_dir / rundir.TRAIN_DIR / watch.STOPPED
-    if not path.is_file():
+    """train/STOPPED.json when train.py's inspection callback stopped the run (rule, step, reward), else None.
+
+    Read by the one reader ``finetune status`` uses (:func:`finetune.status.read_stop`), so a file that
+    does not parse, is not an object or names no rule carries the same ``problem`` line in both."""
+    from finetune import status
+
+    stop = status.read_stop(run_dir)
+    if stop is None:
         return None
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {"file": str(path), "unreadable": True}
-    if not isinstance(doc, dict):
-        return {"file": str(path), "unreadable": True}
-    return {"file": str(path), **{k: doc.get(k) for k in ("rule", "step", "reward", "message")}}
+    return {"file": str(run_dir / stop.file), "rule": stop.rule, "step": stop.step, "reward": stop.reward,
+            "message": stop.message, "inspection_file": stop.inspection_file, "problem": stop.problem}
 
 
 def inspection_doc() -> list[str]:
