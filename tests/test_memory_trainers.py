@@ -127,3 +127,16 @@ def test_cli_refuses_target_modules_the_model_lacks(cli: Any, tiny_model_dir: Pa
         assert r.code == 2 and r.out == "", (r.code, r.out)
         assert said in r.err and "--target-modules" in r.err and "Traceback" not in r.err
         assert len(r.err.strip().splitlines()) == 1, r.err
+
+
+def test_qlora_weights_are_the_grpo_estimates_formula() -> None:
+    # one formula for a 4-bit base: bitsandbytes quantizes every nn.Linear but the head; embeddings stay bf16
+    from finetune.hardware import resolve_hardware
+    from finetune.memory import GIB, estimate_for_model
+
+    info = load_model_info("Qwen/Qwen2.5-7B")
+    _, grpo = estimate_for_model(info, resolve_hardware({"profile": "h100-80gb"}), method="qlora")
+    sft = estimate_step(info, "sft", "qlora", seq_len=1024)
+    assert sft.components["weights"] == pytest.approx(grpo.gib_of("policy_weights") * GIB, abs=1)
+    embeddings = info.params - info.quantizable_params
+    assert embeddings > 10**9 and sft.components["weights"] > embeddings * 2  # Qwen2.5-7B: 1.09 B untied embeddings

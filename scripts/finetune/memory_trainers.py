@@ -27,7 +27,6 @@ from finetune.loratargets import HEAD_PROBLEM, Targets, lora_target_problem
 
 SFT_METHODS = ("full", "lora", "qlora")
 LOGIT_COPIES = 3  # fp32 logits, their log-softmax, and the gradient flowing back through them
-QLORA_BYTES = 0.5 + 4 / 64  # NF4 weights plus one fp32 absmax per 64-value block (bitsandbytes)
 TRAINER_CLASS = {"sft": "SFTTrainer", "dpo": "DPOTrainer"}
 
 
@@ -92,9 +91,13 @@ def _lora_trainable(model: Any, trainer: str, r: int, target_modules: Targets, w
 
 def _weights(est: TrainerEstimate, model: Any, param_bytes: int) -> None:
     c, why = est.components, est.reasons
-    if est.method == "qlora":
-        c["weights"] = int(model.params * QLORA_BYTES)
-        why["weights"] = "4-bit NF4 base weights + block scales"
+    if est.method == "qlora":  # the GRPO estimate's formula: bitsandbytes quantizes nn.Linear but the head
+        from finetune.memory import QLORA_BYTES_PER_PARAM
+
+        q = model.quantizable_params
+        c["weights"] = int(q * QLORA_BYTES_PER_PARAM + (model.params - q) * param_bytes)
+        why["weights"] = (f"{q:,} linear weights in 4-bit NF4 (double-quantized block scales) + "
+                          f"{model.params - q:,} others × {param_bytes} B")
     else:
         c["weights"] = model.params * param_bytes
         why["weights"] = f"{param_bytes} B per parameter"
