@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -54,3 +55,88 @@ def test_sft_estimate_matches_a_real_sft_step_peak(tmp_path):
     est = estimate_step(load_model_info(str(model_dir)), "sft", "full", seq_len=512, batch=2, checkpointing=False,
                         param_bytes=4, mixed_precision=False)
     assert abs(est.above_weights / measured - 1) <= TOLERANCE, (est.above_weights / 2**20, measured / 2**20)
+
+
+# LoRA's gradient and optimizer-state terms are sized on the modules target_modules names (finetune.loratargets),
+# checked against what the real TRL 1.16 trainers hand to the optimizer once PEFT has wrapped the model
+LORA_TARGETS: list[str | list[str]] = [["q_proj", "v_proj"], "all-linear"]
+
+
+def _trainer_with_lora(trainer: str, model_dir: Path, out: Path, target_modules: str | list[str] | None) -> Any:
+    """A real TRL 1.16 SFT / DPO trainer on the tiny model, bf16 base, LoRA r=8 (None: full fine-tuning)."""
+    import torch
+    from datasets import Dataset
+    from peft import LoraConfig
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from trl import DPOConfig, DPOTrainer, SFTConfig, SFTTrainer
+
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    words = [w for w in tok.get_vocab() if w.isalpha()][:8]
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.bfloat16)
+    peft_config = None if target_modules is None else LoraConfig(r=8, lora_alpha=16, target_modules=target_modules,
+                                                                  task_type="CAUSAL_LM")
+    common: dict[str, Any] = dict(output_dir=str(out), use_cpu=True, report_to=[], bf16=False, max_length=32,
+                                  per_device_train_batch_size=1, save_strategy="no", disable_tqdm=True)
+    if trainer == "sft":
+        data = Dataset.from_dict({"text": [" ".join(words)] * 2})
+        return SFTTrainer(model=model, args=SFTConfig(**common), train_dataset=data, processing_class=tok,
+                          peft_config=peft_config)
+    pairs = {"prompt": [" ".join(words[:3])] * 2, "chosen": [" ".join(words[3:5])] * 2,
+             "rejected": [" ".join(words[5:])] * 2}
+    return DPOTrainer(model=model, args=DPOConfig(**common), train_dataset=Dataset.from_dict(pairs),
+                      processing_class=tok, peft_config=peft_config)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("trainer", ["sft", "dpo"])
+def test_lora_terms_equal_what_the_trainer_optimizes(trainer: str, tiny_model_dir: Path, tmp_path: Path) -> None:
+    import torch
+
+    info = load_model_info(str(tiny_model_dir))
+    trainable = {}
+    for target_modules in LORA_TARGETS:
+        built = _trainer_with_lora(trainer, tiny_model_dir, tmp_path / str(len(trainable)), target_modules)
+        params = [p for p in built.model.parameters() if p.requires_grad]
+        peft_count, _ = built.model.get_nb_trainable_parameters()
+        assert sum(p.numel() for p in params) == peft_count
+        assert {p.dtype for p in params} == {torch.float32}  # PEFT upcasts adapters on a bf16 base: 4 B each
+        est = estimate_step(info, trainer, "lora", seq_len=32, lora_r=8, lora_target_modules=target_modules)
+        assert est.trainable == peft_count
+        assert est.components["gradients"] == 4 * peft_count and est.components["optimizer"] == 8 * peft_count
+        if trainer == "dpo":  # TRL 1.16 with a peft_config: no second model; the reference disables the adapters
+            assert built.ref_model is None and est.components["reference"] == 0
+        trainable[str(target_modules)] = peft_count
+    assert trainable["['q_proj', 'v_proj']"] < trainable["all-linear"]
+    with pytest.raises(ValueError, match="lm_head"):  # why the estimate refuses the head (see the CLI test)
+        _trainer_with_lora(trainer, tiny_model_dir, tmp_path / "head", ["lm_head"])
+    if trainer == "dpo":  # full fine-tuning: TRL loads a frozen second copy, sized as the policy's weights
+        full = _trainer_with_lora(trainer, tiny_model_dir, tmp_path / "full", None)
+        assert full.ref_model is not None and full.ref_model is not full.model  # run under no_grad: no gradients
+        ref_bytes = sum(p.numel() * p.element_size() for p in full.ref_model.parameters())
+        assert estimate_step(info, "dpo", "full", seq_len=32).components["reference"] == ref_bytes
+
+
+def test_cli_refuses_target_modules_the_model_lacks(cli: Any, tiny_model_dir: Path) -> None:
+    ok = cli("memory", "--model", str(tiny_model_dir), "--trainer", "dpo", "--target-modules", "q_proj,v_proj",
+             "--json")
+    assert ok.code == 0, ok.err
+    info = load_model_info(str(tiny_model_dir))
+    assert json.loads(ok.out)["components"]["gradients"] == 4 * info.lora_params(16, ["q_proj", "v_proj"])
+    for bad, said in (("q_proj,nope", "'nope'"), ("lm_head", "SFTTrainer computes log-probs")):
+        r = cli("memory", "--model", str(tiny_model_dir), "--trainer", "sft", "--target-modules", bad)
+        assert r.code == 2 and r.out == "", (r.code, r.out)
+        assert said in r.err and "--target-modules" in r.err and "Traceback" not in r.err
+        assert len(r.err.strip().splitlines()) == 1, r.err
+
+
+def test_qlora_weights_are_the_grpo_estimates_formula() -> None:
+    # one formula for a 4-bit base: bitsandbytes quantizes every nn.Linear but the head; embeddings stay bf16
+    from finetune.hardware import resolve_hardware
+    from finetune.memory import GIB, estimate_for_model
+
+    info = load_model_info("Qwen/Qwen2.5-7B")
+    _, grpo = estimate_for_model(info, resolve_hardware({"profile": "h100-80gb"}), method="qlora")
+    sft = estimate_step(info, "sft", "qlora", seq_len=1024)
+    assert sft.components["weights"] == pytest.approx(grpo.gib_of("policy_weights") * GIB, abs=1)
+    embeddings = info.params - info.quantizable_params
+    assert embeddings > 10**9 and sft.components["weights"] > embeddings * 2  # Qwen2.5-7B: 1.09 B untied embeddings

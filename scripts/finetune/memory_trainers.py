@@ -5,7 +5,12 @@ training step holds is the weights, the trainable parameters' gradients and opti
 activations of one micro-batch, and its logits (TRL's SFT/DPO trainers materialise them: fp32 logits
 plus their gradient and the log-softmax temporaries). DPO runs chosen and rejected through the model
 together (twice the sequences) and needs a reference policy: a frozen second copy for full
-fine-tuning, nothing extra with LoRA (TRL disables the adapters for the reference pass).
+fine-tuning, nothing extra with LoRA (TRL 1.16's DPOTrainer, given a ``peft_config``, sets ``ref_model`` to
+None and runs the reference pass with the adapters disabled).
+
+LoRA's trainable parameters — and so its gradient and optimizer-state terms — are those PEFT adapts for the
+``target_modules`` asked for, counted by :mod:`finetune.loratargets` (the GRPO estimate's one implementation);
+a name the model lacks, or the LM head, is a UserError.
 
 Per-component formulas reuse finetune.memory's (activation bytes per layer are checked there against
 what autograd saves). `measure_sft_step_peak` runs one real SFTTrainer step on CPU under the torch
@@ -18,10 +23,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from finetune.errors import UserError
+from finetune.loratargets import HEAD_PROBLEM, Targets, lora_target_problem
 
 SFT_METHODS = ("full", "lora", "qlora")
 LOGIT_COPIES = 3  # fp32 logits, their log-softmax, and the gradient flowing back through them
-QLORA_BYTES = 0.5 + 4 / 64  # NF4 weights plus one fp32 absmax per 64-value block (bitsandbytes)
+TRAINER_CLASS = {"sft": "SFTTrainer", "dpo": "DPOTrainer"}
 
 
 @dataclass
@@ -30,6 +36,7 @@ class TrainerEstimate:
 
     trainer: str
     method: str
+    trainable: int = 0  # parameters with a gradient and optimizer state (every one for full fine-tuning)
     components: dict[str, int] = field(default_factory=dict)
     reasons: dict[str, str] = field(default_factory=dict)
 
@@ -43,42 +50,92 @@ class TrainerEstimate:
 
 
 def estimate_step(model: Any, trainer: str, method: str, *, seq_len: int, batch: int = 1, lora_r: int = 16,
-                  checkpointing: bool = True, param_bytes: int = 2, mixed_precision: bool = True) -> TrainerEstimate:
-    """Bytes of one SFT or DPO step for ``model`` (a finetune.models.ModelInfo)."""
-    from finetune.memory import activation_bytes
+                  lora_target_modules: Targets = "all-linear", checkpointing: bool = True, param_bytes: int = 2,
+                  mixed_precision: bool = True, where: str = "lora.target_modules") -> TrainerEstimate:
+    """Bytes of one SFT or DPO step for ``model`` (a finetune.models.ModelInfo); LoRA / QLoRA adapt
+    ``lora_target_modules`` (PEFT's semantics). ``where`` names the input a bad target list came from."""
+    _check_choice(trainer, method)
+    est = TrainerEstimate(trainer, method)
+    _weights(est, model, param_bytes)
+    est.trainable = (model.params if method == "full"
+                     else _lora_trainable(model, trainer, lora_r, lora_target_modules, where))
+    _trainable_state(est, param_bytes, mixed_precision)
+    if method != "full":
+        named = lora_target_modules if isinstance(lora_target_modules, str) else ", ".join(lora_target_modules)
+        est.reasons["gradients"] += f" (LoRA r={lora_r} on {named})"
+    _reference(est, model, param_bytes)
+    _step_tensors(est, model, seq_len, batch, checkpointing, param_bytes)
+    return est
 
+
+def _check_choice(trainer: str, method: str) -> None:
     if trainer not in ("sft", "dpo"):
         raise UserError(f"trainer '{trainer}' is not sized here", where="--trainer",
                         fix="sft or dpo here; grpo uses `finetune memory` without --trainer")
     if method not in SFT_METHODS:
         raise UserError(f"method '{method}' is not one of {', '.join(SFT_METHODS)}", where="--method",
                         fix="pick full, lora or qlora")
-    est = TrainerEstimate(trainer, method)
+
+
+def _lora_trainable(model: Any, trainer: str, r: int, target_modules: Targets, where: str) -> int:
+    """PEFT's trainable count for ``target_modules`` (finetune.loratargets), or the one-line refusal."""
+    problem = lora_target_problem(model, target_modules)
+    if problem:
+        what = problem[0]
+        if what == HEAD_PROBLEM:  # TRL 1.16's SFTTrainer / DPOTrainer refuse it at construction, for the same reason
+            what = (f"target_modules adapts the output head: TRL 1.16's {TRAINER_CLASS[trainer]} computes log-probs "
+                    "from lm_head.weight directly and refuses a LoRA adapter there")
+        raise UserError(what, where=where, fix=problem[1])
+    return int(model.lora_params(r, target_modules))
+
+
+def _weights(est: TrainerEstimate, model: Any, param_bytes: int) -> None:
     c, why = est.components, est.reasons
-    total = model.params
-    if method == "qlora":
-        c["weights"] = int(total * QLORA_BYTES)
-        why["weights"] = "4-bit NF4 base weights + block scales"
+    if est.method == "qlora":  # the GRPO estimate's formula: bitsandbytes quantizes nn.Linear but the head
+        from finetune.memory import QLORA_BYTES_PER_PARAM
+
+        q = model.quantizable_params
+        c["weights"] = int(q * QLORA_BYTES_PER_PARAM + (model.params - q) * param_bytes)
+        why["weights"] = (f"{q:,} linear weights in 4-bit NF4 (double-quantized block scales) + "
+                          f"{model.params - q:,} others × {param_bytes} B")
     else:
-        c["weights"] = total * param_bytes
+        c["weights"] = model.params * param_bytes
         why["weights"] = f"{param_bytes} B per parameter"
-    full = method == "full"
-    trainable = total if full else model.lora_params(lora_r)
-    grad_bytes = param_bytes if full else 4  # PEFT keeps adapters in fp32
-    c["gradients"] = trainable * grad_bytes
-    why["gradients"] = f"{trainable:,} trainable parameters × {grad_bytes} B"
+
+
+def _reference(est: TrainerEstimate, model: Any, param_bytes: int) -> None:
+    """DPO's reference policy: TRL 1.16 loads a frozen copy for full fine-tuning; with a peft_config its
+    ref_model is None and the reference pass runs the base with the adapters disabled."""
+    if est.trainer != "dpo":
+        return
+    full = est.method == "full"
+    est.components["reference"] = model.params * param_bytes if full else 0
+    est.reasons["reference"] = ("a frozen copy of the policy" if full
+                                else "none: the reference pass disables the adapters")
+
+
+def _trainable_state(est: TrainerEstimate, param_bytes: int, mixed_precision: bool) -> None:
+    """Gradients and AdamW state of the trainable parameters (PEFT keeps adapters in fp32)."""
+    full = est.method == "full"
+    grad_bytes = param_bytes if full else 4
+    est.components["gradients"] = est.trainable * grad_bytes
+    est.reasons["gradients"] = f"{est.trainable:,} trainable parameters × {grad_bytes} B"
     master = 4 if (full and mixed_precision and param_bytes == 2) else 0
-    c["optimizer"] = trainable * (8 + master)
-    why["optimizer"] = "AdamW moments (fp32)" + (" + fp32 master weights" if master else "")
-    if trainer == "dpo":
-        c["reference"] = total * param_bytes if full else 0
-        why["reference"] = "a frozen copy of the policy" if full else "none: the reference pass disables the adapters"
-    seqs = batch * (2 if trainer == "dpo" else 1)  # DPO: chosen and rejected in one forward
-    c["activations"] = activation_bytes(model, seqs, seq_len, checkpointing) * param_bytes // 2
-    why["activations"] = f"{seqs} sequence(s) × {seq_len} tokens, checkpointing {'on' if checkpointing else 'off'}"
-    c["logits"] = LOGIT_COPIES * seqs * seq_len * model.vocab * 4
-    why["logits"] = "fp32 logits, log-softmax and their gradient over every token"
-    return est
+    est.components["optimizer"] = est.trainable * (8 + master)
+    est.reasons["optimizer"] = "AdamW moments (fp32)" + (" + fp32 master weights" if master else "")
+
+
+def _step_tensors(est: TrainerEstimate, model: Any, seq_len: int, batch: int, checkpointing: bool,
+                  param_bytes: int) -> None:
+    """Activations and logits of one micro-batch (DPO: chosen and rejected in one forward)."""
+    from finetune.memory import activation_bytes
+
+    seqs = batch * (2 if est.trainer == "dpo" else 1)
+    est.components["activations"] = activation_bytes(model, seqs, seq_len, checkpointing) * param_bytes // 2
+    est.reasons["activations"] = (f"{seqs} sequence(s) × {seq_len} tokens, "
+                                  f"checkpointing {'on' if checkpointing else 'off'}")
+    est.components["logits"] = LOGIT_COPIES * seqs * seq_len * model.vocab * 4
+    est.reasons["logits"] = "fp32 logits, log-softmax and their gradient over every token"
 
 
 def measure_sft_step_peak(model_dir: str, *, seq_len: int, batch: int = 1, checkpointing: bool = False) -> int:

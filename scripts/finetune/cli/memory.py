@@ -144,7 +144,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run_trainer(args: argparse.Namespace) -> int:
-    """`finetune memory --model M --trainer sft|dpo [--method X] [--seq-len N] [--batch B] [--lora-r R]`."""
+    """`finetune memory --model M --trainer sft|dpo [--method X] [--seq-len N] [--batch B] [--lora-r R]
+    [--target-modules q_proj,v_proj]`."""
     from finetune.memory_trainers import estimate_step
     from finetune.models import load_model_info
 
@@ -154,6 +155,7 @@ def _run_trainer(args: argparse.Namespace) -> int:
     info = load_model_info(args.model, args.model_config)
     est = estimate_step(info, args.trainer, args.method or "lora", seq_len=args.seq_len,
                         batch=args.per_device_train_batch_size or 1, lora_r=args.lora_r or 16,
+                        lora_target_modules=args.target_modules or "all-linear", where="--target-modules",
                         checkpointing=args.gradient_checkpointing is not False)
     if args.json:
         print(json.dumps({"trainer": est.trainer, "method": est.method, "peak_bytes": est.peak,
