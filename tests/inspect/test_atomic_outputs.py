@@ -484,3 +484,30 @@ def test_set_gate_without_a_comparison_removes_the_old_one_in_its_commit(set_run
     assert json.loads((ck / "gate.json").read_text())["status"] == "FAIL"
     assert not (ck / "comparison.json").exists() and not (ck / "comparison.md").exists()
     assert _leftovers(ck) == []
+
+
+@pytest.mark.slow
+def test_compare_racing_a_set_gate_writes_nothing(set_runs, tmp_path, cli):
+    """`inspect compare SET` compared against the old gate.json while `inspect gate SET` committed a new pair:
+    its commit is refused (one line, exit 2), so the comparison on disk still states the gate beside it."""
+    from inspect_helpers import verdicts_for
+
+    run = _copy(set_runs, "gated", tmp_path)
+    ck = _set_of(run)
+    marks, release = tmp_path / "m", tmp_path / "release"
+    marks.mkdir()
+    proc = subprocess.Popen([sys.executable, "-c", PRELUDE, "inspect", "compare", str(ck)], text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env=_env(ATOMIC_TEST_MARKS=str(marks), ATOMIC_TEST_PAUSE_AT="comparison:computed",
+                                     ATOMIC_TEST_RELEASE=str(release)))
+    try:
+        _wait_for(marks / "comparison_computed", proc)  # compared against the gate with nothing read
+        write_jsonl(tmp_path / "v.jsonl", verdicts_for(craft_samples(seed=0), reader="human", n=3))
+        assert cli("inspect", "verdict", ck, "--file", tmp_path / "v.jsonl").code == 0
+        assert cli("inspect", "gate", ck).code == 1
+    finally:
+        release.touch()
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 2 and "gate.json changed while comparing; nothing written" in err, (out, err)
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert _pair(ck) == (3, "FAIL", 3, "FAIL") and _leftovers(ck) == []

@@ -424,9 +424,20 @@ def comparison_files(set_path: Path, c: Row) -> dict[str, str]:
 
 
 def write_comparison(set_path: Path, spec: RunSpec) -> Row:
-    """compare() written beside the set's gate record (comparison.json + comparison.md, switched at once)."""
+    """compare() written beside the set's gate record (comparison.json + comparison.md, switched at once);
+    refused, nothing written, when gate.json changed while comparing (an `inspect gate SET` committed its own
+    pair meanwhile: this comparison would state the older gate)."""
+    gate_path = set_path / rundir.GATE
+    seen = gate_path.read_bytes() if gate_path.is_file() else None
     c = compare(set_path, spec)
-    commit.commit_files(set_path, comparison_files(set_path, c))
+    commit.crash_point("comparison:computed")  # tests only: the moment between comparing and the commit
+
+    def gate_unchanged() -> None:
+        if (gate_path.read_bytes() if gate_path.is_file() else None) != seen:
+            raise UserError(f"{rundir.GATE} changed while comparing; nothing written", where=str(set_path),
+                            fix=f"run `finetune inspect compare {set_path}` again")
+
+    commit.commit_files(set_path, comparison_files(set_path, c), check=gate_unchanged)
     return c
 
 
