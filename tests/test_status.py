@@ -320,7 +320,7 @@ def test_samples_that_sample_info_does_not_describe_are_not_current(cli, demo_ru
         fh.write((run / "samples.jsonl").read_text().splitlines()[0] + "\n")
     lines = _lines_of(cli("status", run))
     assert lines[-1] == "resume: Phase 1 - inspect sample (stale)"
-    assert any("describes other samples than samples.jsonl" in line for line in lines)
+    assert any("describes other samples than samples.jsonl on disk (edited?)" in line for line in lines)
     info["sha256"] = {"../../etc/passwd": "0" * 64}  # a record naming a path elsewhere is not followed
     (run / "sample_info.json").write_text(json.dumps(info))
     assert _resume(cli, run) == "resume: Phase 1 - inspect sample (stale)"

@@ -145,9 +145,13 @@ def _samples(run: _Run) -> tuple[str, str]:
         return STALE, f"{problem}: sample again"
     mismatch = _not_described(run, info)
     if mismatch:
-        return STALE, (f"{SAMPLE_INFO} describes other samples than {mismatch} on disk (a write was interrupted, or "
-                       "the file was edited): run any `finetune` command on this run to finish an interrupted write, "
-                       "else sample again")
+        from finetune import commit
+
+        unsettled = commit.pending(run.dir)
+        if unsettled:  # the same words as the score step's currency check (inspect.score.report_is_current)
+            return STALE, (f"an interrupted write of {', '.join(unsettled)} is unfinished "
+                           "(any finetune command on the run finishes it)")
+        return STALE, f"{SAMPLE_INFO} describes other samples than {mismatch} on disk (edited?): sample again"
     if "imported" in info or "imported_base" in info:
         return OK, f"{info.get('samples', '?')} imported samples"
     if not isinstance(info.get("generation"), dict):
