@@ -99,7 +99,7 @@ def main() -> int:
           f"({summary['dropped_never']} never, {summary['dropped_always']} always solved) in "
           f"{time.perf_counter() - t0:.0f} s")
     assert cli(["config", "render", str(filtered)]) == 0
-    rows = []
+    rows, stops = [], []
     for seed in args.seeds:
         measured: dict[str, tuple[float, float, float]] = {}
         for name, spec_path in (("unfiltered", plain), ("filtered", filtered)):
@@ -108,6 +108,9 @@ def main() -> int:
             train_toy(run_dir, load_spec(spec_path), seed, out, args.steps, lambda *_: None)
             measured[name] = (measured_zero_std(out) or 0.0, measured_zero_std(out, EARLY_STEPS) or 0.0,
                               _reward_gain(out) or 0.0)
+            if (out / "STOPPED.json").is_file():  # the in-training inspection stopped it: its mean is shorter
+                stop = json.loads((out / "STOPPED.json").read_text())
+                stops.append(f"seed {seed} {name}: stopped at step {stop.get('step')} ({stop.get('rule')})")
         rows.append((seed, measured["unfiltered"], measured["filtered"]))
     _table(args, summary, rows)
     lower = all(mf[0] < mu[0] for _, mu, mf in rows)
@@ -117,6 +120,8 @@ def main() -> int:
     print(f"filtered lower than unfiltered on every seed: {lower} ({sum(mf[0] < mu[0] for _, mu, mf in rows)}/"
           f"{len(rows)}); mean over seeds {mean_u:.3f} -> {mean_f:.3f} (ratio {mean_f / mean_u:.2f}; first "
           f"{EARLY_STEPS} steps {early_u:.3f} -> {early_f:.3f}); training reward gain {gain_u:+.3f} -> {gain_f:+.3f}")
+    print(f"runs stopped by the in-training inspection: {len(stops)} of {2 * len(rows)}"
+          + "".join(f"\n  {s}" for s in stops))
     print(f"(work dir: {work})")
     return 0 if lower else 1
 

@@ -247,8 +247,12 @@ def divergence(series: Mapping[str, Points], rewards: Rewards) -> Divergence:
             continue
         t = trend(key, *series[key])
         ev.setdefault("other_trends", {})[key] = t
-        if rises(t) and (t["end"] - t["start"]) / rewards.scale(key, series) >= FLAT_GAIN:
-            carriers[name] = rewards.weights.get(name, 1.0) * (t["end"] - t["start"]) / rewards.scale(K_REWARD, series)
+        share = rewards.weights.get(name, 1.0) * (t["end"] - t["start"]) / rewards.scale(K_REWARD, series)
+        # a carrier must move the *total* materially, not only itself: a format reward going 0.93 -> 0.98 at
+        # weight 0.25 adds 0.6% of the total's scale, and early format learning is no hack (a demo seed was
+        # stopped for exactly that while its correctness rose, not significantly, 0.48 -> 0.55)
+        if rises(t) and (t["end"] - t["start"]) / rewards.scale(key, series) >= FLAT_GAIN and share >= FLAT_GAIN:
+            carriers[name] = share
     tt = trend(K_REWARD, *total)
     gain = (tt["end"] - tt["start"]) / rewards.scale(K_REWARD, series)
     ev.update(reward_trend=tt, reward_gain_over_scale=gain, rising_rewards=carriers)

@@ -340,3 +340,22 @@ def test_every_training_process_takes_the_main_process_decision(tmp_path):
     got = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
     assert got[0] == got[1] == [{"rule": "probe_passing", "step": 5}]
     assert watch._agree([{"rule": "x"}]) == [{"rule": "x"}]  # one process: its own decision
+
+
+def test_a_format_reward_learnt_a_little_is_not_a_carrier_on_a_real_healthy_log():
+    """A real healthy toy run (tests/watch/data) that the rule once stopped: format_ok rose significantly but
+    added 0.6% of the total's scale at weight 0.25, while correctness rose too (not significantly). A carrier
+    must move the total by at least FLAT_GAIN of its scale; a reward that pays that much still is one."""
+    data = json.loads((Path(__file__).parent / "data" / "healthy_format_learning.json").read_text())
+    hist = [e for e in data["log_history"] if e["step"] < 20]  # what the callback saw when it stopped the run
+    meta = [{"name": "format_ok", "type": "format", "role": "format", "min": 0.0, "max": 1.0},
+            {"name": "correct", "type": "exact_match", "role": "correctness", "min": 0.0, "max": 1.0}]
+    rewards = watch.Rewards.from_meta(meta, [0.25, 1.0])
+    d = watch.divergence(watch.series_from_history(hist), rewards)
+    assert d.status == "clear", d.why
+    assert d.evidence["other_trends"]["rewards/format_ok/mean"]["p_value"] < watch.P_SIGNIFICANT  # it did rise
+    paid = [dict(e, **{"rewards/format_ok/mean": 0.05 * e["step"],
+                       "reward": e["rewards/correct/mean"] + 0.25 * 0.05 * e["step"]}) for e in hist]
+    flat = [dict(e, **{"rewards/correct/mean": 0.5}) for e in paid]  # the same format rise, weighted enough to matter
+    hacked = watch.divergence(watch.series_from_history(flat), rewards)
+    assert hacked.status == "symptom" and hacked.carrier == "format_ok", hacked.why
