@@ -320,15 +320,9 @@ def _dispersion_md(s: dict[str, Any]) -> str:
 # ------------------------------------------------------------------------------------- the stage
 
 
-def _bound_files(spec_path: Path, run_dir: Path, section: dict[str, Any], filtered: tuple[str, bytes],
-                 record: dict[str, Any]) -> dict[str, str | bytes]:
-    """The spec with ``dataset.filter`` (the original kept once as spec.yaml.orig) and the gate record re-bound
-    to it and to the filtered file — computed from the bytes about to be committed, not read back from disk."""
+def _spec_files(spec_path: Path, section: dict[str, Any]) -> dict[str, str | bytes]:
+    """The spec with ``dataset.filter`` (and the original, kept once as spec.yaml.orig), as texts to commit."""
     import yaml
-
-    from finetune import jsonio, rundir
-    from finetune.hashing import FILTERED_FILE, bound_hashes
-    from finetune.spec import DataFilterSpec, load_spec
 
     original = spec_path.read_text(encoding="utf-8")
     data = yaml.safe_load(original)
@@ -336,31 +330,37 @@ def _bound_files(spec_path: Path, run_dir: Path, section: dict[str, Any], filter
     files: dict[str, str | bytes] = {spec_path.name: yaml.safe_dump(data, sort_keys=False, allow_unicode=True)}
     if not spec_path.with_name(spec_path.name + ".orig").exists():
         files[spec_path.name + ".orig"] = original
-    binding = DataFilterSpec(**section).model_dump(mode="json")  # as the spec will load it
-    hashes = bound_hashes(run_dir, load_spec(spec_path).reward_section(), data_filter=binding)
-    hashes[FILTERED_FILE] = hashlib.sha256(filtered[1]).hexdigest()  # the file is committed with the record
-    bound = {**record, "hashes": hashes, "dataset_filter": section}
-    files[rundir.GATE] = jsonio.json_text(run_dir / rundir.GATE, bound)
     return files
 
 
-def _commit(spec_path: Path, run_dir: Path, outputs: dict[str, str | bytes],
-            spec_files: dict[str, str | bytes]) -> None:
-    """Every output in one commit (finetune.commit): a kill leaves the run entirely before or after the filter.
+def _bound_record(spec_path: Path, run_dir: Path, section: dict[str, Any], filtered: tuple[str, bytes],
+                  record: dict[str, Any]) -> dict[str, Any]:
+    """The gate record re-bound to the filter section and the filtered file — hashed from the bytes about to be
+    committed, not read back from disk."""
+    from finetune.hashing import FILTERED_FILE, bound_hashes
+    from finetune.spec import DataFilterSpec, load_spec
+
+    binding = DataFilterSpec(**section).model_dump(mode="json")  # as the spec will load it
+    hashes = bound_hashes(run_dir, load_spec(spec_path).reward_section(), data_filter=binding)
+    hashes[FILTERED_FILE] = hashlib.sha256(filtered[1]).hexdigest()  # the file is committed with the record
+    return {**record, "hashes": hashes, "dataset_filter": section}
+
+
+def _commit(spec_path: Path, run_dir: Path, outputs: dict[str, str | bytes], spec_files: dict[str, str | bytes],
+            record: dict[str, Any]) -> None:
+    """Every output and the gate record in one commit (``gate.write_gate_record``, the one gate writer): a kill
+    leaves the run entirely before or after the filter.
 
     A spec outside the run directory (``-o``) cannot join that commit; it is written after it, so a kill in
     between leaves a gate record binding a filter the spec does not name yet: the gate fails closed
     (`finetune data filter` again finishes it without re-sampling)."""
-    from finetune import commit
+    from finetune.inspect.gate import write_gate_record
 
-    if spec_path.parent.resolve() == run_dir.resolve():
-        commit.commit_files(run_dir, {**outputs, **spec_files})
-        return
-    from finetune import rundir
-
-    commit.commit_files(run_dir, {**outputs, rundir.GATE: spec_files.pop(rundir.GATE)})
-    for name, text in spec_files.items():
-        atomic.write_text(spec_path.with_name(name), str(text))
+    inside = spec_path.parent.resolve() == run_dir.resolve()
+    write_gate_record(run_dir, record, files={**outputs, **(spec_files if inside else {})})
+    if not inside:
+        for name, text in spec_files.items():
+            atomic.write_text(spec_path.with_name(name), str(text))
 
 
 def run_filter(spec_path: Path, run_dir: Path, *, k: int = DEFAULT_K, max_prompts: int | None = None,
@@ -546,5 +546,6 @@ def _finish(spec: RunSpec, spec_path: Path, run_dir: Path, a: _Assessed, fmt: st
     outputs: dict[str, str | bytes] = {filtered[0]: filtered[1], HISTOGRAM: histogram(before, after, k),
                                        FILTER_REPORT: report_md(summary),
                                        SUMMARY: jsonio.json_text(run_dir / SUMMARY, summary)}
-    _commit(spec_path, run_dir, outputs, _bound_files(spec_path, run_dir, section, filtered, record))
+    _commit(spec_path, run_dir, outputs, _spec_files(spec_path, section),
+            _bound_record(spec_path, run_dir, section, filtered, record))
     return summary

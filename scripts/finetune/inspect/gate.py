@@ -297,7 +297,7 @@ def evaluate(run_dir: str | Path, spec: RunSpec, rescore: bool = True, extra_rea
 Companions = Callable[[Record], tuple[Mapping[str, str], tuple[str, ...]]]
 
 
-def write_gate_record(run_dir: str | Path, record: dict[str, Any], files: Mapping[str, str] | None = None,
+def write_gate_record(run_dir: str | Path, record: dict[str, Any], files: Mapping[str, str | bytes] | None = None,
                       remove: tuple[str, ...] = ()) -> Path:
     """Write gate.json (a FAIL replaces an earlier PASS: the latest judgement holds) together with ``files``
     derived from it and without ``remove``, as one commit (:func:`finetune.commit.commit_files`)."""
