@@ -63,12 +63,11 @@ def demo_run(tmp_path_factory):
     share a temp root, so the first one runs the demo under a lock and the others read its record.
     """
     import fcntl
-    import io
     import json
+    import subprocess
+    import sys
 
-    from rich.console import Console
-
-    from finetune.demo import DemoResult, Phase, run_demo
+    from finetune.demo import DemoResult, Phase
 
     if not os.environ.get("PYTEST_XDIST_WORKER"):
         root = tmp_path_factory.mktemp("demo")
@@ -83,9 +82,17 @@ def demo_run(tmp_path_factory):
             result = DemoResult(out=out.resolve(), reader=record["reader"], facts=record["facts"],
                                 phases=[Phase(**p) for p in record["phases"]])
         else:
-            console = Console(file=io.StringIO(), width=160)
-            result = run_demo(out, reader="checker", console=console)
-            console_file.write_text(console.file.getvalue())
+            # a fresh interpreter: the demo's numbers must not depend on what other tests of this worker left
+            # behind in torch's global state (threads, deterministic-algorithm flags, seeds), which varies with
+            # how pytest-xdist happened to distribute the tests
+            env = {**os.environ, "COLUMNS": "160", "TERM": "dumb"}
+            proc = subprocess.run([sys.executable, "-m", "finetune", "demo", "--reader", "checker", "-o", str(out)],
+                                  capture_output=True, text=True, env=env, timeout=1800)
+            console_file.write_text(proc.stdout)
+            assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+            record = json.loads((out / "demo.json").read_text())
+            result = DemoResult(out=out.resolve(), reader=record["reader"], facts=record["facts"],
+                                phases=[Phase(**p) for p in record["phases"]])
     result.console_text = console_file.read_text()
     return result
 

@@ -7,14 +7,27 @@ import random
 
 import pytest
 
-from finetune import datafilter, demo_task
+from finetune import datafilter, demo, demo_task
 from finetune.datafilter import check_subset, dispersion, wilson
 
 
-@pytest.mark.parametrize("module", [datafilter, demo_task])
+@pytest.mark.parametrize("module", [datafilter, demo_task, demo])
 def test_doctests(module):
     result = doctest.testmod(module)
     assert result.attempted > 0 and result.failed == 0
+
+
+def test_bench_filter_sign_test(repo_root):
+    """The benchmark that carries the filter's effect claim prints a sign test over its seeds."""
+    import importlib.util
+
+    loaded = importlib.util.spec_from_file_location("bench_filter", repo_root / "benchmarks" / "bench_filter.py")
+    assert loaded is not None and loaded.loader is not None
+    bench = importlib.util.module_from_spec(loaded)
+    loaded.loader.exec_module(bench)
+    result = doctest.testmod(bench)
+    assert result.attempted > 0 and result.failed == 0
+    assert bench.sign_test_p(8, 8) < 0.05 < bench.sign_test_p(2, 2)  # two seeds can never show the effect
 
 
 def test_wilson_covers_the_rate_and_narrows_with_n():
