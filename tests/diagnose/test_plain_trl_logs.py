@@ -154,3 +154,18 @@ def test_no_variant_while_reward_and_length_rise_unexplained(grpo_runs, tmp_path
     decided = _doc(out2)
     assert decided["recommended_change"]["kind"] == "reward" and decided["recommended_change"]["reward"] == "r_len"
     assert decided["run"]["reward_roles_source"].startswith("--correctness; others assumed")
+
+
+def test_a_held_symptom_licenses_no_variant(tmp_path):
+    """config render's licence check (contract 6) skips a symptom whose variant diagnose held back."""
+    from types import SimpleNamespace
+
+    from finetune.config import _check_variant
+    from finetune.errors import CheckFailed
+
+    spec, dense = SimpleNamespace(variant="dapo"), SimpleNamespace(is_moe=False)
+    shown = {"symptoms": [{"name": "entropy_collapse"}]}
+    assert "entropy_collapse" in _check_variant(spec, dense, shown, tmp_path)
+    held = {"symptoms": [{"name": "entropy_collapse", "variant_held": "reward and length rise together"}]}
+    with pytest.raises(CheckFailed):
+        _check_variant(spec, dense, held, tmp_path)
