@@ -239,7 +239,10 @@ def _check_variant(spec: RunSpec, info: ModelInfo, diagnosis: dict[str, Any] | N
     if spec.variant == "gspo" and info.is_moe:
         return "the model is mixture-of-experts: GSPO from the start (contract 6)"
     symptom = VARIANT_SYMPTOM[spec.variant]
-    names = [s.get("name") for s in (diagnosis or {}).get("symptoms", []) if isinstance(s, dict)]
+    # a symptom whose variant diagnose held back (reward and length rising with no correctness reward known)
+    # licenses nothing until a correctness reward is named
+    names = [s.get("name") for s in (diagnosis or {}).get("symptoms", [])
+             if isinstance(s, dict) and not s.get("variant_held")]
     if symptom in names:
         return f"{run_dir / rundir.DIAGNOSIS} names the symptom '{symptom}'"
     carried = (diagnosis or {}).get("variant_licence")

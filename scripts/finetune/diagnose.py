@@ -374,6 +374,8 @@ class RunContext:
     minima: dict[str, float] = field(default_factory=dict)
     weights: dict[str, float] = field(default_factory=dict)
     roles_source: str | None = None
+    assumed: dict[str, str] = field(default_factory=dict)  # roles guessed from names (ROLE_STEMS)
+    unassumed: list[str] = field(default_factory=list)  # logged rewards whose role nothing says
     model: str | None = None
     model_info: Any = None
     model_source: str | None = None
@@ -474,6 +476,79 @@ def _spec_config(spec: RunSpec) -> dict[str, Any]:
     return cfg
 
 
+# Reward roles read off the logged names when nothing declares them (a plain TRL run: no spec, no
+# REWARD_META): word stems matched at the start of a word of the name (snake_case, kebab-case and
+# camelCase split). They cover TRL's accuracy_reward / think_format_reward and open-r1's format_reward,
+# tag_count_reward, len_reward, cosine_scaled_reward, soft_overlong_punishment. A name matching two roles
+# ("math_format") is left unassumed: guessing there could hide a hack behind a "correctness" reward.
+ROLE_STEMS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("correctness", re.compile(r"\b(?:accura|correct|exact|math|verif|pass|tests?\b)")),
+    ("format", re.compile(r"\b(?:format|tags?\b|xml|boxed)")),
+    ("shaping", re.compile(r"\b(?:length|len\b|verbos|cosine|overlong)")),
+)
+ASSUMED_ROLES = "assumed from the reward names (no spec or REWARD_META declares them)"
+ROLE_OVERRIDE = ("--correctness NAME (repeatable) names the correctness rewards instead of these guesses; "
+                 "--spec SPEC, or the run's rewards.py (REWARD_META) beside the log, declares every role")
+
+
+def role_from_name(name: str) -> str | None:
+    """The role a reward's name suggests (ROLE_STEMS), None when it suggests none or several."""
+    words = " ".join(re.findall(r"[a-z]+", re.sub(r"(?<=[a-z])(?=[A-Z])", " ", name).lower()))
+    roles = [role for role, stem in ROLE_STEMS if stem.search(words)]
+    return roles[0] if len(roles) == 1 else None
+
+
+def _assume_roles(ctx: RunContext, names: list[str], *, explicit: bool) -> None:
+    """Fill the roles of logged rewards nobody declared from their names; with --correctness, that flag
+    alone says which rewards are correctness (a name is then never guessed into that role)."""
+    for name in names:
+        if name in ctx.roles:
+            continue
+        role = role_from_name(name)
+        if role is not None and not (explicit and role == "correctness"):
+            ctx.roles[name] = role
+            ctx.assumed[name] = role
+        else:
+            ctx.unassumed.append(name)
+    if ctx.assumed:
+        ctx.roles_source = ASSUMED_ROLES if ctx.roles_source is None else f"{ctx.roles_source}; others {ASSUMED_ROLES}"
+
+
+def _read_roles(ctx: RunContext, log_file: Path, correctness: list[str] | None,
+                logged_rewards: set[str] | None) -> None:
+    """Reward roles: the spec > rewards.py's REWARD_META > --correctness > the names (ROLE_STEMS); only
+    names the logs carry count."""
+    meta_path = next((p for p in (ctx.run_dir / rundir.REWARDS, log_file.parent / rundir.REWARDS) if p.is_file()),
+                     ctx.run_dir / rundir.REWARDS)
+    meta = _reward_meta_from_rewards_py(meta_path) if meta_path.is_file() else None
+    for m in meta or []:
+        for src, dst in (("max", ctx.maxima), ("min", ctx.minima)):
+            if isinstance(m.get("name"), str) and isinstance(m.get(src), (int, float)):
+                dst[m["name"]] = float(m[src])
+    spec_names = [r.name for r in ctx.spec.rewards] if ctx.spec is not None else []
+    if ctx.spec is not None and spec_names and (logged_rewards is None or set(spec_names) & logged_rewards):
+        for r in ctx.spec.rewards:
+            ctx.roles[r.name] = r.effective_role
+            ctx.weights[r.name] = r.weight
+        ctx.roles_source = str(ctx.spec_path)
+    elif meta:
+        if spec_names:
+            ctx.notes.append(f"the spec's rewards ({', '.join(spec_names)}) are not in the logs: reward roles "
+                             f"taken from {meta_path} instead")
+        weights = ctx.config.get("reward_weights") or [1.0] * len(meta)
+        for m, w in zip(meta, weights):
+            if isinstance(m.get("name"), str):
+                ctx.roles[m["name"]] = str(m.get("role"))
+                ctx.weights[m["name"]] = float(w)
+        ctx.roles_source = f"{meta_path} (REWARD_META)"
+    if correctness:
+        for name in correctness:
+            ctx.roles[name] = "correctness"
+        ctx.roles_source = "--correctness"
+    if ctx.roles_source in (None, "--correctness") and logged_rewards:
+        _assume_roles(ctx, sorted(logged_rewards), explicit=bool(correctness))
+
+
 def load_context(run: Path, log_file: Path, spec_path: Path | None = None,
                  model: str | None = None, correctness: list[str] | None = None,
                  logged_rewards: set[str] | None = None) -> RunContext:
@@ -507,34 +582,7 @@ def load_context(run: Path, log_file: Path, spec_path: Path | None = None,
             ctx.notes.append("no grpo_config.yaml, training_args.bin or spec found: the current config is "
                              "unknown, so the recommended change is shown against the base GRPO recipe")
 
-    # reward roles: the spec > rewards.py's REWARD_META > --correctness; only names the logs carry count
-    meta_path = next((p for p in (ctx.run_dir / rundir.REWARDS, log_file.parent / rundir.REWARDS) if p.is_file()),
-                     ctx.run_dir / rundir.REWARDS)
-    meta = _reward_meta_from_rewards_py(meta_path) if meta_path.is_file() else None
-    for m in meta or []:
-        for src, dst in (("max", ctx.maxima), ("min", ctx.minima)):
-            if isinstance(m.get("name"), str) and isinstance(m.get(src), (int, float)):
-                dst[m["name"]] = float(m[src])
-    spec_names = [r.name for r in ctx.spec.rewards] if ctx.spec is not None else []
-    if ctx.spec is not None and spec_names and (logged_rewards is None or set(spec_names) & logged_rewards):
-        for r in ctx.spec.rewards:
-            ctx.roles[r.name] = r.effective_role
-            ctx.weights[r.name] = r.weight
-        ctx.roles_source = str(ctx.spec_path)
-    elif meta:
-        if spec_names:
-            ctx.notes.append(f"the spec's rewards ({', '.join(spec_names)}) are not in the logs: reward roles "
-                             f"taken from {meta_path} instead")
-        weights = ctx.config.get("reward_weights") or [1.0] * len(meta)
-        for m, w in zip(meta, weights):
-            if isinstance(m.get("name"), str):
-                ctx.roles[m["name"]] = str(m.get("role"))
-                ctx.weights[m["name"]] = float(w)
-        ctx.roles_source = f"{meta_path} (REWARD_META)"
-    if correctness:
-        for name in correctness:
-            ctx.roles[name] = "correctness"
-        ctx.roles_source = "--correctness"
+    _read_roles(ctx, log_file, correctness, logged_rewards)
 
     # the model: --model > the config's model_name_or_path > the spec's model > a config.json beside the logs
     ctx.model = model or ctx.config.get("model_name_or_path") or (ctx.spec.model if ctx.spec else None)
@@ -664,6 +712,31 @@ class Diagnoser:
         else the observed range; never 0 (finetune.watch.Rewards.scale)."""
         s = self.logs.get(key)
         return self.rewards().scale(key, {key: (s.steps, s.values)} if s is not None else {})
+
+    def unexplained_rise(self) -> dict[str, Any] | None:
+        """The total reward and the completion length both rising significantly while no reward is known to
+        be the correctness reward: learning and a length-paying reward look alike there, so no variant may
+        be recommended. None when a correctness reward is known or the two do not rise together."""
+        if self.correctness_keys():
+            return None
+        reward, length = self.logs.get(K_REWARD), self.logs.get(K_LENGTH)
+        if not (self.enough(reward) and self.enough(length)):
+            return None
+        rt, lt = trend(reward), trend(length)
+        gain = (rt["end"] - rt["start"]) / self.reward_scale(K_REWARD)
+        if not (rises(rt) and gain >= FLAT_GAIN and rises(lt)):
+            return None
+        names = sorted(n for n in (watch.reward_name(k) for k in self.logs.series) if n)
+        which = f" (logged: {', '.join(names)})" if names else ""
+        return {"evidence": {"reward_trend": rt, "reward_gain_over_scale": gain, "length_trend": lt},
+                "why": (f"the total reward ({rt['start']:.3g} → {rt['end']:.3g}) and the completion length "
+                        f"({lt['start']:.3g} → {lt['end']:.3g}) rise together and no reward is known to check "
+                        "correctness, so a length-paying reward cannot be told from learning"),
+                "decide": (f"to decide, pass --correctness NAME for the reward that checks the answer{which}, or "
+                           "--spec SPEC; no variant is recommended until then"),
+                "caveat": ("the total reward and the completion length rise together with no correctness reward "
+                           "identified: any variant a symptom would license is held back (a variant never fixes "
+                           "a reward that pays for length)")}
 
     def enough(self, s: Series | None) -> TypeGuard[Series]:
         return s is not None and len(s.finite()) >= MIN_POINTS
@@ -1088,6 +1161,56 @@ def _thresholds() -> dict[str, Any]:
 # ----------------------------------------------------------------------------------------------
 # the whole diagnosis
 
+# True of every TRL log, so it never changes a reading: kept in diagnosis.json, not printed.
+STANDING_CAVEAT = ("reward_std is the std over the whole batch, not within groups: it is not used to judge group "
+                   "variance")
+
+
+def held_variant(change: dict[str, Any], co_rise: dict[str, Any], current: str) -> dict[str, Any]:
+    """The change that replaces a variant while reward and length rise together with no correctness reward
+    to tell learning from a length-paying reward: no variant fixes a hacked reward, so none is recommended
+    until a correctness reward is named."""
+    return {"kind": "undecided", "addresses": change["addresses"], "variant": current, "kwargs": {},
+            "held_variant": change["variant"], "evidence": co_rise["evidence"], "why": co_rise["why"],
+            "action": co_rise["decide"]}
+
+
+def _held(symptom: dict[str, Any], change: dict[str, Any] | None) -> dict[str, Any]:
+    """A symptom whose variant is held back says so: it licenses no variant (config render reads this)."""
+    if change is not None and change["kind"] == "undecided" and symptom["name"] == change["addresses"]:
+        symptom["variant_held"] = change["why"]
+    return symptom
+
+
+def assumed_roles(ctx: RunContext) -> dict[str, Any] | None:
+    """The roles guessed from reward names, the rewards left without one, and how to override them."""
+    if not ctx.assumed and not (ctx.unassumed and not any(r == "correctness" for r in ctx.roles.values())):
+        return None
+    return {"roles": dict(ctx.assumed), "unassumed": list(ctx.unassumed), "override": ROLE_OVERRIDE}
+
+
+def terminal_lines(doc: dict[str, Any]) -> list[str]:
+    """What `finetune diagnose` prints: verdict, symptoms, the change, the roles it assumed (and how to
+    override them) and every caveat that changes the reading (all but STANDING_CAVEAT)."""
+    lines = [f"{doc['verdict']}: {doc['headline']}"]
+    lines += [f"  - {s['name']}: {s['summary']}" for s in doc["symptoms"]]
+    change = doc["recommended_change"]
+    if change and change["kwargs"]:
+        lines.append("  change: " + ", ".join(f"{k}: {v['from']!r} -> {v['to']!r}"
+                                              for k, v in change["kwargs"].items()))
+    assumed = doc.get("assumed_roles")
+    if assumed:
+        named = ", ".join(f"{n} = {r}" for n, r in assumed["roles"].items())
+        none = f"no role for {', '.join(assumed['unassumed'])}" if assumed["unassumed"] else ""
+        lines.append(f"reward roles assumed from their names: {'; '.join(x for x in (named, none) if x)}"
+                     if named else f"reward roles: nothing declares them and no name suggests one ({none})")
+        lines.append(f"  override: {assumed['override']}")
+    caveats = [c for c in doc["caveats"] if c != STANDING_CAVEAT]
+    if caveats:
+        lines.append("caveats (they change how to read this diagnosis):")
+        lines += [f"  - {c}" for c in caveats]
+    return lines
+
 
 def diagnose(run: str | Path, *, spec: str | Path | None = None, model: str | None = None,
              correctness: list[str] | None = None) -> tuple[dict[str, Any], Logs, RunContext, list[Finding]]:
@@ -1111,7 +1234,14 @@ def diagnose(run: str | Path, *, spec: str | Path | None = None, model: str | No
     if verdict != "symptom":
         variant, change = current, None
     stay = "GRPO" if current == "grpo" else current
-    if change is None:
+    co_rise = d.unexplained_rise()
+    if change is not None and change["kind"] == "variant" and co_rise is not None \
+            and change["addresses"] != MOE_WITHOUT_GSPO:
+        variant, change = current, held_variant(change, co_rise, current)
+    if change is not None and change["kind"] == "undecided":
+        headline = (f"stay on {stay}: {change['addresses']} shows, but {change['why']}; "
+                    f"{change['action']}")
+    elif change is None:
         headline = (f"stay on {stay}: no symptom in the logs, so no variant is warranted (never pre-emptively)"
                     if verdict == "healthy" else
                     f"stay on {stay}: too little to judge ({len(logs.entries)} logged steps; "
@@ -1125,16 +1255,20 @@ def diagnose(run: str | Path, *, spec: str | Path | None = None, model: str | No
         headline = f"stay on {stay}; fix {change['addresses']} first"
     from finetune import __version__
 
+    caveats = d.caveats + ([co_rise["caveat"]] if co_rise is not None else [])
+    if co_rise is not None and (change is None or change["kind"] != "undecided"):
+        headline += f" — but {co_rise['why']}: {co_rise['decide']}"
+
     doc = {
         "verdict": verdict,
         "headline": headline,
-        "symptoms": [f.symptom() for f in symptoms],
+        "symptoms": [_held(f.symptom(), change) for f in symptoms],
         "recommended_variant": variant,
         "recommended_change": _r(change, 6) if change else None,
         "checks": [{"name": f.name, "status": f.status, "why": f.why, "priority": PRIORITY.index(f.name) + 1,
                     "remedy": remedy_text(f.name), "detects": DETECTOR[f.name].doc} for f in findings],
-        "caveats": d.caveats + ["reward_std is the std over the whole batch, not within groups: it is not used "
-                                "to judge group variance"],
+        "caveats": list(dict.fromkeys(caveats)) + [STANDING_CAVEAT],
+        "assumed_roles": assumed_roles(ctx),
         "run": {
             "log": str(logs.source), "logged_steps": len(logs.entries),
             "first_step": logs.steps[0], "last_step": logs.steps[-1], "run_dir": str(ctx.run_dir),

@@ -247,7 +247,149 @@ def pitfall_rows() -> list[dict]:
         (b, "$\\boxed{١٢٠٠}$", "1200", True, "Arabic-Indic digits"),
         (b, "$\\boxed{1200.0}$", "1,200", True, "decimal vs comma gold"),
     ])
+    rows += unit_rows() + decimal_rows() + rejected_rows()
     return rows
+
+
+# Instruct-model closing styles the three families below are written in (Qwen2.5-Math, Llama-3, GPT-4o,
+# DeepSeek-R1): the same answer appears in each, so a rule that depends on the style shows.
+def _styled(i: int, work: str, box: str, tail: str = "") -> str:
+    styles = (
+        lambda: f"{work}\n\nTherefore, the final answer is $\\boxed{{{box}}}$.{tail}",
+        lambda: f"## Step 1: Set up\n{work}\n\nThe final answer is: $\\boxed{{{box}}}${tail}",
+        lambda: f"{work}\n\n**Answer:** \\(\\boxed{{{box}}}\\){tail}",
+        lambda: f"<think>\n{work}\n</think>\n\n{work.split('.')[0]}, so the answer is $\\boxed{{{box}}}$.{tail}",
+    )
+    return styles[i % len(styles)]()
+
+
+def unit_rows() -> list[dict]:
+    """An answer in another unit than the gold's: math-verify's NormalizationConfig(units=True) drops unit words,
+    so the same number in another unit of the same quantity passed; the same quantity converted exactly is right."""
+    b = "boxed_math"
+    # (gold, wrong answer: same number / wrong conversion / other quantity, why; right answer in another form, why)
+    pairs = [
+        ("5 \\text{ cm}", "5 \\text{ m}", "5 m is 100 times 5 cm", "5 \\text{ centimeters}", "the same unit spelled out"),
+        ("2000 \\text{ m}", "2000 \\text{ km}", "2000 km is 1000 times 2000 m", "2 \\text{ km}", "2 km = 2000 m exactly"),
+        ("1.5 \\text{ hours}", "1.5 \\text{ minutes}", "1.5 minutes is not 1.5 hours", "90 \\text{ minutes}",
+         "90 min = 1.5 h exactly"),
+        ("3 \\text{ kg}", "3 \\text{ g}", "3 g is a thousandth of 3 kg", "3000 \\text{ g}", "3000 g = 3 kg exactly"),
+        ("12 \\text{ inches}", "12 \\text{ feet}", "12 feet is 144 inches", "1 \\text{ foot}", "1 ft = 12 in exactly"),
+        ("45 \\text{ minutes}", "45 \\text{ seconds}", "45 s is not 45 min", "2700 \\text{ seconds}",
+         "2700 s = 45 min exactly"),
+        ("250 \\text{ mL}", "250 \\text{ L}", "250 L is 1000 times 250 mL", "0.25 \\text{ L}", "0.25 L = 250 mL exactly"),
+        ("60 \\text{ km/h}", "60 \\text{ m/s}", "60 m/s is 216 km/h", "60 \\text{ kilometers per hour}",
+         "the same unit spelled out"),
+        ("50 \\text{ cents}", "50 \\text{ dollars}", "50 dollars is 100 times 50 cents", "0.5 \\text{ dollars}",
+         "0.50 dollars = 50 cents exactly"),
+        ("8 \\text{ cm}^2", "8 \\text{ m}^2", "8 m^2 is 10000 times 8 cm^2", "800 \\text{ mm}^2",
+         "800 mm^2 = 8 cm^2 exactly"),
+        ("3 \\text{ km}", "3 \\text{ kg}", "a mass is not a distance", "3\\,\\text{km}", "thin space before the unit"),
+        ("20 \\text{ minutes}", "20 \\text{ meters}", "a length is not a duration", "20",
+         "a bare number: the question set the unit"),
+        ("7 \\text{ feet}", "7 \\text{ yards}", "7 yards is 21 feet", "84 \\text{ inches}", "84 in = 7 ft exactly"),
+        ("2.5 \\text{ kg}", "2500 \\text{ kg}", "2.5 kg converted the wrong way", "2500 \\text{ g}",
+         "2500 g = 2.5 kg exactly"),
+        ("90 \\text{ minutes}", "1.2 \\text{ hours}", "1.2 h is 72 minutes, not 90", "1.5 \\text{ hours}",
+         "1.5 h = 90 min exactly"),
+        ("4 \\text{ miles}", "4 \\text{ km}", "4 km is about 2.5 miles", "4 \\text{ mi}", "the unit's abbreviation"),
+        ("36 \\text{ inches}", "36 \\text{ cm}", "36 cm is about 14 inches", "3 \\text{ feet}", "3 ft = 36 in exactly"),
+        ("100 \\text{ seconds}", "100 \\text{ minutes}", "100 minutes is 6000 seconds", "100 \\text{ s}",
+         "the unit's symbol"),
+    ]
+    work = "Converting each quantity to the same unit and combining the given values step by step gives the result"
+    rows = []
+    for i, (gold, wrong, why_wrong, right, why_right) in enumerate(pairs):
+        rows.append((b, _styled(i, work + ".", wrong), gold, False, f"other unit: {why_wrong}"))
+        rows.append((b, _styled(i + 1, work + ".", right), gold, True, f"same quantity: {why_right}"))
+    rows.append((b, _styled(0, work + ".", "36 \\text{ inches}"), "36", True,
+                 "the gold has no unit: a unit in the answer is not a hedge"))
+    return _fam("pit:unit_mismatch", "math-verify NormalizationConfig(units=True) removes unit words before "
+                "comparing (Math-Verify README, 'units')", rows)
+
+
+def decimal_rows() -> list[dict]:
+    """A different decimal value: math-verify's default float_rounding=6 rounds both sides to 6 decimal places,
+    so a value differing in a late significant digit passed; the same value written differently is right."""
+    b = "boxed_math"
+    pairs = [  # gold, a value that differs in a late digit, the same value in another form
+        ("3.1415927", "3.1415929", "3.14159270"), ("2.7182818", "2.7182813", "2.71828180"),
+        ("1.4142136", "1.4142133", "1.414213600"), ("0.3333333", "0.3333331", ".3333333"),
+        ("12.0000011", "12.0000014", "12.0000011"), ("5", "5.0000001", "5.0"), ("100", "100.0000004", "100.00"),
+        ("0.1234567", "0.1234568", "1.234567 \\times 10^{-1}"), ("9.8696044", "9.8696041", "9.8696044"),
+        ("1.7320508", "1.7320504", "1.7320508000"), ("2.2360680", "2.2360677", "2.236068"),
+        ("6.2831853", "6.2831850", "6.283\\,185\\,3"), ("0.7071068", "0.7071066", "0.70710680"),
+        ("42", "42.0000003", "42.0"), ("1000000.5", "1000000.4999999", "1{,}000{,}000.5"),
+        ("0.6931472", "0.6931469", "0.69314720"), ("0.0000125", "0.0000126", "1.25 \\times 10^{-5}"),
+    ]
+    work = "Carrying every digit through the computation and rounding only at the end gives the value"
+    rows = []
+    for i, (gold, wrong, right) in enumerate(pairs):
+        rows.append((b, _styled(i, work + ".", wrong), gold, False,
+                     f"{wrong} is another value than {gold} (they differ in a late significant digit)"))
+        rows.append((b, _styled(i + 1, work + ".", right), gold, True, f"{right} is {gold} written another way"))
+    return _fam("pit:decimal_tolerance", "math-verify verify(float_rounding=6): both floats rounded to 6 decimal "
+                "places before comparing (math_verify.grader.sympy_numeric_eq)", rows)
+
+
+def rejected_rows() -> list[dict]:
+    """A boxed value the completion's own words reject is not its final answer; a negation about another value,
+    or about something else, leaves the box standing."""
+    b = "boxed_math"
+    work = "Each of the 4 rows holds 3 seats, so counting the seats row by row gives 4 \\times 3"
+    rejected = [
+        ("Thus the answer is $\\boxed{12}$.\n\nWait, checking: 12 \\times 3 = 36 \\neq 45, so it is not 12.",
+         "'so it is not 12' rejects the box"),
+        ("Therefore, $x$ cannot be $\\boxed{12}$.", "'cannot be \\boxed{12}'"),
+        ("The final answer is $\\boxed{12}$. However, 12 is not the correct answer, since it fails the second "
+         "condition.", "'12 is not the correct answer'"),
+        ("**Answer:** $\\boxed{12}$\n\nHmm, 12 does not satisfy the last constraint, so 12 is wrong.", "'12 is wrong'"),
+        ("The count is $\\boxed{12}$. But 12 can't be right, since the total must be odd.", "'12 can't be right'"),
+        ("The answer is $\\boxed{12}$, but this is not correct: substituting back gives 13 on the left.",
+         "'this is not correct' right after the box"),
+        ("So $x = \\boxed{12}$? No, 12 is not a solution, since the denominator vanishes there.",
+         "'12 is not a solution'"),
+        ("We can rule out $\\boxed{12}$ because it is even.", "the box is what is ruled out"),
+        ("Hence the number of ways is not $\\boxed{12}$, as the two orders are the same.", "'is not \\boxed{12}'"),
+        ("The final answer is: $\\boxed{12}$\n\nActually no, it isn't 12 — I counted the corner seat twice.",
+         "'it isn't 12'"),
+        ("This gives $\\boxed{12}$. That can't be the answer, since 12 > 10 violates the bound.",
+         "'That can't be the answer'"),
+        ("I get $\\boxed{12}$, which is wrong.", "'which is wrong' right after the box"),
+        ("$\\boxed{12}$, no, 12 is impossible here because $n$ must be odd.", "'12 is impossible'"),
+        ("Answer: $\\boxed{12}$ (this is incorrect; the correct count is 15)", "'this is incorrect'"),
+        ("The sum is $\\boxed{12}$. But we need the product, so 12 is not the answer.", "'12 is not the answer'"),
+        ("Therefore $n = \\boxed{12}$ is ruled out, and no valid $n$ exists.", "the box itself is ruled out"),
+        ("The result would be $\\boxed{12}$; however the answer cannot be 12 because the seats are shared.",
+         "'the answer cannot be 12'"),
+    ]
+    kept = [
+        ("So the answer is $\\boxed{12}$, not 15.", "'not 15' rejects another value"),
+        ("It is not 15; it is $\\boxed{12}$.", "the negation is about 15"),
+        ("The final answer is $\\boxed{12}$. Note that 12 is not prime, which is why the pairing works.",
+         "'not prime' is a property, not a rejection"),
+        ("$\\boxed{12}$ is correct: substituting back gives 36 = 36.", "the completion confirms its box"),
+        ("The answer cannot be 13 (odd), so it is $\\boxed{12}$.", "13 is the value rejected"),
+        ("The seats are $\\boxed{12}$. This is not a coincidence: each row has the same size.",
+         "'not a coincidence' is no rejection"),
+        ("We rule out 13 and 14, leaving $\\boxed{12}$.", "13 and 14 are ruled out"),
+        ("It's not hard to see that the answer is $\\boxed{12}$.", "'not hard' is about the reasoning"),
+        ("Since $x \\neq 3$, we get $x = \\boxed{12}$.", "\\neq applies to 3"),
+        ("The final answer is: $\\boxed{12}$\n\nI double-checked: 12 is indeed the correct answer, not 21.",
+         "the check confirms 12 and rejects 21"),
+        ("**Answer:** $\\boxed{12}$\n\n(Not 12.5: the count must be a whole number.)", "12.5 is the value rejected"),
+        ("The answer is $\\boxed{12}$. Is it 13? No, it is not 13.", "13 is the value rejected"),
+        ("It cannot be less than 12, and 12 works, so the answer is $\\boxed{12}$.", "a bound, then the box"),
+        ("Therefore, the final answer is $\\boxed{12}$. (The answer is not affected by the order of the rows.)",
+         "'not affected' is no rejection"),
+        ("The answer is $\\boxed{12}$, which is not divisible by 5, as required.", "'not divisible' is a property"),
+        ("The answer is not 5 but $\\boxed{12}$.", "'not 5 but' turns to the box"),
+        ("So it is $\\boxed{12}$. That is not surprising, since 4 \\times 3 = 12.", "'not surprising' confirms it"),
+    ]
+    rows = [(b, f"{work}.\n\n{text}", "12", False, f"the completion rejects its box: {why}") for text, why in rejected]
+    rows += [(b, f"{work}.\n\n{text}", "12", True, f"the box stands: {why}") for text, why in kept]
+    return _fam("pit:rejected_box", "reward hacking reports of boxed answers disowned in the text (a grader reading "
+                "only the box credits an answer the model itself calls wrong)", rows)
 
 
 def main() -> None:

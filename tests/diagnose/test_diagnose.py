@@ -250,17 +250,20 @@ def test_jsonl_log_in_the_run_dir(run_copy, cli):
 
 def test_correctness_role_needed_for_length_drift(grpo_runs, tmp_path, cli):
     history = json.loads((grpo_runs["length"] / "train" / "trainer_state.json").read_text())["log_history"]
+    # reward names that suggest no role (finetune.diagnose.ROLE_STEMS would read "correctness" as one)
+    text = "".join(json.dumps(e) + "\n" for e in history)
+    text = text.replace("rewards/correctness/", "rewards/r_answer/").replace("rewards/verbosity/", "rewards/r_paid/")
     log = tmp_path / "bare.jsonl"  # no spec, config or rewards.py beside it
-    log.write_text("".join(json.dumps(e) + "\n" for e in history))
+    log.write_text(text)
     assert cli("diagnose", log).code == 0
     doc = _diagnosis(tmp_path)
     assert _check(doc, "length_drift")["status"] == "not_evaluated"
     assert _check(doc, "reward_hacking")["status"] == "not_evaluated"
     assert any("correctness" in c for c in doc["caveats"])
-    assert cli("diagnose", log, "--correctness", "correctness").code == 0
+    assert cli("diagnose", log, "--correctness", "r_answer").code == 0
     doc = _diagnosis(tmp_path)
     assert "length_drift" in _names(doc) and doc["run"]["reward_roles_source"] == "--correctness"
-    assert next(s for s in doc["symptoms"] if s["name"] == "reward_hacking")["evidence"]["carrier"] == "verbosity"
+    assert next(s for s in doc["symptoms"] if s["name"] == "reward_hacking")["evidence"]["carrier"] == "r_paid"
 
 
 def test_reward_meta_beside_the_log_names_the_correctness_reward(grpo_runs, tmp_path, cli):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -95,3 +97,56 @@ def test_never_raises(text):
         values, reason = answers.final_answers(text, how)
         assert reason in answers.REASONS
         assert answers.format_reason(text, how) in answers.REASONS
+
+
+@pytest.mark.parametrize(("text", "reason"), [
+    ("$\\boxed{12}$\n\nWait, checking: 12 \\times 3 = 36 \\neq 45, so it is not 12.", "rejected"),
+    ("Therefore, $x$ cannot be $\\boxed{12}$.", "rejected"),
+    ("The answer is not \\boxed{12} but we still need to check.", "rejected"),
+    ("$\\boxed{12}$. However, 12 is not the correct answer.", "rejected"),
+    ("I get $\\boxed{12}$, which is wrong.", "rejected"),
+    ("This gives $\\boxed{12}$. That can\u2019t be the answer.", "rejected"),  # typographic apostrophe
+    ("$\\boxed{12}$ is ruled out.", "rejected"),
+    ("So the answer is $\\boxed{12}$, not 15.", "ok"),
+    ("It is not 15; it is $\\boxed{12}$.", "ok"),
+    ("$\\boxed{12}$. Note that 12 is not prime.", "ok"),
+    ("It's not hard to see that the answer is $\\boxed{12}$.", "ok"),
+    ("$\\boxed{12}$. This is not a coincidence.", "ok"),
+    ("$\\boxed{12}$\n\n(Not 12.5: a whole number.)", "ok"),
+])
+def test_a_box_its_own_words_reject(text, reason):
+    values, why = answers.final_answers(text, "boxed")
+    if reason == "ok":
+        assert (values, why) == (["12"], "ok")
+    else:  # "which is wrong" is also a retraction cue: either refusal is the reading
+        assert values == [] and why in ("rejected", "retraction")
+
+
+@pytest.mark.parametrize(("value", "number", "quantity", "size"), [
+    ("5 \\text{ cm}", "5", (("length", 1),), Fraction(1, 100)),
+    ("2\\,\\text{km}", "2", (("length", 1),), Fraction(1000)),
+    ("90 minutes", "90", (("time", 1),), Fraction(60)),
+    ("8 \\text{ cm}^2", "8", (("length", 2),), Fraction(1, 10000)),
+    ("60 \\text{ km/h}", "60", (("length", 1), ("time", -1)), Fraction(5, 18)),
+    ("30 miles per hour", "30", (("length", 1), ("time", -1)), Fraction(1397, 3125)),
+    ("\\frac{1}{2} \\text{ kg}", "\\frac{1}{2}", (("mass", 1),), Fraction(1000)),
+])
+def test_split_unit(value, number, quantity, size):
+    assert answers.split_unit(value) == (number, (quantity, size))
+
+
+@pytest.mark.parametrize("value", ["42 pages", "12", "x = 5 m", "3 \\text{ or } 4 m", "12 in total", "7 \\%"])
+def test_no_unit_of_the_table(value):
+    assert answers.split_unit(value) is None
+
+
+def test_exact_unit_conversion():
+    assert answers.in_unit("2", Fraction(1000)) == "2000"
+    assert answers.in_unit("1", Fraction(1, 3)) == "\\frac{1}{3}"
+    assert answers.in_unit("0.25", Fraction(1000)) == "250"
+    assert answers.in_unit("\\frac{1}{2}", Fraction(1000)) == "\\left(\\frac{1}{2}\\right) \\cdot 1000"
+
+
+def test_decimal_digits_grouped_in_threes():
+    assert answers.canonical_number("6.283\\,185\\,3") == "6.2831853"
+    assert answers.normalise_latex("6.283\\,185\\,3") == "6.2831853"

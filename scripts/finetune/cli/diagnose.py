@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from finetune.diagnose import apply_variant, diagnose_and_write
+from finetune.diagnose import apply_variant, diagnose_and_write, terminal_lines
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -27,12 +27,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     doc, target, ctx = diagnose_and_write(args.run, out=args.out, spec=args.spec, model=args.model,
                                           correctness=args.correctness, for_apply=args.apply)
-    print(f"{doc['verdict']}: {doc['headline']}")
-    for s in doc["symptoms"]:
-        print(f"  - {s['name']}: {s['summary']}")
-    change = doc["recommended_change"]
-    if change and change["kwargs"]:
-        print("  change: " + ", ".join(f"{k}: {v['from']!r} -> {v['to']!r}" for k, v in change["kwargs"].items()))
+    print("\n".join(terminal_lines(doc)))
     print(f"wrote {target}/ (diagnosis.json, report.md, curves.png)")
     if args.apply:
         result = apply_variant(ctx, doc, no_gate=args.no_gate)

@@ -386,6 +386,17 @@ READING_RULES = (
      "`42 pages`) is not a hedge, and a fraction `3/4` is not an alternative.", "A hedge is never correct."),
     ("A retraction after the container (\"no wait, it is 6\", \"that is wrong\") voids it; a re-check that lands on "
      "the same value does not.", "The model's last word is the answer a reader takes."),
+    ("A boxed value the completion's own words reject scores 0 (`rejected`): \"so it is not 12\", \"12 is not the "
+     "answer\", \"which is wrong\", `the answer is not \\boxed{12}`; a negation of another value "
+     "(`\\boxed{12}, not 15`) or of something else (\"12 is not prime\") leaves it standing.",
+     "An answer the model itself disowns is not its final answer."),
+    ("Units (`math`): an answer and a gold that both carry a unit of length, mass, time, volume or money (and their "
+     "powers and ratios: `cm^2`, `km/h`) must measure the same quantity (else `unit_mismatch`); another unit of "
+     "that quantity is converted exactly (`2 km` = `2000 m`, `90 minutes` = `1.5 hours`), so `5 m` is not `5 cm`.",
+     "math-verify drops unit words: the same number in another unit would pass."),
+    ("Two plain decimals (`math`) are equal only when they are the same value (`3.14159270` = `3.1415927`, "
+     "`1.25 \\times 10^{-5}` = `0.0000125`); math-verify's 6-decimal rounding is not used for them, so "
+     "`3.1415929` is not `3.1415927`.", "A value that differs in a late significant digit is another value."),
     ("Numbers: `3\\,600`, `3{,}600`, `3 600`, `3,600`, `3600.0`, `3.6e3`, `3.6 \\times 10^3` and Unicode digits equal "
      "3600; `\\frac13`, `\\sqrt3`, `\\tfrac12` are expanded.",
      "These are spellings of one value, not different answers."),

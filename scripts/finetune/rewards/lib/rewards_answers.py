@@ -11,7 +11,10 @@ The rules (each one has a reason id; ``REASONS`` says what it means, the reward 
 * Several containers with different values are a hedge; the same value twice is fine.
 * A container naming more than one candidate (``or``, ``\\text{ or }``, "either", a parenthetical
   alternative, word/word alternatives) is a hedge.
-* A retraction after the final container ("... no wait, it is 6") voids it.
+* A retraction after the final container ("... no wait, it is 6") voids it, and so do the completion's
+  own words rejecting the boxed value ("so it is not 12", "12 is incorrect", "the answer is not \\boxed{12}").
+* A unit on both the answer and the gold must measure the same quantity; an answer in another unit of
+  that quantity is converted exactly (``2 km`` = ``2000 m``; ``5 m`` is not ``5 cm``).
 * Number forms are normalised: thin-space / ``{,}`` / space / comma thousands, ``3600.0``,
   ``3.6e3``, Unicode digits; TeX shorthand ``\\frac13``, ``\\sqrt3``, ``\\tfrac12`` is expanded.
 """
@@ -22,6 +25,7 @@ import decimal
 import re
 import unicodedata
 from collections.abc import Callable
+from fractions import Fraction
 
 # reason id -> what it means (the gate groups disagreements by these ids)
 REASONS = {
@@ -33,6 +37,9 @@ REASONS = {
     "several_values": "several answer containers with different values (a hedge)",
     "hedge_or": "the final answer names alternatives ('or', 'either', '/' or a parenthetical alternative)",
     "retraction": "the completion retracts its final answer after the container ('no wait, ...')",
+    "rejected": "the completion's own words reject its final answer ('so it is not 12', 'the answer is not "
+                "\\boxed{12}')",
+    "unit_mismatch": "the answer's unit measures another quantity than the gold's unit",
 }
 
 # ([(content, end offset)], closed): the containers found in a text, and whether the last one closes
@@ -195,9 +202,17 @@ def ascii_digits(value: str) -> str:
     return "".join(out)
 
 
+_DECIMAL_GROUPS = re.compile(r"(?<=\.)\d{3}(?:(?:\\,|[\u2009\u202f])\d{1,3})+(?!\d)")
+
+
+def join_decimal_groups(value: str) -> str:
+    return _DECIMAL_GROUPS.sub(lambda m: re.sub(r"\\,|[\u2009\u202f]", "", m.group(0)), value)
+
+
 def canonical_number(value: str) -> str | None:
-    """'3,600', '3\\,600', '3 600', '3600.0', '3.6e3', '3.6 \\times 10^3' -> '3600'; None if not one number."""
-    value = _THOUSANDS.sub("", ascii_digits(value.strip()).rstrip("."))
+    """'3,600', '3\\,600', '3 600', '3600.0', '3.6e3', '3.6 \\times 10^3' -> '3600'; None if not one number.
+    Digits after the point grouped in threes by thin spaces (SI style, '6.283\\,185\\,3') are joined too."""
+    value = _THOUSANDS.sub("", join_decimal_groups(ascii_digits(value.strip()).rstrip(".")))
     if len(value) > 80:
         return None
     match = _SCI.match(value)
@@ -254,7 +269,7 @@ def unwrap(value: str, keep_text: bool = False) -> str:
 
 def normalise_latex(value: str) -> str:
     """Digits, thousands separators and TeX shorthand normalised (the value is still LaTeX)."""
-    value = ascii_digits(value)
+    value = join_decimal_groups(ascii_digits(value))
     value = _LATEX_THOUSANDS.sub("", value)
     value = _SHORT_FRAC.sub(r"\\frac{\1}{\2}", value)
     value = _SHORT_FRAC1.sub(r"\\frac{\1}\2", value)
@@ -283,6 +298,102 @@ def strip_units(value: str) -> str:
     return stripped or value
 
 
+# ------------------------------------------------------------------------------------ units --
+
+# unit -> (quantity, size in the quantity's base unit), every size exact (the inch is 2.54 cm by definition,
+# the pound 0.45359237 kg). A unit outside this table is never converted: the answer is read as before.
+_UNIT_SIZES: dict[str, tuple[str, Fraction]] = {}
+_UNIT_TABLE: dict[str, dict[tuple[str, ...], Fraction]] = {
+    "length": {("mm", "millimeter", "millimetre"): Fraction(1, 1000), ("cm", "centimeter", "centimetre"):
+               Fraction(1, 100), ("m", "meter", "metre"): Fraction(1), ("km", "kilometer", "kilometre"): Fraction(1000),
+               ("in", "inch", "inche"): Fraction(254, 10000), ("ft", "foot", "feet"): Fraction(3048, 10000),
+               ("yd", "yard"): Fraction(9144, 10000), ("mi", "mile"): Fraction(1609344, 1000)},
+    "mass": {("mg", "milligram"): Fraction(1, 1000), ("g", "gram"): Fraction(1), ("kg", "kilogram"): Fraction(1000),
+             ("tonne",): Fraction(10**6), ("lb", "lbs", "pound"): Fraction(45359237, 10**5),
+             ("oz", "ounce"): Fraction(28349523125, 10**9)},
+    "time": {("ms", "millisecond"): Fraction(1, 1000), ("s", "sec", "second"): Fraction(1),
+             ("min", "minute"): Fraction(60), ("h", "hr", "hour"): Fraction(3600), ("day",): Fraction(86400),
+             ("week", "wk"): Fraction(604800)},
+    "volume": {("ml", "mL", "milliliter", "millilitre"): Fraction(1, 1000), ("l", "L", "liter", "litre"): Fraction(1)},
+    "money": {("cent", "¢"): Fraction(1, 100), ("dollar",): Fraction(1)},
+}
+for _quantity, _sizes in _UNIT_TABLE.items():
+    for _names, _size in _sizes.items():
+        for _name in _names:
+            _UNIT_SIZES[_name] = (_quantity, _size)
+
+Unit = tuple[tuple[tuple[str, int], ...], Fraction]  # ((quantity, power), ...) sorted, and its size
+_LATEX_TEXT = re.compile(r"\\(?:text|textnormal|textrm|mathrm|mbox|operatorname)\s*\{([^{}]*)\}")
+_UNIT_SPLIT = re.compile(r"^(?P<number>.*?(?:[\d}]|\\pi))\s*(?P<unit>[A-Za-z¢][A-Za-z\s./^\d²³{}-]*)$")
+_POWER = re.compile(r"^(?P<name>[A-Za-z¢]+)(?:\^\{?(?P<exp>[23])\}?|(?P<sup>[²³]))?$")
+
+
+def _unit_word(word: str) -> tuple[str, Fraction] | None:
+    for name in (word, word.lower(), word[:-1] if word.endswith("s") and len(word) > 3 else word,
+                 word.lower()[:-1] if word.lower().endswith("s") and len(word) > 3 else word.lower()):
+        if name in _UNIT_SIZES:
+            return _UNIT_SIZES[name]
+    return None
+
+
+def _parse_unit(text: str) -> Unit | None:
+    """'km', 'meters', 'cm^2', 'square feet', 'km/h', 'miles per hour' -> (quantity powers, size); None if any
+    word is not a unit of the table."""
+    text = re.sub(r"\bper\b", "/", text.replace("\\", " ").strip().rstrip("."))
+    text = re.sub(r"\b(?:square|sq\.?)\s+([A-Za-z]+)", r"\1^2", text)
+    text = re.sub(r"\bcubic\s+([A-Za-z]+)", r"\1^3", text)
+    powers: dict[str, int] = {}
+    size = Fraction(1)
+    for sign, part in zip((1, -1), text.split("/", 1)):
+        words = part.split()
+        if not words:
+            return None
+        for word in words:
+            m = _POWER.match(word)
+            found = _unit_word(m.group("name")) if m else None
+            if m is None or found is None:
+                return None
+            exp = int(m.group("exp") or {"²": 2, "³": 3}.get(m.group("sup") or "", 1)) * sign
+            powers[found[0]] = powers.get(found[0], 0) + exp
+            size *= found[1] ** exp
+    return tuple(sorted((q, e) for q, e in powers.items() if e)), size
+
+
+def split_unit(value: str) -> tuple[str, Unit] | None:
+    """(number, unit) when ``value`` is a number-like expression followed by a unit of the table
+    ('2\\,\\text{km}', '90 minutes', '3 \\mathrm{cm}^2'); None otherwise (no unit, or one not in the table)."""
+    plain = _LATEX_TEXT.sub(r" \1 ", unwrap(value, keep_text=True))
+    plain = re.sub(r"\s+(?=\^)", "", re.sub(r"\\[,;:! ]|~", " ", plain).replace("$", "")).strip()
+    m = _UNIT_SPLIT.match(plain)
+    if m is None or re.search(r"[A-Za-z]", re.sub(r"\\[A-Za-z]+", "", m.group("number"))):
+        return None
+    unit = _parse_unit(m.group("unit"))
+    return (m.group("number").strip(), unit) if unit is not None and unit[0] else None
+
+
+def in_unit(number: str, size: Fraction) -> str:
+    """``number`` (a number or a LaTeX expression) multiplied by the exact factor ``size``."""
+    plain = canonical_number(number)
+    if plain is not None:
+        exact = Fraction(plain) * size
+        if not _terminates(exact):
+            return f"\\frac{{{exact.numerator}}}{{{exact.denominator}}}"
+        with decimal.localcontext() as context:
+            context.prec = 128  # a terminating fraction of <= 80-digit numbers: exact at this precision
+            written = str(decimal.Decimal(exact.numerator) / exact.denominator)
+        return canonical_number(written) or written
+    factor = str(size.numerator) if size.denominator == 1 else f"\\frac{{{size.numerator}}}{{{size.denominator}}}"
+    return f"\\left({number}\\right) \\cdot {factor}"
+
+
+def _terminates(x: Fraction) -> bool:
+    d = x.denominator
+    for p in (2, 5):
+        while d % p == 0:
+            d //= p
+    return d == 1
+
+
 def key(value: str) -> str:
     """Comparison key of a container value (two boxes with the same key are the same answer)."""
     value = normalise_latex(strip_units(unwrap(value)))
@@ -305,12 +416,64 @@ def _retracted(after: str, answer: str) -> bool:
     return bool(_STRONG_RETRACTION.search(rest)) or not _RECHECK.search(rest)
 
 
+# The boxed value rejected in so many words. After the container: "it is not 12", "12 is not the answer",
+# "12 is incorrect", "rule out 12"; right before it: "the answer is not \\boxed{12}", "x \\neq \\boxed{12}".
+# Only a rejection naming the boxed value counts: "\\boxed{12}, not 15" and "12 is not prime" keep it.
+_NUM = r"\$?\s*([-+]?\d[\d,]*(?:\.\d+)?)(?![\d.]\d)"
+_REJECT_AFTER = (
+    re.compile(r"\b(?:it|this|that|the (?:final )?answer|the result|the value|the solution|[a-z])\s*(?:'s|is|was|must|"
+               r"can|could|would)?\s*(?:not|n't|never|cannot|can't|can not)\s*(?:be\s+|equal\s+(?:to\s+)?)?" + _NUM,
+               re.I),
+    re.compile(_NUM + r"\$?\s+(?:is|was|'s)\s*(?:not|n't|never)\s+(?:the\s+|a\s+)?(?:final\s+)?(?:answer|correct|"
+               r"right|valid|possible|solution)\b", re.I),
+    re.compile(_NUM + r"\$?\s+(?:is|was|'s)\s+(?:wrong|incorrect|invalid|impossible|not right)\b", re.I),
+    re.compile(_NUM + r"\$?\s+(?:cannot|can't|can not|couldn't|could not)\s+be\s+(?:the\s+)?(?:answer|right|correct)",
+               re.I),
+    re.compile(r"\b(?:rule[sd]? out|reject(?:s|ed)?|discard(?:s|ed)?|eliminate[sd]?)\s+" + _NUM, re.I),
+)
+# the container itself ("\\boxed{12} is wrong"), or the next words pointing back at it ("That can't be the
+# answer", "which is incorrect"); no value named, so only right after the container
+_REJECT_SELF = re.compile(r"^[\s$)\]\\]*(?:(?:is|was|'s)\s*(?:not|n't)\s+(?:the\s+)?(?:answer|correct|right|valid)\b"
+                          r"|(?:is|was)\s+(?:wrong|incorrect|invalid|ruled out|rejected|eliminated)\b)", re.I)
+_REJECT_NEAR = re.compile(r"\b(?:this|that|it|which)\s*(?:is|was|'s|can|could)?\s*(?:not|n't|cannot|can't|couldn't)\s+"
+                          r"(?:be\s+)?"
+                          r"(?:correct|right|the (?:correct |right |final )?answer)\b"
+                          r"|\b(?:this|that|which)\s+(?:is|was)\s+(?:wrong|incorrect)\b", re.I)
+_REJECT_BEFORE = re.compile(r"(?:\b(?:not|never|cannot be|can't be|isn't|is not|rule[sd]? out|reject|"
+                            r"eliminate)|\\neq?|≠|\\not=)\s*(?:equal\s+(?:to\s+)?)?[$\s]*(?:\\\(|\\\[)?[$\s]*$", re.I)
+
+
+def _first_sentences(after: str, count: int = 2) -> str:
+    """The text right after the container up to the end of its ``count``-th sentence (at most 200 chars)."""
+    ends = [m.end() for m in re.finditer(r"[.!?](?:\s|$)|\n", after[:200])]
+    return after[:ends[count - 1]] if len(ends) >= count else after[:200]
+
+
+def _rejected(before: str, after: str, answer: str) -> bool:
+    """The completion's own words reject the boxed value (see _REJECT_AFTER / _REJECT_BEFORE)."""
+    before, after = before.replace("\u2019", "'"), after.replace("\u2019", "'")  # typographic apostrophes
+    if _REJECT_BEFORE.search(before[-80:]) or _REJECT_SELF.match(after) or _REJECT_NEAR.search(_first_sentences(after)):
+        return True
+    value = key(strip_units(answer))
+    window = after[:600]
+    return any(key(m.group(1)) == value for pattern in _REJECT_AFTER for m in pattern.finditer(window))
+
+
 def _trailing_ok(after: str, how: str) -> bool:
     """Only closing delimiters, punctuation and markdown may follow the container (trailing_text: forbid)."""
     rest = after.strip()
     if how == "hash_answer":
         return not rest
     return not re.sub(r"[\s$.,;:!)\]*_`]|\\\)|\\\]|</?[a-z]+>", "", rest)
+
+
+def _opening(text: str, end: int, content: str) -> str:
+    """The text before the final container, without its opening marker (``\\boxed{``, ``<answer>``)."""
+    before = text[:max(0, text.rfind(content, 0, end))]
+    for marker in (*_BOXED, "<answer>"):
+        if before.endswith(marker):
+            return before[: -len(marker)]
+    return before
 
 
 def final_answers(text: str, how: str, trailing: str = "allow",
@@ -338,6 +501,8 @@ def final_answers(text: str, how: str, trailing: str = "allow",
         return [], "empty_container"
     if _retracted(after, unwrap(content)):
         return [], "retraction"
+    if _rejected(_opening(text, end, content), after, unwrap(content)):
+        return [], "rejected"
     values, keys = [], []
     for content, _ in found:
         value = unwrap(content)

@@ -169,10 +169,9 @@ def _close_pools() -> None:
 _AND = re.compile(r"\s*,?\s*(?:\\text\{\s*and\s*\}|\\quad|(?<![A-Za-z\\])and(?![A-Za-z]))\s*")
 
 
-def gold_text(gold: Any) -> str | None:
-    """The gold as the worker should read it (None when there is none). A gold written as a solution
-    ("... so the answer is \\boxed{5}") is read at its final answer container, like a completion;
-    digits, thousands and TeX shorthand are normalised and 'a and b' becomes the set 'a, b'."""
+def gold_value(gold: Any) -> str | None:
+    """The gold's answer as written (None when there is none): a gold written as a solution ("... so the
+    answer is \\boxed{5}") is read at its final answer container, like a completion."""
     import rewards_answers as answers
 
     if gold is None or isinstance(gold, (dict, list, bool)) or not str(gold).strip():
@@ -181,6 +180,17 @@ def gold_text(gold: Any) -> str | None:
     values, reason = answers.final_answers(text, "any")
     if reason in ("ok", "several_values") and values and answers.containers(text, "any")[0]:
         text = ", ".join(values)
+    return text
+
+
+def gold_text(gold: Any) -> str | None:
+    """The gold as the worker should read it (None when there is none): :func:`gold_value` with digits,
+    thousands and TeX shorthand normalised and 'a and b' as the set 'a, b'."""
+    import rewards_answers as answers
+
+    text = gold_value(gold)
+    if text is None:
+        return None
     number: str | None = answers.canonical_number(answers.strip_units(text.replace("$", "").strip()))
     if number is not None:  # "$125$ miles", "1,200"
         return number
@@ -188,11 +198,32 @@ def gold_text(gold: Any) -> str | None:
     return _AND.sub(", ", text) if re.search(r"\band\b|\\quad", text) else text
 
 
-def answer_job(text: str, how: str, trailing: str) -> tuple[dict[str, Any] | None, str]:
-    """(job fields or None, reason id): what the worker should verify for one completion."""
+def in_gold_unit(value: str, gold_unit: Any) -> str | None:
+    """``value`` expressed in the gold's unit (exact conversion), unchanged when either has no unit of the
+    table; None when the two units measure different quantities."""
+    import rewards_answers as answers
+
+    found = answers.split_unit(value) if gold_unit is not None else None
+    if found is None:
+        return value
+    number, unit = found
+    if unit[0] != gold_unit[0]:
+        return None
+    converted: str = number if unit[1] == gold_unit[1] else answers.in_unit(number, unit[1] / gold_unit[1])
+    return converted
+
+
+def answer_job(text: str, how: str, trailing: str, gold_unit: Any = None) -> tuple[dict[str, Any] | None, str]:
+    """(job fields or None, reason id): what the worker should verify for one completion; an answer whose
+    unit measures another quantity than ``gold_unit`` (:func:`rewards_answers.split_unit`) is refused."""
     import rewards_answers as answers
 
     values, reason = answers.final_answers(text, how, trailing)
+    if gold_unit is not None and reason in ("ok", "several_values"):
+        converted = [in_gold_unit(v, gold_unit) for v in values]
+        if any(v is None for v in converted):
+            return None, "unit_mismatch"
+        values = [v for v in converted if v is not None]
     if reason == "no_container" and how == "any":
         whole = answers.shown(text)  # no container at all: let math-verify search the shown text
         return ({"answer": answers.normalise_latex(whole), "mode": "any", "several": False} if whole else None,
@@ -207,6 +238,8 @@ def math_scores(texts: list[str], golds: list[Any], how: str, workers: int, time
                 trailing: str = "allow") -> tuple[list[float | None], int, list[str], int]:
     """(scores, errors, whys, unusable): 1.0 / 0.0 / None per row, rows that errored or timed out, the
     reason id per row and the rows whose gold no reading accounts for (None: not applicable)."""
+    import rewards_answers as answers
+
     scores: list[float | None] = [None] * len(texts)
     whys: list[str] = ["ok"] * len(texts)
     jobs: list[dict[str, Any]] = []
@@ -220,9 +253,15 @@ def math_scores(texts: list[str], golds: list[Any], how: str, workers: int, time
         if skip[i]:
             scores[i], whys[i] = 0.0, "format_failed"
             continue
-        job, whys[i] = answer_job(text, how, trailing)
+        written = gold_value(golds[i])
+        found = answers.split_unit(written) if written is not None else None
+        job, whys[i] = answer_job(text, how, trailing, found[1] if found else None)
         if job is None:
             scores[i] = 0.0
+            continue
+        decided = _same_decimal(gold, job)
+        if decided is not None:  # two plain decimals: equal exactly, never within math-verify's rounding
+            scores[i], whys[i] = decided, "ok" if decided else "not_equal"
             continue
         jobs.append({**job, "gold": gold})
         where.append(i)
@@ -239,6 +278,21 @@ def math_scores(texts: list[str], golds: list[Any], how: str, workers: int, time
             elif score == 0.0:
                 whys[i] = "several_values" if whys[i] == "several_values" else "not_equal"
     return scores, errors, whys, unusable
+
+
+def _same_decimal(gold: str, job: dict[str, Any]) -> float | None:
+    """1.0 / 0.0 when the gold and the single answer are both plain decimal numbers, compared exactly; None
+    otherwise (math-verify decides). math-verify rounds floats to 6 decimal places, so 3.1415929 would pass
+    for 3.1415927 and 5.0000001 for 5; two written decimals are equal only when they are the same value
+    (3600.0 = 3,600 = 3.6e3 all reach here as 3600)."""
+    import rewards_answers as answers
+
+    if job["mode"] != "boxed" or job["several"]:
+        return None
+    answer = answers.canonical_number(job["answer"][len("\\boxed{"):-1])
+    if answer is None or answers.canonical_number(gold) is None:
+        return None
+    return 1.0 if answer == answers.canonical_number(gold) else 0.0
 
 
 # ------------------------------------------------------------------------------- worker side --
