@@ -176,3 +176,22 @@ def test_colocate_tensor_parallel_override_held_to_trl_and_vllm(tmp_path):
         _plan(tmp_path, "srv", "Qwen/Qwen2.5-7B", hardware={**hw, "vllm_gpus": 2},
               overrides={"vllm_tensor_parallel_size": 2})
     assert "does nothing in server mode" in str(exc.value)
+
+
+def test_batch_rule_fixes_all_render_with_the_layout(tmp_path):
+    """72B at TP 2 on 2 of 8 GPUs, 1 × 6 × 1 completions: each proposed fix (batch, accumulation, or another
+    generation GPU count that splits into whole TP-2 replicas) renders."""
+    hw = {"profile": "h100-80gb", "gpus": 8, "nodes": 1, "vllm_gpus": 2}
+    small = {"per_device_train_batch_size": 1, "gradient_accumulation_steps": 1, "logging_steps": 1}
+    with pytest.raises(UserError) as exc:
+        _plan(tmp_path, "batch", "Qwen/Qwen2.5-72B", hardware=hw, training=small)
+    fixes = re.findall(r"((?:training|hardware)\.\w+): (\d+)", exc.value.fix)
+    assert {k for k, _ in fixes} == {"training.per_device_train_batch_size", "training.gradient_accumulation_steps",
+                                     "hardware.vllm_gpus"}
+    for key, value in fixes:
+        section, field = key.split(".")
+        changes = {"hardware": {**hw, field: int(value)}} if section == "hardware" else {
+            "hardware": hw, "training": {**small, field: int(value)}}
+        if section == "hardware":
+            changes["training"] = small
+        _assert_valid_layout(_plan(tmp_path, f"fix-{field}", "Qwen/Qwen2.5-72B", **changes))
