@@ -58,6 +58,22 @@ def test_split_fills_with_replicas_and_names_idle_gpus():
     assert split_generation_gpus(2, 64, 8, min_tp=4) is None
 
 
+@pytest.mark.slow
+def test_vllm_itself_agrees_with_the_rule():
+    """Where vLLM is installed (the vLLM tier's environment), its own config classes accept exactly the TPs the
+    rule allows: Qwen2.5-7B (28 / 4) at TP 1..8, 14 and 28, and a DP that fills 8 GPUs."""
+    from finetune.models import resolve_config_path
+    from finetune.vllm_layout import vllm_importable
+
+    if not vllm_importable():
+        pytest.skip("vLLM is not installed here: the vLLM tier runs this")
+    config = resolve_config_path("Qwen/Qwen2.5-7B")
+    for tp in [*range(1, 9), 14, 28]:
+        refusal = check_with_vllm(config, tp, 1)
+        assert (refusal is None) == tp_allowed(tp, 28, 4), (tp, refusal)
+    assert check_with_vllm(config, 1, 8) is None and check_with_vllm(config, 4, 2) is None
+
+
 def test_check_with_vllm_is_silent_without_vllm():
     from finetune.vllm_layout import vllm_importable
 
