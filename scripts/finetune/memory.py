@@ -1236,7 +1236,8 @@ def _vllm_reasons(est: Estimate, rejected: list[Estimate], n_train: int) -> dict
         return {}
     if v.mode == "server":
         return {
-            "use_vllm": (f"vLLM server mode: `trl vllm-serve` on {v.gpus} GPU(s) (TP {v.tensor_parallel_size}), "
+            "use_vllm": (f"vLLM server mode: `trl vllm-serve` on {v.gpus} GPU(s) (TP {v.tensor_parallel_size} × DP "
+                         f"{max(1, v.gpus // v.tensor_parallel_size)}), "
                          f"{n_train} GPU(s) train"),
             "vllm_mode": "server: the seed's multi-GPU path; generation and training do not contend",
             "vllm_gpus": (f"{v.gpus}: weights {v.weights_gib:.1f} GiB per GPU + KV space "
