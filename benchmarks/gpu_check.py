@@ -1,4 +1,13 @@
-"""GPU check: measured peak memory of the rendered config's GRPO steps beside finetune.memory's estimate.
+"""GPU check: the rendered layout launched on this box, and measured peak memory beside finetune.memory's estimate.
+
+Launch (first): renders a run for THIS box (its GPU count and the nearest hardware profile, one node), prints
+the vLLM layout the renderer chose for it (colocate on one GPU; `trl vllm-serve` TP × DP + training GPUs on
+several) and runs the rendered ``config/launch.sh --max-steps N`` — the very files a user runs — for a few
+optimiser steps on Qwen2.5-0.5B (random weights, 14 / 2 heads). When the vLLM CPU test tier is present
+(``tests/vllm/``) it runs next, with ``FINETUNE_GPU_LAYOUT`` (the layout as JSON) in its environment.
+With ``--dry`` (no GPU) the layout is rendered for ``--gpus`` (default 8) H100s and the launch is not run.
+
+Memory:
 
 For Qwen2.5-0.5B and Qwen2.5-1.5B (bundled configs, random weights: memory does not depend on weight
 values, so nothing is downloaded) this writes a run directory, renders it with `finetune config render`'s
@@ -9,11 +18,12 @@ records ``torch.cuda.max_memory_allocated`` and prints it per phase beside the e
 the same phase as torch's allocator sees it (``Estimate.components`` without the CUDA context and the
 vLLM engine pool, re-estimated for the generation backend actually used) and their ratio.
 
-    python benchmarks/gpu_check.py                       # on a GPU: both models, 2 steps each (< 8 min on one H100)
-    python benchmarks/gpu_check.py --dry                 # CPU path (CI): shrunk models, 1 step, no memory figures
+    python benchmarks/gpu_check.py                       # on a GPU: the launch, then both models, 2 steps each
+    python benchmarks/gpu_check.py --dry                 # CPU path (CI): layout for 8 GPUs, shrunk models, 1 step
     python benchmarks/gpu_check.py --profile h200-141gb --models Qwen/Qwen2.5-0.5B --steps 3
 
-Exit 0 when every model ran; 1 when one failed (its error is printed). ``--json FILE`` writes the rows.
+Exit 0 when the launch and every model ran; 1 when one failed (its error is printed). ``--json FILE`` writes
+the rows (the launch row first).
 """
 
 from __future__ import annotations
@@ -34,6 +44,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 
 MODELS = ("Qwen/Qwen2.5-0.5B", "Qwen/Qwen2.5-1.5B")
+LAUNCH_MODEL = "Qwen/Qwen2.5-0.5B"  # 14 / 2 heads: vLLM allows TP 1, 2 or 14
 GIB = 2**30
 ROWS = [{"prompt": f"What is {a} plus {b}? Answer in <answer></answer>.", "answer": str(a + b)}
         for a in range(1, 13) for b in range(1, 13)]
@@ -65,18 +76,18 @@ def build_model(hub_id: str, out: Path, *, dry: bool) -> None:
     (out / "gpu_check_model.json").write_text(json.dumps({"from": hub_id, "dry": dry}) + "\n")
 
 
-def write_run(run: Path, model_dir: Path, *, profile: str, prompt_len: int, completion_len: int,
-              dry: bool) -> Path:
+def write_run(run: Path, model_dir: Path | str, *, profile: str, prompt_len: int, completion_len: int,
+              dry: bool, gpus: int | None = None) -> Path:
     run.mkdir(parents=True, exist_ok=True)
     (run / "data").mkdir(exist_ok=True)
     (run / "data" / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in ROWS))
     spec = {
-        "name": f"gpu-check-{model_dir.name}", "model": str(model_dir),
+        "name": f"gpu-check-{Path(model_dir).name}", "model": str(model_dir),
         "dataset": {"path": "data/train.jsonl", "prompt_column": "prompt", "answer_column": "answer"},
         "rewards": [{"name": "format_ok", "type": "format", "pattern": "answer_tag", "weight": 0.2},
                     {"name": "correct", "type": "exact_match", "answer_column": "answer", "extract": "answer_tag",
                      "weight": 1.0}],
-        "hardware": {"profile": profile, "gpus": 0 if profile == "cpu" else 1, "nodes": 1},
+        "hardware": {"profile": profile, "gpus": gpus if gpus is not None else 0 if profile == "cpu" else 1, "nodes": 1},
         "generation": {"max_prompt_length": prompt_len, "max_completion_length": completion_len},
         "training": {"logging_steps": 1, "warmup_steps": 0},
     }
@@ -211,10 +222,94 @@ def run_model(hub_id: str, work: Path, args: argparse.Namespace) -> dict:
             "estimate_peak_gib": round(est.total_gib, 2)}
 
 
+def detect_box() -> tuple[str, int]:
+    """(hardware profile, GPU count) of this machine: the profile whose memory is nearest the smallest GPU's."""
+    import torch
+
+    from finetune.hardware import PROFILES
+
+    count = torch.cuda.device_count()
+    gib = min(torch.cuda.get_device_properties(i).total_memory for i in range(count)) / GIB
+    gpus = [p for p in PROFILES.values() if not p.is_cpu and not p.unified]
+    return min(gpus, key=lambda p: abs(p.memory_gib - gib)).name, count
+
+
+def layout_of(plan) -> dict:
+    t = plan.topology
+    return {"mode": t.vllm_mode, "gpus": t.gpus_per_node, "vllm_gpus": t.vllm_gpus, "tp": t.vllm_tp if
+            t.vllm_mode == "server" else plan.kwargs["vllm_tensor_parallel_size"].value, "dp": t.vllm_dp,
+            "training_processes": t.training_processes, "reason": t.reason, "layout_reason": t.layout_reason}
+
+
+def _steps_done(run: Path) -> int:
+    metrics = run / "train" / "metrics.jsonl"
+    steps = [json.loads(line).get("step", 0) for line in metrics.read_text().splitlines() if line.strip()] \
+        if metrics.is_file() else []
+    return max(steps, default=0)
+
+
+def run_launch(work: Path, args: argparse.Namespace) -> dict:
+    """Render a run for this box (or ``--gpus`` H100s with --dry) and run its config/launch.sh for a few steps."""
+    import subprocess
+
+    from finetune import config
+    from finetune.spec import load_spec
+
+    profile, gpus = ("h100-80gb", args.gpus or 8) if args.dry else detect_box()
+    gpus = args.gpus or gpus
+    model_dir: Path | str = LAUNCH_MODEL  # --dry: the bundled config is all a render needs
+    if not args.dry:
+        model_dir = work / "model"
+        build_model(LAUNCH_MODEL, model_dir, dry=False)
+        from finetune.tinymodel import build_tokenizer
+
+        build_tokenizer().save_pretrained(model_dir)  # the rendered train.py loads it from the model folder
+    spec_path = write_run(work / "run", model_dir, profile=profile, prompt_len=args.prompt_len,
+                          completion_len=args.completion_len, dry=False, gpus=gpus)
+    plan = config.build_plan(load_spec(spec_path), spec_path.parent, no_gate=True)
+    row: dict = {"model": LAUNCH_MODEL, "launch": True, "profile": profile, "layout": layout_of(plan), "steps": 0}
+    print(f"layout for {gpus} × {profile}: {plan.topology.reason}" + (f" — {plan.topology.layout_reason}"
+          if plan.topology.layout_reason else ""), flush=True)
+    from finetune.cli import main as finetune
+
+    if finetune(["config", "render", str(spec_path), "--no-gate"]) != 0:
+        raise RuntimeError("finetune config render failed")
+    command = ["bash", "config/launch.sh", "--max-steps", str(args.steps)]
+    row["command"] = " ".join(command)
+    if args.dry:  # no GPU: the rendered launch cannot run here
+        return row
+    started = time.perf_counter()
+    res = subprocess.run(command, cwd=spec_path.parent, capture_output=True, text=True, timeout=args.launch_timeout)
+    row.update(seconds=round(time.perf_counter() - started, 1), rc=res.returncode,
+               steps=_steps_done(spec_path.parent))
+    if res.returncode != 0 or row["steps"] < args.steps:
+        raise RuntimeError(f"launch.sh exit {res.returncode}, {row['steps']} step(s): "
+                           + (res.stderr or res.stdout)[-600:])
+    return row
+
+
+def run_tier(layout: dict) -> dict:
+    """The vLLM test tier (tests/vllm/), when present, on this box with the layout in FINETUNE_GPU_LAYOUT."""
+    import subprocess
+
+    tier = ROOT / "tests" / "vllm"
+    if not tier.is_dir():
+        return {"model": "vLLM tier", "tier": "absent (no tests/vllm/)", "rc": None}
+    env = dict(os.environ, FINETUNE_GPU_LAYOUT=json.dumps(layout))
+    started = time.perf_counter()
+    res = subprocess.run([sys.executable, "-m", "pytest", "-q", str(tier)], cwd=ROOT, env=env, capture_output=True,
+                         text=True)
+    tail = res.stdout.strip().splitlines()[-1:] or [""]
+    return {"model": "vLLM tier", "tier": tail[0], "rc": res.returncode,
+            "seconds": round(time.perf_counter() - started, 1)}
+
+
 def print_table(rows: list[dict]) -> None:
     print("\n| model | backend | steps | phase | calls | measured GiB (max_memory_allocated) | estimate GiB | ratio |")
     print("|---|---|---:|---|---:|---:|---:|---:|")
     for r in rows:
+        if r.get("launch") or "tier" in r:
+            continue
         if "error" in r:
             print(f"| {r['model']} | — | — | FAILED | — | — | — | {r['error']} |")
             continue
@@ -237,6 +332,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--prompt-len", type=int, default=None)
     p.add_argument("--completion-len", type=int, default=None)
     p.add_argument("--json", help="write the rows here")
+    p.add_argument("--gpus", type=int, default=None, help="GPUs to render the launch for (default: this box's; "
+                   "8 with --dry)")
+    p.add_argument("--no-launch", action="store_true", help="skip the rendered launch.sh (memory rows only)")
+    p.add_argument("--launch-timeout", type=int, default=900, help="seconds the launch may take")
     args = p.parse_args(argv)
     args.steps = args.steps or (1 if args.dry else 2)
     args.prompt_len = args.prompt_len or (32 if args.dry else 128)
@@ -244,16 +343,25 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     cwd, rows = Path.cwd(), []
-    for hub_id in args.models:
+    jobs = [("launch", None)] if not args.no_launch else []
+    jobs += [("memory", hub_id) for hub_id in args.models]
+    for kind, hub_id in jobs:
         with tempfile.TemporaryDirectory(prefix="gpu-check-") as tmp:
             try:
-                rows.append(run_model(hub_id, Path(tmp), args))
-            except Exception as exc:  # noqa: BLE001 - report every model, then fail
+                rows.append(run_launch(Path(tmp), args) if kind == "launch" else run_model(hub_id, Path(tmp), args))
+            except Exception as exc:  # noqa: BLE001 - report every job, then fail
                 traceback.print_exc()
-                rows.append({"model": hub_id, "error": f"{type(exc).__name__}: {exc}".replace("|", "/")[:300]})
+                rows.append({"model": hub_id or LAUNCH_MODEL, "launch": kind == "launch",
+                             "error": f"{type(exc).__name__}: {exc}".replace("|", "/")[:600]})
             finally:
                 os.chdir(cwd)
         print(json.dumps(rows[-1]), flush=True)
+    launch = next((r for r in rows if r.get("launch") and "layout" in r), None)
+    if launch and not args.dry:
+        rows.append(run_tier(launch["layout"]))
+        print(json.dumps(rows[-1]), flush=True)
+        if rows[-1]["rc"]:
+            rows[-1]["error"] = f"vLLM tier exit {rows[-1]['rc']}: {rows[-1]['tier']}"
     print_table(rows)
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=2) + "\n")

@@ -1,9 +1,10 @@
-"""benchmarks/gpu_check.py (issue 14 item 7): its CPU dry path runs the rendered config's GRPO steps for
-both architectures and reports each phase beside the estimator. The GPU path is the same code with
-figures; it is never run here (no accelerator)."""
+"""benchmarks/gpu_check.py: its CPU dry path renders the launch for a pretend box (the vLLM layout chosen for
+it) and runs the rendered config's GRPO steps for both architectures, each phase beside the estimator. The GPU
+path is the same code with figures and the rendered launch.sh really run; it is never run here (no accelerator)."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import subprocess
@@ -24,6 +25,9 @@ def test_dry_path_runs_both_models(tmp_path):
                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     rows = json.loads(out.read_text())
+    launch, rows = rows[0], rows[1:]
+    assert launch["launch"] and launch["layout"]["gpus"] == 8 and launch["command"].startswith("bash config/launch.sh")
+    assert f"layout for 8 × h100-80gb: {launch['layout']['reason']}" in res.stdout
     assert [r["model"] for r in rows] == ["Qwen/Qwen2.5-0.5B", "Qwen/Qwen2.5-1.5B"]
     for r in rows:
         assert r["steps"] == 1 and r["generation_backend"] == "transformers" and not r["cuda"]
@@ -33,3 +37,25 @@ def test_dry_path_runs_both_models(tmp_path):
         assert r["phases"]["training"]["estimate_gib"] > r["phases"]["generation"]["estimate_gib"] * 0.5
     table = res.stdout[res.stdout.index("| model | backend"):]
     assert table.count("| Qwen/Qwen2.5-") == 4 and "n/a (no GPU)" in table
+
+
+@pytest.mark.parametrize(("gpus", "mode", "tp", "dp", "vllm_gpus", "train"),
+                         [(1, "colocate", 1, 1, 0, 1), (2, "server", 1, 1, 1, 1), (8, "server", 1, 1, 1, 7)])
+def test_launch_renders_the_layout_chosen_for_the_box(tmp_path, monkeypatch, gpus, mode, tp, dp, vllm_gpus, train):
+    """The launch job renders Qwen2.5-0.5B (14 / 2 heads) for the box and writes the launch files it would run."""
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    import gpu_check
+
+    monkeypatch.chdir(tmp_path)
+    args = argparse.Namespace(dry=True, gpus=gpus, prompt_len=32, completion_len=16, steps=3, launch_timeout=1)
+    row = gpu_check.run_launch(tmp_path, args)
+    lay = row["layout"]
+    assert (lay["mode"], lay["tp"], lay["dp"], lay["vllm_gpus"], lay["training_processes"]) == (
+        mode, tp, dp, vllm_gpus, train)
+    assert row["command"] == "bash config/launch.sh --max-steps 3" and row["steps"] == 0  # not run without a GPU
+    launch = (tmp_path / "run" / "config" / "launch.sh").read_text()
+    if mode == "server":
+        assert f"--tensor-parallel-size {tp} --data-parallel-size {dp}" in launch
+        assert f"--num_processes {train}" in launch
+    else:
+        assert '"$BIN/trl" vllm-serve' not in launch  # the common helpers still define wait_for_vllm

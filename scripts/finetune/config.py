@@ -81,6 +81,14 @@ class Topology:
     training_nodes: int
     processes_per_node: int
     reason: str
+    vllm_tp: int = 1  # server mode: `trl vllm-serve --tensor-parallel-size`
+    vllm_dp: int = 1  # server mode: `trl vllm-serve --data-parallel-size` (replicas of the TP group)
+    layout_reason: str = ""  # why that TP × DP (vLLM's head rules, memory), server mode
+
+    @property
+    def vllm_serving_gpus(self) -> int:
+        """GPUs `trl vllm-serve` uses (TP × DP): the generation node's others stay idle."""
+        return self.vllm_tp * self.vllm_dp
 
     @property
     def training_processes(self) -> int:
@@ -178,7 +186,7 @@ def _knobs(spec: RunSpec, kw: dict[str, Setting], topo: Topology, zero_stage: in
                  beta=value("beta"), use_vllm=topo.use_vllm, vllm_mode=topo.vllm_mode or "colocate",
                  vllm_gpu_memory_utilization=None if server else value("vllm_gpu_memory_utilization"),
                  vllm_enable_sleep_mode=bool(value("vllm_enable_sleep_mode", False)),
-                 vllm_tensor_parallel_size=topo.vllm_gpus if server else 1,
+                 vllm_tensor_parallel_size=topo.vllm_tp if server else int(value("vllm_tensor_parallel_size", 1)),
                  vllm_gpus=topo.vllm_gpus if server else None,
                  gradient_checkpointing=value("gradient_checkpointing"), optimizer=value("optim"),
                  zero_stage=zero_stage, lora_r=spec.lora.r, lora_target_modules=spec.lora.target_modules,
@@ -280,58 +288,93 @@ def _check_lr_beta(spec: RunSpec, diagnosis: dict[str, Any] | None, gate_ok: boo
 
 
 def _target_hardware(spec: RunSpec, info: ModelInfo) -> Hardware:
-    """The spec's hardware, with the generation GPUs fixed where the layout demands it (several nodes)."""
+    """The spec's hardware, with the generation GPUs fixed where the layout demands it (several nodes), and the
+    spec's ``vllm_gpus`` held against vLLM's TP × DP rules for the model's heads."""
     h = spec.hardware
     hw = _hardware(spec)
-    if h.nodes > 1 and not hw.profile.is_cpu:
+    if hw.profile.is_cpu:
+        return hw
+    if h.nodes > 1:
         # the first node serves generation, the others train: accelerate needs the same number of
-        # processes on every training node, so the generation node is a whole node
+        # processes on every training node, so the generation node is a whole node (filled by DP replicas)
         if h.vllm_gpus is not None and h.vllm_gpus != h.gpus:
-            raise UserError(f"with {h.nodes} nodes the first node is the generation node: vllm_gpus must be "
-                            f"{h.gpus} (a whole node)", where="hardware.vllm_gpus",
-                            fix=f"set vllm_gpus: {h.gpus} or remove it")
-        _check_tp(h.gpus, info.heads)
-        hw = hw.with_vllm_gpus(h.gpus)
-    elif h.vllm_gpus:
-        _check_tp(h.vllm_gpus, info.heads)
+            raise UserError(f"with {h.nodes} nodes the first node is the generation node: vllm_gpus {h.vllm_gpus} "
+                            f"must be its {h.gpus} GPUs (vLLM fills them with tensor × data parallel replicas)",
+                            where="hardware.vllm_gpus", fix=f"set hardware.vllm_gpus: {h.gpus}, or remove it")
+        _check_generation_node(info, spec, hw)
+        return hw.with_vllm_gpus(h.gpus)
+    if h.vllm_gpus:
+        _check_split(h.vllm_gpus, info, spec, hw)
     return hw
 
 
-def _topology(spec: RunSpec, hw: Hardware, rec: Recommendation) -> Topology:
+def _check_generation_node(info: ModelInfo, spec: RunSpec, hw: Hardware) -> None:
+    """Several nodes: generation lives on node 0 alone, so one node's GPUs must hold the model for `trl
+    vllm-serve` (which loads the bf16 checkpoint) at some TP vLLM allows for the heads."""
+    from finetune.memory import server_min_tp, workload_of
+
+    w = workload_of(spec)
+    seq = w.max_prompt_length + w.max_completion_length
+    if server_min_tp(info, hw.memory_gib, seq, hw.gpus) is not None:
+        return
+    need = server_min_tp(info, hw.memory_gib, seq, 1024)
+    raise UserError(f"the generation node's {hw.gpus} GPU(s) cannot hold {info.name} for `trl vllm-serve` "
+                    f"({info.params / 1e9:.1f} B parameters in bf16 at share 0.9 of {hw.memory_gib:.1f} GiB per GPU)"
+                    + (f": it needs TP ≥ {need}" if need else ""), where="hardware.gpus",
+                    fix=f"set hardware.gpus: {need} (GPUs per node)" if need else "use GPUs with more memory")
+
+
+def _check_split(vllm_gpus: int, info: ModelInfo, spec: RunSpec, hw: Hardware) -> None:
+    """One node: the spec's server GPUs must split into whole TP groups of a TP vLLM allows for the heads (the
+    smallest that holds the model), with no GPU idle; a GPU idle there is one that could have trained."""
+    from finetune.memory import server_min_tp, workload_of
+    from finetune.vllm_layout import nearest_generation_gpus, split_generation_gpus, tp_choices
+
+    w = workload_of(spec)
+    min_tp = server_min_tp(info, hw.memory_gib, w.max_prompt_length + w.max_completion_length, vllm_gpus) or 1
+    layout = split_generation_gpus(vllm_gpus, info.heads, info.kv_heads, min_tp)
+    if layout is None or layout.idle == 0:
+        return  # None: no TP within them holds the model, which the memory estimate refuses with its numbers
+    allowed = [t for t in tp_choices(info.heads, info.kv_heads, vllm_gpus) if t >= min_tp]
+    fixes = nearest_generation_gpus(vllm_gpus, info.heads, info.kv_heads, min_tp, hw.total_gpus - 1)
+    raise UserError(f"vllm_gpus {vllm_gpus} cannot be split into whole vLLM replicas: the model needs TP ≥ {min_tp} "
+                    f"and vLLM allows TP {allowed} for {info.heads} attention / {info.kv_heads} KV heads, so "
+                    f"{layout.idle} GPU(s) would idle", where="hardware.vllm_gpus",
+                    fix=" or ".join(f"set hardware.vllm_gpus: {n}" for n in fixes) or "set hardware.vllm_gpus: 0")
+
+
+def _topology(spec: RunSpec, hw: Hardware, rec: Recommendation, info: ModelInfo) -> Topology:
     h = spec.hardware
     profile = hw.profile.name
     if hw.profile.is_cpu:
         if h.nodes > 1:
-            raise UserError("a CPU target runs on one node", where="hardware.nodes", fix="set nodes: 1")
+            raise UserError("a CPU target runs on one node", where="hardware.nodes", fix="set hardware.nodes: 1")
         return Topology(profile, 1, 0, False, None, 0, 1, 1, "CPU target: no vLLM, one process")
     why = rec.reasons.get("use_vllm", "")
     if rec.vllm_mode == "colocate":
-        if h.nodes > 1:
-            raise UserError("several nodes need a generation node, and the model does not fit one",
-                            where="hardware.nodes", fix="see `finetune memory` for the fit")
         if h.gpus == 1:
             return Topology(profile, 1, 1, True, "colocate", 0, 1, 1,
                             "one GPU: vLLM colocated with training (the seed's single-GPU default)")
         return Topology(profile, 1, h.gpus, True, "colocate", 0, 1, h.gpus,
                         f"{h.gpus} GPUs, vLLM colocated in each training process ({why})")
+    from finetune.memory import server_layout, workload_of
+
     vllm_gpus = int(rec.vllm_gpus or 0)
+    w = workload_of(spec)
+    layout = server_layout(info, hw.with_vllm_gpus(vllm_gpus), w.max_prompt_length + w.max_completion_length)
+    assert layout is not None and layout.tp == rec.vllm_tensor_parallel_size  # the layout memory sized
+    serve = (f"`trl vllm-serve` on {layout.used} GPU(s) as TP {layout.tp} × DP {layout.dp}"
+             + (f" ({layout.idle} idle)" if layout.idle else ""))
     if h.nodes == 1:
         return Topology(profile, 1, h.gpus, True, "server", vllm_gpus, 1, h.gpus - vllm_gpus,
-                        f"{h.gpus} GPUs: `trl vllm-serve` on {vllm_gpus}, training on {h.gpus - vllm_gpus} "
-                        "(server mode: generation and training do not contend for one device)")
+                        f"{h.gpus} GPUs: {serve}, training on {h.gpus - vllm_gpus} "
+                        "(server mode: generation and training do not contend for one device)",
+                        layout.tp, layout.dp, layout.reason)
     return Topology(profile, h.nodes, h.gpus, True, "server", vllm_gpus, h.nodes - 1, h.gpus,
-                    f"{h.nodes} nodes × {h.gpus} GPUs: node 0 serves generation (`trl vllm-serve`, tensor "
-                    f"parallel {vllm_gpus}), " + (f"nodes 1..{h.nodes - 1}" if h.nodes > 2 else "node 1")
-                    + f" train{'s' if h.nodes == 2 else ''} ({(h.nodes - 1) * h.gpus} processes)")
-
-
-def _check_tp(vllm_gpus: int, heads: int | None) -> None:
-    # vllm-serve refuses data parallelism for dense models, so several generation GPUs means tensor
-    # parallelism, which must split the attention heads evenly.
-    if heads and heads % vllm_gpus:
-        ok = [d for d in range(1, vllm_gpus + 1) if heads % d == 0]
-        raise UserError(f"vllm_gpus {vllm_gpus} cannot tensor-parallelise {heads} attention heads",
-                        where="hardware.vllm_gpus", fix=f"use one of {ok}")
+                    f"{h.nodes} nodes × {h.gpus} GPUs: node 0 serves generation ({serve}), "
+                    + (f"nodes 1..{h.nodes - 1}" if h.nodes > 2 else "node 1")
+                    + f" train{'s' if h.nodes == 2 else ''} ({(h.nodes - 1) * h.gpus} processes)",
+                    layout.tp, layout.dp, layout.reason)
 
 
 def nearest_valid_batches(pdbs: int, ga: int, spg: int, processes: int, num_generations: int,
@@ -361,7 +404,7 @@ def nearest_valid_batches(pdbs: int, ga: int, spg: int, processes: int, num_gene
     return out
 
 
-def _check_batch(plan_kwargs: dict[str, Setting], topo: Topology) -> None:
+def _check_batch(plan_kwargs: dict[str, Setting], topo: Topology, info: ModelInfo) -> None:
     pdbs = plan_kwargs["per_device_train_batch_size"].value
     ga = plan_kwargs["gradient_accumulation_steps"].value
     spg = plan_kwargs["steps_per_generation"].value
@@ -371,7 +414,13 @@ def _check_batch(plan_kwargs: dict[str, Setting], topo: Topology) -> None:
         fixes = nearest_valid_batches(pdbs, ga, spg, n, g, spg_is_ga=spg == ga)
         if topo.nodes == 1 and topo.vllm_mode == "server":
             # or give generation a different number of GPUs, which changes the training process count
+            from finetune.vllm_layout import split_generation_gpus
+
             for v in sorted(range(0, topo.gpus_per_node), key=lambda v: abs(v - topo.vllm_gpus)):
+                # only counts that split into whole replicas of the rendered TP (what _check_split accepts)
+                layout = split_generation_gpus(v, info.heads, info.kv_heads, topo.vllm_tp) if v else None
+                if v and (layout is None or layout.idle):
+                    continue
                 if v != topo.vllm_gpus and (pdbs * (topo.gpus_per_node - v) * spg) % g == 0:
                     fixes.append(f"hardware.vllm_gpus: {v}" + (" (vLLM colocated)" if v == 0 else ""))
                     break
@@ -381,6 +430,54 @@ def _check_batch(plan_kwargs: dict[str, Setting], topo: Topology) -> None:
             f"{pdbs * n * spg}) must be divisible by num_generations ({g}) — TRL checks this on the target "
             f"with {n} training processes ({topo.reason})", where=where,
             fix="nearest valid settings: " + "; or ".join(fixes))
+
+
+def _check_colocate_tp(kw: dict[str, Setting], topo: Topology, info: ModelInfo) -> None:
+    """An overridden ``vllm_tensor_parallel_size`` in colocate mode must divide the training processes (TRL 1.16's
+    VLLMGeneration: "must divide world size", each TP group a block of ranks) and be a TP vLLM allows for the
+    heads; in server mode the server's TP comes from `trl vllm-serve`, so the field would do nothing."""
+    from finetune.vllm_layout import tp_allowed
+
+    s = kw.get("vllm_tensor_parallel_size")
+    if s is None or s.source != "override" or not topo.use_vllm:
+        return
+    where, tp, n = "overrides.vllm_tensor_parallel_size", int(s.value), topo.training_processes
+    if topo.vllm_mode == "server":
+        raise UserError(f"vllm_tensor_parallel_size {tp} does nothing in server mode: the server's TP is "
+                        f"`trl vllm-serve --tensor-parallel-size` ({topo.vllm_tp}, chosen from the model's heads)",
+                        where=where, fix="remove overrides.vllm_tensor_parallel_size (set hardware.vllm_gpus instead)")
+    ok = [t for t in range(1, n + 1) if n % t == 0 and tp_allowed(t, info.heads, info.kv_heads)]
+    if tp in ok:
+        return
+    why = (f"TRL needs it to divide the {n} training process(es)" if n % tp else
+           f"vLLM needs it to divide the {info.heads} attention heads and divide, or be a multiple of, the "
+           f"{info.kv_heads} KV heads")
+    raise UserError(f"vllm_tensor_parallel_size {tp} in colocate mode: {why}", where=where,
+                    fix=" or ".join(f"set overrides.vllm_tensor_parallel_size: {t}" for t in ok))
+
+
+def _validate_with_vllm(spec: RunSpec, kw: dict[str, Setting], topo: Topology) -> list[str]:
+    """Where vLLM is importable, its own config checks on the rendered TP × DP (as TRL's GRPOConfig checks the
+    kwargs): the rule in finetune.vllm_layout is vLLM's, and this catches the day they part. Returns warnings
+    (vLLM installed but unable to build its configs here)."""
+    from finetune.models import resolve_config_path
+    from finetune.vllm_layout import VllmCheckUnavailable, check_with_vllm, vllm_importable, vllm_version
+
+    if not topo.use_vllm or not vllm_importable():
+        return []
+    server = topo.vllm_mode == "server"
+    tp = topo.vllm_tp if server else int(kw["vllm_tensor_parallel_size"].value)
+    dp = topo.vllm_dp if server else 1
+    base = spec.source.parent if spec.source else None
+    try:
+        refusal = check_with_vllm(resolve_config_path(spec.model, spec.model_config_path, base), tp, dp)
+    except VllmCheckUnavailable as exc:
+        return [f"vLLM {vllm_version()} is installed but could not check TP {tp} × DP {dp} here ({exc})"]
+    if refusal:
+        raise UserError(f"the installed vLLM {vllm_version()} refuses TP {tp} × DP {dp}: {refusal}",
+                        where="hardware.vllm_gpus" if server else "overrides.vllm_tensor_parallel_size",
+                        fix="report it: finetune.vllm_layout's rule and vLLM's disagree")
+    return []
 
 
 def _trl_version() -> str:
@@ -621,12 +718,18 @@ def build_plan(spec: RunSpec, run_dir: Path, *, preview: bool = False, no_gate: 
     data = _check_data(spec, info, overrides)
     algorithm = _algorithm(spec, choice)
     kw, sections = _assemble_kwargs(spec, licence, choice, data, algorithm, overrides)
-    _check_batch(kw, choice.topology)
+    _check_batch(kw, choice.topology, info)
+    _check_colocate_tp(kw, choice.topology, info)
+    vllm_warnings = _validate_with_vllm(spec, kw, choice.topology)
+    topo = choice.topology
+    if topo.vllm_mode == "server" and topo.vllm_serving_gpus < topo.vllm_gpus:
+        vllm_warnings.append(f"{topo.vllm_gpus - topo.vllm_serving_gpus} GPU(s) of the generation node stay idle: "
+                             + topo.layout_reason)
     _validate_with_trl(kw, choice.topology)
     length = _run_length(kw, choice.topology, data.stats.rows)
     est, memory_warnings = _check_memory(info, hw, spec, kw, choice, preview)
     model_ref, dataset, peft, launch_warnings = _launch_inputs(spec, run_dir, data.format, choice.method.value)
-    warnings = [*licence.warnings, *data.warnings, *length.warnings, *memory_warnings, *launch_warnings,
+    warnings = [*licence.warnings, *data.warnings, *length.warnings, *memory_warnings, *launch_warnings, *vllm_warnings,
                 *inspection_warnings(spec, length.optimiser_steps, kw["per_device_train_batch_size"].value
                                      * kw["gradient_accumulation_steps"].value)]
     return RenderPlan(spec, run_dir, preview, no_gate, info, hw, choice.topology, choice.recommendation, est,
@@ -666,7 +769,7 @@ def _choose_values(spec: RunSpec, info: ModelInfo, hw: Hardware) -> _Choice:
     """memory.recommend() for the target, where generation runs, and the spec's values over the recommended."""
     t = spec.training
     rec = _recommend(info, hw, spec)
-    topo = _topology(spec, hw, rec)
+    topo = _topology(spec, hw, rec, info)
     # contract 8: the sharding stage is memory.recommend()'s (0 = plain DDP, e.g. LoRA whose trainable
     # state is tiny); one training process never shards.
     zero_stage = 0 if topo.cpu or topo.training_processes == 1 else rec.zero_stage

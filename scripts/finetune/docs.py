@@ -38,6 +38,7 @@ REGISTRY: tuple[Target, ...] = (
     Target("references/run-spec.md", "finetune.spec:run_spec_doc"),
     Target("references/diagnosis.md", "finetune.diagnose:diagnosis_doc"),
     Target("references/grpo-recipe.md", "finetune.docs:grpo_recipe_reference"),
+    Target("references/vllm-layout.md", "finetune.vllm_layout:vllm_layout_doc"),
     Target("skills/finetuning-method-selection/SKILL.md", "finetune.route:skill_table", region="routes"),
     Target("README.md", "finetune.docs:cli_table", region="cli"),
 )

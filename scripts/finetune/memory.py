@@ -24,6 +24,7 @@ from finetune.errors import UserError
 from finetune.hardware import Hardware, resolve_hardware
 from finetune.loratargets import is_all_linear
 from finetune.models import ModelInfo
+from finetune.vllm_layout import VllmLayout, split_generation_gpus, tp_choices
 
 if TYPE_CHECKING:
     from finetune.spec import RunSpec
@@ -756,9 +757,10 @@ def _vllm_budget(s: _Sizing) -> VllmBudget:
     """The engine's share: weights, profile-run activations, overhead, and the KV space left for sequences."""
     m, k, P = s.model, s.k, s.model.params
     tp = k.vllm_tensor_parallel_size
-    # TRL starts vLLM with bitsandbytes for 4-bit policies
+    # TRL starts a colocated vLLM with bitsandbytes for 4-bit policies (VLLMGeneration); `trl vllm-serve` as
+    # launch.sh runs it loads the bf16 checkpoint whatever the policy's method
     weight_bytes = (m.quantizable_params * QLORA_BYTES_PER_PARAM + (P - m.quantizable_params) * 2
-                    if k.method == "qlora" else 2 * P)
+                    if k.method == "qlora" and not s.server else 2 * P)
     if s.server:
         # the server serves every training process; data-parallel replicas (vllm_gpus / TP) split them
         gpus = s.vllm_gpus or tp
@@ -1038,19 +1040,38 @@ def accumulation_for(batch: int, processes: int, num_generations: int,
     return acc
 
 
-def _server_tp(model: ModelInfo, hardware: Hardware, method: str, seq_len: int) -> int | None:
-    """Smallest power-of-two TP whose vLLM server GPUs hold weights + overhead + 16 sequences, leaving a GPU to
-    train."""
-    weight = model.params * 2
-    for tp in (1, 2, 4, 8):
-        if tp >= hardware.total_gpus or tp > hardware.gpus:
-            return None
-        need = gib(weight / tp) + VLLM_OVERHEAD_GIB \
-            + gib(vllm_activation_bytes(model, VLLM_SERVER_BATCHED_TOKENS, 64, tp)) \
-            + 16 * gib(kv_cache_bytes(model, seq_len) / tp)
-        if need <= TRL_SERVER_DEFAULT_UTIL * hardware.memory_gib:
+def _server_need_gib(model: ModelInfo, tp: int, seq_len: int) -> float:
+    """What one server GPU holds at TP ``tp``: weights / TP + overhead + activations + 16 sequences' KV."""
+    return (gib(model.params * 2 / tp) + VLLM_OVERHEAD_GIB
+            + gib(vllm_activation_bytes(model, VLLM_SERVER_BATCHED_TOKENS, 64, tp))
+            + 16 * gib(kv_cache_bytes(model, seq_len) / tp))
+
+
+def server_min_tp(model: ModelInfo, memory_gib: float, seq_len: int, limit: int) -> int | None:
+    """Smallest TP vLLM allows for the model's heads (:func:`finetune.vllm_layout.tp_choices`), up to ``limit``
+    GPUs, whose GPUs hold weights + overhead + 16 sequences at `trl vllm-serve`'s default share."""
+    for tp in tp_choices(model.heads, model.kv_heads, limit):
+        if _server_need_gib(model, tp, seq_len) <= TRL_SERVER_DEFAULT_UTIL * memory_gib:
             return tp
     return None
+
+
+def _server_tp(model: ModelInfo, hardware: Hardware, method: str, seq_len: int) -> int | None:
+    """The fewest server GPUs (one TP group) that hold the model, leaving a GPU to train."""
+    return server_min_tp(model, hardware.memory_gib, seq_len, min(hardware.gpus, hardware.total_gpus - 1))
+
+
+def server_layout(model: ModelInfo, hardware: Hardware, seq_len: int) -> VllmLayout | None:
+    """TP × DP of the ``hardware.vllm_gpus`` server GPUs (None: no server). When no TP within them holds the
+    model, the largest allowed TP, so that the estimate shows what does not fit."""
+    gpus = hardware.vllm_gpus or 0
+    if gpus < 1 or hardware.profile.is_cpu:
+        return None
+    min_tp = server_min_tp(model, hardware.memory_gib, seq_len, gpus)
+    if min_tp is None:
+        tp = tp_choices(model.heads, model.kv_heads, gpus)[-1]
+        return VllmLayout(gpus, tp, gpus // tp, f"TP {tp}: no TP vLLM allows within {gpus} GPU(s) holds the model")
+    return split_generation_gpus(gpus, model.heads, model.kv_heads, min_tp)
 
 
 def recommend(model: ModelInfo, hardware: Hardware, method: str | None = None,
@@ -1069,8 +1090,9 @@ def recommend(model: ModelInfo, hardware: Hardware, method: str | None = None,
     w = workload or Knobs()
     methods = [method] if method else list(METHODS)
     hw = hardware.with_vllm_gpus(_server_gpus(model, hardware, methods[0], w))
+    layout = server_layout(model, hw, w.max_prompt_length + w.max_completion_length)
     tried: list[Estimate] = []
-    for knobs in _candidates(hw, methods, w):
+    for knobs in _candidates(hw, methods, w, layout.tp if layout else 1):
         tried.append(_sized(model, hw, knobs))
         if tried[-1].fits:
             return _recommendation(tried[-1], tried, w.num_generations, hw.training_gpus)
@@ -1097,11 +1119,11 @@ _SLEEP_OPTIMIZER = ((False, "adamw_torch"), (False, "adamw_8bit"), (True, "adamw
 _CHECKPOINTING_BATCH = ((False, 8), (False, 4), (True, 8), (True, 4), (True, 2), (True, 1))
 
 
-def _candidates(hw: Hardware, methods: list[str], w: Knobs) -> Iterator[Knobs]:
-    """Every configuration recommend() tries on ``hw`` (server GPUs decided), most preferred first."""
+def _candidates(hw: Hardware, methods: list[str], w: Knobs, server_tp: int = 1) -> Iterator[Knobs]:
+    """Every configuration recommend() tries on ``hw`` (server GPUs and their TP decided), most preferred first."""
     cpu, n_train = hw.profile.is_cpu, hw.training_gpus
     mode = None if cpu else "server" if hw.vllm_gpus else "colocate"
-    tp = (hw.vllm_gpus or 1) if mode == "server" else 1
+    tp = server_tp if mode == "server" else 1
     for m in methods:
         for zero in [0] if n_train == 1 or cpu else ([2, 3] if m == "full" else [0, 3]):
             for sleep, optim in _SLEEP_OPTIMIZER:
@@ -1214,7 +1236,8 @@ def _vllm_reasons(est: Estimate, rejected: list[Estimate], n_train: int) -> dict
         return {}
     if v.mode == "server":
         return {
-            "use_vllm": (f"vLLM server mode: `trl vllm-serve` on {v.gpus} GPU(s) (TP {v.tensor_parallel_size}), "
+            "use_vllm": (f"vLLM server mode: `trl vllm-serve` on {v.gpus} GPU(s) (TP {v.tensor_parallel_size} × DP "
+                         f"{max(1, v.gpus // v.tensor_parallel_size)}), "
                          f"{n_train} GPU(s) train"),
             "vllm_mode": "server: the seed's multi-GPU path; generation and training do not contend",
             "vllm_gpus": (f"{v.gpus}: weights {v.weights_gib:.1f} GiB per GPU + KV space "

@@ -68,7 +68,9 @@ class HardwareSpec(_Strict):
                        "(`trl vllm-serve`) and the others train.")
     gpu_memory_gib: float | None = Field(None, gt=0, description="Override the profile's per-GPU memory.")
     vllm_gpus: int | None = Field(None, ge=0, description="GPUs per run given to `trl vllm-serve` in "
-                                     "server mode (default: chosen by the renderer when gpus > 1).")
+                                     "server mode (default: chosen by the renderer when gpus > 1); split "
+                                     "tensor × data parallel by vLLM's head rules (references/vllm-layout.md). "
+                                     "Several nodes: node 0's gpus.")
 
 
 class LoraSpec(_Strict):

@@ -210,7 +210,8 @@ def test_golden_targets_have_the_expected_layout():
     assert cfg("h100-8gpu")["vllm_mode"] == "server"
     launch = (GOLDEN / "h100-2node-8gpu" / "launch.sh").read_text()
     assert "--num_machines 1 --num_processes 8" in launch and "NODE_RANK" in launch
-    assert '"$BIN/trl" vllm-serve' in launch and "--tensor-parallel-size 8" in launch
+    # Qwen3-1.7B (16 / 8 heads) fits one GPU: the generation node holds 8 replicas at TP 1
+    assert '"$BIN/trl" vllm-serve' in launch and "--tensor-parallel-size 1 --data-parallel-size 8" in launch
 
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))

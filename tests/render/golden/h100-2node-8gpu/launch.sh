@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Launch GRPO run 'tiny-e2e' — rendered by llm-finetuning 0.1.0; see config/BRIEF.md.
-# Target: 2 nodes × 8 GPUs: node 0 serves generation (`trl vllm-serve`, tensor parallel 8), node 1 trains (8 processes).
+# Target: 2 nodes × 8 GPUs: node 0 serves generation (`trl vllm-serve` on 8 GPU(s) as TP 1 × DP 8), node 1 trains (8 processes).
 # !!! RENDERED WITH --no-gate (TESTS ONLY): these rewards never passed the Phase 1 gate. !!!
 # First checks this machine with config/env_check.py (what config/target.json says the config needs)
 # and refuses to start when anything is missing.
@@ -8,7 +8,7 @@ set -euo pipefail
 RUN_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$RUN_DIR"
 # --- the environment env check validated (never whatever `python` / `trl` / `accelerate` PATH finds first)
-RENDERED_PYTHON=/work/wt-inspect15/.venv/bin/python  # the interpreter `finetune config render` ran in
+RENDERED_PYTHON=/work/wt/layout/.venv/bin/python  # the interpreter `finetune config render` ran in
 PY="${FINETUNE_PYTHON:-$RENDERED_PYTHON}"  # FINETUNE_PYTHON: the python of another ready environment
 BIN="$(dirname "$PY")"  # trl and accelerate are run from the same environment as $PY
 VLLM_HEALTH_TIMEOUT="${VLLM_HEALTH_TIMEOUT:-600}"  # seconds
@@ -71,9 +71,9 @@ train() {  # run the training command; a run the inspection callback stopped exi
 MAIN_PORT="${MAIN_PORT:-29500}"
 "$PY" config/env_check.py "$RUN_DIR" || refuse_unready
 if [ "$NODE_RANK" -eq 0 ]; then
-  # generation node: `trl vllm-serve`, tensor parallel over 8 GPU(s)
+  # generation node: `trl vllm-serve`, TP 1 (vLLM: TP divides the 16 attention heads and divides the 8 KV heads; the smallest such TP) × DP 8 (replicas of the TP group fill the 8 generation GPUs)
   CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7 exec "$BIN/trl" vllm-serve --model Qwen/Qwen3-1.7B \
-    --tensor-parallel-size 8 --data-parallel-size 1 \
+    --tensor-parallel-size 1 --data-parallel-size 8 \
     --max-model-len 1280 --gpu-memory-utilization 0.9 \
     --host 0.0.0.0 --port 8000
 fi

@@ -2,7 +2,7 @@
 """GRPO training for run 'tiny-e2e' (variant: grpo), rendered by llm-finetuning 0.1.0.
 
 Re-render with `finetune config render` instead of editing: every value was validated for
-2 nodes × 8 GPUs: node 0 serves generation (`trl vllm-serve`, tensor parallel 8), node 1 trains (8 processes).
+2 nodes × 8 GPUs: node 0 serves generation (`trl vllm-serve` on 8 GPU(s) as TP 1 × DP 8), node 1 trains (8 processes).
 Standalone: needs only trl==1.16.0 (with transformers, accelerate, datasets, vllm)
 and the rendered rewards.py beside the run; it never imports the llm-finetuning plugin.
 
@@ -331,8 +331,8 @@ def main(argv=None) -> None:
         remove_unused_columns=False,  # reward functions receive every dataset column (answers, tests)
         shuffle_dataset=True,  # shuffle prompts each epoch
         # generation (vLLM)
-        use_vllm=True and not cpu,  # 2 nodes × 8 GPUs: node 0 serves generation (`trl vllm-serve`, tensor parallel 8), node 1 trains (8 processes) (off for --cpu)
-        vllm_mode='server',  # 2 nodes × 8 GPUs: node 0 serves generation (`trl vllm-serve`, tensor parallel 8), node 1 trains (8 processes)
+        use_vllm=True and not cpu,  # 2 nodes × 8 GPUs: node 0 serves generation (`trl vllm-serve` on 8 GPU(s) as TP 1 × DP 8), node 1 trains (8 processes) (off for --cpu)
+        vllm_mode='server',  # 2 nodes × 8 GPUs: node 0 serves generation (`trl vllm-serve` on 8 GPU(s) as TP 1 × DP 8), node 1 trains (8 processes)
         vllm_max_model_length=1280,  # max_prompt_length + max_completion_length (256 + 1024)
         vllm_server_host=args.vllm_server_host,  # placeholder for node 0's address: launch.sh passes it to train.py (--vllm-server-host); with `trl grpo` pass --vllm_server_host
         vllm_server_port=8000,  # launch.sh starts `trl vllm-serve` on this port

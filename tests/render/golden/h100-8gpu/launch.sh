@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Launch GRPO run 'tiny-e2e' — rendered by llm-finetuning 0.1.0; see config/BRIEF.md.
-# Target: 8 GPUs: `trl vllm-serve` on 1, training on 7 (server mode: generation and training do not contend for one device).
+# Target: 8 GPUs: `trl vllm-serve` on 1 GPU(s) as TP 1 × DP 1, training on 7 (server mode: generation and training do not contend for one device).
 # !!! RENDERED WITH --no-gate (TESTS ONLY): these rewards never passed the Phase 1 gate. !!!
 # First checks this machine with config/env_check.py (what config/target.json says the config needs)
 # and refuses to start when anything is missing.
@@ -8,7 +8,7 @@ set -euo pipefail
 RUN_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$RUN_DIR"
 # --- the environment env check validated (never whatever `python` / `trl` / `accelerate` PATH finds first)
-RENDERED_PYTHON=/work/wt-inspect15/.venv/bin/python  # the interpreter `finetune config render` ran in
+RENDERED_PYTHON=/work/wt/layout/.venv/bin/python  # the interpreter `finetune config render` ran in
 PY="${FINETUNE_PYTHON:-$RENDERED_PYTHON}"  # FINETUNE_PYTHON: the python of another ready environment
 BIN="$(dirname "$PY")"  # trl and accelerate are run from the same environment as $PY
 VLLM_HEALTH_TIMEOUT="${VLLM_HEALTH_TIMEOUT:-600}"  # seconds
@@ -64,6 +64,7 @@ train() {  # run the training command; a run the inspection callback stopped exi
 "$PY" config/env_check.py "$RUN_DIR" || refuse_unready
 
 # 8 GPUs on one node: `trl vllm-serve` on GPU(s) 0, training on the other 7.
+# vLLM layout: TP 1 (vLLM: TP divides the 16 attention heads and divides the 8 KV heads; the smallest such TP) × DP 1.
 VLLM_LOG="$RUN_DIR/train/vllm-serve.log"
 mkdir -p "$RUN_DIR/train"
 CUDA_VISIBLE_DEVICES=0 "$BIN/trl" vllm-serve --model Qwen/Qwen3-1.7B \

@@ -2,7 +2,7 @@
 """GRPO training for run 'tiny-e2e' (variant: grpo), rendered by llm-finetuning 0.1.0.
 
 Re-render with `finetune config render` instead of editing: every value was validated for
-8 GPUs: `trl vllm-serve` on 1, training on 7 (server mode: generation and training do not contend for one device).
+8 GPUs: `trl vllm-serve` on 1 GPU(s) as TP 1 × DP 1, training on 7 (server mode: generation and training do not contend for one device).
 Standalone: needs only trl==1.16.0 (with transformers, accelerate, datasets, vllm)
 and the rendered rewards.py beside the run; it never imports the llm-finetuning plugin.
 
@@ -329,8 +329,8 @@ def main(argv=None) -> None:
         remove_unused_columns=False,  # reward functions receive every dataset column (answers, tests)
         shuffle_dataset=True,  # shuffle prompts each epoch
         # generation (vLLM)
-        use_vllm=True and not cpu,  # 8 GPUs: `trl vllm-serve` on 1, training on 7 (server mode: generation and training do not contend for one device) (off for --cpu)
-        vllm_mode='server',  # 8 GPUs: `trl vllm-serve` on 1, training on 7 (server mode: generation and training do not contend for one device)
+        use_vllm=True and not cpu,  # 8 GPUs: `trl vllm-serve` on 1 GPU(s) as TP 1 × DP 1, training on 7 (server mode: generation and training do not contend for one device) (off for --cpu)
+        vllm_mode='server',  # 8 GPUs: `trl vllm-serve` on 1 GPU(s) as TP 1 × DP 1, training on 7 (server mode: generation and training do not contend for one device)
         vllm_max_model_length=1280,  # max_prompt_length + max_completion_length (256 + 1024)
         vllm_server_host=args.vllm_server_host,  # the vllm-serve process on this node
         vllm_server_port=8000,  # launch.sh starts `trl vllm-serve` on this port
