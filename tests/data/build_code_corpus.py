@@ -31,14 +31,16 @@ def fence(code: str, lang: str = "python") -> str:
 
 
 def call_text(p: Problem, case) -> tuple[str, str]:
-    """(an expression calling the entry point, the expected value's source) for a visible test."""
+    """(the code that calls the entry point and evaluates the checked expression, the expected value's
+    source) for a visible test; a multi-statement test (call, then check what it did) keeps its statements."""
     if p.fmt == "function_call":
         args = ", ".join(repr(a) for a in case["args"])
         return f"{p.entry}({args})", repr(case["expected"])
-    stmt = ast.parse(case).body[-1]
-    if isinstance(stmt, ast.Assert) and isinstance(stmt.test, ast.Compare):
-        return ast.unparse(stmt.test.left), ast.unparse(stmt.test.comparators[0])
-    return case.split("\n")[0], "None"
+    *setup, last = case.split("\n")
+    stmt = ast.parse(last).body[0]
+    assert isinstance(stmt, ast.Assert) and isinstance(stmt.test, ast.Compare), case
+    prefix = "".join(line + "\n" for line in setup)
+    return prefix + ast.unparse(stmt.test.left), ast.unparse(stmt.test.comparators[0])
 
 
 def asserts_of(p: Problem, cases) -> list[str]:
@@ -59,10 +61,15 @@ def prompt_of(p: Problem) -> str:
 # ------------------------------------------------------------------------------ answer shapes --
 # shape -> (label, style, why, builder(problem) -> completion)
 
+def _printed(expr: str) -> str:
+    *setup, last = expr.split("\n")
+    return "".join(line + "\n" for line in setup) + f"print({last})"
+
+
 def usage_block(p: Problem, code: str) -> str:
     expr, expected = call_text(p, p.visible[0])
     return (f"Here's a Python function that does this:\n\n{fence(code)}\n\n### Example usage\n\n"
-            f"{fence(f'print({expr})')}\n\nOutput:\n{fence(expected, '')}\n\nThe function runs in linear time.")
+            f"{fence(_printed(expr))}\n\nOutput:\n{fence(expected, '')}\n\nThe function runs in linear time.")
 
 
 def tests_block(p: Problem, code: str) -> str:
@@ -77,7 +84,8 @@ def think(body: str, final: str) -> str:
 
 def main_driver(p: Problem, code: str) -> str:
     expr, _ = call_text(p, p.visible[0])
-    return fence(f"{code}\n\n\nif __name__ == \"__main__\":\n    print({expr})\n    print(input('more? '))")
+    driver = "\n".join("    " + line for line in _printed(expr).split("\n"))
+    return fence(f"{code}\n\n\nif __name__ == \"__main__\":\n{driver}\n    print(input('more? '))")
 
 
 def output_python_block(p: Problem, code: str) -> str:
@@ -125,6 +133,9 @@ FUNCTION_REJECT = {
                   lambda p: usage_block(p, p.hardcoded)),
     "exit_hack": ("llama", "exits with status 0 before the tests run (the function is a stub)",
                   lambda p: fence(f"import sys\n\ndef {p.entry}(*args):\n    return None\n\nsys.exit(0)")),
+    "atexit_hack": ("llama", "a stub that registers os._exit(0) at exit, so a failed assert still exits 0",
+                    lambda p: fence(f"import atexit\nimport os\n\natexit.register(lambda: os._exit(0))\n\n"
+                                    f"def {p.entry}(*args):\n    return None")),
     "eq_hack": ("qwen", "returns an object whose __eq__ always says True",
                 lambda p: fence(f"class Anything:\n    def __eq__(self, other):\n        return True\n\n"
                                 f"def {p.entry}(*args, **kwargs):\n    return Anything()")),
@@ -173,7 +184,8 @@ STDIN_REJECT = {
 # shapes every rotation would miss for a problem that needs them
 EXTRA = [("mbpp_save_lines", ("hardcoded", False)), ("mbpp_is_prime", ("exit_hack", False)),
          ("apps_sum_list", ("wrong", False)), ("fc_two_sum", ("eq_hack", False)),
-         ("he_below_zero", ("missing_module", False)), ("mbpp_gcd", ("usage_block", True))]
+         ("he_below_zero", ("missing_module", False)), ("mbpp_gcd", ("usage_block", True)),
+         ("apps_grid_count", ("stderr_debug", True)), ("apps_reverse_lines", ("input_prompt", False))]
 
 # ---------------------------------------------------------------------------------- checking --
 
@@ -211,7 +223,7 @@ def rows() -> list[dict]:
         a_names, r_names = list(accept), list(reject)
         chosen = [(n, True) for n in (a_names[(index + k) % len(a_names)] for k in range(3))]
         chosen += [(n, False) for n in (r_names[(index + k) % len(r_names)] for k in range(3))]
-        chosen += [extra for pid, extra in EXTRA if pid == p.pid]
+        chosen += [extra for pid, extra in EXTRA if pid == p.pid and extra not in chosen]
         for name, label in chosen:
             style, why, build = (accept if label else reject)[name]
             out.append({"id": f"{p.pid}/{name}", "kind": KIND[p.fmt], "problem": p.pid, "style": style,

@@ -12,9 +12,10 @@ The rules (each one has a reason id in ``REASONS``; the reward reference documen
 * The answer's program is those blocks in order, so a later block that redefines the entry point replaces
   the draft (draft → fix), and helpers from other blocks stay available. ``code_blocks: final`` reads only
   the last block that defines the entry point instead.
-* Usage is not the answer: a top-level ``assert``, a statement that calls or names the entry point
-  (``print(f(3))``, ``result = f(3)``) and an ``if __name__ == "__main__":`` driver are left out for
-  function tasks (assert / function_call), so a wrong example in "Example usage" neither helps nor hurts.
+* Usage is not the answer: from a block's first top-level ``assert``, statement that calls or names the
+  entry point (``print(f(3))``, ``result = f(3)``) or ``if __name__ == "__main__":`` driver on, only its
+  definitions and imports are kept for function tasks (assert / function_call), so an "Example usage"
+  block neither helps nor hurts.
   Doctest blocks (``>>> f(3)``) are usage. For stdin/stdout tasks the program is the last block that reads
   stdin (else the last block), driver included.
 * A block cut off by the completion cap (an unclosed fence that no longer parses) that would hold the
@@ -181,17 +182,20 @@ def _is_main_guard(stmt: ast.stmt) -> bool:
 
 
 def _definitions_only(body: str, tree: ast.Module, entries: set[str]) -> str:
-    """The block without its usage: top-level asserts, statements naming an entry point, __main__ drivers."""
+    """The block without its usage: from the first top-level assert, statement naming an entry point or
+    __main__ driver on, only definitions and imports stay (the demo after it reads what the demo did)."""
     lines = body.split("\n")
     drop: list[tuple[int, int]] = []
+    in_usage = False
     for stmt in tree.body:
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Import, ast.ImportFrom)):
             continue
         names = {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name)}
         defines = isinstance(stmt, ast.Assign) and _defines(ast.Module(body=[stmt], type_ignores=[]), entries)
-        if isinstance(stmt, ast.Assert) or _is_main_guard(stmt) or (names & entries and not defines):
-            first = min([stmt.lineno] + [d.lineno for d in getattr(stmt, "decorator_list", [])])
-            drop.append((first, stmt.end_lineno or stmt.lineno))
+        in_usage = in_usage or isinstance(stmt, ast.Assert) or _is_main_guard(stmt) or bool(names & entries
+                                                                                           and not defines)
+        if in_usage:
+            drop.append((stmt.lineno, stmt.end_lineno or stmt.lineno))
     for first, last in reversed(drop):
         del lines[first - 1:last]  # top-level statements: removing whole lines keeps the rest valid
     return "\n".join(lines)
