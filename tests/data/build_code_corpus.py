@@ -232,10 +232,38 @@ def rows() -> list[dict]:
     return out
 
 
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "code-tests"
+PER_PROMPT = 6
+
+
+def example_files(data: list[dict]) -> dict[str, str]:
+    """examples/code-tests: the MBPP-style rows as a dataset (visible tests in the prompt, hidden ones in
+    their own column), the corpus answers as imported samples, and the reader's verdicts on them."""
+    problems = [p for p in PROBLEMS if p.fmt == "assert"]
+    by_problem = {p.pid: [r for r in data if r["problem"] == p.pid][:PER_PROMPT] for p in problems}
+
+    def lines(objs: list[dict]) -> str:
+        return "".join(json.dumps(o, sort_keys=True) + "\n" for o in objs)
+
+    dataset = [{"prompt": prompt_of(p), "tests": p.visible, "hidden_tests": p.hidden} for p in problems]
+    samples, verdicts = [], []
+    for index, p in enumerate(problems):
+        for r in by_problem[p.pid]:
+            samples.append({"id": r["id"], "row": index, "prompt": r["prompt"], "completion": r["completion"],
+                            "tests": p.visible, "hidden_tests": p.hidden})
+            verdicts.append({"id": r["id"], "accept": r["correct"], "correct": r["correct"], "well_formed": True,
+                             "note": r["reason"], "reader": "human"})
+    return {"data.jsonl": lines(dataset), "completions.jsonl": lines(samples), "verdicts.jsonl": lines(verdicts)}
+
+
 def main() -> None:
     data = rows()
     OUT.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in data), encoding="utf-8")
     print(f"{OUT.name}: {len(data)} rows over {len({r['problem'] for r in data})} problems")
+    EXAMPLE.mkdir(exist_ok=True)
+    for name, text in example_files(data).items():
+        (EXAMPLE / name).write_text(text, encoding="utf-8")
+    print(f"examples/code-tests: {len(example_files(data)['completions.jsonl'].splitlines())} samples")
 
 
 if __name__ == "__main__":
