@@ -29,6 +29,9 @@ def test_code_example_passes_the_gate_and_needs_its_hidden_tests(cli, tmp_path):
     report = json.loads((run / "score_report.json").read_text())
     assert report["tests"][0]["hidden"]["rows_without"] == 0
     assert any(p["probe"] == "hardcoded_examples" and not p["passing"] for p in report["probes"])
+    assert cli("config", "render", run / "spec.yaml").code == 0
+    brief = (run / "config" / "BRIEF.md").read_text()
+    assert "runs 1–2 visible test(s) per prompt row and 1–4 hidden one(s) (0 of 20 rows without" in brief
 
     bare = tmp_path / "bare"
     shutil.copytree(EXAMPLE, bare)
