@@ -158,6 +158,9 @@ STDIN_ACCEPT = {
                                     "\n\n\nif __name__ == \"__main__\":\n    main()")),
     "fast_input": ("r1", "reads with sys.stdin.readline (lines keep their newline)",
                    lambda p: think("Use fast IO.", fence("import sys\ninput = sys.stdin.readline\n" + p.correct))),
+    "read_all": ("qwen", "reads all of stdin at once and serves input() from the lines",
+                 lambda p: fence("import sys\n\n_lines = iter(sys.stdin.read().split('\\n'))\n\n\ndef input():\n"
+                                 "    return next(_lines)\n\n\n" + p.correct)),
     "trailing_space": ("llama", "correct output with a trailing space on each line (judges ignore it)",
                        lambda p: fence("_print = print\n\ndef print(*args, **kwargs):\n    kwargs.setdefault('end', "
                                        "' \\n')\n    _print(*args, **kwargs)\n\n" + p.correct)),
