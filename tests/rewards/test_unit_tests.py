@@ -111,3 +111,11 @@ def test_executions_are_deterministic_and_module_level_files_do_not_count(mod):
     honest = "```python\ndef save(text):\n    open('out.txt', 'w').write(text)\n```"
     tests = ["save('done')\nassert open('out.txt').read() == 'done'"]
     assert mod.strict(prompts=["Q"] * 2, completions=[pre_written, honest], tests=[tests] * 2) == [0.0, 1.0]
+
+
+def test_bare_code_without_a_fence_is_the_program(mod):
+    doubler = "n = int(input())\nprint(n * 2)\n"
+    prose = "Sure, here it is:\nn = int(input())\nprint(n * 2)\nThis doubles n."
+    io_tests = [{"input": "3\n", "output": "6\n"}]
+    assert mod.stdio(prompts=["Q"] * 3, completions=[doubler, prose, "I think it doubles."],
+                     io=[io_tests] * 3) == [1.0, 1.0, 0.0]

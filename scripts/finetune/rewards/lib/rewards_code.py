@@ -7,8 +7,8 @@ The rules (each one has a reason id in ``REASONS``; the reward reference documen
   closed (the completion stopped at the cap while thinking) has no answer (``unclosed_think``).
 * Code is every fenced ``python`` / ``py`` / ``python3`` block, and every untagged block that parses as
   Python and is not an output listing (a block of bare literals, or one under an ``Output:`` /
-  ``Input:`` label). With no fence at all, the code is the longest parseable run starting at the first
-  ``def`` / ``class`` / ``import`` line.
+  ``Input:`` label). With no fence at all, the code is the whole text when it parses, else the longest
+  parseable run starting at the first ``def`` / ``class`` / ``import`` line (or first statement).
 * The answer's program is those blocks in order, so a later block that redefines the entry point replaces
   the draft (draft → fix), and helpers from other blocks stay available. ``code_blocks: final`` reads only
   the last block that defines the entry point instead.
@@ -50,6 +50,7 @@ _CLOSE = re.compile(r"^[ \t]*(`{3,}|~{3,})(?![A-Za-z0-9_+#.-])")
 _OUTPUT_LABEL = re.compile(r"\b(output|outputs|prints?|printed|result|results|returns|expected|console|stdout|"
                            r"stdin|input|inputs)\b[^:\n]*:\s*(\*\*|__)?\s*$", re.I)
 _DEF_START = re.compile(r"^(def |async def |class |import |from \S+ import |@)")
+_STATEMENT_START = re.compile(r"^[A-Za-z_][\w.]*(\s*,\s*[A-Za-z_]\w*)*\s*(=|\(|\+=)|^(for|while|if|print)\b")
 _STDIN = re.compile(r"\binput\s*\(|sys\.stdin|open\(\s*0|fileinput")
 _BUILTIN_NAMES = frozenset(dir(builtins))
 _MAX_UNFENCED_LINES = 400
@@ -135,8 +136,12 @@ def _code_blocks(text: str) -> tuple[list[str], str | None]:
 
 def _unfenced(text: str) -> str | None:
     """The longest parseable run of lines from the first def/class/import line (no fence anywhere)."""
+    if text.strip() and _parse(text) is not None and not _is_listing(_parse(text) or ast.Module([], [])):
+        return text  # the whole completion is a program (a base model's bare code)
     lines = text.split("\n")
     start = next((i for i, line in enumerate(lines) if _DEF_START.match(line)), None)
+    if start is None:  # a script without definitions: from its first statement-looking line
+        start = next((i for i, line in enumerate(lines) if _STATEMENT_START.match(line)), None)
     if start is None:
         return None
     end_max = min(len(lines), start + _MAX_UNFENCED_LINES)
