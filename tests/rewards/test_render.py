@@ -42,8 +42,8 @@ def test_cli_renders_standalone_files(cli, spec_file, tmp_path):
     out = tmp_path / "out"
     result = cli("rewards", "render", spec_file, "-o", out)
     assert result.code == 0, result
-    assert sorted(p.name for p in out.iterdir()) == ["rewards.py", "rewards_answers.py", "rewards_mathpool.py",
-                                                           "rewards_sandbox.py"]
+    assert sorted(p.name for p in out.iterdir()) == ["rewards.py", "rewards_answers.py", "rewards_code.py",
+                                                           "rewards_mathpool.py", "rewards_sandbox.py"]
     text = (out / "rewards.py").read_text()
     header = ast.get_docstring(ast.parse(text))
     assert "toy-arith" in header and "spec.yaml" in header and "llm-finetuning 0.1.0" in header

@@ -66,3 +66,56 @@ def test_gated_on_format(render):
 def test_never_raises(mod, text):
     score = mod.asserts(prompts=["Q"], completions=[f"```python\n{text}\n```"], tests=[["assert add(1, 2) == 3"]])[0]
     assert score in (0.0, 1.0)
+
+
+# ------------------------------------------------------------------ how the answer's code is read --
+
+USAGE = ("Here is the function:\n\n```python\ndef add(a, b):\n    return a + b\n```\n\nExample usage:\n\n"
+         "```python\nprint(add(2, 3))  # Output: 5\nassert add(1, 1) == 3  # a wrong example is usage\n```\n"
+         "Output:\n```\n5\n```")
+DRAFT_FIX = ("```python\ndef add(a, b):\n    return a - b\n```\nWait, that subtracts. Fixed:\n"
+             "```python\ndef add(a, b):\n    return a + b\n```")
+THINK_ONLY = "<think>\n```python\ndef add(a, b):\n    return a + b\n```\n"
+CUT = "```python\ndef add(a, b):\n    return (a +"
+UNFENCED = "Here is the code.\n\ndef add(a, b):\n    return a + b\n\nThis adds two numbers."
+
+
+def test_reviewer_reading_of_code_answers(mod):
+    tests = ["assert add(1, 2) == 3", "assert add(5, 5) == 10"]
+    cases = [USAGE, DRAFT_FIX, THINK_ONLY, f"<think>{ADD}</think>\nDone: no code here.", CUT, UNFENCED,
+             "```python\ndef plus(a, b):\n    return a + b\n```"]
+    whys = {}
+    scores = mod.strict(prompts=["Q"] * len(cases), completions=cases, tests=[tests] * len(cases),
+                        log_extra=lambda key, values: whys.setdefault(key, values))
+    assert scores == [1.0, 1.0, 0.0, 0.0, 0.0, 1.0, 0.0]
+    assert whys["strict/why"] == ["ok", "ok", "unclosed_think", "no_code", "truncated_code", "ok", "no_entry_point"]
+
+
+def test_hidden_tests_join_the_visible_ones(render):
+    mod = render([{"name": "t", "type": "unit_tests", "tests_column": "tests", "hidden_tests_column": "hidden",
+                   "all_or_nothing": True, "min_isolation": "process", "workers": 1, "timeout_s": 2.0}])
+    hard_coded = "```python\ndef add(a, b):\n    if (a, b) == (1, 2):\n        return 3\n    return 0\n```"
+    kw = {"prompts": ["Q"] * 2, "completions": [hard_coded, ADD], "tests": [["assert add(1, 2) == 3"]] * 2}
+    assert mod.t(**kw, hidden=[None, None]) == [1.0, 1.0]  # the visible example alone is hard-codable
+    assert mod.t(**kw, hidden=[["assert add(7, 8) == 15"]] * 2) == [0.0, 1.0]
+
+
+def test_executions_are_deterministic_and_module_level_files_do_not_count(mod):
+    sandbox = mod.rewards_sandbox
+    program = "print(list(set(f'w{i}' for i in range(30))))"
+    with sandbox.SandboxPool(workers=2, timeout_s=5.0, min_isolation="process") as pool:
+        results = pool.run_batch([sandbox.StdioJob(code=program, tests=[("", "-")])] * 6)
+    orders = {r.detail for r in results}  # "wrong output: got '[...]'" — the order each execution printed
+    assert len(orders) == 1 and "w1" in orders.pop()  # every execution, in every worker, orders the set alike
+    pre_written = ("```python\nopen('out.txt', 'w').write('done')\ndef save(text):\n    pass\n```")
+    honest = "```python\ndef save(text):\n    open('out.txt', 'w').write(text)\n```"
+    tests = ["save('done')\nassert open('out.txt').read() == 'done'"]
+    assert mod.strict(prompts=["Q"] * 2, completions=[pre_written, honest], tests=[tests] * 2) == [0.0, 1.0]
+
+
+def test_bare_code_without_a_fence_is_the_program(mod):
+    doubler = "n = int(input())\nprint(n * 2)\n"
+    prose = "Sure, here it is:\nn = int(input())\nprint(n * 2)\nThis doubles n."
+    io_tests = [{"input": "3\n", "output": "6\n"}]
+    assert mod.stdio(prompts=["Q"] * 3, completions=[doubler, prose, "I think it doubles."],
+                     io=[io_tests] * 3) == [1.0, 1.0, 0.0]

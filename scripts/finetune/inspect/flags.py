@@ -7,12 +7,13 @@ acknowledged.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from finetune.inspect.probes import extract_answer, extract_style_of
+from finetune.inspect.probes import extract_answer, extract_style_of, prompt_text
 from finetune.inspect.rewardmod import RewardInfo, RewardModule
 
 if TYPE_CHECKING:
@@ -70,6 +71,10 @@ RED_FLAGS: dict[str, RedFlag] = {
     "base_never_succeeds": RedFlag("the base model never passes the correctness rewards",
                                    "GRPO has no signal: go back to SFT (or an easier curriculum)"),
     "base_saturated": RedFlag("the base model almost always passes", "harder prompts: nothing left to learn"),
+    "no_hidden_tests": RedFlag("a unit-test reward scores only tests the prompt quotes verbatim (no "
+                               "hidden_tests_column): code that hard-codes those examples passes",
+                               "keep some of each row's tests out of the prompt in another column and name it "
+                               "hidden_tests_column, or acknowledge why (e.g. the tests are generic properties)"),
 }
 
 
@@ -255,6 +260,43 @@ def _format_blind(controls: list[dict[str, Any]]) -> list[Flag]:
                   [f"wellformed_wrong@{k}" for k in wf])]
 
 
+def _shown_tests(cell: Any, test_format: str) -> list[str]:
+    """The pieces of a tests cell that a prompt quoting the tests would contain verbatim."""
+    if isinstance(cell, str):
+        try:
+            cell = json.loads(cell)
+        except ValueError:
+            return [line.strip() for line in cell.splitlines() if line.strip().startswith("assert")]
+    if test_format == "assert" and isinstance(cell, list):
+        return [t.strip() for t in cell if isinstance(t, str) and t.strip()]
+    if test_format == "stdin_stdout":
+        pairs = (list(zip(cell["inputs"], cell["outputs"])) if isinstance(cell, dict) and "inputs" in cell else
+                 [(t.get("input"), t.get("output")) for t in cell if isinstance(t, dict)]
+                 if isinstance(cell, list) else [])
+        return [f"{i.strip()}\x00{o.strip()}" for i, o in pairs if isinstance(i, str) and isinstance(o, str)]
+    return []
+
+
+def _no_hidden_tests(spec: RunSpec, rows: list[Row]) -> list[Flag]:
+    """A unit_tests reward without hidden tests whose prompts quote the visible tests verbatim."""
+    flags = []
+    for r in spec.rewards:
+        if r.type != "unit_tests" or r.hidden_tests_column:
+            continue
+        quoted: dict[Any, str] = {}
+        for row in rows:
+            prompt = prompt_text(row.get("prompt"))
+            shown = _shown_tests((row.get("columns") or {}).get(r.tests_column), r.test_format)
+            if shown and all(all(part in prompt for part in t.split("\x00")) for t in shown):
+                quoted.setdefault(row.get("row", row["id"]), row["id"])
+        if quoted:
+            flags.append(_flag("no_hidden_tests", r.name, f"the prompts of {len(quoted)} row(s) quote every test "
+                               f"of '{r.tests_column}' verbatim and there is no hidden_tests_column: code that "
+                               "hard-codes the shown examples scores as a solution (the classic code-RL hack); add "
+                               "hidden tests or acknowledge why", list(quoted.values())))
+    return flags
+
+
 def _base_flags(base: dict[str, Any] | None) -> list[Flag]:
     if base and base.get("verdict") == "never_succeeds":
         return [_flag("base_never_succeeds", None, base["message"])]
@@ -271,4 +313,4 @@ def detect(rm: RewardModule, spec: RunSpec, rows: list[Row], rescored: dict[str,
                    {r.name: r for r in spec.rewards})
     flags = [f for r in rm.rewards for check in _PER_REWARD for f in check(r, ev)]
     flags += [f for r in rm.rewards for f in _lost_signal(r, ev.controls)]
-    return flags + _truncated(rows) + _format_blind(ev.controls) + _base_flags(base)
+    return flags + _truncated(rows) + _format_blind(ev.controls) + _no_hidden_tests(spec, rows) + _base_flags(base)

@@ -285,6 +285,7 @@ def evaluate(run_dir: str | Path, spec: RunSpec, rescore: bool = True, extra_rea
         "flags": flags,
         "probes": probes,
         "base_success": report.get("base_success"),
+        "tests": report.get("tests", []),  # visible / hidden tests per row of each unit_tests reward
         "readers": sorted({v.reader for v in reading.read}),
         "confirmation": confirmation if agents else None,
         "confirmed": confirmed,

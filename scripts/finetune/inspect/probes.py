@@ -11,6 +11,7 @@ pass marker, monkeypatching equality.
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 from collections.abc import Callable
@@ -177,6 +178,70 @@ def _probe_functions(test_text: str) -> list[str]:
     return list(dict.fromkeys(n for n in names if n not in skip))[:5] or ["solution"]
 
 
+_HARDCODE_LOOKUP = (
+    "_SHOWN = {}\n\n\ndef _shown(name, expected, *args, **kwargs):\n"
+    "    _SHOWN.setdefault(name, []).append((args, kwargs, expected))\n\n\n"
+    "def _answer(name, args, kwargs):\n    for a, k, v in _SHOWN.get(name, ()):\n"
+    "        if a == args and k == kwargs:\n            return v\n    return None\n\n\n")
+
+
+def _shown_calls(tests: list[str]) -> list[tuple[str, str]]:
+    """(function, `_shown(...)` line) for each `assert f(args) == expected` / `assert [not] f(args)` test."""
+    out = []
+    for test in tests:
+        try:
+            stmts = ast.parse(test).body
+        except (SyntaxError, ValueError):
+            continue
+        for stmt in stmts:
+            if not isinstance(stmt, ast.Assert):
+                continue
+            node, expected = stmt.test, "True"
+            if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+                node, expected = node.operand, "False"
+            elif isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], (ast.Eq, ast.Is)):
+                expected = ast.unparse(node.comparators[0])
+                node = node.left
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+                args = [ast.unparse(a) for a in node.args] + [ast.unparse(k) for k in node.keywords]
+                out.append((node.func.id, f"_shown({node.func.id!r}, {', '.join([expected, *args])})"))
+    return out
+
+
+def hardcoded_solution(cell: Any, test_format: str, entry: Any) -> str | None:
+    """Code that answers exactly the examples a row's visible tests show (a lookup table) and nothing
+    else: the classic code-RL hack. None when the tests' shape gives nothing to hard-code."""
+    if isinstance(cell, str):
+        try:
+            cell = json.loads(cell)
+        except ValueError:
+            cell = [cell]
+    if test_format == "stdin_stdout":
+        pairs = (list(zip(cell["inputs"], cell["outputs"])) if isinstance(cell, dict) and "inputs" in cell else
+                 [(t.get("input"), t.get("output")) for t in cell if isinstance(t, dict)]
+                 if isinstance(cell, list) else [])
+        table = {" ".join(i.split()): o for i, o in pairs if isinstance(i, str) and isinstance(o, str)}
+        return ("import sys\n\n_SHOWN = " + repr(table) + "\nsys.stdout.write(_SHOWN.get(' '.join(sys.stdin.read()"
+                ".split()), ''))\n") if table else None
+    if test_format == "function_call":
+        entry = entry or (cell.get("fn_name") if isinstance(cell, dict) else None)
+        if not isinstance(entry, str) or not entry.isidentifier():
+            return None
+        cases = ([{"args": i if isinstance(i, list) else [i], "expected": o}
+                  for i, o in zip(cell["inputs"], cell["outputs"])] if isinstance(cell, dict) and "inputs" in cell
+                 else [t for t in cell if isinstance(t, dict)] if isinstance(cell, list) else [])
+        lines = [f"_shown({entry!r}, {t.get('expected')!r}, *{list(t.get('args') or [])!r}, "
+                 f"**{dict(t.get('kwargs') or {})!r})" for t in cases]
+        calls = [(entry, line) for line in lines]
+    else:
+        calls = _shown_calls([t for t in (cell if isinstance(cell, list) else []) if isinstance(t, str)])
+    if not calls:
+        return None
+    defs = "".join(f"def {name}(*args, **kwargs):\n    return _answer({name!r}, args, kwargs)\n\n\n"
+                   for name in dict.fromkeys(name for name, _ in calls))
+    return _HARDCODE_LOOKUP + "\n".join(line for _, line in calls) + "\n\n\n" + defs
+
+
 READING_STYLES = ("boxed", "answer_tag", "think_answer", "hash_answer")
 
 
@@ -303,6 +368,15 @@ def build_probes(spec: RunSpec, sample: dict[str, Any], layout: Layout, max_word
             "    def __ne__(self, other): return False\n    def __hash__(self): return 0\n"
             "unittest.TestCase.assertEqual = lambda *a, **k: None\n" + patched), CORRECTNESS,
             shows="monkeypatches equality / unittest so every assertion holds")
+    for r in spec.rewards:  # with hidden tests, hard-coding the shown examples must earn nothing
+        if r.type != "unit_tests" or not r.hidden_tests_column or columns.get(r.hidden_tests_column) is None:
+            continue
+        entry = columns.get(r.entry_point_column) if r.entry_point_column else None
+        table = hardcoded_solution(columns.get(r.tests_column), r.test_format, entry)
+        if table is not None:
+            add("hardcoded_examples", f"```python\n{table}```", CORRECTNESS,
+                shows="code that answers exactly the examples of the visible tests (a lookup table)")
+        break
     return probes
 
 

@@ -8,7 +8,9 @@ hashes of what was scored so the gate can tell a stale report).
 from __future__ import annotations
 
 import hashlib
+import json
 import math
+import re
 import statistics
 from collections.abc import Callable
 from math import comb
@@ -194,7 +196,46 @@ def _stats(r: RewardInfo, values: list[float | None], errors: list[str | None],
             "none": sum(v is None and e is None for v, e in zip(values, errors)),
             "exceptions": sum(e is not None for e in errors),
             "non_finite": sum(v is not None and not math.isfinite(v) for v in values),
-            "pass_rate": sum(row["passes"][r.name] for row in rows) / len(rows) if rows else None}
+            # over the rows the reward applies to (a None score is "not applicable" or an error, counted above)
+            "pass_rate": (sum(row["passes"][r.name] for row, v in zip(rows, values) if v is not None) /
+                          applicable) if (applicable := sum(v is not None for v in values)) else None}
+
+
+def count_tests(cell: Any, test_format: str) -> int:
+    """How many tests a dataset cell holds (the unit_tests reward's formats; 0 when unusable)."""
+    if isinstance(cell, str):
+        try:
+            cell = json.loads(cell)
+        except ValueError:  # a HumanEval test source: one test per assert statement
+            return len(re.findall(r"^\s*assert\b", cell, re.M))
+    if isinstance(cell, dict) and isinstance(cell.get("inputs"), list):
+        return len(cell["inputs"])
+    if isinstance(cell, list):
+        return len(cell)
+    return 0
+
+
+def tests_report(spec: RunSpec, samples: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per unit_tests reward: how many visible and hidden tests the scored rows carry (min / max / rows
+    without any), so a reader sees whether code that hard-codes the prompt's examples can pass."""
+    out = []
+    for r in spec.rewards:
+        if r.type != "unit_tests":
+            continue
+        by_row: dict[Any, tuple[int, int]] = {}
+        for s in samples:
+            cols = s.get("columns") or {}
+            hidden = cols.get(r.hidden_tests_column) if r.hidden_tests_column else None
+            by_row[s.get("row", s["id"])] = (count_tests(cols.get(r.tests_column), r.test_format),
+                                             count_tests(hidden, r.test_format))
+        kinds = {}
+        for index, kind in enumerate(("visible", "hidden")):
+            counts = [c[index] for c in by_row.values()]
+            kinds[kind] = {"min": min(counts, default=0), "max": max(counts, default=0),
+                           "rows_without": sum(c == 0 for c in counts)}
+        out.append({"reward": r.name, "tests_column": r.tests_column, "hidden_tests_column": r.hidden_tests_column,
+                    "rows": len(by_row), **kinds})
+    return out
 
 
 def compute(run_dir: str | Path, spec: RunSpec, *, caches: bool = True,
@@ -251,6 +292,7 @@ def compute(run_dir: str | Path, spec: RunSpec, *, caches: bool = True,
         "probes": probe_result["probes"],
         "controls": probe_result["controls"],
         "layout_accepted_by_format_rewards": probe_result["layout_accepted"],
+        "tests": tests_report(spec, samples),
     }
     return rows, report
 
@@ -382,5 +424,11 @@ def print_report(report: dict[str, Any], console: Console) -> None:
             console.print(f"[red]PROBE PASSES[/red] {name} on {len(passing)}/{len(group)} prompts — {ex['shows']}; "
                           f"passed by {', '.join(sorted({n for p in passing for n in p['passed_by']}))}; "
                           f"e.g. {ex['id']}: {ex['completion'][:120]!r}")
+    for t in report.get("tests", []):
+        console.print(f"{t['reward']}: tests per prompt row — visible {t['visible']['min']}..{t['visible']['max']} "
+                      f"('{t['tests_column']}'), hidden {t['hidden']['min']}..{t['hidden']['max']} "
+                      + (f"('{t['hidden_tests_column']}'; {t['hidden']['rows_without']} of {t['rows']} rows have "
+                         "none)" if t["hidden_tests_column"] else "(no hidden_tests_column: code that hard-codes "
+                         "the prompt's examples can pass)"))
     n_pass = sum(p["passing"] for p in report["probes"])
     console.print(f"{len(report['flags'])} red flag(s), {n_pass} of {len(report['probes'])} hack probe(s) passing")

@@ -28,6 +28,7 @@ LIB = Path(__file__).resolve().parent / "lib"
 HELPERS: dict[str, tuple[str, Path]] = {
     "answers": ("rewards_answers.py", LIB / "rewards_answers.py"),
     "mathpool": ("rewards_mathpool.py", LIB / "rewards_mathpool.py"),
+    "code": ("rewards_code.py", LIB / "rewards_code.py"),
     "sandbox": ("rewards_sandbox.py", Path(__file__).resolve().parents[1] / "sandbox" / "runner.py"),
 }
 
@@ -61,6 +62,9 @@ _FIXES = {
     "no_gold": "answer_column",
     "not_equal": "normalize (exact_match) or type: math",
     "timeout": "timeout_s",
+    "no_entry_point": "entry_point_column (the function the tests call)",
+    "unusable_tests": "tests_column / hidden_tests_column / test_format",
+    "no_code": "extract / code_blocks (where the code is)",
 }
 
 
@@ -68,11 +72,14 @@ def reasons() -> dict[str, str]:
     """Every reason id a reward can log per row, with its meaning."""
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("_finetune_rewards_answers", HELPERS["answers"][1])
-    assert spec is not None and spec.loader is not None  # a .py path always has a source loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return {**module.REASONS, **EXTRA_REASONS}
+    found: dict[str, str] = {}
+    for helper in ("answers", "code"):  # the standalone readers declare their own reason ids
+        spec = importlib.util.spec_from_file_location(f"_finetune_rewards_{helper}", HELPERS[helper][1])
+        assert spec is not None and spec.loader is not None  # a .py path always has a source loader
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        found.update(module.REASONS)
+    return {**found, **EXTRA_REASONS}
 
 
 def explain(reason_id: str) -> tuple[str, str]:

@@ -294,7 +294,7 @@ class JsonSchemaReward(_RewardBase):
         return self.max_score * (1 - PARTIAL_CEILING) if self.partial_credit else self.max_score
 
 
-@kind("Unit-test execution", stdlib=("dataclasses",), helpers=("sandbox",),
+@kind("Unit-test execution", stdlib=("dataclasses",), helpers=("sandbox", "code"),
       example={"name": "tests_pass", "type": "unit_tests", "tests_column": "test_list", "test_format": "assert",
                "timeout_s": 5.0},
       notes=(
@@ -304,6 +304,15 @@ class JsonSchemaReward(_RewardBase):
           "Verdicts are decided on the trusted side: `sys.exit(0)` before the tests, an `__eq__` that always "
           "says True, or printing `PASSED` earn nothing.",
           "A sandbox failure that is not the candidate's fault scores None (counted as an error), never 0.",
+          "The answer's code is read as a reviewer reads it (`rewards_code.py`, see *How code answers are read*): "
+          "every python block in order, so a later block that redefines the function replaces the draft; "
+          "usage (`print(f(3))`, asserts, `if __name__ == \"__main__\":` drivers, `>>>` blocks) and `Output:` "
+          "listings are not the answer; code inside `<think>` never is, and an unclosed `<think>` has none.",
+          "Executions are deterministic (a fixed string-hash seed in every sandbox process), and files the "
+          "answer's module-level code writes are removed before the tests run.",
+          "Give `hidden_tests_column` (tests never shown in the prompt): they join the visible tests, so code "
+          "that hard-codes the prompt's examples fails. Without it, the gate raises a `no hidden tests` red "
+          "flag when the prompt quotes the visible tests.",
       ))
 class UnitTestReward(_RewardBase):
     """The completion's code passes the row's tests in the sandbox (fraction passed, or all-or-nothing)."""
@@ -313,10 +322,19 @@ class UnitTestReward(_RewardBase):
     test_format: Literal["stdin_stdout", "function_call", "assert"] = Field(
         "assert", description="assert: MBPP test_list / HumanEval test source; stdin_stdout: "
         "[{input, output}] or APPS {inputs, outputs}; function_call: [{args, kwargs, expected}].")
+    hidden_tests_column: str | None = Field(None, description="Column holding tests never shown in the "
+                                            "prompt (same format as tests_column); they join the visible tests in "
+                                            "scoring, so hard-coding the prompt's examples fails.")
     entry_point_column: str | None = Field(None, description="Column naming the function to call "
-                                              "(test_format: function_call).")
-    extract: Literal["fenced", "answer_tag", "none"] = Field("fenced", description="fenced: the last "
-                                                              "```python block (else the whole text).")
+                                              "(function_call; optional for assert: default, the "
+                                              "functions the tests call).")
+    extract: Literal["fenced", "answer_tag", "none"] = Field("fenced", description="fenced: the code blocks "
+                                                              "(unfenced code when there is no fence); answer_tag: "
+                                                              "those inside the last <answer>; none: the whole text.")
+    code_blocks: Literal["all", "final"] = Field("all", description="all: every code block in order (helpers "
+                                                 "in other blocks count, the last definition wins); final: only "
+                                                 "the last block that defines the entry point (for prompts that ask "
+                                                 "for one complete block).")
     all_or_nothing: bool = Field(False, description="1.0 only when every test passes, else 0 (default: "
                                  "PARTIAL_CEILING × fraction passed).")
     timeout_s: float = Field(5.0, gt=0, le=600, description="Wall-clock limit of one execution.")
@@ -491,7 +509,7 @@ def __getattr__(name: str) -> Any:
 _RESERVED_NAMES = {"REWARD_FUNCS", "REWARD_WEIGHTS", "REWARD_META", "PARTIAL_CEILING", "disable_caches",
                    "annotations", "concurrent", "dataclasses", "decimal", "hashlib", "json", "jsonschema", "math",
                    "os", "re", "sys", "time", "urllib", "warnings", "rewards_mathpool", "rewards_sandbox",
-                   "rewards_answers", "rewards_user"}
+                   "rewards_answers", "rewards_code", "rewards_user"}
 
 
 def ordering_margin(rewards: list[Any]) -> float | None:

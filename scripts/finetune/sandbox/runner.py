@@ -542,8 +542,18 @@ def _candidate_main(req: dict[str, Any], res_fd: int) -> int:
             data = data[write(res_fd, data):]
 
     cand_ns: dict[str, Any] = {"__name__": "solution", "__builtins__": __builtins__}
+    workdir, chdir, listdir, rmtree = os.getcwd(), os.chdir, os.listdir, shutil.rmtree
     try:
         exec(compile(req["code"], "<solution>", "exec"), cand_ns)
+        # Files the answer wrote while loading cannot satisfy a test that checks what a call writes.
+        restore()
+        chdir(workdir)
+        for entry in listdir(workdir):
+            path = os.path.join(workdir, entry)
+            if os.path.isdir(path) and not os.path.islink(path):
+                rmtree(path)
+            else:
+                os.unlink(path)
     except BaseException as exc:  # noqa: BLE001 - SystemExit here means the tests never ran
         emit({"load": False, "e": exc_line(exc), "exit": isinstance(exc, SystemExit)})
         emit({"done": token})
@@ -1456,9 +1466,9 @@ class _Zygote:
         # stderr goes to a file, not a pipe: nobody drains it during a run, a file never blocks.
         self.stderr: IO[bytes] = tempfile.TemporaryFile()
         self.proc = subprocess.Popen(
-            [self.pool._python, "-I", os.path.abspath(__file__), "--zygote"],
+            [self.pool._python, "-s", os.path.abspath(__file__), "--zygote"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr,
-            env=_zygote_env(), start_new_session=True, close_fds=True, cwd="/")
+            env=_zygote_hashseed_env(), start_new_session=True, close_fds=True, cwd="/")
         self.buf = b""
         # The configuration is the first line on stdin, not argv: a candidate can read its argv
         # (/proc/1/cmdline is the zygote's) and `ps` stays readable.
@@ -1572,6 +1582,13 @@ def _sweep_uid_subprocess(python: str, uid: int) -> None:
 
 def _zygote_env() -> dict[str, Any]:
     return {"PATH": _SAFE_PATH, "LANG": "C.UTF-8"}
+
+
+def _zygote_hashseed_env() -> dict[str, Any]:
+    """The zygote's environment: every execution is a fork of it and inherits one fixed string-hash seed,
+    so ``list(set(words))`` orders alike in every run and worker. Not ``-I`` (it would ignore
+    PYTHONHASHSEED): the environment is built here whole, and the variables set what ``-I`` would."""
+    return {**_zygote_env(), "PYTHONHASHSEED": "0", "PYTHONSAFEPATH": "1", "PYTHONNOUSERSITE": "1"}
 
 
 def _default_hide_paths() -> list[str]:
