@@ -28,6 +28,7 @@ LIB = Path(__file__).resolve().parent / "lib"
 HELPERS: dict[str, tuple[str, Path]] = {
     "answers": ("rewards_answers.py", LIB / "rewards_answers.py"),
     "mathpool": ("rewards_mathpool.py", LIB / "rewards_mathpool.py"),
+    "jsonmatch": ("rewards_jsonmatch.py", LIB / "rewards_jsonmatch.py"),
     "sandbox": ("rewards_sandbox.py", Path(__file__).resolve().parents[1] / "sandbox" / "runner.py"),
 }
 
@@ -61,6 +62,15 @@ _FIXES = {
     "no_gold": "answer_column",
     "not_equal": "normalize (exact_match) or type: math",
     "timeout": "timeout_s",
+    # json_match: each field's judgement has a field of its own in the spec
+    "wrong_value": "fields.<field> (match: text | number with tolerance | date with day_first | code | exact)",
+    "missing_field": "required (a field the gold may lack), or the gold column",
+    "hallucinated_key": "extra_keys: allow, or name the key in fields",
+    "hallucinated_value": "the gold column (a field it leaves null)",
+    "schema": "fields.<field> (the derived shape), schema (given), or extra_keys",
+    "not_strict_json": "none needed when right: json.loads refuses trailing commas (the format role's rule)",
+    "only_in_think": "none: the answer after </think> holds no JSON (a refusal or nothing)",
+    "several_objects": "none: several different objects are a hedge",
 }
 
 
@@ -72,13 +82,22 @@ def reasons() -> dict[str, str]:
     assert spec is not None and spec.loader is not None  # a .py path always has a source loader
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return {**module.REASONS, **EXTRA_REASONS}
+    json_spec = importlib.util.spec_from_file_location("_finetune_rewards_jsonmatch", HELPERS["jsonmatch"][1])
+    assert json_spec is not None and json_spec.loader is not None
+    json_module = importlib.util.module_from_spec(json_spec)
+    json_spec.loader.exec_module(json_module)
+    return {**json_module.REASONS, **module.REASONS, **EXTRA_REASONS}
 
 
 def explain(reason_id: str) -> tuple[str, str]:
-    """(human text, the spec field that changes this judgement or what to do instead)."""
-    text = reasons().get(reason_id, f"reward-specific reason '{reason_id}'")
-    fix = _FIXES.get(reason_id)
+    """(human text, the spec field that changes this judgement or what to do instead). A json_match
+    reason ``<id>:<field>`` names the field at fault: the text and the fix name it too."""
+    base, _, field = reason_id.partition(":")
+    text = reasons().get(base, f"reward-specific reason '{reason_id}'")
+    fix = _FIXES.get(base)
+    if field:
+        text = f"{text} (field '{field}')"
+        fix = fix.replace("<field>", field) if fix else fix
     if fix is None:
         fix = ("no spec field changes this reading: if the reader is right, the reward needs "
                "`type: python` (your own checker)")
