@@ -132,3 +132,13 @@ def test_corpus_is_what_its_builder_writes_and_meets_the_targets():
         assert r["fp"] == 0 and r["fn"] <= 0.01 * r["positives"], (label, r["errors_at"])
     assert ours["fp"] + ours["fn"] < peer["fp"] + peer["fn"]
     assert peer["fp"] > 0  # the peer credits the JSON inside <think> followed by a refusal
+
+
+def test_reasons_no_field_answers_get_the_fix_for_their_reward_kind():
+    text, fix = explain("unexplained", "json_schema")
+    assert "type: json_match" in fix and "read the reward's code" not in fix
+    text, fix = explain("ok", "json_schema")
+    assert "single final answer" not in text and "type: python" not in fix
+    assert "`fields`" in explain("ok", "json_match")[1]
+    assert "pattern" in explain("ok", "format")[1]
+    assert "type: python" in explain("ok")[1]  # no kind known: the old answer

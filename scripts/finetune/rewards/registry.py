@@ -51,6 +51,7 @@ EXTRA_REASONS = {
     "format_failed": "a format reward failed, so correctness scores 0 (format gate)",
     "timeout": "scoring ran past its deadline",
     "error": "scoring raised an error",
+    "unexplained": "the reward logged no reason for these rows",
 }
 
 # reason id -> the spec field that changes that judgement (None: needs type: python, or the reward is right)
@@ -74,6 +75,23 @@ _FIXES = {
 }
 
 
+# reward type -> what changes its judgement when the row's reason does not (a pass the reader rejects, a
+# reward that logs no reason): the fix for THAT kind, `type: python` only where no spec field can
+KIND_FIXES = {
+    "format": "`pattern` / `trailing_text` / `prefilled_think` (the structure the reward requires)",
+    "exact_match": "`extract` (where the answer is) and `normalize` (what counts as equal)",
+    "math": "`extract` (where the answer is) or `answer_column`",
+    "json_match": "`fields` (each field's rule: text / number with tolerance / date / code / exact), "
+    "`required`, `extra_keys`; role format: `schema` or the field shapes",
+    "json_schema": "`schema` / `schema_column` (required keys, types, patterns, additionalProperties: false) "
+    "and `extract`; it logs no per-row reason — to compare values with a gold object field by field use "
+    "`type: json_match`",
+    "unit_tests": "`tests_column` / `test_format` / `extract`",
+    "judge": "the `rubric` (and `max_points` / `threshold`)",
+    "python": "your verifier's function (the spec's `file`): it decides and logs no reason",
+}
+
+
 def reasons() -> dict[str, str]:
     """Every reason id a reward can log per row, with its meaning."""
     import importlib.util
@@ -89,15 +107,22 @@ def reasons() -> dict[str, str]:
     return {**json_module.REASONS, **module.REASONS, **EXTRA_REASONS}
 
 
-def explain(reason_id: str) -> tuple[str, str]:
+def explain(reason_id: str, reward_type: str | None = None) -> tuple[str, str]:
     """(human text, the spec field that changes this judgement or what to do instead). A json_match
-    reason ``<id>:<field>`` names the field at fault: the text and the fix name it too."""
+    reason ``<id>:<field>`` names the field at fault: the text and the fix name it too. With ``reward_type``,
+    a reason no field answers (``ok`` on a row the reader rejects, ``unexplained``) gets that kind's fix."""
     base, _, field = reason_id.partition(":")
     text = reasons().get(base, f"reward-specific reason '{reason_id}'")
     fix = _FIXES.get(base)
     if field:
         text = f"{text} (field '{field}')"
         fix = fix.replace("<field>", field) if fix else fix
+    if base == "ok" and reward_type == "json_match":
+        text = "every gold field matches and no other key is present"
+    elif base == "ok" and reward_type not in (None, "format", "exact_match", "math"):
+        text = "the reward passed these rows"  # not the answer reader's "a single final answer was found"
+    if reward_type in KIND_FIXES and (fix is None or base == "unexplained"):
+        fix = KIND_FIXES[reward_type]
     if fix is None:
         fix = ("no spec field changes this reading: if the reader is right, the reward needs "
                "`type: python` (your own checker)")
