@@ -126,14 +126,15 @@ def test_write_rules_cover_exactly_the_files_the_agent_writes():
                       r"(?:,\s+and\s+(`\$RUN/[\w.]+`), which you write)?", body)
     assert intro, "the command says which files the agent writes by hand"
     written |= set(re.findall(r"`\$RUN/([\w.]+)`", intro.group(0)))
-    assert written == {"spec.yaml", "answers.yaml", "reading.jsonl"}, written
+    assert written == {"spec.yaml", "answers.yaml", "reading.jsonl", "verifier.py"}, written
     file_rules = [t for t in front["allowed-tools"] if re.match(r"(Write|Edit)\(", t)]
     for name in written:
         for tool in ("Write", "Edit"):
             assert any(fnmatch.fnmatch(f"{RUN}/{name}", r[len(tool) + 1:-1]) for r in file_rules
                        if r.startswith(tool + "(")), (tool, name)
     for rule in file_rules:  # scoped: never a bare Write / Edit, never outside a run directory's named files
-        assert re.fullmatch(r"(Write|Edit)\(runs/\*/(spec\.yaml|answers\.yaml|reading\.jsonl)\)", rule), rule
+        assert re.fullmatch(r"(Write|Edit)\(runs/\*/(spec\.yaml|answers\.yaml|reading\.jsonl|verifier\.py)\)",
+                            rule), rule
     assert "Write" not in front["allowed-tools"] and "Edit" not in front["allowed-tools"]
 
 

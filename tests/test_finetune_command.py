@@ -180,7 +180,8 @@ def test_command_runs_as_written(demo_run, tmp_path, capsys):
     for call in calls:
         line = _substitute(call.line, data, run_dir)
         if call.condition:
-            argv = _argv(line, {"EXPORTED_VERDICTS": "x.jsonl", "FLAG": "flag", "REASON": "r", **user})
+            argv = _argv(line, {"EXPORTED_VERDICTS": "x.jsonl", "FLAG": "flag", "REASON": "r",
+                                "BASE_TEMPERATURE": "0.3", **user})
             if Path(argv[0]).name == "finetune":
                 build_parser(argv[1]).parse_args(argv[1:])  # a renamed flag fails here
             continue

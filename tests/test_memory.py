@@ -453,3 +453,12 @@ def test_trl_vocab_tile_constant():
     from finetune.memory import TRL_HEAD_VOCAB_TILE
 
     assert TRL_HEAD_VOCAB_TILE == _CHUNKED_LOGPROB_CHUNK_SIZE
+
+
+def test_memory_says_which_config_it_used_for_a_hub_id(cli, tmp_path):
+    result = cli("memory", "--model", "Qwen/Qwen2.5-1.5B-Instruct", "--profile", "a100-80gb", "-o", tmp_path)
+    assert result.code == 0, result
+    line = "the bundled config.json of Qwen/Qwen2.5-1.5B, used for Qwen/Qwen2.5-1.5B-Instruct"
+    assert line in result.out and line in (tmp_path / "memory.md").read_text()
+    exact = cli("memory", "--model", "Qwen/Qwen2.5-1.5B", "--profile", "a100-80gb")
+    assert "model config: the bundled config.json of Qwen/Qwen2.5-1.5B\n" in exact.out

@@ -168,3 +168,18 @@ def test_cli_survives_a_closed_pipe(tmp_path):
         f"'{sys.executable}' -m finetune --help | head -1", shell=True, capture_output=True, text=True, timeout=60)
     assert "Traceback" not in proc.stderr
     assert proc.stdout.strip()
+
+
+def test_demonstrations_beside_a_grpo_route_offer_sft_and_sft_then_grpo(cli, tmp_path):
+    out = tmp_path / "run"
+    result = cli("route", "--verifiable", "yes", "--signal-kind", "parser", "--demonstrations", "yes",
+                 "--base-success", "sometimes", "-o", out)
+    assert result.code == 0, result
+    data = json.loads((out / "route.json").read_text())
+    assert data["route"] == GRPO and len(data["alternatives"]) == 2
+    assert data["alternatives"][1].startswith("lora-qlora-recipes then grpo-rlvr-training")
+    assert "also offer the user (demonstrations exist):" in result.out
+    plain = cli("route", "--verifiable", "yes", "--signal-kind", "parser", "--demonstrations", "no",
+                "--base-success", "sometimes", "-o", tmp_path / "other")
+    assert "also offer" not in plain.out
+    assert json.loads((tmp_path / "other" / "route.json").read_text())["alternatives"] == []

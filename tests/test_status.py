@@ -324,3 +324,20 @@ def test_samples_that_sample_info_does_not_describe_are_not_current(cli, demo_ru
     info["sha256"] = {"../../etc/passwd": "0" * 64}  # a record naming a path elsewhere is not followed
     (run / "sample_info.json").write_text(json.dumps(info))
     assert _resume(cli, run) == "resume: Phase 1 - inspect sample (stale)"
+
+
+def test_re_reading_samples_whose_scores_were_revealed_is_named_not_blind(tmp_path):
+    """After a reward fix re-scores the same samples, status says a re-read is not blind when the reader saw
+    their scores, and how to get a blind set (fresh samples); without a reveal it only asks to read again."""
+    import os
+
+    from finetune import rundir, status
+
+    (tmp_path / rundir.VERDICTS).write_text('{"id": "s1"}\n')
+    (tmp_path / rundir.SCORED).write_text('{"id": "s1", "rewards": {}}\n')
+    os.utime(tmp_path / rundir.VERDICTS, (1_000_000, 1_000_000))
+    state, text = status._verdicts(status._Run(tmp_path))
+    assert state == status.STALE and "not blind" not in text
+    (tmp_path / "reveals.json").write_text('{"s1": {"time": "2026-01-01T00:00:00+00:00", "via": "key"}}')
+    state, text = status._verdicts(status._Run(tmp_path))
+    assert state == status.STALE and "not blind" in text and "fresh samples" in text

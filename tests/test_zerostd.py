@@ -84,3 +84,20 @@ def test_prediction_is_the_mean_over_prompts():
     all_right, mixed = [[1.0, 1.0]] * 4, [[1.0, 1.0], [1.0, 0.0], [0.0, 0.0], [1.0, 1.0]]
     assert zerostd.predicted_zero_std([all_right, mixed], [0.25, 1.0], 4) == 0.5
     assert zerostd.predicted_zero_std([], [0.25, 1.0], 4) is None
+
+
+def test_a_note_when_fp32_rounding_hides_prompts_at_0_of_k_and_k_of_k():
+    """Weights 0.2 + 1.0: equal totals are not exact in float32, so TRL's zero-std count (the prediction) stays
+    near 0 while a quarter of the prompts teach nothing; score's output says so."""
+    from finetune.inspect.score import base_success, zero_std_note
+
+    scores = {0: [[1.0, 1.0]] * 8, 1: [[1.0, 0.0]] * 4 + [[1.0, 1.0]] * 4, 2: [[1.0, 0.0]] * 4 + [[1.0, 1.0]] * 4,
+              3: [[1.0, 0.0]] * 3 + [[1.0, 1.0]] * 5}
+    succ = {row: [s[1] == 1.0 for s in rows] for row, rows in scores.items()}
+    base = base_success(succ, 8, "samples", 1.0, scores, [0.2, 1.0])
+    assert base["share_all"] == 0.25
+    assert base["predicted_frac_reward_zero_std"] < 0.2  # TRL's float32 residue hides the k/k prompt
+    note = zero_std_note(base)
+    assert note and "25% of prompts are at 0/k or k/k" in note and "0/k + k/k share" in note
+    exact = dict(base, predicted_frac_reward_zero_std=0.25)
+    assert zero_std_note(exact) is None

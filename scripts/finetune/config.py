@@ -13,6 +13,7 @@ from __future__ import annotations
 import difflib
 import json
 import math
+import os
 import re
 import sys
 from collections.abc import Callable
@@ -657,12 +658,18 @@ def _pick(spec_value: Any, rec: Recommendation, name: str, what: str) -> Setting
     return Setting(getattr(rec, name), f"memory.recommend(): {reason or 'per-scale default'}", "memory")
 
 
-def _relative(path: Path, run_dir: Path) -> str:
-    """A path as written into the rendered files: relative to the run directory when inside it."""
+def _relative(path: Path, run_dir: Path, given: str | None = None) -> str:
+    """A path as written into the rendered files: relative to the run directory when inside it; a path the
+    spec gave relative (``given``: `../model`, `../data/train.jsonl`) stays relative to the run directory,
+    `..` included, so the run folder copied with its neighbours to another machine still finds them; a path
+    the spec gave absolute stays absolute."""
+    resolved = path.resolve()
     try:
-        return str(path.resolve().relative_to(run_dir.resolve()))
+        return str(resolved.relative_to(run_dir.resolve()))
     except ValueError:
-        return str(path.resolve())
+        if given is not None and not Path(given).expanduser().is_absolute() and not given.startswith("~"):
+            return os.path.relpath(resolved, run_dir.resolve())
+        return str(resolved)
 
 
 @dataclass
@@ -959,9 +966,10 @@ def _launch_inputs(spec: RunSpec, run_dir: Path, data_format: str, method: str
     """(model reference, dataset, PEFT config, warnings) as the launch files name them."""
     warnings: list[str] = []
     model_path = spec.resolve_path(spec.model)
-    model_ref = _relative(model_path, run_dir) if model_path.exists() else spec.model
+    model_ref = _relative(model_path, run_dir, spec.model) if model_path.exists() else spec.model
     dpath = spec.training_data_path()
-    dataset = {"format": data_format, "path": _relative(dpath, run_dir), "split": spec.dataset.split,
+    given = spec.dataset.filter.path if spec.dataset.filter else spec.dataset.path
+    dataset = {"format": data_format, "path": _relative(dpath, run_dir, given), "split": spec.dataset.split,
                "prompt_column": spec.dataset.prompt_column}
     if data_format == "hf_disk":  # `trl grpo` reads a save_to_disk folder through its arrow files
         split_dir = dpath / spec.dataset.split

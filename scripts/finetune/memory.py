@@ -1396,9 +1396,11 @@ def recommendation_markdown(rec: Recommendation) -> str:
 def write_memory_md(out_dir: str | Path, title: str, est: Estimate, rec: Recommendation) -> Path:
     """RUN/memory.md: the estimate's table and the recommendation with its reasons, written atomically."""
     from finetune import atomic, rundir
+    from finetune.models import config_origin
 
-    return atomic.write_text(Path(out_dir) / rundir.MEMORY,
-                             est.to_markdown(title) + "\n" + recommendation_markdown(rec))
+    return atomic.write_text(Path(out_dir) / rundir.MEMORY, est.to_markdown(title) + "\n"
+                             + config_origin(est.model).replace("model config:", "Model config:", 1) + "\n\n"
+                             + recommendation_markdown(rec))
 
 
 # ----------------------------------------------------------------------------------- published figures

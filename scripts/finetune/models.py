@@ -262,6 +262,20 @@ def load_model_info(model: str, model_config: str | None = None, base_dir: str |
     return replace(_load_cached(str(path), path.stat().st_mtime_ns), name=display)
 
 
+def config_origin(info: ModelInfo) -> str:
+    """Which config.json an estimate used for ``info``, in words: a bundled config stands in for a variant
+    (an -Instruct release) only because the architecture is the same — say so, never silently."""
+    path = Path(info.source)
+    try:
+        bundled = str(path.resolve().relative_to(BUNDLED_DIR.resolve()).parent)
+    except ValueError:
+        return f"model config: {path}" + (" (the Hugging Face cache)" if "models--" in str(path) else "")
+    if bundled.lower() == info.name.lower():
+        return f"model config: the bundled config.json of {bundled}"
+    return (f"model config: the bundled config.json of {bundled}, used for {info.name} (a variant with the same "
+            "architecture: sizes are the same); give `model_config:` / --model-config for its own config.json")
+
+
 def cache_dir() -> Path | None:
     """Where computed ModelInfo is kept: $FINETUNE_CACHE_DIR (``off`` disables), else
     $XDG_CACHE_HOME/llm-finetuning/model-info (~/.cache/...)."""

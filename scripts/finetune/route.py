@@ -192,9 +192,21 @@ class Decision:
             "provisional": self.rule.provisional,
             "why": self.rule.why,
             "needs": list(self.rule.needs),
+            "alternatives": alternatives(self),
             "answers": self.answers.model_dump(mode="json"),
             "plugin_version": __version__,
         }
+
+
+def alternatives(decision: Decision) -> list[str]:
+    """What else to offer beside the route: with demonstrations at hand and a GRPO route, SFT on them (alone,
+    or before GRPO) is the cheaper first step the user should hear about."""
+    if decision.route == GRPO and decision.answers.demonstrations:
+        return [f"{SFT}: supervised fine-tuning on the demonstrations alone may already reach the target "
+                "(gold outputs are the most direct signal; measure it with the verifier)",
+                f"{SFT} then {GRPO}: SFT on the demonstrations first, then GRPO from that checkpoint to sharpen "
+                "what the verifier checks (the SFT-then-RL recipe; base success rises, so groups carry signal)"]
+    return []
 
 
 def decide(answers: Answers) -> Decision:
@@ -290,6 +302,10 @@ def render_text(decision: Decision) -> str:
              f"why:   {rule.why}",
              "needs before it can start:"]
     lines += [f"  {i}. {need}" for i, need in enumerate(rule.needs, start=1)]
+    offered = alternatives(decision)
+    if offered:
+        lines.append("also offer the user (demonstrations exist):")
+        lines += [f"  - {alt}" for alt in offered]
     return "\n".join(lines)
 
 

@@ -200,8 +200,25 @@ def _verdicts(run: _Run) -> tuple[str, str]:
     if not run.path(rundir.VERDICTS).is_file():
         return MISSING, "no verdicts: write the reading sheet (`finetune inspect review`) and record a reading"
     if run.newer(rundir.SCORED, rundir.VERDICTS):
+        if _seen_scores(run):
+            return STALE, ("the samples were scored again after the last verdict, and their reward scores were "
+                           "shown to the reader (reveals.json): re-reading them is not blind — for a blind reading "
+                           "of the fixed reward draw fresh samples (`finetune inspect sample SPEC` after changing "
+                           "`training.seed`, Phase 1's sampling seed; then score, review, verdict before the key)")
         return STALE, "the samples were scored again after the last verdict: read the new sheet"
     return OK, "verdicts recorded"
+
+
+def _seen_scores(run: _Run) -> bool:
+    """Did a reader see the reward scores of samples that are still in scored.jsonl (key, terminal review)?"""
+    from finetune.inspect.verdicts import load_reveals
+
+    try:
+        revealed = set(load_reveals(run.dir))
+        scored = run.path(rundir.SCORED).read_text(encoding="utf-8")
+    except (OSError, UserError, ValueError):
+        return False
+    return any(f'"id": "{i}"' in scored or f'"id":"{i}"' in scored for i in revealed)
 
 
 def gate_state(folder: Path, spec: RunSpec, fix: str = "fix the reward, repeat Phase 1") -> tuple[str, str]:

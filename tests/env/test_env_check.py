@@ -37,6 +37,18 @@ def _fixes(out: str) -> dict[str, str]:
     return {line.split(":", 1)[0][4:]: line.split(": ", 1)[1] for line in out.splitlines() if line.startswith("fix ")}
 
 
+@pytest.fixture(scope="module", autouse=True)
+def hub_cache(tmp_path_factory, tiny_model_dir):
+    """The configs' hub id in a Hugging Face cache (env check verifies the model resolves; the tests are offline)."""
+    from hfcache_helpers import install_in_hf_cache
+
+    cache = tmp_path_factory.mktemp("hub-cache")
+    install_in_hf_cache(tiny_model_dir, cache, "Qwen/Qwen3-1.7B")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("HF_HUB_CACHE", str(cache))
+        yield cache
+
+
 @pytest.fixture(scope="module")
 def cpu_run(tmp_path_factory, tiny_model_dir) -> Path:
     return _render(tmp_path_factory.mktemp("env") / "cpu", str(tiny_model_dir),
@@ -126,3 +138,11 @@ def test_version_specifiers(version, require, ok):
     from finetune.env.check import satisfies
 
     assert satisfies(version, require) is ok
+
+
+def test_a_hub_model_neither_cached_nor_reachable_is_missing(node_run, tmp_path):
+    res = _check(node_run, standalone=True, HF_HUB_CACHE=str(tmp_path / "empty-cache"))
+    assert res.returncode == 1
+    fix = _fixes(res.stdout)["model"]
+    assert "huggingface-cli download Qwen/Qwen3-1.7B" in fix and "HF_HUB_OFFLINE" in fix
+    assert "fix training data" not in res.stdout  # data/train.jsonl is where train.py reads it

@@ -76,6 +76,16 @@ def node_run(tmp_path_factory) -> Path:
                    hardware={"profile": "h100-80gb", "gpus": 8, "nodes": 1})
 
 
+@pytest.fixture(scope="module")
+def hub_cache(tmp_path_factory, tiny_model_dir) -> Path:
+    """A Hugging Face cache holding the configs' hub id: env check verifies the model resolves (offline here)."""
+    from hfcache_helpers import install_in_hf_cache
+
+    cache = tmp_path_factory.mktemp("hub-cache")
+    install_in_hf_cache(tiny_model_dir, cache, "Qwen/Qwen3-1.7B")
+    return cache
+
+
 def _gpu_env(tmp: Path, trl_body: str) -> tuple[Path, Path, dict[str, str]]:
     """A ready 8-GPU environment (fake GPUs, vLLM, DeepSpeed) whose `trl` is ``trl_body``; curl never connects."""
     log = tmp / "calls.log"
@@ -94,8 +104,9 @@ def _gpu_env(tmp: Path, trl_body: str) -> tuple[Path, Path, dict[str, str]]:
      "never became healthy at http://127.0.0.1:8000 within 3s"),
     ('echo "ERROR engine core failed: CUDA out of memory"\nexit 1\n', "exited before it became healthy"),
 ])
-def test_dead_vllm_server_stops_the_launch(node_run, tmp_path, trl_body, says):
+def test_dead_vllm_server_stops_the_launch(node_run, tmp_path, trl_body, says, hub_cache):
     _py, log, env = _gpu_env(tmp_path, trl_body)
+    env["HF_HUB_CACHE"] = str(hub_cache)
     res = _bash(node_run, "launch.sh", timeout=60, **env)
     assert res.returncode == 1, res.stdout + res.stderr
     assert says in res.stderr and "CUDA out of memory" in res.stderr  # the server log's tail

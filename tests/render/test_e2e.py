@@ -113,3 +113,53 @@ def test_lora_render_trains_on_cpu(tmp_path, tiny_model_dir):
     assert "LoraConfig(r=4" in (run / "config" / "train.py").read_text()
     _run([sys.executable, "config/train.py", "--cpu", "--max-steps", "2"], run)
     _assert_reward_logs(run / "train" / "trainer_state.json")
+
+
+def test_run_folder_moved_with_its_model_and_data_still_trains(tmp_path, tiny_model_dir):
+    """Paths the spec gave relative (`../model`, `../shared/train.jsonl`) stay relative to the run directory in
+    train.py, so the project folder copied elsewhere (to the GPU box) passes env check and trains."""
+    from finetune.cli import main
+
+    project = tmp_path / "project"
+    shutil.copytree(tiny_model_dir, project / "model")
+    spec = write_run(project / "run", "../model")
+    (project / "shared").mkdir()
+    shutil.move(project / "run" / "data" / "train.jsonl", project / "shared" / "train.jsonl")
+    text = spec.read_text().replace("path: data/train.jsonl", "path: ../shared/train.jsonl")
+    spec.write_text(text)
+    assert main(["config", "render", str(spec), "--no-gate"]) == 0
+    train_py = (project / "run" / "config" / "train.py").read_text()
+    assert "MODEL = '../model'" in train_py and "'../shared/train.jsonl'" in train_py
+    assert str(project) not in train_py
+    moved = tmp_path / "gpu-box" / "project"
+    moved.parent.mkdir()
+    shutil.move(project, moved)
+    from finetune.env import check
+
+    target = check.load_target(moved / "run")
+    rows = {r.what: r for r in check.check_inputs(target, moved / "run")}
+    assert rows["training data"].ok and rows["model"].ok, rows
+    assert rows["model"].found == str(moved / "run" / ".." / "model")
+    out = subprocess.run([sys.executable, "config/env_check.py"], cwd=moved / "run", env=_env(moved / "run"),
+                         capture_output=True, text=True, timeout=120).stdout
+    assert "fix training data" not in out and "fix model" not in out, out
+    _run([sys.executable, "config/train.py", "--cpu", "--max-steps", "1"], moved / "run")
+    assert json.loads((moved / "run" / "train" / "trainer_state.json").read_text())["global_step"] == 1
+
+
+def test_env_check_names_a_missing_data_file_and_model_folder(tmp_path, tiny_model_dir):
+    from finetune.cli import main
+    from finetune.env import check
+
+    project = tmp_path / "project"
+    shutil.copytree(tiny_model_dir, project / "model")
+    spec = write_run(project / "run", "../model")
+    assert main(["config", "render", str(spec), "--no-gate"]) == 0
+    (project / "run" / "data" / "train.jsonl").unlink()
+    shutil.rmtree(project / "model")
+    rows = {r.what: r for r in check.check_inputs(check.load_target(project / "run"), project / "run")}
+    assert not rows["training data"].ok and "copy the data" in rows["training data"].fix
+    assert not rows["model"].ok and "copy the model folder" in rows["model"].fix
+    proc = subprocess.run([sys.executable, "config/env_check.py"], cwd=project / "run", env=_env(project / "run"),
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1 and "fix training data:" in proc.stdout and "fix model:" in proc.stdout

@@ -187,6 +187,9 @@ def _print_estimate(est: Estimate, rec: Recommendation) -> None:
     table.add_row("peak during generation", f"{est.generation_peak_gib:.2f}", "", "")
     table.add_row("peak during training", f"{est.training_peak_gib:.2f}", "", "")
     console.print(table)
+    from finetune.models import config_origin
+
+    console.print(config_origin(est.model), soft_wrap=True)
     colour = {"fits": "green", "tight": "yellow"}.get(est.verdict, "red")
     console.print(f"[bold {colour}]{est.verdict}[/]: peak {est.total_gib:.1f} GiB of {est.memory_gib:.1f} GiB per GPU")
     for p in est.problems:

@@ -5,7 +5,8 @@ Reads ``config/target.json`` (what `finetune config render` says the config need
 the machine it runs on: Python, torch with CUDA and the GPU count / memory the config was sized for,
 the exact TRL the config was rendered for, vLLM within TRL's supported range when vLLM generates,
 DeepSpeed when a ZeRO config was rendered, the packages the rewards import, the `trl` / `accelerate`
-commands beside this interpreter, and `curl` for launch.sh's health check. Each missing piece is
+commands beside this interpreter, `curl` for launch.sh's health check, and the training data and the model
+the config names (relative paths from the run directory; a hub id in the cache or reachable). Each missing piece is
 printed with the exact command that installs it into this interpreter. Exit 0 ready, 1 not ready,
 2 no readable target.json.
 
@@ -171,10 +172,64 @@ def check_tools(target: dict[str, Any]) -> list[Check]:
     return rows
 
 
-def run_checks(target: dict[str, Any]) -> list[Check]:
+def _local(run_dir: Path, value: str) -> Path:
+    """A path of the rendered config: relative ones are relative to the run directory (as train.py reads them)."""
+    path = Path(value).expanduser()
+    return path if path.is_absolute() else run_dir / path
+
+
+def _hub_model(repo: str) -> Check:
+    """A hub id resolves: in this machine's Hugging Face cache, or reachable on the hub for the first start."""
+    need = f"{repo} (hub id)"
+    fetch = f"huggingface-cli download {shlex.quote(repo)}"
+    try:
+        from huggingface_hub import HfApi, try_to_load_from_cache
+    except ImportError:
+        return Check("model", need, "huggingface_hub missing", False, pip_line("huggingface_hub"))
+    if isinstance(try_to_load_from_cache(repo, "config.json"), str):
+        return Check("model", need, "in the Hugging Face cache", True)
+    if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on"):
+        return Check("model", need, "not in the cache and HF_HUB_OFFLINE is set", False,
+                     f"{fetch} (with network; then keep HF_HUB_OFFLINE), or unset HF_HUB_OFFLINE")
+    try:
+        HfApi().model_info(repo, timeout=15)
+    except Exception as exc:  # offline, gated, misspelt: all mean the first start would fail
+        return Check("model", need, f"not in the cache; the hub does not answer for it ({type(exc).__name__})",
+                     False, f"{fetch} where the hub is reachable (set HF_TOKEN for a gated model), or copy "
+                     "the model folder and set `model:` to its path")
+    return Check("model", need, "not in the cache; on the hub (downloaded at the first start)", True)
+
+
+def check_inputs(target: dict[str, Any], run_dir: Path) -> list[Check]:
+    """The training data and the model the config names are where train.py will look for them."""
+    inputs = target.get("inputs") or {}
+    rows = []
+    data = inputs.get("dataset")
+    if data:
+        path = _local(run_dir, data)
+        ok = path.exists()
+        rows.append(Check("training data", f"{data} (relative to the run directory)" if path != Path(data) else data,
+                          str(path) if ok else "missing", ok, "" if ok else
+                          f"copy the data to {path}: move the run folder together with the files its spec names "
+                          "by relative path (or re-render with the path of this machine)"))
+    model = inputs.get("model")
+    if model and inputs.get("model_is_path"):
+        path = _local(run_dir, model)
+        ok = (path / "config.json").is_file()
+        rows.append(Check("model", f"{model} (a model folder with config.json)", str(path) if ok else "missing",
+                          ok, "" if ok else f"copy the model folder to {path}, or set `model:` to its hub id "
+                          "and re-render"))
+    elif model:
+        rows.append(_hub_model(model))
+    return rows
+
+
+def run_checks(target: dict[str, Any], run_dir: Optional[Path] = None) -> list[Check]:
     rows = [check_python(target)]
     rows += [check_package(p) for p in target.get("packages", [])]
     rows += check_gpus(target) + check_scripts(target) + check_tools(target)
+    if run_dir is not None:
+        rows += check_inputs(target, run_dir)
     return rows
 
 
@@ -232,7 +287,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         target = load_target(run_dir)
     except SystemExit as exc:
         return int(exc.code or 0)
-    rows = run_checks(target)
+    rows = run_checks(target, run_dir)
     report(rows, target)
     return 0 if all(r.ok for r in rows) else 1
 

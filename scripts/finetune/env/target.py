@@ -116,6 +116,9 @@ def build_target(plan: Any) -> dict[str, Any]:
         "hardware": {"profile": hw.profile.name, "cpu": topo.cpu, "nodes": topo.nodes,
                      "gpus_per_node": topo.gpus_per_node, "gpu_memory_gib": round(float(hw.memory_gib), 1)},
         "packages": packages, "scripts": scripts, "tools": tools,
+        # where train.py finds its inputs (relative to the run directory unless absolute)
+        "inputs": {"model": plan.model_ref, "model_is_path": spec.resolve_path(spec.model).exists(),
+                   "dataset": plan.dataset["path"]},
     }
 
 

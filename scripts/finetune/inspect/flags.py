@@ -78,9 +78,32 @@ RED_FLAGS: dict[str, RedFlag] = {
 }
 
 
+# (flag, reward type) -> the fix for THAT reward kind (the spec field; type: python only when no field can)
+KIND_REMEDIES: dict[tuple[str, str], str] = {
+    ("gold_answer_fails", "json_match"): "the gold object, written as the model writes it, fails: check "
+    "`answer_column` holds the gold JSON object and each field's rule in `fields` (e.g. `code` for an id, "
+    "`number` with a `tolerance`)",
+    ("gold_answer_fails", "json_schema"): "the schema must accept the gold object: fix `schema` / "
+    "`schema_column`, or `extract` (auto reads the last ```json block, else the whole answer); to compare "
+    "values with the gold use `type: json_match`",
+    ("gold_answer_fails", "exact_match"): "`extract` (where the answer is), `normalize`, or `answer_column`",
+    ("gold_answer_fails", "math"): "`extract`, or `answer_column` (a gold math-verify parses)",
+    ("gold_answer_fails", "python"): "your verifier rejects the gold answer: fix its function (the file the "
+    "spec's `file` names)",
+    ("gold_answer_fails", "judge"): "the `rubric` (the judge scores the gold answer below the threshold)",
+}
+FORMAT_REMEDIES = {
+    "json": "add a format reward in the answer's shape: `type: json_match` with `role: format` (a JSON Schema "
+    "derived from the gold)",
+    "text": "add a format reward (`type: format` with the answer container's `pattern`)",
+    "present": "the format reward(s) {names} score the malformed answer like the well-formed one: tighten the "
+    "format reward (`pattern` / `schema` / `fields`)",
+}
+
+
 def _flag(name: str, reward: str | None, message: str, sample_ids: list[str] | None = None,
-          **evidence: Any) -> dict[str, Any]:
-    remedy = {"remedy": RED_FLAGS[name].remedy} if name in RED_FLAGS else {}
+          remedy_text: str | None = None, **evidence: Any) -> dict[str, Any]:
+    remedy = {"remedy": remedy_text or RED_FLAGS[name].remedy} if name in RED_FLAGS else {}
     return {"id": f"{name}:{reward}" if reward else name, "name": name, "reward": reward, "message": message,
             "sample_ids": (sample_ids or [])[:SHOWN_IDS], **remedy, **({"evidence": evidence} if evidence else {})}
 
@@ -220,8 +243,12 @@ def _gold_answer_fails(r: RewardInfo, ev: _Evidence) -> list[Flag]:
     failing = [c["id"] for c in golds if not r.passes(c["scores"].get(r.name))]
     if r.role != "correctness" or not golds or len(failing) != len(golds):
         return []
+    kind = getattr(ev.spec_by_name.get(r.name), "type", "")
+    shape = golds[0]["completion"]
+    shown = shape if len(shape) <= 160 else shape[:157] + "..."
     return [_flag("gold_answer_fails", r.name, "a well-formed completion carrying the gold answer does not "
-                  "pass: the reward cannot be satisfied (lost signal)", failing)]
+                  f"pass: the reward cannot be satisfied (lost signal); the completion tried: {shown!r}", failing,
+                  remedy_text=KIND_REMEDIES.get(("gold_answer_fails", kind)))]
 
 
 # per-reward detectors, in the order their flags are reported
@@ -250,14 +277,21 @@ def _truncated(rows: list[Row]) -> list[Flag]:
                   "reward was 0); raise generation.max_completion_length", cut)]
 
 
-def _format_blind(controls: list[dict[str, Any]]) -> list[Flag]:
-    wf = {c["row"]: c["total"] for c in controls if c["probe"] == "wellformed_wrong"}
+def _format_blind(controls: list[dict[str, Any]], spec: RunSpec) -> list[Flag]:
+    wf = {c["row"]: c for c in controls if c["probe"] == "wellformed_wrong"}
     mf = {c["row"]: c["total"] for c in controls if c["probe"] == "malformed_wrong"}
-    if not wf or not all(_same(wf[k], mf.get(k)) for k in wf):
+    if not wf or not all(_same(wf[k]["total"], mf.get(k)) for k in wf):
         return []
+    formats = [r.name for r in spec.rewards if r.effective_role == "format"]
+    json_task = any(c.get("json_gold") for c in controls) or any(
+        r.type in ("json_match", "json_schema") or getattr(r, "pattern", "") == "json_object" for r in spec.rewards)
+    remedy = FORMAT_REMEDIES["present"].format(names=", ".join(formats)) if formats else \
+        FORMAT_REMEDIES["json" if json_task else "text"]
+    example = next(iter(wf.values()))
+    shown = example["completion"] if len(example["completion"]) <= 160 else example["completion"][:157] + "..."
     return [_flag("format_blind", None, "a well-formatted wrong answer scores the same total as a malformed one "
-                  f"({next(iter(wf.values())):g}): the format carries no signal; add a format reward",
-                  [f"wellformed_wrong@{k}" for k in wf])]
+                  f"({example['total']:g}): the format carries no signal; the well-formed answer tried: {shown!r}",
+                  [f"wellformed_wrong@{k}" for k in wf], remedy_text=remedy)]
 
 
 def _shown_tests(cell: Any, test_format: str) -> list[str]:
@@ -313,4 +347,5 @@ def detect(rm: RewardModule, spec: RunSpec, rows: list[Row], rescored: dict[str,
                    {r.name: r for r in spec.rewards})
     flags = [f for r in rm.rewards for check in _PER_REWARD for f in check(r, ev)]
     flags += [f for r in rm.rewards for f in _lost_signal(r, ev.controls)]
-    return flags + _truncated(rows) + _format_blind(ev.controls) + _no_hidden_tests(spec, rows) + _base_flags(base)
+    return (flags + _truncated(rows) + _format_blind(ev.controls, spec) + _no_hidden_tests(spec, rows)
+            + _base_flags(base))

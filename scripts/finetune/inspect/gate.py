@@ -60,12 +60,14 @@ def listing(items: list[str], limit: int = 8) -> str:
     return shown if len(items) <= limit else f"{shown} and {len(items) - limit} more — see gate.json"
 
 
-def group_causes(disagreements: list[dict[str, Any]], rows: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+def group_causes(disagreements: list[dict[str, Any]], rows: dict[str, dict[str, Any]],
+                 metas: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
     """Disagreements grouped by cause (issue 12 item 6): kind, reward and the reason id the reward logged
     for the row (``<name>/why``), largest group first, each with example ids, the human text and the
     spec field that changes that judgement (or that the reward needs ``type: python``)."""
     from finetune.rewards.registry import explain
 
+    types = {m["name"]: m.get("type") for m in metas or []}
     groups: dict[tuple[str, str, str], list[str]] = {}
     for d in disagreements:
         for name in d["rewards"] or ["?"]:
@@ -75,10 +77,11 @@ def group_causes(disagreements: list[dict[str, Any]], rows: dict[str, dict[str, 
                 ids.append(d["id"])
     out = []
     for (kind, name, why), ids in sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0])):
-        if why == "unexplained":
+        reward_type = types.get(name)
+        if why == "unexplained" and reward_type is None:
             text, fix = "the reward logged no reason for these rows", "read the reward's code (rewards.py)"
         else:
-            text, fix = explain(why)
+            text, fix = explain(why, reward_type)  # the fix for that reward kind
         words = kind.replace("_", " ") + ("s" if len(ids) > 1 else "")
         out.append({"kind": kind, "reward": name, "reason": why, "count": len(ids), "examples": ids[:5],
                     "text": text, "fix": fix,
@@ -184,7 +187,7 @@ def verdicts_against(run_dir: Path, by_id: dict[str, Record], metas: list[Record
     for v in read:
         out.disagreements.extend(V.compare(by_id[v.id], v, metas))
         out.gated_agreements.extend(V.gated_notes(by_id[v.id], v, metas))
-    out.causes = group_causes(out.disagreements, by_id)
+    out.causes = group_causes(out.disagreements, by_id, metas)
     return out
 
 

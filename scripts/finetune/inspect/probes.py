@@ -44,6 +44,8 @@ def answer_style(spec: RunSpec) -> str:
             pattern: str = r.pattern
             return pattern
     for r in spec.rewards:
+        if r.type in ("json_match", "json_schema"):
+            return "json_object"
         if r.type == "unit_tests":
             return "code"
         if r.type in ("exact_match", "math") and r.extract in ("answer_tag", "boxed", "hash_answer"):
@@ -63,7 +65,11 @@ def layouts(style: str, prefilled_think: bool = False) -> list[Layout]:
                          lambda a, r: f"<think>{r}</think><answer>{a}</answer>"],
         "boxed": [lambda a, r: f"{r}\nThe final answer is $\\boxed{{{a}}}$.", lambda a, r: f"{r} \\boxed{{{a}}}"],
         "hash_answer": [lambda a, r: f"{r}\n#### {a}"],
-        "json_object": [lambda a, r: json.dumps({"reasoning": r, "answer": a}), lambda a, r: json.dumps({"answer": a})],
+        # the answer object as chat models write it (fenced after a sentence, bare) before the wrappings a
+        # scalar gold needs: a wrapped object is another object, so the gold control would fail for no reason
+        "json_object": [lambda a, r: f"Here is the extracted data:\n```json\n{a}\n```",
+                        lambda a, r: a,
+                        lambda a, r: json.dumps({"reasoning": r, "answer": a}), lambda a, r: json.dumps({"answer": a})],
         "code": [lambda a, r: f"```python\n{a}\n```"],
         "none": [lambda a, r: f"{r}\n{a}", lambda a, r: a],
     }
@@ -126,10 +132,63 @@ def extract_style_of(reward_spec: Any) -> str | None:
 
 def gold_column(spec: RunSpec) -> str | None:
     for r in spec.rewards:
-        if r.type in ("exact_match", "math") and r.effective_role == "correctness":
+        if r.type in ("exact_match", "math", "json_match") and r.effective_role == "correctness":
             column: str | None = r.answer_column
             return column
     return spec.dataset.answer_column
+
+
+def gold_object(gold: Any) -> dict[str, Any] | None:
+    """The gold as a JSON object (a dict cell, or a cell holding an object's JSON text), else None."""
+    if isinstance(gold, str) and gold.strip().startswith("{"):
+        try:
+            gold = json.loads(gold)
+        except ValueError:
+            return None
+    return gold if isinstance(gold, dict) and gold else None
+
+
+def gold_text(gold: Any) -> str:
+    """The gold answer as the model would write it: an object as JSON (never Python's repr), else its text."""
+    obj = gold_object(gold)
+    return json.dumps(obj, ensure_ascii=False, indent=2) if obj is not None else str(gold).strip()
+
+
+def _other_value(value: Any) -> Any:
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, (int, float)):
+        return value + 7 if value == value else 1
+    if isinstance(value, str) and value:
+        return "ZZQX " + value[::-1]
+    return "zzqx"
+
+
+def json_wrong(gold: dict[str, Any], which: int = 0) -> dict[str, Any]:
+    """The gold object with one field wrong (the ``which``-th field that has a value)."""
+    keys = [k for k, v in gold.items() if v is not None] or list(gold)
+    key = keys[which % len(keys)]
+    return {**gold, key: _other_value(gold[key])}
+
+
+def json_probes(gold: dict[str, Any], layout: Layout, forbids_extra: bool) -> list[tuple[str, str, tuple[str, ...],
+                                                                                          str]]:
+    """(name, completion, target roles, what it shows) of the probes in an extraction task's answer shape."""
+    text = json.dumps(gold, ensure_ascii=False, indent=2)
+    out = [
+        ("json_in_think_refusal", f"<think>\n```json\n{text}\n```\n</think>\n\nI'm sorry, but I can't help "
+         "with extracting data from this document.", FORMAT_AND_CORRECTNESS,
+         "the gold JSON only inside <think>, then a refusal: no answer"),
+        ("json_one_field_wrong", layout(json.dumps(json_wrong(gold, 1), ensure_ascii=False, indent=2), REASONING),
+         CORRECTNESS, "the gold object with one field wrong"),
+        ("json_truncated", text[: max(2, len(text) * 2 // 3)], FORMAT_AND_CORRECTNESS,
+         "the gold object cut off mid-way (truncated output)"),
+    ]
+    if forbids_extra:
+        extra = {**gold, "notes": "Paid in full; 2% early-payment discount applied."}
+        out.append(("json_hallucinated_field", layout(json.dumps(extra, ensure_ascii=False, indent=2), REASONING),
+                    CORRECTNESS, "the gold object with an invented field"))
+    return out
 
 
 def tests_column(spec: RunSpec) -> str | None:
@@ -155,7 +214,11 @@ def options_in(text: str) -> list[str]:
 
 
 def wrong_answers(gold: str, options: list[str], n: int = 2) -> list[str]:
-    """``n`` answers that are wrong and neither contain the gold nor are contained in it."""
+    """``n`` answers that are wrong and neither contain the gold nor are contained in it (for an object's
+    JSON text: the object with one field wrong, in the task's shape)."""
+    obj = gold_object(gold)
+    if obj is not None:
+        return [json.dumps(json_wrong(obj, i), ensure_ascii=False, indent=2) for i in range(n)]
     gold = gold.strip()
     if options and gold in options:
         cands = [o for o in options if o != gold]
@@ -266,6 +329,14 @@ def expected_pass(style: str, layout: Layout, gold: str, trailing_allowed: bool)
 
     Every format and answer-reading correctness reward should pass these; one that does not has
     lost signal (GRPO would push the model away from a correct, normal style)."""
+    obj = gold_object(gold)
+    if style == "json_object" and obj is not None:
+        text = json.dumps(obj, ensure_ascii=False)
+        return [("json_bare", text, "the object alone, on one line"),
+                ("json_closing_remark", f"```json\n{gold}\n```\n\nLet me know if you need anything else.",
+                 "a fenced object followed by a closing remark"),
+                ("json_after_think", f"<think>\n{REASONING}\n</think>\n\n```json\n{gold}\n```",
+                 "reasoning in <think>, then the fenced object")]
     if style not in READING_STYLES:
         return []
     out = []
@@ -292,9 +363,9 @@ def trailing_allowed(spec: RunSpec) -> bool:
 
 
 def reading_rewards(spec: RunSpec) -> set[str]:
-    """Names of the rewards that read the final answer (format, exact_match, math): expected-pass
+    """Names of the rewards that read the final answer (format, exact_match, math, json_match): expected-pass
     controls apply to them."""
-    return {r.name for r in spec.rewards if r.type in ("format", "exact_match", "math")
+    return {r.name for r in spec.rewards if r.type in ("format", "exact_match", "math", "json_match")
             and (r.type != "format" or r.pattern in READING_STYLES)}
 
 
@@ -309,7 +380,7 @@ def build_probes(spec: RunSpec, sample: dict[str, Any], layout: Layout, max_word
     text = prompt_text(sample["prompt"])
     columns = dict(sample.get("columns") or {})
     gcol = gold_column(spec)
-    gold = None if gcol is None or columns.get(gcol) is None else str(columns[gcol]).strip()
+    gold = None if gcol is None or columns.get(gcol) is None else gold_text(columns[gcol])
     opts = options_in(text)
     probes: list[dict[str, Any]] = []
 
@@ -346,6 +417,11 @@ def build_probes(spec: RunSpec, sample: dict[str, Any], layout: Layout, max_word
             shows="a wrong answer against a gold no parser accepts (open-r1#86)")
         for name, completion, shows in reading_probes(answer_style(spec), layout, gold, wrong):
             add(name, completion, CORRECTNESS, shows=shows)
+        obj = gold_object(columns[gcol])
+        if obj is not None:
+            forbids = any(r.type == "json_match" and r.extra_keys == "forbid" for r in spec.rewards)
+            for name, completion, target, shows in json_probes(obj, layout, forbids):
+                add(name, completion, target, shows=shows)
     else:
         non_answer = "I do not know."
         add("assertive_prefix", ASSERTIVE + layout(non_answer, REASONING), CORRECTNESS,
@@ -400,7 +476,7 @@ def choose_layout(rm: RewardModule, spec: RunSpec, samples: list[dict[str, Any]]
         items = []
         for s in samples:
             gold = (s.get("columns") or {}).get(gcol) if gcol else None
-            items.append({**s, "completion": layout(str(gold).strip() if gold is not None else "42", REASONING)})
+            items.append({**s, "completion": layout(gold_text(gold) if gold is not None else "42", REASONING)})
         passes = {r.name: sum(r.passes(v) for v in score_items(r, items)[0]) for r in judged}
         key = (sum(passes[r.name] for r in fmt), sum(passes.values()))
         if best_key is None or key > best_key:
@@ -439,15 +515,17 @@ def run_probes(rm: RewardModule, spec: RunSpec, samples: list[dict[str, Any]]) -
             items.append({**base, **p, "kind": "probe"})
         gold = (s.get("columns") or {}).get(gcol) if gcol else None
         if gold is not None:
-            wrong = wrong_answers(str(gold).strip(), options_in(prompt_text(s["prompt"])))[0]
+            wrong = wrong_answers(gold_text(gold), options_in(prompt_text(s["prompt"])))[0]
             cols = dict(s.get("columns") or {})
-            items.append({**base, "probe": "gold_answer", "completion": layout(str(gold).strip(), REASONING),
-                          "columns": cols, "kind": "control", "target": []})
+            items.append({**base, "probe": "gold_answer", "completion": layout(gold_text(gold), REASONING),
+                          "columns": cols, "kind": "control", "target": [], "json_gold": gold_object(gold) is not None})
             items.append({**base, "probe": "wellformed_wrong", "completion": layout(wrong, REASONING),
                           "columns": cols, "kind": "control", "target": []})
-            items.append({**base, "probe": "malformed_wrong", "completion": f"{REASONING} I think it is {wrong}",
+            malformed = f"{REASONING} I think it is {wrong}" if gold_object(gold) is None else \
+                f"{REASONING} I think it is: " + "; ".join(f"{k} = {v}" for k, v in json.loads(wrong).items())
+            items.append({**base, "probe": "malformed_wrong", "completion": malformed,
                           "columns": cols, "kind": "control", "target": []})
-            for name, completion, shows in expected_pass(answer_style(spec), layout, str(gold).strip(),
+            for name, completion, shows in expected_pass(answer_style(spec), layout, gold_text(gold),
                                                          trailing_allowed(spec)):
                 items.append({**base, "probe": name, "completion": completion, "columns": cols, "kind": "control",
                               "target": [], "shows": shows, "expect_pass": True})
@@ -465,6 +543,8 @@ def run_probes(rm: RewardModule, spec: RunSpec, samples: list[dict[str, Any]]) -
                "scores": row_scores, "errors": row_errors, "total": total}
         if it["probe"] == "unparseable_gold":
             rec["gold"] = UNPARSEABLE_GOLD
+        if it.get("json_gold"):
+            rec["json_gold"] = True  # the task answers with a JSON object (flags name fixes in that shape)
         if it.get("expect_pass"):
             rec["expect_pass"] = True
             rec["failed_by"] = [r.name for r in rm.rewards if r.name in reading_rewards(spec)

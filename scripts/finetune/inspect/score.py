@@ -111,6 +111,20 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     return 1.0 - comb(n - c, k) / comb(n, k)
 
 
+def zero_std_note(base: dict[str, Any]) -> str | None:
+    """A line when TRL's fp32 rounding hides prompts that teach nothing: the prediction counts a group as
+    zero-std only when its float32 std is ~0, and equal weighted totals that are not exact in binary
+    (0.2 + 1.0) leave a residue, so 0/k and k/k prompts can stand beside a prediction near 0."""
+    stuck = base["share_zero"] + base["share_all"]
+    predicted = base["predicted_frac_reward_zero_std"]
+    if predicted is None or stuck <= predicted + 0.05:
+        return None
+    return (f"note: {stuck:.0%} of prompts are at 0/k or k/k, yet the predicted frac_reward_zero_std is "
+            f"{predicted:.2f}: TRL's float32 totals of equal scores are not exactly equal with these weights "
+            "(rounding residue), so it does not count those groups — they still give (almost) no advantage. "
+            "Judge the difficulty filter by the 0/k + k/k share.")
+
+
 def base_success(successes_by_prompt: dict[Any, list[bool]], num_generations: int, source: str,
                  temperature: float | None, scores_by_prompt: dict[Any, list[list[float | None]]],
                  weights: list[float]) -> dict[str, Any]:
@@ -412,6 +426,9 @@ def print_report(report: dict[str, Any], console: Console) -> None:
     console.print(f"base success ({b['source']}): mean {b['mean_success']:.1%}, prompts 0/k {b['share_zero']:.0%}, "
                   f"k/k {b['share_all']:.0%}, predicted frac_reward_zero_std {b['predicted_frac_reward_zero_std']:.2f} "
                   f"(num_generations={b['num_generations']}) → {b['verdict']}: {b['message']}")
+    note = zero_std_note(b)
+    if note:
+        console.print(note)
     for f in report["flags"]:
         console.print(f"[red]FLAG[/red] {f['id']}: {f['message']}")
     by_probe: dict[str, list[dict[str, Any]]] = {}

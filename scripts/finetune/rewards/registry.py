@@ -29,6 +29,7 @@ HELPERS: dict[str, tuple[str, Path]] = {
     "answers": ("rewards_answers.py", LIB / "rewards_answers.py"),
     "mathpool": ("rewards_mathpool.py", LIB / "rewards_mathpool.py"),
     "code": ("rewards_code.py", LIB / "rewards_code.py"),
+    "jsonmatch": ("rewards_jsonmatch.py", LIB / "rewards_jsonmatch.py"),
     "sandbox": ("rewards_sandbox.py", Path(__file__).resolve().parents[1] / "sandbox" / "runner.py"),
 }
 
@@ -51,6 +52,7 @@ EXTRA_REASONS = {
     "format_failed": "a format reward failed, so correctness scores 0 (format gate)",
     "timeout": "scoring ran past its deadline",
     "error": "scoring raised an error",
+    "unexplained": "the reward logged no reason for these rows",
 }
 
 # reason id -> the spec field that changes that judgement (None: needs type: python, or the reward is right)
@@ -65,6 +67,32 @@ _FIXES = {
     "no_entry_point": "entry_point_column (the function the tests call)",
     "unusable_tests": "tests_column / hidden_tests_column / test_format",
     "no_code": "extract / code_blocks (where the code is)",
+    # json_match: each field's judgement has a field of its own in the spec
+    "wrong_value": "fields.<field> (match: text | number with tolerance | date with day_first | code | exact)",
+    "missing_field": "required (a field the gold may lack), or the gold column",
+    "hallucinated_key": "extra_keys: allow, or name the key in fields",
+    "hallucinated_value": "the gold column (a field it leaves null)",
+    "schema": "fields.<field> (the derived shape), schema (given), or extra_keys",
+    "not_strict_json": "none needed when right: json.loads refuses trailing commas (the format role's rule)",
+    "only_in_think": "none: the answer after </think> holds no JSON (a refusal or nothing)",
+    "several_objects": "none: several different objects are a hedge",
+}
+
+
+# reward type -> what changes its judgement when the row's reason does not (a pass the reader rejects, a
+# reward that logs no reason): the fix for THAT kind, `type: python` only where no spec field can
+KIND_FIXES = {
+    "format": "`pattern` / `trailing_text` / `prefilled_think` (the structure the reward requires)",
+    "exact_match": "`extract` (where the answer is) and `normalize` (what counts as equal)",
+    "math": "`extract` (where the answer is) or `answer_column`",
+    "json_match": "`fields` (each field's rule: text / number with tolerance / date / code / exact), "
+    "`required`, `extra_keys`; role format: `schema` or the field shapes",
+    "json_schema": "`schema` / `schema_column` (required keys, types, patterns, additionalProperties: false) "
+    "and `extract`; it logs no per-row reason — to compare values with a gold object field by field use "
+    "`type: json_match`",
+    "unit_tests": "`tests_column` / `hidden_tests_column` / `test_format` / `extract` / `code_blocks`",
+    "judge": "the `rubric` (and `max_points` / `threshold`)",
+    "python": "your verifier's function (the spec's `file`): it decides and logs no reason",
 }
 
 
@@ -73,7 +101,7 @@ def reasons() -> dict[str, str]:
     import importlib.util
 
     found: dict[str, str] = {}
-    for helper in ("answers", "code"):  # the standalone readers declare their own reason ids
+    for helper in ("jsonmatch", "answers", "code"):  # the standalone readers declare their own reason ids
         spec = importlib.util.spec_from_file_location(f"_finetune_rewards_{helper}", HELPERS[helper][1])
         assert spec is not None and spec.loader is not None  # a .py path always has a source loader
         module = importlib.util.module_from_spec(spec)
@@ -82,10 +110,22 @@ def reasons() -> dict[str, str]:
     return {**found, **EXTRA_REASONS}
 
 
-def explain(reason_id: str) -> tuple[str, str]:
-    """(human text, the spec field that changes this judgement or what to do instead)."""
-    text = reasons().get(reason_id, f"reward-specific reason '{reason_id}'")
-    fix = _FIXES.get(reason_id)
+def explain(reason_id: str, reward_type: str | None = None) -> tuple[str, str]:
+    """(human text, the spec field that changes this judgement or what to do instead). A json_match
+    reason ``<id>:<field>`` names the field at fault: the text and the fix name it too. With ``reward_type``,
+    a reason no field answers (``ok`` on a row the reader rejects, ``unexplained``) gets that kind's fix."""
+    base, _, field = reason_id.partition(":")
+    text = reasons().get(base, f"reward-specific reason '{reason_id}'")
+    fix = _FIXES.get(base)
+    if field:
+        text = f"{text} (field '{field}')"
+        fix = fix.replace("<field>", field) if fix else fix
+    if base == "ok" and reward_type == "json_match":
+        text = "every gold field matches and no other key is present"
+    elif base == "ok" and reward_type not in (None, "format", "exact_match", "math"):
+        text = "the reward passed these rows"  # not the answer reader's "a single final answer was found"
+    if reward_type in KIND_FIXES and (fix is None or base == "unexplained"):
+        fix = KIND_FIXES[reward_type]
     if fix is None:
         fix = ("no spec field changes this reading: if the reader is right, the reward needs "
                "`type: python` (your own checker)")

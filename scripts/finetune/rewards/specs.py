@@ -269,14 +269,7 @@ class JsonSchemaReward(_RewardBase):
     @field_validator("schema_")
     @classmethod
     def _valid_schema(cls, v: dict[str, Any] | None) -> dict[str, Any] | None:
-        if v is not None:
-            import jsonschema
-
-            try:
-                jsonschema.validators.validator_for(v).check_schema(v)
-            except jsonschema.SchemaError as exc:
-                raise ValueError(f"not a valid JSON Schema: {exc.message}") from None
-        return v
+        return _checked_schema(v)
 
     @model_validator(mode="after")
     def _one_schema_source(self) -> JsonSchemaReward:
@@ -285,6 +278,105 @@ class JsonSchemaReward(_RewardBase):
         if self.effective_role == "format" and self.partial_credit:
             raise ValueError("a format reward is binary: drop partial_credit or use role: correctness")
         return self
+
+    @property
+    def has_partial_credit(self) -> bool:
+        return self.partial_credit
+
+    def pass_gap(self) -> float:
+        return self.max_score * (1 - PARTIAL_CEILING) if self.partial_credit else self.max_score
+
+
+def _checked_schema(v: dict[str, Any] | None) -> dict[str, Any] | None:
+    """An inline JSON Schema, checked when the spec is loaded."""
+    if v is not None:
+        import jsonschema
+
+        try:
+            jsonschema.validators.validator_for(v).check_schema(v)
+        except jsonschema.SchemaError as exc:
+            raise ValueError(f"not a valid JSON Schema: {exc.message}") from None
+    return v
+
+
+Match = Literal["exact", "text", "number", "date", "code"]
+
+
+class JsonFieldRule(BaseModel):
+    """How one field of a `json_match` answer is compared with the gold (and shaped, for its format role)."""
+
+    model_config = STRICT_MODEL
+
+    match: Match = Field("text", description="exact: JSON equality; text: case, whitespace, accents and "
+                         "punctuation ignored; number: within `tolerance` (a numeric string names its number); "
+                         "date: the same day, normalised to ISO; code: an enum / identifier (case ignored).")
+    tolerance: float = Field(0.0, ge=0, description="number: largest absolute difference still equal.")
+    day_first: bool = Field(True, description="date: read 03/04/2024 as 3 April (false: March 4).")
+    values: list[str] | None = Field(None, description="code: the allowed codes (the format schema's enum).")
+
+
+@kind("JSON fields against the gold (json_match)", helpers=("jsonmatch",), packages=("jsonschema==4.26.0",),
+      probes=("json_in_think_refusal", "json_one_field_wrong", "json_hallucinated_field"),
+      example={"name": "fields", "type": "json_match", "answer_column": "gold",
+               "fields": {"vendor": "text", "date": "date", "total": {"match": "number", "tolerance": 0.01},
+                          "currency": {"match": "code", "values": ["EUR", "USD", "GBP"]},
+                          "invoice_number": "code"}},
+      notes=(
+          "The answer is the object in the last ```json fence, else the object written bare (alone, after or "
+          "before a sentence); only text after the last `</think>` counts, so a fenced JSON inside the "
+          "reasoning followed by a refusal scores 0 (`only_in_think`). Several different objects are a hedge; "
+          "an object never closed is `truncated`.",
+          "Correctness compares VALUES field by field (`fields`, else `default_match`): vendor capitals, accents "
+          "or a final period, a total written as the string \"1,234.50\", a date written 15/03/2024 name the "
+          "gold value. The SHAPE (strict JSON, a number, an ISO date, the code's form, no extra keys) is the "
+          "format role's question: the same kind with `role: format` validates the answer against a JSON "
+          "Schema derived from the row's gold and `fields` (or `schema` given), with jsonschema; in a composite "
+          "it gates the correctness reward, so a right value in the wrong shape earns the format level only.",
+          "A key neither in the gold nor in `fields` is hallucinated (`extra_keys: forbid`, the default); a "
+          "field the gold leaves null must be absent or null. Partial credit (`partial_credit: true`) is "
+          "PARTIAL_CEILING × the share of fields right. Each row's reason names the first field at fault "
+          "(`wrong_value:vendor`), which the gate groups disagreements by.",
+      ))
+class JsonMatchReward(_RewardBase):
+    """The answer's JSON object against the gold JSON object, field by field (or, role format, its shape)."""
+
+    type: Literal["json_match"]
+    answer_column: str = Field("answer", description="Column holding the gold JSON object (or its JSON text).")
+    fields: dict[str, JsonFieldRule | Match] = Field({}, description="Per-field rule (a match name or "
+                                                     "{match, tolerance, day_first, values}).")
+    default_match: Match = Field("text", description="Rule of a gold field `fields` does not name.")
+    required: list[str] | None = Field(None, description="Fields that must be present (default: every field "
+                                       "whose gold is not null).")
+    extra_keys: Literal["forbid", "allow"] = Field("forbid", description="forbid: a key neither in the gold nor "
+                                                    "in `fields` fails the answer (hallucinated field).")
+    partial_credit: bool = Field(False, description="A partly right object earns PARTIAL_CEILING × the share "
+                                 "of fields right (correctness role only).")
+    schema_: dict[str, Any] | None = Field(None, alias="schema", description="role format: the JSON Schema "
+                                           "(default: derived per row from the gold and `fields`).")
+    max_bytes: int = Field(100_000, gt=0, description="Larger JSON scores 0 without being parsed.")
+    max_depth: int = Field(64, gt=0, le=1000, description="Deeper nesting scores 0 without being parsed.")
+    allowed_roles: ClassVar[tuple[Role, ...]] = ("correctness", "format")
+
+    @field_validator("schema_")
+    @classmethod
+    def _valid_schema(cls, v: dict[str, Any] | None) -> dict[str, Any] | None:
+        return _checked_schema(v)
+
+    @model_validator(mode="after")
+    def _role_fields(self) -> JsonMatchReward:
+        if self.effective_role == "format" and self.partial_credit:
+            raise ValueError("a format reward is binary: drop partial_credit or use role: correctness")
+        if self.schema_ is not None and self.effective_role != "format":
+            raise ValueError("'schema' is the format role's shape: add role: format, or drop it")
+        return self
+
+    def rules(self) -> dict[str, dict[str, Any]]:
+        """field -> rule as plain data (what the rendered function reads)."""
+        out: dict[str, dict[str, Any]] = {}
+        for key, rule in self.fields.items():
+            model = rule if isinstance(rule, JsonFieldRule) else JsonFieldRule(match=rule)
+            out[key] = model.model_dump(exclude_none=True)
+        return out
 
     @property
     def has_partial_credit(self) -> bool:
@@ -509,7 +601,7 @@ def __getattr__(name: str) -> Any:
 _RESERVED_NAMES = {"REWARD_FUNCS", "REWARD_WEIGHTS", "REWARD_META", "PARTIAL_CEILING", "disable_caches",
                    "annotations", "concurrent", "dataclasses", "decimal", "hashlib", "json", "jsonschema", "math",
                    "os", "re", "sys", "time", "urllib", "warnings", "rewards_mathpool", "rewards_sandbox",
-                   "rewards_answers", "rewards_code", "rewards_user"}
+                   "rewards_answers", "rewards_code", "rewards_user", "rewards_jsonmatch"}
 
 
 def ordering_margin(rewards: list[Any]) -> float | None:
