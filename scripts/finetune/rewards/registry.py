@@ -28,6 +28,7 @@ LIB = Path(__file__).resolve().parent / "lib"
 HELPERS: dict[str, tuple[str, Path]] = {
     "answers": ("rewards_answers.py", LIB / "rewards_answers.py"),
     "mathpool": ("rewards_mathpool.py", LIB / "rewards_mathpool.py"),
+    "toolcall": ("rewards_toolcall.py", LIB / "rewards_toolcall.py"),
     "sandbox": ("rewards_sandbox.py", Path(__file__).resolve().parents[1] / "sandbox" / "runner.py"),
 }
 
