@@ -731,6 +731,8 @@ def _assemble_kwargs(spec: RunSpec, licence: _Licence, choice: _Choice, data: _D
          _generation_settings(spec, choice, data.vllm_max_model_length)),
         ("logging and checkpoints (diagnose reads trainer_state.json)", _logging_settings(spec)),
     ]
+    if spec.environment is not None:
+        groups.append(("tools (multi-turn environment: environment_factory)", _tool_settings(spec)))
     kw: dict[str, Setting] = {}
     sections: list[tuple[str, list[str]]] = []
     for title, items in groups:
@@ -815,6 +817,17 @@ def _generation_settings(spec: RunSpec, choice: _Choice, vllm_max_len: int) -> d
     vllm["vllm_server_port"] = Setting(VLLM_SERVER_PORT, "launch.sh starts `trl vllm-serve` on this port")
     vllm["vllm_server_timeout"] = Setting(600.0, "large models take minutes to load in vllm-serve")
     return vllm
+
+
+def _tool_settings(spec: RunSpec) -> dict[str, Setting]:
+    env = spec.environment
+    assert env is not None  # only called for a spec with an environment
+    g = spec.generation
+    return {"max_tool_calling_iterations": Setting(
+        env.max_tool_calling_iterations, "environment.max_tool_calling_iterations: generate → run the calls "
+        f"rounds per rollout; every turn and tool result shares max_completion_length ({g.max_completion_length}) "
+        "— TRL drops a tool result that would pass it — so memory is sized on max_prompt_length (with the tool "
+        "schemas the chat template renders) + max_completion_length", "spec")}
 
 
 def _logging_settings(spec: RunSpec) -> dict[str, Setting]:

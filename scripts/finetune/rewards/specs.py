@@ -410,6 +410,27 @@ class ToolCallReward(_RewardBase):
         return self.max_score * (1 - PARTIAL_CEILING) if self.partial_credit else self.max_score
 
 
+@kind("Environment reward (multi-turn tools)", helpers=("toolcall",),
+      example={"name": "solved", "type": "environment"},
+      notes=(
+          "Scores a rollout with the spec environment's `get_reward()`. In training it reads the very instance "
+          "TRL ran the rollout in (the `environments` keyword); in Phase 1 and the gate it replays the "
+          "completion's tool calls, in order, on a fresh instance reset with the row (as TRL resets it), so the "
+          "gate judges the same function on the same episodes.",
+          "train.py hides `get_reward` from TRL (which would otherwise add it as a second, ungated reward of "
+          "weight 1): this reward is the one path by which the environment scores training.",
+          "A value outside [0, 1], an exception or a non-number gives None, counted in `rewards/<name>/errors`. "
+          "The agent probes (a final answer with no call, the right function with wrong arguments, a call "
+          "inside `<think>`, a skipped step) must not pass it: an environment whose reward is reachable "
+          "without doing the task FAILs the gate.",
+      ))
+class EnvironmentReward(_RewardBase):
+    """The spec environment's own `get_reward()` for the rollout (TRL's instance, or a replay of the calls)."""
+
+    type: Literal["environment"]
+    allowed_roles: ClassVar[tuple[Role, ...]] = ("correctness",)
+
+
 @kind("Rubric-as-reward judge",
       stdlib=("concurrent.futures", "hashlib", "os", "time", "urllib.error", "urllib.request"),
       example={"name": "rubric_score", "type": "judge", "endpoint": "http://localhost:8000/v1",
@@ -568,7 +589,8 @@ def __getattr__(name: str) -> Any:
 _RESERVED_NAMES = {"REWARD_FUNCS", "REWARD_WEIGHTS", "REWARD_META", "PARTIAL_CEILING", "disable_caches",
                    "annotations", "concurrent", "dataclasses", "decimal", "hashlib", "json", "jsonschema", "math",
                    "os", "re", "sys", "time", "urllib", "warnings", "rewards_mathpool", "rewards_sandbox",
-                   "rewards_answers", "rewards_user", "rewards_toolcall"}
+                   "rewards_answers", "rewards_user", "rewards_toolcall", "rewards_env",
+                   "environment_factory", "environment_tools", "ENVIRONMENT_CLASS", "MAX_TOOL_CALLING_ITERATIONS"}
 
 
 def ordering_margin(rewards: list[Any]) -> float | None:
