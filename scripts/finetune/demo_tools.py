@@ -104,17 +104,25 @@ def warm_up(model_dir: Path, recipe: ToolWarmup = ToolWarmup(),
     optim = torch.optim.AdamW(model.parameters(), lr=recipe.lr)
     model.train()
     loss_value = float("nan")
-    for step in range(recipe.steps):
-        ids, labels = [], []
-        for _ in range(recipe.batch):
-            a, b = rng.randrange(10), rng.randrange(10)
-            messages = _trajectory(a, b, rng, recipe)
+    cache: dict[str, tuple[list[int], list[int]]] = {}  # the chat template renders each trajectory once
+
+    def encode(a: int, b: int, messages: list[dict[str, Any]]) -> tuple[list[int], list[int]]:
+        key = json.dumps(messages, sort_keys=True)
+        if key not in cache:
             prompt = tok.apply_chat_template(question(a, b), tools=[TOOL_SCHEMA], add_generation_prompt=True,
                                              tokenize=False)
             full = tok.apply_chat_template(messages, tools=[TOOL_SCHEMA], tokenize=False)
             p_ids, f_ids = tok(prompt)["input_ids"], tok(full)["input_ids"]
+            cache[key] = (f_ids, [-100] * len(p_ids) + f_ids[len(p_ids):])
+        return cache[key]
+
+    for step in range(recipe.steps):
+        ids, labels = [], []
+        for _ in range(recipe.batch):
+            a, b = rng.randrange(10), rng.randrange(10)
+            f_ids, label = encode(a, b, _trajectory(a, b, rng, recipe))
             ids.append(f_ids)
-            labels.append([-100] * len(p_ids) + f_ids[len(p_ids):])
+            labels.append(label)
         width = max(len(x) for x in ids)
         pad = tok.pad_token_id
         input_ids = torch.tensor([x + [pad] * (width - len(x)) for x in ids])
@@ -124,7 +132,7 @@ def warm_up(model_dir: Path, recipe: ToolWarmup = ToolWarmup(),
         loss.backward()
         optim.step()
         optim.zero_grad()
-        loss_value = float(loss)
+        loss_value = float(loss.detach())
         if progress is not None:
             progress(step + 1, loss_value)
     model.save_pretrained(model_dir)
