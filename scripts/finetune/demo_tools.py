@@ -69,7 +69,7 @@ def rows(n: int, seed: int) -> list[dict[str, Any]]:
 
 @dataclass(frozen=True)
 class ToolWarmup:
-    steps: int = 120
+    steps: int = 150
     batch: int = 16
     lr: float = 3e-3
     wrong_share: float = 0.35  # targets that call add with a wrong number

@@ -22,7 +22,7 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def tool_model(tmp_path_factory):
     out = tmp_path_factory.mktemp("tool-model") / "model"
-    return demo_tools.build_model(out, demo_tools.ToolWarmup(steps=60))
+    return demo_tools.build_model(out)
 
 
 def _run(run: Path, model: str, env_source: str = demo_tools.ENV_SOURCE) -> Path:
