@@ -27,7 +27,7 @@ class Calculator:
     def reset(self, a=0, b=0, **row):
         self.a, self.b, self.calls = int(a), int(b), []
 
-    def add(self, a: int, b: int) -> int:
+    def add(self, a: int, b: int):
         """Add two integers.
 
         Args:
@@ -44,6 +44,8 @@ class Calculator:
 BROKEN_ENV_SOURCE = ENV_SOURCE.replace(
     "return 1.0 if sorted([self.a, self.b]) in [sorted(c) for c in self.calls] else 0.0",
     "return 1.0 if self.calls else 0.0")
+# What TRL shows the model for Calculator.add (transformers' get_json_schema of the method; no return annotation,
+# so no "return" key): the warm-up renders the very same prompt.
 TOOL_SCHEMA = {"type": "function", "function": {
     "name": "add", "description": "Add two integers.",
     "parameters": {"type": "object", "properties": {"a": {"type": "integer", "description": "The first integer."},

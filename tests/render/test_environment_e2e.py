@@ -37,7 +37,7 @@ def _run(run: Path, model: str, env_source: str = demo_tools.ENV_SOURCE) -> Path
         "environment": {"file": "env.py", "class": demo_tools.ENV_CLASS, "max_tool_calling_iterations": 2},
         "rewards": [{"name": "solved", "type": "environment"}],
         "hardware": {"profile": "h100-80gb", "gpus": 1, "nodes": 1},
-        "generation": {"max_prompt_length": 512, "max_completion_length": 48},
+        "generation": {"max_prompt_length": 512, "max_completion_length": 96},
         "training": {"per_device_train_batch_size": 4, "gradient_accumulation_steps": 2, "logging_steps": 1},
         "inspection": {"prompts": 4, "per_prompt": 2, "min_read": 50, "probe_prompts": 2},
     }
@@ -73,8 +73,8 @@ def test_environment_reward_replays_trajectories_and_probes_catch_a_broken_one(c
     assert (good.parent / "rewards_env.py").read_text() == demo_tools.ENV_SOURCE
     result = _score_trajectories(cli, good)
     by_id = {s["id"]: s for s in result["scored"]}
-    assert all(by_id[f"p{i}-s0"]["scores"]["solved"] == 1.0 for i in range(4))  # the right call
-    assert all(by_id[f"p{i}-s1"]["scores"]["solved"] == 0.0 for i in range(4))  # a wrong argument
+    assert all(by_id[f"p{i}-s0"]["rewards"]["solved"] == 1.0 for i in range(4))  # the right call
+    assert all(by_id[f"p{i}-s1"]["rewards"]["solved"] == 0.0 for i in range(4))  # a wrong argument
     assert "<tool_response> add" in by_id["p0-s0"]["completion"]  # the review reads every turn and result
     assert not [p for p in result["report"]["probes"] if p["passing"]]
 

@@ -86,3 +86,12 @@ def test_samples_keep_a_trajectory_whole_and_show_every_turn():
                                  "</tool_call>\n<tool_response> add\n7\n</tool_response>\nIt is 7.")
     with pytest.raises(UserError, match="trajectory"):
         normalise_row({"prompt": "p", "completion": "x", "trajectory": [{"role": "user", "content": "hi"}]}, "x", 0)
+
+
+def test_warmup_schema_is_what_trl_shows_the_model():
+    """The warm-up renders the prompt TRL renders: TOOL_SCHEMA is transformers' schema of Calculator.add."""
+    from transformers.utils import get_json_schema
+
+    namespace: dict = {}
+    exec(compile(demo_tools.ENV_SOURCE, "env.py", "exec"), namespace)
+    assert get_json_schema(namespace[demo_tools.ENV_CLASS]().add) == demo_tools.TOOL_SCHEMA
