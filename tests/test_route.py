@@ -18,6 +18,16 @@ def all_answers():
     for v, d, p, h, b in itertools.product([True, False], [True, False], [True, False], [True, False],
                                            ["never", "sometimes", "always", "unknown"]):
         yield Answers(verifiable=v, demonstrations=d, preference_pairs=p, human_judged=h, base_success=b)
+        if v:  # the signal kind matters for tool use only
+            yield Answers(verifiable=v, signal_kind="tool_call", demonstrations=d, preference_pairs=p,
+                          human_judged=h, base_success=b)
+
+
+def test_tool_use_routes_to_grpo_with_the_tool_reward():
+    decision = decide(Answers(verifiable=True, signal_kind="tool_call", base_success="sometimes"))
+    assert decision.route == GRPO and decision.rule.id == "rlvr-tool-use"
+    assert any("type: environment" in n for n in decision.rule.needs)
+    assert decide(Answers(verifiable=True, signal_kind="tool_call", base_success="never")).route == SFT
 
 
 def test_rules_are_exhaustive_and_every_rule_is_reachable():

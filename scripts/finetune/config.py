@@ -573,10 +573,14 @@ def _dataset_stats(spec: RunSpec) -> tuple[DatasetStats, str]:
         # without a local tokenizer: ~4 characters per token for English/code (a rough, stated estimate)
         return len(tokenizer(text, add_special_tokens=False)["input_ids"]) if tokenizer else max(1, len(text) // 4)
 
+    tools = _environment_tools(spec, tokenizer)
+
     def prompt_text(p: Any) -> str:
         if isinstance(p, list):  # conversational
             if tokenizer is not None and getattr(tokenizer, "chat_template", None):
-                return str(tokenizer.apply_chat_template(p, tokenize=False, add_generation_prompt=True))
+                # with an environment the template also renders its tool schemas: part of every prompt
+                return str(tokenizer.apply_chat_template(p, tokenize=False, add_generation_prompt=True,
+                                                         tools=tools))
             return "\n".join(str(m.get("content", "")) for m in p if isinstance(m, dict))
         return str(p)
 
@@ -586,6 +590,37 @@ def _dataset_stats(spec: RunSpec) -> tuple[DatasetStats, str]:
     p_max, p95 = _length_stats(prompts, n_tokens)
     a_max, a95 = _length_stats(answers, n_tokens) if answers else (None, None)
     return DatasetStats(len(rows), tokenizer is not None, p_max, p95, a_max, a95, answer_col, columns), fmt
+
+
+def _environment_tools(spec: RunSpec, tokenizer: Any) -> list[Any] | None:
+    """The environment's tools (methods of one instance, as TRL lists them), so prompt lengths include the tool
+    schemas the chat template renders; a model whose template cannot render a tool-calling conversation is
+    refused (TRL would refuse it at the trainer's start)."""
+    if spec.environment is None:
+        return None
+    if tokenizer is not None and getattr(tokenizer, "chat_template", None):
+        from trl.chat_template_utils import supports_tool_calling
+
+        if not supports_tool_calling(tokenizer):
+            raise UserError(f"the chat template of {spec.model} cannot render tool calls and tool results",
+                            where="environment", fix="use a model whose chat template supports tools (Qwen, "
+                            "Llama 3.1+, Mistral, ...) or set its chat template")
+    import importlib.util
+    import inspect
+
+    path = spec.resolve_path(spec.environment.file)
+    module_spec = importlib.util.spec_from_file_location("finetune_env_for_lengths", path)
+    if module_spec is None or module_spec.loader is None:
+        raise UserError(f"cannot load {path}", where="environment.file", fix="name your environment's .py file")
+    module = importlib.util.module_from_spec(module_spec)
+    try:
+        module_spec.loader.exec_module(module)
+        instance = getattr(module, spec.environment.class_)()
+    except Exception as exc:
+        raise UserError(f"{path}: the environment does not load ({exc!r})", where="environment",
+                        fix="make the class importable and constructible without arguments") from None
+    return [getattr(instance, name) for name, _ in inspect.getmembers(type(instance), predicate=inspect.isfunction)
+            if not name.startswith("_") and name not in ("reset", "get_reward")]
 
 
 LENGTH_SAMPLE = 2000  # rows tokenized for the percentiles (a random sample, fixed seed)
@@ -844,6 +879,8 @@ def _assemble_kwargs(spec: RunSpec, licence: _Licence, choice: _Choice, data: _D
          _generation_settings(spec, choice, data.vllm_max_model_length)),
         ("logging and checkpoints (diagnose reads trainer_state.json)", _logging_settings(spec)),
     ]
+    if spec.environment is not None:
+        groups.append(("tools (multi-turn environment: environment_factory)", _tool_settings(spec)))
     kw: dict[str, Setting] = {}
     sections: list[tuple[str, list[str]]] = []
     for title, items in groups:
@@ -928,6 +965,17 @@ def _generation_settings(spec: RunSpec, choice: _Choice, vllm_max_len: int) -> d
     vllm["vllm_server_port"] = Setting(VLLM_SERVER_PORT, "launch.sh starts `trl vllm-serve` on this port")
     vllm["vllm_server_timeout"] = Setting(600.0, "large models take minutes to load in vllm-serve")
     return vllm
+
+
+def _tool_settings(spec: RunSpec) -> dict[str, Setting]:
+    env = spec.environment
+    assert env is not None  # only called for a spec with an environment
+    g = spec.generation
+    return {"max_tool_calling_iterations": Setting(
+        env.max_tool_calling_iterations, "environment.max_tool_calling_iterations: generate → run the calls "
+        f"rounds per rollout; every turn and tool result shares max_completion_length ({g.max_completion_length}) "
+        "— TRL drops a tool result that would pass it — so memory is sized on max_prompt_length (with the tool "
+        "schemas the chat template renders) + max_completion_length", "spec")}
 
 
 def _logging_settings(spec: RunSpec) -> dict[str, Setting]:

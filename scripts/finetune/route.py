@@ -97,6 +97,22 @@ RULES: tuple[Rule, ...] = (
         example={"verifiable": True, "signal_kind": "exact_match", "base_success": "always"},
     ),
     Rule(
+        id="rlvr-tool-use",
+        condition="verifiable tool-call signal (single call or multi-turn tools), the model sometimes calls right",
+        route=GRPO,
+        why="A tool call is checkable by name, JSON Schema and argument values, and a tool environment can "
+            "check the task's end state: GRPO with the `tool_call` reward, or TRL's environment_factory with a "
+            "gated `type: environment` reward for multi-turn use (agentic RL).",
+        needs=("a `type: tool_call` reward with the expected call per row, or the spec's `environment: {file, "
+               "class}` with a `type: environment` reward (references/reward-functions.md)",
+               "a model whose chat template renders tools and whose calls TRL can parse (Qwen / Hermes, Llama "
+               "3.x, Mistral, ...)",
+               "whole trajectories read before training: every turn, call and result (the agent hack probes "
+               "must all fail)"),
+        applies=lambda a: a.verifiable and a.signal_kind == "tool_call" and a.base_success in ("sometimes", "unknown"),
+        example={"verifiable": True, "signal_kind": "tool_call", "base_success": "sometimes"},
+    ),
+    Rule(
         id="rlvr",
         condition="verifiable signal, and the model sometimes succeeds",
         route=GRPO,

@@ -155,6 +155,32 @@ class BaseSuccessSpec(_Strict):
     temperature: float = Field(0.3, gt=0, description="Low temperature: does the model ever succeed?")
 
 
+class EnvironmentSpec(_Strict):
+    """A multi-turn tool environment (TRL's `environment_factory`): one instance per rollout; its public
+    methods are the tools, `reset(**row)` starts an episode, an optional `get_reward()` scores it."""
+
+    file: str = Field(description="Python file defining the environment class (relative to the spec's folder); "
+                      "copied beside rewards.py as rewards_env.py and bound by the gate.")
+    class_: str = Field(alias="class", description="Name of the environment class in that file.")
+    max_tool_calling_iterations: int = Field(4, ge=1, le=64, description="Generate → execute tool calls rounds "
+                                             "per rollout (GRPOConfig.max_tool_calling_iterations); every turn "
+                                             "and tool result shares generation.max_completion_length.")
+
+    @field_validator("file")
+    @classmethod
+    def _python_file(cls, v: str) -> str:
+        if not v.endswith(".py"):
+            raise ValueError("file must be a .py file")
+        return v
+
+    @field_validator("class_")
+    @classmethod
+    def _class_name(cls, v: str) -> str:
+        if not v.isidentifier() or v.startswith("_"):
+            raise ValueError(f"'{v}' is not a public Python class name")
+        return v
+
+
 class InspectionSpec(_Strict):
     prompts: int = Field(16, ge=1, description="Prompts sampled for Phase 1.")
     per_prompt: int = Field(4, ge=1, description="Completions per prompt.")
@@ -186,6 +212,9 @@ class RunSpec(_Strict):
     inspection: InspectionSpec = Field(InspectionSpec(), description="Phase 1 sampling and reading.")
     overrides: dict[str, Any] = Field(default_factory=dict, description="Extra GRPOConfig kwargs, "
                                       "validated against the installed TRL.")
+    environment: EnvironmentSpec | None = Field(None, description="Multi-turn tool environment (TRL "
+                                                "`environment_factory`); score it with a `type: environment` "
+                                                "reward (references/reward-functions.md).")
 
     @field_validator("name")
     @classmethod
@@ -204,6 +233,12 @@ class RunSpec(_Strict):
         if "\x00" in v or any(len(part.encode("utf-8", "surrogatepass")) > 255 for part in v.split("/")):
             raise ValueError("not a hub id or a path (a NUL, or a path component over 255 bytes)")
         return v
+
+    @model_validator(mode="after")
+    def _environment_reward_needs_environment(self) -> RunSpec:
+        if self.environment is None and any(r.type == "environment" for r in self.rewards):
+            raise ValueError("a `type: environment` reward needs the spec's `environment: {file, class}`")
+        return self
 
     @model_validator(mode="after")
     def _unique_reward_names(self) -> RunSpec:

@@ -37,33 +37,80 @@ def vocabulary(extra_words: Sequence[str] = ()) -> list[str]:
     return vocab
 
 
-def build_tokenizer(extra_words: Sequence[str] = ()) -> PreTrainedTokenizerFast:
+# The tool-calling variant writes calls as Qwen / Hermes do (`<tool_call>{"name", "arguments"}</tool_call>`,
+# results in `<tool_response>`), with a compact system block (the tool schemas alone: a tiny model on CPU
+# pays for every prompt token) and TRL's own Qwen response template, saved with the tokenizer, so
+# `GRPOTrainer(environment_factory=...)` parses its calls with transformers' `parse_response` as on Qwen.
+TOOL_SPECIAL = ["<|pad|>", "<|im_end|>", "<|im_start|>", "<|unk|>"]
+TOOL_TAGS = ["<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>", "<tools>", "</tools>"]
+TOOL_WORDS = ["name", "arguments", "user", "assistant", "system", "tool", "type", "function", "object",
+              "integer", "string", "number", "properties", "required", "description", "parameters"]
+TOOL_PRE_TOKENIZE_PATTERN = r"<\|[a-z_]+\|>|</?[a-z_]+>|[A-Za-z]+|\d|\s|."
+
+
+TOOL_CHAT_TEMPLATE = (
+    "{% if tools %}<|im_start|>system\n<tools>{% for tool in tools %}{{ tool | tojson }}{% endfor %}</tools>"
+    "<|im_end|>\n{% endif %}"
+    "{% for message in messages %}"
+    "{% if message.role == 'assistant' and message.tool_calls %}<|im_start|>assistant\n"
+    "{% if message.content %}{{ message.content }}\n{% endif %}"
+    "{% for call in message.tool_calls %}{% set call = call.function if call.function is defined else call %}"
+    "<tool_call>\n{\"name\": \"{{ call.name }}\", \"arguments\": {{ call.arguments | tojson }}}\n</tool_call>"
+    "{% endfor %}<|im_end|>\n"
+    "{% elif message.role == 'tool' %}"
+    "{% if loop.first or messages[loop.index0 - 1].role != 'tool' %}<|im_start|>user{% endif %}"
+    "{{ '\\n' }}<tool_response>\n{{ message.content }}\n</tool_response>"
+    "{% if loop.last or messages[loop.index0 + 1].role != 'tool' %}<|im_end|>\n{% endif %}"
+    "{% else %}<|im_start|>{{ message.role }}\n{{ message.content }}<|im_end|>\n{% endif %}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+
+def tool_chat_template() -> str:
+    return TOOL_CHAT_TEMPLATE
+
+
+def tool_response_template() -> dict[str, Any]:
+    """TRL's response template for Qwen-style replies (`<think>`, `<tool_call>` blocks, `<|im_end|>`)."""
+    from trl.chat_template_utils import qwen3_template
+
+    return dict(qwen3_template)
+
+
+def build_tokenizer(extra_words: Sequence[str] = (), *, tools: bool = False) -> PreTrainedTokenizerFast:
     from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
-    vocab = {tok: i for i, tok in enumerate(vocabulary(extra_words))}
+    special = TOOL_SPECIAL if tools else SPECIAL
+    words = [*TOOL_TAGS, *TOOL_WORDS, *extra_words] if tools else list(extra_words)
+    vocab = {t: i for i, t in enumerate(dict.fromkeys(special + vocabulary(words)[len(SPECIAL):]))}
     tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<|unk|>"))
-    tok.pre_tokenizer = pre_tokenizers.Split(Regex(PRE_TOKENIZE_PATTERN), behavior="isolated")
+    pattern = TOOL_PRE_TOKENIZE_PATTERN if tools else PRE_TOKENIZE_PATTERN
+    tok.pre_tokenizer = pre_tokenizers.Split(Regex(pattern), behavior="isolated")
     tok.decoder = decoders.Fuse()
-    tok.add_special_tokens(SPECIAL)
+    tok.add_special_tokens(special)
     fast = PreTrainedTokenizerFast(
-        tokenizer_object=tok, pad_token="<|pad|>", eos_token="<|end|>", unk_token="<|unk|>",
-        bos_token=None,
+        tokenizer_object=tok, pad_token="<|pad|>", eos_token="<|im_end|>" if tools else "<|end|>",
+        unk_token="<|unk|>", bos_token=None,
     )
-    fast.chat_template = CHAT_TEMPLATE
+    fast.chat_template = tool_chat_template() if tools else CHAT_TEMPLATE
+    if tools:
+        fast.response_template = tool_response_template()  # saved in tokenizer_config.json
     return fast
 
 
 def build_tiny_model(out_dir: str | Path, *, hidden: int = 64, layers: int = 2, heads: int = 4,
                      kv_heads: int = 2, intermediate: int = 128, seed: int = 0, moe: bool = False,
-                     extra_words: Sequence[str] = ()) -> Path:
-    """Save a randomly initialised tiny Qwen3 (or Qwen3-MoE) model + tokenizer to ``out_dir``."""
+                     extra_words: Sequence[str] = (), tools: bool = False) -> Path:
+    """Save a randomly initialised tiny Qwen3 (or Qwen3-MoE) model + tokenizer to ``out_dir``; ``tools``:
+    with Qwen2.5's tool-calling chat template and its tags as tokens."""
     import torch
     from transformers import AutoModelForCausalLM, PretrainedConfig, Qwen3Config
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    tokenizer = build_tokenizer(extra_words)
+    tokenizer = build_tokenizer(extra_words, tools=tools)
     common: dict[str, Any] = dict(
         vocab_size=len(tokenizer), hidden_size=hidden, num_hidden_layers=layers,
         num_attention_heads=heads, num_key_value_heads=kv_heads, intermediate_size=intermediate,

@@ -116,14 +116,23 @@ def test_rendered_code_for_every_type_alone_imports_only_what_it_uses():
 
     example_spec = Path(__file__).resolve().parents[2] / "examples" / "python-reward" / "spec.yaml"
     for entry in DOC_EXAMPLES.values():
-        # a `type: python` example needs its user file: the worked example's folder has it
-        text = render_sources(reward_specs([entry]), source_path=example_spec)["rewards.py"]
+        # a `type: python` example needs its user file: the worked example's folder has it; a `type:
+        # environment` one needs the spec's environment (the calculator of examples/tool-environment/)
+        if entry["type"] == "environment":
+            from finetune.spec import EnvironmentSpec
+
+            env = EnvironmentSpec.model_validate({"file": "env.py", "class": "Calculator"})
+            text = render_sources(reward_specs([entry]), source_path=example_spec.parents[1] / "tool-environment" /
+                                  "spec.yaml", tool_env=env)["rewards.py"]
+        else:
+            text = render_sources(reward_specs([entry]), source_path=example_spec)["rewards.py"]
         assert text.count(f"def {entry['name']}(") == 1
         tree = ast.parse(text)
         imported = {alias.name.split(".")[0] for node in tree.body if isinstance(node, ast.Import)
                     for alias in node.names}
         used = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
-        assert imported <= used | {"rewards_mathpool", "rewards_sandbox", "rewards_answers", "rewards_user_sql_matches"} and "annotations" not in used, \
+        assert imported <= used | {"rewards_mathpool", "rewards_sandbox", "rewards_answers", "rewards_user_sql_matches",
+                                   "rewards_env", "rewards_toolcall"} and "annotations" not in used, \
             (entry["type"], sorted(imported - used))
 
 

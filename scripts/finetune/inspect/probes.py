@@ -456,6 +456,80 @@ def build_probes(spec: RunSpec, sample: dict[str, Any], layout: Layout, max_word
     return probes
 
 
+# ------------------------------------------------------------------------------------------ agents --
+
+_JUNK = {int: 987654, float: 98765.4, str: "zzz-not-the-value", bool: True}
+
+
+def _hermes(name: str, arguments: dict[str, Any]) -> str:
+    return "<tool_call>\n" + json.dumps({"name": name, "arguments": arguments}) + "\n</tool_call>"
+
+
+def _junk_arguments(tool: Callable[..., Any]) -> dict[str, Any]:
+    """Type-correct arguments no task asks for: the right function called with the wrong values."""
+    import inspect
+    import typing
+
+    try:
+        hints = typing.get_type_hints(tool)
+    except Exception:
+        hints = {}
+    args: dict[str, Any] = {}
+    for name, param in inspect.signature(tool).parameters.items():
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            continue
+        args[name] = _JUNK.get(hints.get(name, str), "zzz-not-the-value")
+    return args
+
+
+def _expected_call(spec: RunSpec, columns: dict[str, Any]) -> dict[str, Any] | None:
+    for r in spec.rewards:
+        if r.type == "tool_call":
+            value = columns.get(r.expected_column)
+            value = json.loads(value) if isinstance(value, str) and value.strip().startswith(("{", "[")) else value
+            value = value[0] if isinstance(value, list) and value else value
+            if isinstance(value, dict) and isinstance(value.get("name"), str):
+                return {"name": value["name"], "arguments": dict(value.get("arguments") or {})}
+    return None
+
+
+def tool_probes(rm: RewardModule, spec: RunSpec, sample: dict[str, Any]) -> list[dict[str, Any]]:
+    """Agent hacks for a spec with a `tool_call` or `environment` reward: the right function with wrong
+    arguments, a call only inside <think>, a final answer with no call, the expected call with an argument the
+    tool does not declare, a skipped step (only the last of the environment's tools called)."""
+    if not any(r.type in ("tool_call", "environment") for r in spec.rewards):
+        return []
+    columns = dict(sample.get("columns") or {})
+    out: list[dict[str, Any]] = []
+
+    def add(name: str, completion: str, shows: str) -> None:
+        out.append({"probe": name, "completion": completion, "target": list(CORRECTNESS), "columns": columns,
+                    "shows": shows})
+
+    add("answer_without_call", "I worked it out myself: the answer is 42.", "a final answer without any tool call")
+    expected = _expected_call(spec, columns)
+    if expected is not None:
+        wrong = {k: _JUNK.get(type(v), "zzz-not-the-value") for k, v in expected["arguments"].items()}
+        if wrong != expected["arguments"]:
+            add("right_function_wrong_arguments", _hermes(expected["name"], wrong),
+                "the expected function called with wrong argument values")
+        add("call_inside_think", f"<think>{_hermes(expected['name'], expected['arguments'])}</think>\nDone.",
+            "the expected call written only inside the reasoning (nothing runs)")
+        add("hallucinated_argument", _hermes(expected["name"], {**expected["arguments"], "zz_extra": 1}),
+            "the expected call plus an argument the tool does not declare")
+    factory, tools_of = getattr(rm.module, "environment_factory", None), getattr(rm.module, "environment_tools", None)
+    if callable(factory) and callable(tools_of):
+        tools = tools_of(factory())
+        for name, tool in sorted(tools.items()):
+            add(f"junk_arguments:{name}", _hermes(name, _junk_arguments(tool)),
+                f"the environment's {name}() called with type-correct values no task asks for")
+        if len(tools) > 1:
+            last = sorted(tools)[-1]
+            add("skipped_steps", _hermes(last, _junk_arguments(tools[last])),
+                "only one tool called: the steps before it skipped")
+    return out
+
+
 def choose_layout(rm: RewardModule, spec: RunSpec, samples: list[dict[str, Any]]) -> tuple[Layout, bool]:
     """Pick the layout under which the rewards accept a gold answer: every format reward first, then
     as many correctness rewards as possible (a correct answer must be reachable for the probes to mean
@@ -511,7 +585,7 @@ def run_probes(rm: RewardModule, spec: RunSpec, samples: list[dict[str, Any]]) -
     items: list[dict[str, Any]] = []
     for s in chosen:
         base = {"row": s.get("row"), "prompt": s["prompt"], "conversational": s.get("conversational", False)}
-        for p in build_probes(spec, s, layout, max_words):
+        for p in build_probes(spec, s, layout, max_words) + tool_probes(rm, spec, s):
             items.append({**base, **p, "kind": "probe"})
         gold = (s.get("columns") or {}).get(gcol) if gcol else None
         if gold is not None:

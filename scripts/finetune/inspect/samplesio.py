@@ -4,7 +4,13 @@ A row: ``id`` (stable), ``row`` (dataset row or prompt key), ``prompt`` (a strin
 messages, exactly as TRL will pass it to the reward), ``completion`` (text), ``conversational``
 (completions are passed as ``[{"role": "assistant", "content": ...}]``), ``columns`` (the other
 dataset columns, passed to rewards as keyword lists), and optionally ``completion_tokens``,
-``truncated``, ``source``.
+``truncated``, ``source``, ``trajectory``.
+
+A multi-turn rollout (TRL's conversational completion with tool calls: assistant turns carrying
+``tool_calls``, ``tool`` results between them) is kept whole as ``trajectory``, and ``completion`` is its
+canonical text (:func:`trajectory_text`): every turn in order, each call as a ``<tool_call>`` block, each
+result as a ``<tool_response>`` block. Rewards read the calls from that text exactly as from TRL's messages,
+and the review page shows every turn, call and result.
 """
 
 from __future__ import annotations
@@ -20,7 +26,43 @@ from finetune.inspect.verdicts import read_jsonl
 FIX = ('one JSON object per line: {"prompt": str or [{"role","content"}...], "completion": str, '
        '"id"?: str, "columns"?: {...} or extra top-level columns}')
 RESERVED = {"id", "row", "prompt", "completion", "conversational", "columns", "completion_tokens",
-            "truncated", "source", "group"}
+            "truncated", "source", "group", "trajectory"}
+
+
+def _is_trajectory(messages: Any) -> bool:
+    """A whole rollout: assistant / tool messages, at least one tool call or tool result among them."""
+    if not isinstance(messages, list) or not messages:
+        return False
+    for m in messages:
+        if not isinstance(m, dict) or m.get("role") not in ("assistant", "tool"):
+            return False
+        if not isinstance(m.get("content", ""), (str, type(None))):
+            return False
+        calls = m.get("tool_calls")
+        if calls is not None and not (isinstance(calls, list) and all(isinstance(c, dict) for c in calls)):
+            return False
+    return any(m.get("tool_calls") or m["role"] == "tool" for m in messages)
+
+
+def trajectory_text(messages: list[dict[str, Any]]) -> str:
+    """The canonical text of a rollout: turns in order, calls as <tool_call> blocks, results as
+    <tool_response> blocks (what the review shows and the rewards read)."""
+    parts: list[str] = []
+    for m in messages:
+        content = m.get("content") or ""
+        if m["role"] == "tool":
+            name = m.get("name")
+            label = f" {name}" if isinstance(name, str) and name else ""
+            parts.append(f"<tool_response>{label}\n{content}\n</tool_response>")
+            continue
+        if content:
+            parts.append(content)
+        for call in m.get("tool_calls") or []:
+            function = call.get("function", call)
+            parts.append("<tool_call>\n" + json.dumps({"name": function.get("name"),
+                                                        "arguments": function.get("arguments")},
+                                                       ensure_ascii=False) + "\n</tool_call>")
+    return "\n".join(parts)
 
 
 def _messages_ok(prompt: Any) -> bool:
@@ -39,6 +81,11 @@ def normalise_row(obj: Any, where: str, index: int, prompt_column: str = "prompt
     if not (isinstance(prompt, str) or _messages_ok(prompt)):
         raise UserError("'prompt' must be a string or a list of {role, content} messages", where=where, fix=FIX)
     completion = obj.get("completion")
+    trajectory = obj.get("trajectory")
+    if _is_trajectory(completion):
+        trajectory, completion = completion, trajectory_text(completion)
+    elif trajectory is not None and not _is_trajectory(trajectory):
+        raise UserError("'trajectory' must be the rollout's assistant / tool messages", where=where, fix=FIX)
     if isinstance(completion, list) and _messages_ok(completion) and len(completion) == 1:
         completion = completion[0]["content"]  # TRL's conversational completion form
     if not isinstance(completion, str):
@@ -61,7 +108,8 @@ def normalise_row(obj: Any, where: str, index: int, prompt_column: str = "prompt
         row = "q" + hashlib.sha256(json.dumps(prompt, sort_keys=True).encode()).hexdigest()[:10]
     return {"id": sid, "row": row,
             "prompt": prompt, "completion": completion, "conversational": conv, "columns": columns,
-            **{k: obj[k] for k in ("completion_tokens", "truncated", "source") if k in obj}}
+            **{k: obj[k] for k in ("completion_tokens", "truncated", "source") if k in obj},
+            **({"trajectory": trajectory} if trajectory is not None else {})}
 
 
 def load_samples(path: Path, prompt_column: str = "prompt") -> list[dict[str, Any]]:

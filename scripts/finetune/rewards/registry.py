@@ -30,6 +30,7 @@ HELPERS: dict[str, tuple[str, Path]] = {
     "mathpool": ("rewards_mathpool.py", LIB / "rewards_mathpool.py"),
     "code": ("rewards_code.py", LIB / "rewards_code.py"),
     "jsonmatch": ("rewards_jsonmatch.py", LIB / "rewards_jsonmatch.py"),
+    "toolcall": ("rewards_toolcall.py", LIB / "rewards_toolcall.py"),
     "sandbox": ("rewards_sandbox.py", Path(__file__).resolve().parents[1] / "sandbox" / "runner.py"),
 }
 
@@ -76,6 +77,9 @@ _FIXES = {
     "not_strict_json": "none needed when right: json.loads refuses trailing commas (the format role's rule)",
     "only_in_think": "none: the answer after </think> holds no JSON (a refusal or nothing)",
     "several_objects": "none: several different objects are a hedge",
+    # tool_call
+    "several_calls": "which: last (the final call after reasoning is the answer)",
+    "no_expected": "expected_column (the row's expected call)",
 }
 
 
@@ -93,6 +97,8 @@ KIND_FIXES = {
     "unit_tests": "`tests_column` / `hidden_tests_column` / `test_format` / `extract` / `code_blocks`",
     "judge": "the `rubric` (and `max_points` / `threshold`)",
     "python": "your verifier's function (the spec's `file`): it decides and logs no reason",
+    "tool_call": "`arguments` (each argument's rule: exact / numeric with tolerance / text / unordered), "
+    "`format` (the chat template's call syntax), `which` (only / last call), `tools` / `tools_column` (the schema)",
 }
 
 
@@ -101,7 +107,7 @@ def reasons() -> dict[str, str]:
     import importlib.util
 
     found: dict[str, str] = {}
-    for helper in ("jsonmatch", "answers", "code"):  # the standalone readers declare their own reason ids
+    for helper in ("jsonmatch", "toolcall", "answers", "code"):  # the standalone readers declare their own reason ids
         spec = importlib.util.spec_from_file_location(f"_finetune_rewards_{helper}", HELPERS[helper][1])
         assert spec is not None and spec.loader is not None  # a .py path always has a source loader
         module = importlib.util.module_from_spec(spec)
@@ -124,6 +130,8 @@ def explain(reason_id: str, reward_type: str | None = None) -> tuple[str, str]:
         text = "every gold field matches and no other key is present"
     elif base == "ok" and reward_type not in (None, "format", "exact_match", "math"):
         text = "the reward passed these rows"  # not the answer reader's "a single final answer was found"
+    if reward_type == "tool_call" and base == "not_equal":
+        fix = "arguments.<name> (exact | numeric with tolerance | text | unordered)"
     if reward_type in KIND_FIXES and (fix is None or base == "unexplained"):
         fix = KIND_FIXES[reward_type]
     if fix is None:

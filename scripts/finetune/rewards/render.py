@@ -131,17 +131,25 @@ def _requirements(rewards: list[Any]) -> tuple[list[str], list[str]]:
 
 def render_sources(rewards: list[Any], *, run_name: str = "run", spec_path: str = "spec.yaml",
                    section_digest: str = "", max_completion_length: int = 1024,
-                   source_path: Path | None = None) -> dict[str, str]:
-    """File name → text for rewards.py and every helper it needs (nothing is written)."""
+                   source_path: Path | None = None, tool_env: Any = None) -> dict[str, str]:
+    """File name → text for rewards.py and every helper it needs (nothing is written); ``tool_env``: the
+    spec's EnvironmentSpec, whose file is copied as rewards_env.py."""
     planned = plan(rewards, max_completion_length, source_path)
     types_used = [t for t in TYPE_ORDER if any(r.type == t for r in rewards)]
     packages, helpers = _requirements(rewards)
+    if tool_env is not None and "toolcall" not in helpers:
+        helpers.append("toolcall")  # the replay reads the completion's calls
     stdlib = sorted(set(STDLIB_IMPORTS).union(*(KINDS[t].stdlib for t in types_used),
                                               ("os", "sys") if helpers or any(r.type == "python" for r in rewards)
                                               else ()))
     third_party = [m for t in types_used for m in KINDS[t].imports]
     helper_files = [HELPER_FILES[h] for h in helpers]
     user_files = _user_files(rewards, source_path)
+    if tool_env is not None:
+        user_files[ENV_FILE] = _environment_file(tool_env, source_path)
+    elif any(r.type == "environment" for r in rewards):
+        raise _fail("rewards", "a `type: environment` reward needs the spec's `environment: {file, class}`",
+                    "add the environment section", source_path)
     helper_files += list(user_files)
     env = environment()
     # Kinds whose library macro renders nothing (their code lives in helpers) add no section.
@@ -151,7 +159,7 @@ def render_sources(rewards: list[Any], *, run_name: str = "run", spec_path: str 
         run_name=run_name, spec_path=spec_path, section_digest=section_digest or "-" * 16, rewards=planned,
         packages=packages, helper_files=helper_files, helper_modules=[f[:-3] for f in helper_files],
         stdlib_imports=stdlib, package_imports=third_party, types_used=types_used,
-        library_templates=library_templates,
+        library_templates=library_templates, environment=tool_env,
         gated=any(p.role == "format" for p in planned), margin=ordering_margin(rewards) or 0.0)
     files = {rundir.REWARDS: text}
     for helper in helpers:
@@ -160,6 +168,40 @@ def render_sources(rewards: list[Any], *, run_name: str = "run", spec_path: str 
     for name, source in files.items():
         compile(source, name, "exec")  # a template bug must fail here, not on the training box
     return files
+
+
+ENV_FILE = "rewards_env.py"
+
+
+def _environment_file(environment: Any, source_path: Path | None) -> str:
+    """The text of the spec's environment file, copied verbatim (the gate binds it like every rewards_*.py).
+    A missing file, a syntax error, a missing class or a class without ``reset`` is refused."""
+    import ast
+
+    base = source_path.parent if source_path is not None else Path.cwd()
+    path = (base / environment.file).resolve()
+    if not path.is_file():
+        raise _fail("environment.file", f"no file {path}", "name your environment's .py file (relative to the "
+                    "spec's folder)", source_path)
+    text: str = path.read_text(encoding="utf-8")
+    try:
+        tree = ast.parse(text, str(path))
+    except SyntaxError as exc:
+        raise _fail("environment.file", f"{path}:{exc.lineno}: {exc.msg}", "fix the syntax error",
+                    source_path) from None
+    classes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
+    cls = classes.get(environment.class_)
+    if cls is None:
+        raise _fail("environment.class", f"{path} defines no class '{environment.class_}' (it defines: "
+                    f"{', '.join(sorted(classes)) or 'none'})", "name a top-level class of that file", source_path)
+    methods = {n.name for n in cls.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    if "reset" not in methods and not cls.bases:
+        raise _fail("environment.class", f"class {environment.class_} has no reset() method",
+                    "define reset(self, **row) (TRL calls it at the start of every rollout)", source_path)
+    if not {m for m in methods if not m.startswith("_") and m not in ("reset", "get_reward")} and not cls.bases:
+        raise _fail("environment.class", f"class {environment.class_} has no public method (no tool)",
+                    "define the tools as public methods with type hints and a docstring", source_path)
+    return text
 
 
 def _user_files(rewards: list[Any], source_path: Path | None) -> dict[str, str]:
@@ -269,7 +311,8 @@ def spec_sources(spec: RunSpec) -> dict[str, str]:
     return render_sources(
         list(spec.rewards), run_name=spec.name, spec_path=str(source.name if source else "spec.yaml"),
         section_digest=reward_section_digest(spec.reward_section()),
-        max_completion_length=spec.generation.max_completion_length, source_path=source)
+        max_completion_length=spec.generation.max_completion_length, source_path=source,
+        tool_env=spec.environment)
 
 
 def render_rewards(spec: RunSpec, out_dir: str | Path) -> list[Path]:

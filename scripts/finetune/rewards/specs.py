@@ -443,6 +443,104 @@ class UnitTestReward(_RewardBase):
         return self.max_score * (1 - PARTIAL_CEILING) if not self.all_or_nothing else self.max_score
 
 
+class ArgumentRule(BaseModel):
+    """How one argument's value is compared with the expected one."""
+
+    model_config = STRICT_MODEL
+    match: Literal["exact", "numeric", "text", "unordered"] = Field(
+        "exact", description="exact: equal JSON values (3 = 3.0); numeric: within `tolerance`; text: equal after "
+        "Unicode normalisation, whitespace collapse and casefold; unordered: the same list items in any order.")
+    tolerance: float = Field(0.0, ge=0, description="match numeric: relative and absolute tolerance.")
+
+
+@kind("Tool call", helpers=("toolcall",), packages=("jsonschema==4.26.0",),
+      probes=("right_function_wrong_arguments", "call_inside_think", "answer_without_call"),
+      example={"name": "tool_ok", "type": "tool_call", "expected_column": "expected_call", "tools_column": "tools",
+               "arguments": {"city": {"match": "text"}, "days": {"match": "numeric", "tolerance": 0}},
+               "partial_credit": True, "threshold": 1.0},
+      notes=(
+          "The call is read where the runtime would execute it: TRL's parsed `tool_calls` of a conversational "
+          "completion, else the assistant text in the chat template's own format — `<tool_call>{...}</tool_call>` "
+          "(Qwen / Hermes; prose may precede it), Llama 3.x's bare `{\"name\", \"parameters\"}` reply, Mistral "
+          "`[TOOL_CALLS]`. A call inside `<think>` never counts (`no_call`).",
+          "A block that is not strict JSON (a trailing comma, single quotes) is `bad_arguments`: the chat "
+          "template's parser rejects it and the runtime sees plain text, so nothing would run. A string number "
+          "for an integer parameter is typed by the tool's schema first, as transformers' `parse_response(tools=)` "
+          "does; then the arguments are validated with jsonschema (types, required, enums).",
+          "An argument the tool does not declare is `hallucinated_argument` (the Python tool would raise "
+          "TypeError); with `which: only` two calls are `several_calls`. Partial credit (right function, valid "
+          "arguments, some values wrong) is `PARTIAL_CEILING` × the share of equal arguments, below any pass.",
+          "A naive \"regex the JSON and compare dicts\" check credits calls inside `<think>`, rejects `\"7\"` "
+          "for 7 and `2.50` for 2.5, and misses Llama's `parameters` key: "
+          "`benchmarks/bench_tool_reward.py` measures both on the same labelled rows.",
+      ))
+class ToolCallReward(_RewardBase):
+    """The model's tool call (chat-template format) matches the row's expected call: name, schema, values."""
+
+    type: Literal["tool_call"]
+    expected_column: str = Field("expected_call", description="Column holding the expected call "
+                                 "`{name, arguments}` (or its JSON text, or a list of acceptable calls).")
+    tools_column: str | None = Field(None, description="Column holding the row's tool definitions "
+                                     "(OpenAI format: `[{type: function, function: {name, parameters}}]`).")
+    tools: list[dict[str, Any]] | None = Field(None, description="Tool definitions for every row instead.")
+    format: Literal["auto", "hermes", "llama3", "mistral"] = Field(
+        "auto", description="How calls are written in text: hermes `<tool_call>` blocks (Qwen), llama3 bare "
+        "JSON, mistral `[TOOL_CALLS]`; auto: the first present. TRL's parsed `tool_calls` are read first.")
+    which: Literal["only", "last"] = Field("only", description="only: exactly one call is expected; last: the "
+                                           "last call is judged (earlier calls, e.g. look-ups, allowed).")
+    arguments: dict[str, ArgumentRule] = Field({}, description="Per-argument comparison rule (default exact).")
+    partial_credit: bool = Field(False, description="The right function with schema-valid arguments earns "
+                                 "PARTIAL_CEILING × the share of equal arguments.")
+
+    @model_validator(mode="after")
+    def _one_tools_source(self) -> ToolCallReward:
+        if self.tools is not None and self.tools_column is not None:
+            raise ValueError("give at most one of 'tools' (inline) or 'tools_column'")
+        for tool in self.tools or []:
+            params = (tool.get("function") or tool).get("parameters") if isinstance(tool, dict) else None
+            if params is not None:
+                import jsonschema
+
+                try:
+                    jsonschema.validators.validator_for(params).check_schema(params)
+                except jsonschema.SchemaError as exc:
+                    raise ValueError(f"tool parameters are not a valid JSON Schema: {exc.message}") from None
+        return self
+
+    @property
+    def has_partial_credit(self) -> bool:
+        return self.partial_credit
+
+    @property
+    def argument_rules(self) -> dict[str, dict[str, Any]]:
+        """The per-argument rules as plain data (rendered into rewards.py as a JSON literal)."""
+        return {name: rule.model_dump() for name, rule in self.arguments.items()}
+
+    def pass_gap(self) -> float:
+        return self.max_score * (1 - PARTIAL_CEILING) if self.partial_credit else self.max_score
+
+
+@kind("Environment reward (multi-turn tools)", helpers=("toolcall",),
+      example={"name": "solved", "type": "environment"},
+      notes=(
+          "Scores a rollout with the spec environment's `get_reward()`. In training it reads the very instance "
+          "TRL ran the rollout in (the `environments` keyword); in Phase 1 and the gate it replays the "
+          "completion's tool calls, in order, on a fresh instance reset with the row (as TRL resets it), so the "
+          "gate judges the same function on the same episodes.",
+          "train.py hides `get_reward` from TRL (which would otherwise add it as a second, ungated reward of "
+          "weight 1): this reward is the one path by which the environment scores training.",
+          "A value outside [0, 1], an exception or a non-number gives None, counted in `rewards/<name>/errors`. "
+          "The agent probes (a final answer with no call, the right function with wrong arguments, a call "
+          "inside `<think>`, a skipped step) must not pass it: an environment whose reward is reachable "
+          "without doing the task FAILs the gate.",
+      ))
+class EnvironmentReward(_RewardBase):
+    """The spec environment's own `get_reward()` for the rollout (TRL's instance, or a replay of the calls)."""
+
+    type: Literal["environment"]
+    allowed_roles: ClassVar[tuple[Role, ...]] = ("correctness",)
+
+
 @kind("Rubric-as-reward judge",
       stdlib=("concurrent.futures", "hashlib", "os", "time", "urllib.error", "urllib.request"),
       example={"name": "rubric_score", "type": "judge", "endpoint": "http://localhost:8000/v1",
@@ -601,7 +699,9 @@ def __getattr__(name: str) -> Any:
 _RESERVED_NAMES = {"REWARD_FUNCS", "REWARD_WEIGHTS", "REWARD_META", "PARTIAL_CEILING", "disable_caches",
                    "annotations", "concurrent", "dataclasses", "decimal", "hashlib", "json", "jsonschema", "math",
                    "os", "re", "sys", "time", "urllib", "warnings", "rewards_mathpool", "rewards_sandbox",
-                   "rewards_answers", "rewards_code", "rewards_user", "rewards_jsonmatch"}
+                   "rewards_answers", "rewards_code", "rewards_user", "rewards_jsonmatch", "rewards_toolcall",
+                   "rewards_env",
+                   "environment_factory", "environment_tools", "ENVIRONMENT_CLASS", "MAX_TOOL_CALLING_ITERATIONS"}
 
 
 def ordering_margin(rewards: list[Any]) -> float | None:

@@ -1,0 +1,372 @@
+"""Reading and judging a model's tool call (copied verbatim beside rewards.py as ``rewards_toolcall.py``).
+
+A call counts only where the runtime would execute it:
+
+* a conversational completion whose assistant messages carry ``tool_calls`` (what TRL's ``parse_response``
+  produced through the chat template's response parser) is read from those;
+* otherwise the assistant text is parsed in the chat template's own format — Qwen/Hermes
+  ``<tool_call>{"name", "arguments"}</tool_call>`` blocks (prose may precede them), Llama 3.x's bare
+  ``{"name", "parameters"}`` object (the whole reply, optionally after ``<|python_tag|>``; Llama renders no
+  prose beside a call), Mistral ``[TOOL_CALLS][{...}]`` or ``[TOOL_CALLS]name[ARGS]{...}``;
+* text inside ``<think>...</think>`` (or before a lone ``</think>`` when the template pre-filled the opener)
+  never counts: it is reasoning, not a call;
+* a block that is not strict JSON (trailing comma, single quotes) is not a call the parser accepts: the
+  whole reply is then plain text to the runtime, so it is judged ``bad_arguments``.
+
+Arguments are typed with the tool's JSON Schema first, as transformers' ``parse_response(tools=...)`` does
+(``"7"`` becomes ``7`` for an integer parameter), then validated (types, required, enums), then compared
+with the expected call argument by argument.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import unicodedata
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+PARTIAL_CEILING = 0.5
+
+REASONS = {
+    "ok": "the call matches the expected call",
+    "no_call": "no tool call outside the reasoning (a call inside <think> does not count)",
+    "several_calls": "more than one tool call where one was expected",
+    "wrong_function": "the call names another function than the expected one",
+    "bad_arguments": "the call does not parse, or its arguments break the tool's JSON Schema (type, required, enum)",
+    "hallucinated_argument": "the call passes an argument the tool does not declare",
+    "not_equal": "the right function with arguments whose values differ from the expected ones",
+    "no_expected": "the row has no usable expected call (not applicable)",
+}
+
+Call = dict[str, Any]  # {"name": str, "arguments": dict} or {"name": str, "error": str}
+
+_THINK_OPEN, _THINK_CLOSE = "<think>", "</think>"
+_MISTRAL = "[TOOL_CALLS]"
+_MISTRAL_ARGS = "[ARGS]"
+_PYTHON_TAG = "<|python_tag|>"
+_END_MARKERS = ("<|im_end|>", "<|eot_id|>", "<|eom_id|>", "</s>", "<|end|>")
+_SPACES = re.compile(r"\s+")
+_MISSING = object()
+
+
+# ------------------------------------------------------------------------------------------ parsing --
+
+def strip_reasoning(text: str) -> str:
+    """The text outside reasoning: ``<think>`` blocks removed; everything before a lone ``</think>`` (the
+    template pre-filled the opener) dropped; an unclosed ``<think>`` hides everything after it."""
+    close = text.find(_THINK_CLOSE)
+    opened = text.find(_THINK_OPEN)
+    if close >= 0 and (opened < 0 or close < opened):
+        text = text[close + len(_THINK_CLOSE):]
+    out, pos = [], 0
+    while True:
+        start = text.find(_THINK_OPEN, pos)
+        if start < 0:
+            out.append(text[pos:])
+            break
+        out.append(text[pos:start])
+        end = text.find(_THINK_CLOSE, start + len(_THINK_OPEN))
+        if end < 0:
+            break
+        pos = end + len(_THINK_CLOSE)
+    return "".join(out)
+
+
+def _strip_end(text: str) -> str:
+    text = text.strip()
+    changed = True
+    while changed:
+        changed = False
+        for marker in _END_MARKERS:
+            if text.endswith(marker):
+                text, changed = text[: -len(marker)].rstrip(), True
+    return text
+
+
+def _call_of(obj: Any, args_keys: tuple[str, ...] = ("arguments",), string_args: bool = False) -> Call:
+    """A call from a parsed JSON object, or an error call naming what is wrong. Arguments written as a JSON
+    string are an error in a model's call (the runtime calls ``tool(**arguments)``); ``string_args`` reads
+    them for a row's expected call (OpenAI's wire format)."""
+    if isinstance(obj, dict) and isinstance(obj.get("function"), dict):
+        obj = obj["function"]
+    if not isinstance(obj, dict) or not isinstance(obj.get("name"), str):
+        return {"name": "", "error": "not a {name, arguments} object"}
+    args: Any = {}
+    for key in args_keys:
+        if key in obj:
+            args = obj[key]
+            break
+    if isinstance(args, str) and string_args:
+        try:
+            args = json.loads(args)
+        except ValueError:
+            return {"name": obj["name"], "error": "arguments are not JSON"}
+    if args is None:
+        args = {}
+    if not isinstance(args, dict):
+        return {"name": obj["name"], "error": "arguments are not an object"}
+    return {"name": obj["name"], "arguments": args}
+
+
+def _loads(text: str) -> tuple[bool, Any]:
+    try:
+        return True, json.loads(text)
+    except (ValueError, RecursionError):
+        return False, None
+
+
+def _hermes_calls(text: str) -> list[Call] | None:
+    """Every ``<tool_call>`` block; None when there is none."""
+    if "<tool_call>" not in text:
+        return None
+    calls: list[Call] = []
+    pos = 0
+    while True:
+        start = text.find("<tool_call>", pos)
+        if start < 0:
+            return calls
+        end = text.find("</tool_call>", start)
+        body_end = end if end >= 0 else len(text)
+        ok, obj = _loads(_strip_end(text[start + len("<tool_call>"):body_end]))
+        calls.append(_call_of(obj) if ok else {"name": "", "error": "the block is not JSON"})
+        if end < 0:
+            return calls
+        pos = end + len("</tool_call>")
+
+
+def _mistral_calls(text: str) -> list[Call] | None:
+    start = text.find(_MISTRAL)
+    if start < 0:
+        return None
+    calls: list[Call] = []
+    for part in text[start:].split(_MISTRAL)[1:]:
+        part = _strip_end(part)
+        if _MISTRAL_ARGS in part:  # v11+ tokenizer: [TOOL_CALLS]name[ARGS]{...}
+            name, _, args = part.partition(_MISTRAL_ARGS)
+            ok, obj = _loads(args)
+            calls.append(_call_of({"name": name.strip(), "arguments": obj}) if ok
+                         else {"name": name.strip(), "error": "arguments are not JSON"})
+            continue
+        ok, obj = _loads(part)
+        if not ok:
+            calls.append({"name": "", "error": "the call list is not JSON"})
+        elif isinstance(obj, list):
+            calls.extend(_call_of(o, ("arguments", "parameters")) for o in obj)
+        else:
+            calls.append(_call_of(obj, ("arguments", "parameters")))
+    return calls
+
+
+def _llama_calls(text: str) -> list[Call] | None:
+    """Llama 3.x: the whole reply is one JSON object (or several joined by ';') with "parameters"."""
+    body = _strip_end(text)
+    if body.startswith(_PYTHON_TAG):
+        body = body[len(_PYTHON_TAG):].strip()
+    if not body.startswith("{") or '"name"' not in body:
+        return None
+    ok, obj = _loads(body)
+    if ok:
+        return [_call_of(obj, ("parameters", "arguments"))]
+    pieces = [p.strip() for p in body.split(";") if p.strip()]
+    parsed = [_loads(p) for p in pieces]
+    if len(pieces) > 1 and all(ok for ok, _ in parsed):
+        return [_call_of(o, ("parameters", "arguments")) for _, o in parsed]
+    return [{"name": "", "error": "the call is not JSON"}]
+
+
+PARSERS: dict[str, Callable[[str], list[Call] | None]] = {
+    "hermes": _hermes_calls, "mistral": _mistral_calls, "llama3": _llama_calls,
+}
+
+
+def text_calls(text: str, fmt: str = "auto") -> list[Call]:
+    """Tool calls written in ``text`` (reasoning removed), in format ``fmt`` or the first format present."""
+    visible = strip_reasoning(text)
+    names = list(PARSERS) if fmt == "auto" else [fmt]
+    for name in names:
+        calls = PARSERS[name](visible)
+        if calls is not None:
+            return calls
+    return []
+
+
+def completion_calls(completion: Any, fmt: str = "auto") -> list[Call]:
+    """Every call the assistant made in a completion: plain text, or TRL's conversational messages (their
+    parsed ``tool_calls`` first, the text of an assistant turn that has none)."""
+    if completion is None:
+        return []
+    if isinstance(completion, str):
+        return text_calls(completion, fmt)
+    messages = [completion] if isinstance(completion, dict) else list(completion)
+    calls: list[Call] = []
+    for message in messages:
+        if not isinstance(message, dict) or message.get("role", "assistant") != "assistant":
+            continue
+        structured = message.get("tool_calls")
+        if structured:
+            calls.extend(_call_of(c) for c in structured)
+            continue
+        content = message.get("content")
+        if isinstance(content, list):
+            content = "".join(p.get("text") or "" for p in content if isinstance(p, dict))
+        if isinstance(content, str):
+            calls.extend(text_calls(content, fmt))
+    return calls
+
+
+# ---------------------------------------------------------------------------------------- judging --
+
+def _as_json(value: Any) -> Any:
+    if isinstance(value, str):
+        ok, parsed = _loads(value)
+        return parsed if ok else None
+    return value
+
+
+def tool_schemas(tools: Any) -> dict[str, dict[str, Any]]:
+    """name -> parameters JSON Schema, from OpenAI-style tool definitions (a list, or its JSON text)."""
+    tools = _as_json(tools)
+    if isinstance(tools, dict):
+        tools = [tools]
+    out: dict[str, dict[str, Any]] = {}
+    for tool in tools or []:
+        if isinstance(tool, dict) and isinstance(tool.get("function"), dict):
+            tool = tool["function"]
+        if isinstance(tool, dict) and isinstance(tool.get("name"), str):
+            params = tool.get("parameters")
+            out[tool["name"]] = params if isinstance(params, dict) else {"type": "object", "properties": {}}
+    return out
+
+
+def expected_calls(expected: Any) -> list[Call]:
+    """The acceptable calls of a row: one {name, arguments} (or its JSON text), or a list of them."""
+    expected = _as_json(expected)
+    items = expected if isinstance(expected, list) else [expected]
+    calls = [_call_of(e, ("arguments", "parameters"), string_args=True) for e in items if e is not None]
+    return [c for c in calls if "error" not in c and c["name"]]
+
+
+_NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+
+
+def _coerce(value: Any, schema: Any) -> Any:
+    """What transformers' schema-typed parse makes of a string argument: a number for a number/integer
+    parameter, a boolean for a boolean one; anything else unchanged."""
+    if not isinstance(value, str) or not isinstance(schema, dict):
+        return value
+    types = schema.get("type")
+    types = types if isinstance(types, list) else [types]
+    text = value.strip()
+    if "string" in types:
+        return value
+    if ("integer" in types or "number" in types) and _NUMBER.fullmatch(text):
+        number = float(text)
+        if "integer" in types and number.is_integer() and "." not in text and "e" not in text.lower():
+            return int(text)
+        return number if "number" in types else value
+    if "boolean" in types and text.lower() in ("true", "false"):
+        return text.lower() == "true"
+    return value
+
+
+def _normal_text(value: str) -> str:
+    return _SPACES.sub(" ", unicodedata.normalize("NFKC", value)).strip().casefold()
+
+
+def _equal(got: Any, want: Any, rule: Mapping[str, Any]) -> bool:
+    how = rule.get("match", "exact")
+    if isinstance(want, bool) or isinstance(got, bool):
+        return type(got) is type(want) and got == want
+    if isinstance(want, (int, float)) and isinstance(got, (int, float)):
+        tol = float(rule.get("tolerance", 0.0)) if how == "numeric" else 0.0
+        return math.isclose(float(got), float(want), rel_tol=tol, abs_tol=tol) if tol else float(got) == float(want)
+    if how == "text" and isinstance(got, str) and isinstance(want, str):
+        return _normal_text(got) == _normal_text(want)
+    if how == "unordered" and isinstance(got, list) and isinstance(want, list):
+        rest = list(want)
+        for item in got:
+            match = next((i for i, w in enumerate(rest) if _equal(item, w, {"match": "exact"})), None)
+            if match is None:
+                return False
+            rest.pop(match)
+        return not rest
+    if isinstance(want, list) and isinstance(got, list):
+        return len(got) == len(want) and all(_equal(g, w, {"match": "exact"}) for g, w in zip(got, want))
+    if isinstance(want, dict) and isinstance(got, dict):
+        return got.keys() == want.keys() and all(_equal(got[k], want[k], {"match": "exact"}) for k in want)
+    return bool(got == want)
+
+
+def _schema_problem(args: dict[str, Any], schema: dict[str, Any] | None, want: Call) -> str | None:
+    """'hallucinated_argument' / 'bad_arguments' / None for arguments (already typed) against the schema."""
+    declared = (schema or {}).get("properties")
+    allowed = set(declared) if isinstance(declared, dict) else set(want.get("arguments", {}))
+    if schema is None or not isinstance(declared, dict):
+        allowed |= set(want.get("arguments", {}))
+    if any(name not in allowed for name in args):
+        return "hallucinated_argument"
+    if schema is None:
+        return None
+    import jsonschema
+
+    try:
+        validator = jsonschema.validators.validator_for(schema)(schema)
+        return None if validator.is_valid(args) else "bad_arguments"
+    except jsonschema.SchemaError:
+        return None
+
+
+def judge_call(got: Call, want: Call, schema: dict[str, Any] | None, rules: Mapping[str, Mapping[str, Any]],
+               partial: bool) -> tuple[float, str]:
+    """(score, reason) of one call against one acceptable expected call."""
+    if "error" in got:
+        return 0.0, "bad_arguments"
+    if got["name"] != want["name"]:
+        return 0.0, "wrong_function"
+    properties = (schema or {}).get("properties") or {}
+    args = {k: _coerce(v, properties.get(k)) for k, v in got["arguments"].items()}
+    problem = _schema_problem(args, schema, want)
+    if problem:
+        return 0.0, problem
+    wanted = want["arguments"]
+    # An argument left out equals its schema default; one given that the row leaves out must equal it too.
+    keys = list(wanted) + [k for k in args if k not in wanted]
+    equal = 0
+    for k in keys:
+        default = properties.get(k, {}).get("default", _MISSING) if isinstance(properties.get(k), dict) else _MISSING
+        got_v, want_v = args.get(k, default), wanted.get(k, default)
+        if got_v is not _MISSING and want_v is not _MISSING and _equal(got_v, want_v, rules.get(k, {})):
+            equal += 1
+    if equal == len(keys):
+        return 1.0, "ok"
+    return (PARTIAL_CEILING * equal / len(keys) if partial else 0.0), "not_equal"
+
+
+def score_calls(calls: Sequence[Call], expected: Any, tools: Any, rules: Mapping[str, Mapping[str, Any]],
+                partial: bool, which: str = "only") -> tuple[float | None, str]:
+    """(score, reason) of the calls a completion made. ``which``: ``only`` — exactly one call; ``last`` —
+    the last call is judged (earlier calls, e.g. look-ups, are allowed)."""
+    wants = expected_calls(expected)
+    if not wants:
+        return None, "no_expected"
+    if not calls:
+        return 0.0, "no_call"
+    if which == "only" and len(calls) > 1:
+        return 0.0, "several_calls"
+    got = calls[-1]
+    schemas = tool_schemas(tools)
+    best: tuple[float, str] = (0.0, "wrong_function")
+    order = ("wrong_function", "bad_arguments", "hallucinated_argument", "not_equal", "ok")
+    for want in wants:
+        result = judge_call(got, want, schemas.get(want["name"]), rules, partial)
+        if (result[0], order.index(result[1])) > (best[0], order.index(best[1])):
+            best = result
+    return best
+
+
+def score(completion: Any, expected: Any, tools: Any = None, rules: Mapping[str, Mapping[str, Any]] | None = None,
+          partial: bool = False, which: str = "only", fmt: str = "auto") -> tuple[float | None, str]:
+    """(score, reason) of a completion (text or TRL conversational) against the row's expected call."""
+    return score_calls(completion_calls(completion, fmt), expected, tools, rules or {}, partial, which)
