@@ -70,3 +70,55 @@ def test_sandbox_names_import_from_the_package_without_recursion():
                           "from finetune.sandbox import SandboxPool, StdioJob; print(SandboxPool.__name__)"],
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and out.stdout.strip() == "SandboxPool", out.stderr[-500:]
+
+
+# ------------------------------------------------------------------------------------- review.html --
+
+# What a model (or a prompt author) can write that an HTML5 parser treats specially inside <script>.
+HOSTILE_TEXTS = [
+    "<!--<script>", "x <!-- <script> y", "<!--<script></script>-->", "</script><script>document.title='pwned'</script>",
+    "</SCRIPT >", "</script\n>", "<![CDATA[ ]]>", "--><script>", "&lt;&amp;&#x3c;", "\u2028\u2029 line separators",
+    "<!-- unclosed comment <script src=x>", "<img src=x onerror=alert(1)>",
+]
+
+
+@pytest.mark.browser
+def test_review_page_parses_whole_with_hostile_completions(base_run, tmp_path):
+    """Chromium (an HTML5 parser) loads review.html built from completions, prompts and gold answers holding
+    the strings above: no page error, every sample present, and each string shown exactly as written."""
+    import shutil
+
+    from playwright.sync_api import sync_playwright
+
+    from finetune.cli import main
+
+    run = tmp_path / "run"
+    shutil.copytree(base_run, run)
+    rows = [json.loads(line) for line in (run / "samples.jsonl").read_text().splitlines()]
+    for row, text in zip(rows, HOSTILE_TEXTS):
+        row["completion"] = f"{text}\n<answer>{text}</answer>"
+        row["prompt"] = row["prompt"] + " " + text
+    rows[0]["columns"]["answer"] = HOSTILE_TEXTS[0]
+    (run / "samples.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert main(["inspect", "score", str(run)]) == 0
+    assert main(["inspect", "review", str(run), "--format", "html", "-n", str(len(rows))]) == 0
+    page_text = (run / "review.html").read_text()
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path="/usr/bin/chromium", headless=True,
+                                    args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"])
+        try:
+            page = browser.new_page()
+            errors: list[str] = []
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.goto((run / "review.html").as_uri())
+            shown = page.evaluate("ITEMS.map(i => [i.id, i.completion, i.prompt])")
+            scripts = page.evaluate("document.scripts.length")
+            title = page.title()
+        finally:
+            browser.close()
+    assert errors == [] and scripts == 2 and title != "pwned"
+    by_id = {r["id"]: r for r in rows}
+    assert len(shown) == len(rows)
+    for sid, completion, prompt in shown:
+        assert completion == by_id[sid]["completion"] and prompt == by_id[sid]["prompt"]
+    assert "<!--" not in page_text.split('<script id="data"')[1].split("</script>")[0]
