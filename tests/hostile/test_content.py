@@ -122,3 +122,128 @@ def test_review_page_parses_whole_with_hostile_completions(base_run, tmp_path):
     for sid, completion, prompt in shown:
         assert completion == by_id[sid]["completion"] and prompt == by_id[sid]["prompt"]
     assert "<!--" not in page_text.split('<script id="data"')[1].split("</script>")[0]
+
+
+# ---------------------------------------------------------------------------------------- diagnose --
+
+def _huge_log(n: int = 24) -> dict:
+    big = [1e308, -1e308, 1.7976931348623157e308, -1e300, 5e-324]
+    return {"log_history": [{"step": i, "loss": big[i % 5], "reward": big[(i + 1) % 5], "entropy": big[(i + 2) % 5],
+                             "completions/mean_length": big[(i + 3) % 5], "completions/clipped_ratio": big[i % 5],
+                             "kl": big[(i + 4) % 5], "grad_norm": float("nan") if i % 7 == 0 else 1e308}
+                            for i in range(1, n + 1)]}
+
+
+DIAGNOSE_FILES = {
+    "deep_trainer_state": ("trainer_state.json", '{"log_history": ' + "[" * 100_000 + "]" * 100_000 + "}", 2, ":1"),
+    "deep_jsonl_line": ("metrics_copy.jsonl", '{"step": 1, "loss": 0.5}\n{"step": 2, "loss": ' + "[" * 100_000
+                        + "]" * 100_000 + "}\n", 2, "metrics_copy.jsonl:2"),
+    "deep_object_nesting": ("state.json", '{"log_history": [' + '{"a":' * 50_000 + "1" + "}" * 50_000 + "]}", 2, ":1"),
+    "extreme_losses": ("trainer_state.json", json.dumps(_huge_log()), 0, "curves.png"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(DIAGNOSE_FILES))
+def test_diagnose_hostile_logs(name, tmp_path, monkeypatch, capsys):
+    """A log nested 100,000 deep: one line naming the file and line, exit 2. Losses of ±1e308: diagnosed
+    and plotted (clipped), exit 0."""
+    from finetune.cli import main
+
+    filename, text, code, where = DIAGNOSE_FILES[name]
+    (tmp_path / filename).write_text(text, encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    got = main(["diagnose", str(tmp_path / filename)])
+    captured = capsys.readouterr()
+    assert got == code, captured.err[-800:]
+    assert "Traceback" not in captured.err
+    if code == 2:
+        lines = captured.err.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("error:") and where in lines[0], captured.err
+        assert not (tmp_path / "diagnosis").exists()
+    else:
+        assert where in captured.out + captured.err
+        png = next(tmp_path.rglob("curves.png"))
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+# ------------------------------------------------------------------------------- model config.json --
+
+BUNDLED = Path(__file__).resolve().parents[2] / "scripts/finetune/data/model_configs/Qwen/Qwen3-1.7B/config.json"
+HOSTILE_CONFIG = {
+    "heads_zero": {"num_attention_heads": 0},
+    "heads_negative": {"num_attention_heads": -16},
+    "hidden_negative": {"hidden_size": -2048},
+    "hidden_huge": {"hidden_size": 10 ** 30},
+    "layers_string": {"num_hidden_layers": "28"},
+    "layers_float": {"num_hidden_layers": 28.5},
+    "vocab_bool": {"vocab_size": True},
+    "vocab_huge": {"vocab_size": 2 ** 62},
+    "kv_heads_zero": {"num_key_value_heads": 0},
+    "head_dim_negative": {"head_dim": -128},
+    "intermediate_list": {"intermediate_size": [6144]},
+    "model_type_number": {"model_type": 3},
+    "model_type_unknown": {"model_type": "no-such-architecture"},
+    "experts_negative": {"num_experts": -8},
+}
+
+
+def _hostile_config(change: dict):
+    def damage(run: Path) -> None:
+        raw = json.loads(BUNDLED.read_text())
+        raw.update(change)
+        (run / "cfg").mkdir()
+        (run / "cfg" / "config.json").write_text(json.dumps(raw))
+        spec = run / "spec.yaml"
+        spec.write_text(spec.read_text().replace("model: Qwen/Qwen3-1.7B\n",
+                                                 "model: Qwen/Qwen3-1.7B\nmodel_config: cfg/config.json\n"))
+    return damage
+
+
+# every value through `memory`; config render reads the same loader, so four of them through it too
+CONFIG_CASES = [Case("6-model-config", ("memory", "{spec}"), _hostile_config(change), "config.json",
+                     name=f"memory_{name}") for name, change in HOSTILE_CONFIG.items()] + [
+    Case("6-model-config", ("config", "render", "{spec}", "--preview", "--no-gate"), _hostile_config(HOSTILE_CONFIG[name]),
+         "config.json", name=f"config_{name}") for name in ("heads_zero", "hidden_huge", "layers_string", "vocab_bool")]
+
+
+@pytest.mark.parametrize("case", CONFIG_CASES, ids=lambda c: c.id)
+def test_hostile_model_config_is_one_line(case, damaged):
+    run, spec, side = damaged(case)
+    problem = check(case, run, spec, side)
+    assert not problem, problem
+
+
+@pytest.mark.parametrize("flag", ["--seq-len=-4096", "--seq-len=0", "--seq-len=1e9", "--seq-len=nan",
+                                  "--batch=-1", "--gpus=0", "--lora-r=-8", "--gpu-memory-gib=-80"])
+def test_memory_refuses_every_bad_number(flag, capsys):
+    """Every numeric flag of `memory` is checked (a negative --seq-len printed a negative peak)."""
+    from finetune.cli import main
+
+    got = main(["memory", "--model", "Qwen/Qwen3-1.7B", "--trainer", "sft", flag])
+    err = capsys.readouterr().err
+    assert got == 2 and flag.split("=")[0] in err and "Traceback" not in err, err
+
+
+# ------------------------------------------------------------------------------- sample_info.json --
+
+def _sample_info(text: str):
+    def damage(run: Path) -> None:
+        (run / "sample_info.json").write_text(text)
+    return damage
+
+
+INFO_CASES = [Case("6-sample-info", verb, _sample_info(text), "sample_info.json", code=code, name=f"{verb[1]}_{name}")
+              for name, text, code in (("list", "[1, 2]", 2), ("string", '"samples"', 2), ("null", "null", 2),
+                                       ("base_not_object", '{"imported_base": 5}', None),
+                                       ("temperature_string", '{"imported_base": {"temperature": "hot"}}', 2))
+              for verb in (("inspect", "score", "{run}"), ("inspect", "gate", "{run}"))
+              if verb[1] == "score" or name in ("list", "temperature_string")]
+
+
+@pytest.mark.parametrize("case", INFO_CASES, ids=lambda c: c.id)
+def test_non_object_sample_info_is_one_line(case, damaged):
+    """A sample_info.json that is not the object sampling writes: score and gate say so (or ignore a
+    part they do not need), never a traceback."""
+    run, spec, side = damaged(case)
+    problem = check(case, run, spec, side)
+    assert not problem, problem
