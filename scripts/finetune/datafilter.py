@@ -327,10 +327,57 @@ def _spec_files(spec_path: Path, section: dict[str, Any]) -> dict[str, str | byt
     original = spec_path.read_text(encoding="utf-8")
     data = yaml.safe_load(original)
     data["dataset"]["filter"] = section
-    files: dict[str, str | bytes] = {spec_path.name: yaml.safe_dump(data, sort_keys=False, allow_unicode=True)}
+    text = _with_filter(original, section)
+    if text is None or yaml.safe_load(text) != data:  # a layout the in-place edit does not handle: re-dump
+        text = yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
+    files: dict[str, str | bytes] = {spec_path.name: text}
     if not spec_path.with_name(spec_path.name + ".orig").exists():
         files[spec_path.name + ".orig"] = original
     return files
+
+
+def _node_end(node: Any) -> int:
+    """Where a node's own text ends: a block collection ends with its last item (PyYAML's end mark runs on
+    over the comments and blank lines after it)."""
+    import yaml
+
+    if isinstance(node, yaml.MappingNode) and not node.flow_style and node.value:
+        return _node_end(node.value[-1][1])
+    if isinstance(node, yaml.SequenceNode) and not node.flow_style and node.value:
+        return _node_end(node.value[-1])
+    return int(node.end_mark.index)
+
+
+def _with_filter(text: str, section: dict[str, Any]) -> str | None:
+    """``text`` with ``dataset.filter`` set to ``section`` by an edit of that one entry, so every comment and
+    the layout of the rest survive (a round trip through safe_dump dropped them all); None when the spec's
+    shape is not one this edit handles (the caller re-dumps)."""
+    import yaml
+
+    try:
+        root = yaml.compose(text)
+    except yaml.YAMLError:
+        return None
+    if not isinstance(root, yaml.MappingNode):
+        return None
+    dataset = next((v for k, v in root.value if isinstance(k, yaml.ScalarNode) and k.value == "dataset"), None)
+    if not isinstance(dataset, yaml.MappingNode) or not dataset.value:
+        return None
+    flow = json.dumps(section, ensure_ascii=False)  # JSON is a YAML flow mapping: one line, no anchors
+    if dataset.flow_style:  # dataset: {path: ..., ...}: rewrite that flow mapping (one line) as a whole
+        loaded = yaml.safe_load(text)["dataset"]
+        start, end = dataset.start_mark.index, dataset.end_mark.index
+        return text[:start] + json.dumps({**loaded, "filter": section}, ensure_ascii=False) + text[end:]
+    for key, value in dataset.value:
+        if isinstance(key, yaml.ScalarNode) and key.value == "filter":
+            return text[:key.start_mark.index] + "filter: " + flow + text[_node_end(value):]
+    indent = " " * dataset.value[0][0].start_mark.column
+    end = _node_end(dataset.value[-1][1])
+    if end and text[end - 1] == "\n":  # a block scalar ends after its line break
+        return text[:end] + f"{indent}filter: {flow}\n" + text[end:]
+    line_end = text.find("\n", end)
+    line_end = len(text) if line_end < 0 else line_end
+    return text[:line_end] + f"\n{indent}filter: {flow}" + text[line_end:]
 
 
 def _bound_record(spec_path: Path, run_dir: Path, section: dict[str, Any], filtered: tuple[str, bytes],

@@ -247,3 +247,41 @@ def test_non_object_sample_info_is_one_line(case, damaged):
     run, spec, side = damaged(case)
     problem = check(case, run, spec, side)
     assert not problem, problem
+
+
+# ------------------------------------------------------------------------------ data filter's spec --
+
+SECTION = {"path": "data.filtered.jsonl", "source": "data.jsonl", "k": 8, "keep": [0.1, 0.9],
+           "note": "prompts kept: 12 / 40 — ‘quoted’ \\ back"}
+SPEC_LAYOUTS = {
+    "block": "# run spec\nname: toy  # the run\ndataset:\n  # where the prompts live\n  path: data.jsonl  # 40 rows\n"
+             "  prompt_column: prompt\n\n# rewards below\nrewards:\n  - {name: f, type: format, pattern: answer_tag}\n",
+    "block_last": "name: toy\nrewards: []\ndataset:\n    path: data.jsonl   # four-space indent, last in the file",
+    "block_scalar_last": "name: toy\ndataset:\n  path: data.jsonl\n  system_prompt: |\n    Think, then answer.\n"
+                         "# trailing comment\n",
+    "flow": "# flow dataset\nname: toy\ndataset: {path: data.jsonl, prompt_column: prompt}  # inline\n# end\n",
+    "filter_again_block": "name: toy\ndataset:\n  path: data.jsonl\n  filter:\n    path: old.jsonl\n    k: 4\n"
+                          "  answer_column: answer  # keep me\n# after\n",
+    "filter_again_flow": "name: toy  # note-on-name\ndataset:\n  filter: {path: old.jsonl}  # old\n  path: data.jsonl  # note-on-path\n",
+}
+
+
+@pytest.mark.parametrize("layout", sorted(SPEC_LAYOUTS))
+def test_data_filter_keeps_spec_comments(layout, tmp_path):
+    """`data filter` writes dataset.filter into spec.yaml: the loaded spec gains exactly that section and
+    every comment line of the original survives (a safe_dump round trip dropped them all)."""
+    import yaml
+
+    from finetune.datafilter import _spec_files
+
+    original = SPEC_LAYOUTS[layout]
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(original, encoding="utf-8")
+    files = _spec_files(spec, SECTION)
+    text = files["spec.yaml"]
+    expected = yaml.safe_load(original)
+    expected["dataset"]["filter"] = SECTION
+    assert yaml.safe_load(text) == expected
+    comments = [c.split("#", 1)[1] for c in original.splitlines() if "#" in c and "filter" not in c]
+    assert comments and all(c in text for c in comments), text
+    assert files["spec.yaml.orig"] == original
