@@ -116,12 +116,13 @@ def load_done(path: Path, digest: str, keys: dict[int, str]) -> tuple[dict[int, 
 
 
 def append_line(path: Path, entry: dict[str, Any]) -> None:
-    """One O_APPEND write per line: a kill leaves whole lines (and at most one partial last line)."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    """One O_APPEND write per line: a kill leaves whole lines (and at most one partial last line). A link
+    planted at ``path`` (symbolic or hard) is refused: the append never writes outside the run."""
     try:
-        os.write(fd, (json.dumps(entry, ensure_ascii=False) + "\n").encode("utf-8"))
-    finally:
-        os.close(fd)
+        atomic.append_bytes(path, (json.dumps(entry, ensure_ascii=False) + "\n").encode("utf-8"))
+    except OSError as exc:
+        raise UserError(f"cannot append to {path}: {exc.strerror}", where=str(path),
+                        fix="remove that link (the run's own file is re-created)") from None
 
 
 # ------------------------------------------------------------------------------------- sampling
