@@ -168,3 +168,28 @@ def test_scoring_child_is_isolated_and_sees_no_run_dir_module(base_run, tmp_path
     monkeypatch.chdir(run)
     monkeypatch.syspath_prepend(str(run))  # as `python -m finetune` from the run dir would have it
     assert main(["inspect", "score", str(run)]) == 0
+
+
+# ------------------------------------------------------------------------------------------ train.py --
+
+@pytest.mark.slow
+def test_train_py_does_not_import_modules_left_beside_it(tmp_path):
+    """python config/train.py puts config/ first on sys.path: a json.py / argparse.py planted there must not
+    be what train.py imports (its --help runs the module's imports)."""
+    from finetune.cli import main
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "render"))
+    from render_fixtures import write_run
+
+    spec = write_run(tmp_path / "run", "Qwen/Qwen3-1.7B")
+    assert main(["config", "render", str(spec), "--no-gate"]) == 0
+    config = spec.parent / "config"
+    marker = tmp_path / "shadowed"
+    for name in ("json", "argparse", "hashlib", "trl", "transformers", "yaml"):
+        (config / f"{name}.py").write_text(f"open({str(marker)!r}, 'a').write({name!r})\nraise SystemExit(3)\n")
+    import subprocess
+
+    out = subprocess.run([sys.executable, str(config / "train.py"), "--help"], capture_output=True, text=True,
+                         cwd=spec.parent, timeout=300)
+    assert not marker.exists(), marker.read_text()
+    assert out.returncode == 0, out.stderr[-1500:]
