@@ -109,8 +109,9 @@ def _start(payload: bytes) -> tuple[subprocess.Popen[bytes], Connection]:
     to_child_r, to_child_w = os.pipe()
     from_child_r, from_child_w = os.pipe()
     try:
-        proc = subprocess.Popen([sys.executable, "-I", "-c", _BOOT, plugin_root, str(to_child_r), str(from_child_w)],
-                                pass_fds=(to_child_r, from_child_w), cwd="/", stdin=subprocess.DEVNULL)
+        # -B: no __pycache__ written into the run dir (a stale .pyc there is one more thing to trust)
+        argv = [sys.executable, "-I", "-B", "-c", _BOOT, plugin_root, str(to_child_r), str(from_child_w)]
+        proc = subprocess.Popen(argv, pass_fds=(to_child_r, from_child_w), cwd="/", stdin=subprocess.DEVNULL)
     finally:
         os.close(to_child_r)
         os.close(from_child_w)
