@@ -7,7 +7,9 @@ only ever replaced by a complete new version.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
+import stat
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
@@ -64,3 +66,18 @@ def staged_dir(target: str | Path) -> contextlib.AbstractContextManager[Path]:
     from finetune import commit
 
     return commit.staged_dir(target)
+
+
+def append_bytes(path: str | Path, data: bytes) -> None:
+    """One O_APPEND write to a regular file of this folder: a symbolic link planted at ``path`` is refused
+    (O_NOFOLLOW), and so is a file with another hard link, so a log append never lands in a file outside
+    the run directory (a shell profile, another run's log). OSError names the path."""
+    path = Path(path)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1:
+            raise OSError(errno.EMLINK, "not a file of its own (a hard link or a special file)", str(path))
+        os.write(fd, data)
+    finally:
+        os.close(fd)

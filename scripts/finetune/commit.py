@@ -106,7 +106,8 @@ def staged_dir(target: str | Path, keep: Callable[[str], bool] = lambda name: Tr
         stage.mkdir()
         try:
             yield stage
-            if target.is_dir():
+            # a target that is a symbolic link is replaced by the real folder: nothing is read through it
+            if target.is_dir() and not target.is_symlink():
                 for old in target.iterdir():
                     if not (stage / old.name).exists() and keep(old.name):
                         (shutil.copytree if old.is_dir() else shutil.copy2)(old, stage / old.name)
@@ -115,6 +116,8 @@ def staged_dir(target: str | Path, keep: Callable[[str], bool] = lambda name: Tr
             _switch_dir(stage, target)
             crash_point(f"{target.name}:switched")
         finally:
+            if stage.is_symlink():  # the old target was a link: after the swap the stage name holds it
+                stage.unlink()
             shutil.rmtree(stage, ignore_errors=True)  # after a switch it holds the old folder
 
 

@@ -116,12 +116,13 @@ def load_done(path: Path, digest: str, keys: dict[int, str]) -> tuple[dict[int, 
 
 
 def append_line(path: Path, entry: dict[str, Any]) -> None:
-    """One O_APPEND write per line: a kill leaves whole lines (and at most one partial last line)."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    """One O_APPEND write per line: a kill leaves whole lines (and at most one partial last line). A link
+    planted at ``path`` (symbolic or hard) is refused: the append never writes outside the run."""
     try:
-        os.write(fd, (json.dumps(entry, ensure_ascii=False) + "\n").encode("utf-8"))
-    finally:
-        os.close(fd)
+        atomic.append_bytes(path, (json.dumps(entry, ensure_ascii=False) + "\n").encode("utf-8"))
+    except OSError as exc:
+        raise UserError(f"cannot append to {path}: {exc.strerror}", where=str(path),
+                        fix="remove that link (the run's own file is re-created)") from None
 
 
 # ------------------------------------------------------------------------------------- sampling
@@ -327,10 +328,57 @@ def _spec_files(spec_path: Path, section: dict[str, Any]) -> dict[str, str | byt
     original = spec_path.read_text(encoding="utf-8")
     data = yaml.safe_load(original)
     data["dataset"]["filter"] = section
-    files: dict[str, str | bytes] = {spec_path.name: yaml.safe_dump(data, sort_keys=False, allow_unicode=True)}
+    text = _with_filter(original, section)
+    if text is None or yaml.safe_load(text) != data:  # a layout the in-place edit does not handle: re-dump
+        text = yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
+    files: dict[str, str | bytes] = {spec_path.name: text}
     if not spec_path.with_name(spec_path.name + ".orig").exists():
         files[spec_path.name + ".orig"] = original
     return files
+
+
+def _node_end(node: Any) -> int:
+    """Where a node's own text ends: a block collection ends with its last item (PyYAML's end mark runs on
+    over the comments and blank lines after it)."""
+    import yaml
+
+    if isinstance(node, yaml.MappingNode) and not node.flow_style and node.value:
+        return _node_end(node.value[-1][1])
+    if isinstance(node, yaml.SequenceNode) and not node.flow_style and node.value:
+        return _node_end(node.value[-1])
+    return int(node.end_mark.index)
+
+
+def _with_filter(text: str, section: dict[str, Any]) -> str | None:
+    """``text`` with ``dataset.filter`` set to ``section`` by an edit of that one entry, so every comment and
+    the layout of the rest survive (a round trip through safe_dump dropped them all); None when the spec's
+    shape is not one this edit handles (the caller re-dumps)."""
+    import yaml
+
+    try:
+        root = yaml.compose(text)
+    except yaml.YAMLError:
+        return None
+    if not isinstance(root, yaml.MappingNode):
+        return None
+    dataset = next((v for k, v in root.value if isinstance(k, yaml.ScalarNode) and k.value == "dataset"), None)
+    if not isinstance(dataset, yaml.MappingNode) or not dataset.value:
+        return None
+    flow = json.dumps(section, ensure_ascii=False)  # JSON is a YAML flow mapping: one line, no anchors
+    if dataset.flow_style:  # dataset: {path: ..., ...}: rewrite that flow mapping (one line) as a whole
+        loaded = yaml.safe_load(text)["dataset"]
+        start, end = dataset.start_mark.index, dataset.end_mark.index
+        return text[:start] + json.dumps({**loaded, "filter": section}, ensure_ascii=False) + text[end:]
+    for key, value in dataset.value:
+        if isinstance(key, yaml.ScalarNode) and key.value == "filter":
+            return text[:key.start_mark.index] + "filter: " + flow + text[_node_end(value):]
+    indent = " " * dataset.value[0][0].start_mark.column
+    end = _node_end(dataset.value[-1][1])
+    if end and text[end - 1] == "\n":  # a block scalar ends after its line break
+        return text[:end] + f"{indent}filter: {flow}\n" + text[end:]
+    line_end = text.find("\n", end)
+    line_end = len(text) if line_end < 0 else line_end
+    return text[:line_end] + f"\n{indent}filter: {flow}" + text[line_end:]
 
 
 def _bound_record(spec_path: Path, run_dir: Path, section: dict[str, Any], filtered: tuple[str, bytes],

@@ -22,6 +22,7 @@ import datetime as _dt
 import json
 import math
 import re
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeGuard
@@ -262,6 +263,9 @@ def _parse_json_file(path: Path) -> list[Any]:
     if path.suffix != ".jsonl":
         try:
             doc = jsonio.loads(text, allow_nan=True)  # TRL writes NaN for a NaN loss: that is a symptom here
+        except RecursionError:
+            raise UserError(f"JSON nested too deep to read (over {sys.getrecursionlimit()} levels)", where=f"{path}:1",
+                            fix="pass the run's own trainer_state.json or metrics.jsonl") from None
         except json.JSONDecodeError as exc:
             if exc.msg != "Extra data":  # "Extra data" after the first object: a JSONL under another name
                 raise UserError(f"malformed or truncated JSON ({exc.msg})", where=f"{path}:{exc.lineno}",
@@ -286,6 +290,9 @@ def _parse_json_file(path: Path) -> list[Any]:
         except json.JSONDecodeError as exc:
             raise UserError(f"malformed or truncated JSON line ({exc.msg} at column {exc.colno})",
                             where=f"{path}:{n}", fix="remove or repair that line") from None
+        except RecursionError:
+            raise UserError("JSON line nested too deep to read", where=f"{path}:{n}",
+                            fix="remove or repair that line") from None
     return rows
 
 
@@ -1292,6 +1299,14 @@ PANELS = ((K_REWARD, "reward (total)"), ("correctness", "correctness reward"), (
           (K_LENGTH, "completion length (tokens)"), (K_CLIPPED, "clip ratio"))
 
 
+PLOT_LIMIT = 1e100  # matplotlib cannot place ticks on a span that overflows a float (±1e308 losses)
+
+
+def _plottable(values: Any) -> list[float]:
+    """Values as drawn: non-finite ones left out (NaN is a gap), magnitudes clipped to PLOT_LIMIT."""
+    return [min(max(float(v), -PLOT_LIMIT), PLOT_LIMIT) if math.isfinite(float(v)) else math.nan for v in values]
+
+
 def plot(logs: Logs, doc: dict[str, Any], d_correctness: Series | None, path: Path) -> None:
     """reward, correctness reward, entropy, completion length and clip ratio over steps; windows shaded."""
     import matplotlib
@@ -1306,10 +1321,10 @@ def plot(logs: Logs, doc: dict[str, Any], d_correctness: Series | None, path: Pa
     for ax, (key, title) in zip(axes, PANELS):
         s = d_correctness if key == "correctness" else logs.get(key)
         if s is not None:
-            ax.plot(s.steps, s.values, lw=1.2, marker=".", ms=3, label=s.key)
+            ax.plot(s.steps, _plottable(s.values), lw=1.2, marker=".", ms=3, label=s.key)
         r = logs.get(K_CLIP_REGION)
         if key == K_CLIPPED and r is not None:
-            ax.plot(r.steps, r.values, lw=1, ls="--", label="PPO clip region (clip_ratio/region_mean)")
+            ax.plot(r.steps, _plottable(r.values), lw=1, ls="--", label="PPO clip region (clip_ratio/region_mean)")
         if s is None:
             ax.text(0.5, 0.5, "not logged" if key != "correctness" else "no correctness reward identified",
                     transform=ax.transAxes, ha="center", va="center", color="gray")
@@ -1382,7 +1397,8 @@ def write_outputs(out_dir: Path, doc: dict[str, Any], logs: Logs, correctness: S
     with atomic.staged_dir(target) as tmp:
         plot(logs, doc, correctness, tmp / "curves.png")
         (tmp / "report.md").write_text(report_md(doc), encoding="utf-8")
-        (tmp / "diagnosis.json").write_text(jsonio.dumps(doc, indent=2) + "\n", encoding="utf-8")
+        # an evidence value that overflowed (a ±1e308 loss minus another) is null, not a crash
+        (tmp / "diagnosis.json").write_text(jsonio.dumps(doc, indent=2, nonfinite="null") + "\n", encoding="utf-8")
     return target
 
 

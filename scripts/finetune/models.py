@@ -328,13 +328,36 @@ def _to_disk(path: Path, info: ModelInfo) -> None:
         pass  # a read-only home is no reason to fail an estimate
 
 
+# Size fields of a config.json: whole numbers in [low, high] (or absent / null). A 0 head count divides by
+# zero, a negative or 10**30 size breaks the meta build, a string reaches int(): each is a one-line error.
+_SIZE_FIELDS = {"hidden_size": (1, 1 << 20), "num_attention_heads": (1, 1 << 14), "num_hidden_layers": (1, 1 << 14),
+                "num_key_value_heads": (1, 1 << 14), "intermediate_size": (0, 1 << 22), "vocab_size": (1, 1 << 24),
+                "head_dim": (1, 1 << 16), "max_position_embeddings": (0, 1 << 30), "num_experts": (0, 1 << 16),
+                "num_local_experts": (0, 1 << 16), "num_experts_per_tok": (0, 1 << 16),
+                "moe_intermediate_size": (0, 1 << 22)}
+
+
+def _check_sizes(data: dict[str, Any], path: str, prefix: str = "") -> None:
+    for key, (low, high) in _SIZE_FIELDS.items():
+        value = data.get(key)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            raise UserError(f"{prefix}{key} is {value!r:.40}: not a whole number in [{low}, {high}]", where=path,
+                            fix="pass the model's own config.json (its published values)")
+    for sub in ("text_config", "llm_config", "language_config"):
+        if isinstance(data.get(sub), dict):
+            _check_sizes(data[sub], path, f"{prefix}{sub}.")
+
+
 def _read_config(path: str) -> dict[str, Any]:
     from finetune import jsonio
 
     data = jsonio.read_json(path, fix="fix the config.json")
-    if not isinstance(data, dict) or "model_type" not in data:
+    if not isinstance(data, dict) or not isinstance(data.get("model_type"), str):
         raise UserError("not a transformers config.json (no model_type)", where=path,
                         fix="pass the model's own config.json")
+    _check_sizes(data, path)
     return data
 
 
@@ -365,11 +388,15 @@ def _compute(raw: dict[str, Any], path: str) -> ModelInfo:
     logging.getLogger("transformers").setLevel(logging.ERROR)
     try:
         config = AutoConfig.for_model(**raw)
-    except (ValueError, KeyError, TypeError) as exc:
+    except (ValueError, KeyError, TypeError, ArithmeticError) as exc:
         raise UserError(f"transformers {transformers.__version__} cannot read this config: {exc}", where=path,
                         fix="check model_type / architectures, or pass a config this transformers supports") from None
     model = _build_on_meta(config, path, torch)
-    return _inventory(model, config, raw, Path(path).parent.name, path)
+    try:
+        return _inventory(model, config, raw, Path(path).parent.name, path)
+    except (ArithmeticError, ValueError, TypeError, AttributeError) as exc:  # sizes that contradict each other
+        raise UserError(f"cannot size the model this config describes ({type(exc).__name__}: {exc})"[:300],
+                        where=path, fix="pass the model's own config.json (its published values)") from None
 
 
 def _build_on_meta(config: PretrainedConfig, path: str, torch: ModuleType) -> PreTrainedModel:
@@ -391,7 +418,7 @@ def _build_on_meta(config: PretrainedConfig, path: str, torch: ModuleType) -> Pr
             if hasattr(model, "tie_weights"):
                 model.tie_weights()
             return model
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        except (ValueError, KeyError, TypeError, AttributeError, ArithmeticError, RuntimeError) as exc:
             last = exc
     raise UserError(f"cannot build model_type '{config.model_type}' from {path}: {last}", where=path,
                     fix="pass the config of a causal LM (or vision-language model) this transformers supports")

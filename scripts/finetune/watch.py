@@ -590,8 +590,11 @@ def _write_atomic(path: Path, text: str) -> None:
 
 def _append(path: Path, lines: Sequence[str]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    # O_NOFOLLOW and one link only: a symbolic or hard link planted in the run dir cannot redirect the log
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
     try:
+        if os.fstat(fd).st_nlink != 1:
+            raise OSError(f"{path} has another hard link: refusing to append to it")
         os.write(fd, "".join(line + "\n" for line in lines).encode("utf-8"))
     finally:
         os.close(fd)

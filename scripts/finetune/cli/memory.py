@@ -67,7 +67,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--trainer", choices=("grpo", "sft", "dpo"), default="grpo",
                         help="grpo (default: generation, vLLM, reference model); sft / dpo: no generation "
                              "(finetune.memory_trainers; needs --model)")
-    parser.add_argument("--seq-len", type=int, default=2048, help="sft / dpo: tokens per sequence")
+    parser.add_argument("--seq-len", type=count(1, 1 << 22), default=2048, help="sft / dpo: tokens per sequence")
 
 
 def _target_modules(value: str) -> str | list[str]:

@@ -2,19 +2,23 @@
 
 A rewards.py that calls ``sys.exit(0)`` or ``os._exit(0)`` while imported or while scoring would
 otherwise end ``finetune inspect score`` / ``gate`` with status 0 having written nothing (issue 18
-item 8). Here the work runs in a fresh process (multiprocessing ``forkserver``, else ``spawn``: no
-state of the parent is inherited); the child reports which reward it is calling before each call,
-so when it dies or exits the parent raises a UserError (exit 2) naming that reward.
+item 8). Here the work runs in a fresh interpreter (``python -I``: no script dir, no cwd, no
+PYTHONPATH, no user site on its path; the plugin's own folder is the one entry added, explicitly),
+so a module left in the run directory or the working directory cannot stand in for anything the
+reward imports; no state of the parent is inherited. The child reports which reward it is calling
+before each call, so when it dies or exits the parent raises a UserError (exit 2) naming that reward.
 """
 
 from __future__ import annotations
 
-import multiprocessing
-import multiprocessing.context
 import os
+import pickle
+import subprocess
+import sys
 import traceback
 from collections.abc import Callable
 from multiprocessing.connection import Connection
+from pathlib import Path
 from typing import Any
 
 from finetune.errors import UserError
@@ -64,10 +68,21 @@ class Channel:
         return guarded
 
 
+# The child's whole program: the plugin's folder first on an otherwise isolated path, then the work.
+_BOOT = ("import sys; sys.path.insert(0, sys.argv[1]); "
+         "from finetune.inspect.isolate import _child_main; _child_main(int(sys.argv[2]), int(sys.argv[3]))")
+
+
+def _child_main(read_fd: int, write_fd: int) -> None:
+    """The child side: read (env, cwd, target, args, kwargs) from the parent, run it, send the outcome."""
+    with Connection(read_fd, writable=False) as inbox:
+        env, cwd, target, args, kwargs = pickle.loads(inbox.recv_bytes())
+    _child(Connection(write_fd, readable=False), env, cwd, target, args, kwargs)
+
+
 def _child(conn: Connection, env: dict[str, str], cwd: str, target: Callable[..., Any], args: tuple[Any, ...],
            kwargs: dict[str, Any]) -> None:
-    # a forkserver started earlier holds the environment of that moment: take the caller's, as a plain
-    # subprocess would (judge endpoints and API keys come from the environment)
+    # the caller's environment, as a plain subprocess would have it (judge endpoints and API keys come from it)
     os.environ.clear()
     os.environ.update(env)
     os.chdir(cwd)
@@ -88,25 +103,34 @@ def _child(conn: Connection, env: dict[str, str], cwd: str, target: Callable[...
         conn.close()
 
 
-def _context() -> multiprocessing.context.ForkServerContext | multiprocessing.context.SpawnContext:
-    methods = multiprocessing.get_all_start_methods()
-    if "forkserver" in methods:
-        return multiprocessing.get_context("forkserver")
-    return multiprocessing.get_context("spawn")
+def _start(payload: bytes) -> tuple[subprocess.Popen[bytes], Connection]:
+    """The isolated child, fed ``payload``; returns it and the connection its messages arrive on."""
+    plugin_root = str(Path(__file__).resolve().parents[2])  # the folder holding the finetune package
+    to_child_r, to_child_w = os.pipe()
+    from_child_r, from_child_w = os.pipe()
+    try:
+        # -B: no __pycache__ written into the run dir (a stale .pyc there is one more thing to trust)
+        argv = [sys.executable, "-I", "-B", "-c", _BOOT, plugin_root, str(to_child_r), str(from_child_w)]
+        proc = subprocess.Popen(argv, pass_fds=(to_child_r, from_child_w), cwd="/", stdin=subprocess.DEVNULL)
+    finally:
+        os.close(to_child_r)
+        os.close(from_child_w)
+    with Connection(to_child_w, readable=False) as outbox:
+        try:
+            outbox.send_bytes(payload)
+        except OSError:  # died before reading: the EOF below says so
+            pass
+    return proc, Connection(from_child_r, writable=False)
 
 
 def run(target: Callable[..., Any], *args: Any, what: str, on_progress: Callable[[], None] | None = None,
         **kwargs: Any) -> Any:
-    """``target(*args, channel=Channel, **kwargs)`` in a child process; its return value, or UserError.
+    """``target(*args, channel=Channel, **kwargs)`` in an isolated child process; its return value, or UserError.
 
-    ``target`` and its arguments must be picklable (a module-level function). ``what`` names the
-    reward module in messages (its path).
+    ``target`` and its arguments must be picklable (a module-level function of this plugin). ``what``
+    names the reward module in messages (its path).
     """
-    ctx = _context()
-    recv, send = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_child, args=(send, dict(os.environ), os.getcwd(), target, args, kwargs), daemon=True)
-    proc.start()
-    send.close()
+    proc, recv = _start(pickle.dumps((dict(os.environ), os.getcwd(), target, args, kwargs)))
     current = IMPORT
     outcome: tuple[str, Any] | None = None
     try:
@@ -124,11 +148,12 @@ def run(target: Callable[..., Any], *args: Any, what: str, on_progress: Callable
                 outcome = (kind, payload)
     finally:
         recv.close()
-        proc.join(timeout=30)
-        if proc.is_alive():
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
             proc.kill()
-            proc.join()
-    return _outcome(outcome, proc.exitcode, current, what)
+            proc.wait()
+    return _outcome(outcome, proc.returncode, current, what)
 
 
 def _outcome(outcome: tuple[str, Any] | None, exitcode: int | None, current: str, what: str) -> Any:

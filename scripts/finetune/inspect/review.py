@@ -201,7 +201,11 @@ def environment() -> Environment:
 def html(items: list[dict[str, Any]], meta: dict[str, Any]) -> str:
     """A self-contained page: no network, data embedded, verdicts kept in localStorage and exported."""
     env = environment()
-    data = json.dumps({"items": items, "meta": meta}, ensure_ascii=False).replace("</", "<\\/")
+    # Every "<" (and ">", "&") in the data is a JSON \u003c-style escape: inside a <script> element an HTML5 parser
+    # reacts to "</script", and to "<!--" followed by "<script" (the double-escaped state swallows the
+    # rest of the page); a completion may hold any of them. JSON.parse restores the characters unchanged.
+    data = (json.dumps({"items": items, "meta": meta}, ensure_ascii=False)
+            .replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026"))
     return env.get_template("review.html.j2").render(meta=meta, data=data)
 
 

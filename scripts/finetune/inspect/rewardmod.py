@@ -82,14 +82,13 @@ def load_rewards(run_dir: str | Path, spec_reward_names: list[str] | None = None
     spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None  # a .py path always has a source loader
     module = importlib.util.module_from_spec(spec)
-    sys.path.insert(0, str(run_dir))
+    # The run dir is NOT put on sys.path (train.py does not either): rewards.py loads its helpers by path,
+    # and a module left in the run dir (a math_verify.py, a sympy/ folder) must not shadow a dependency.
     try:
         spec.loader.exec_module(module)
     except Exception as exc:  # any import-time failure of user code is bad input, not a crash
         raise UserError(f"cannot import: {type(exc).__name__}: {exc}", where=str(path),
                         fix="fix the reward module (or re-render it with `finetune rewards render`)") from None
-    finally:
-        sys.path.remove(str(run_dir))
     for attr in ("REWARD_FUNCS", "REWARD_WEIGHTS", "REWARD_META"):
         if not hasattr(module, attr):
             raise UserError(f"{rundir.REWARDS} does not define {attr}", where=str(path),

@@ -65,6 +65,41 @@ def trajectory_text(messages: list[dict[str, Any]]) -> str:
     return "\n".join(parts)
 
 
+MAX_DEPTH = 32  # nesting levels a sample may hold: real rows use a few; 500 levels broke pickling the row
+
+
+def _plain(value: Any, where: str, depth: int = 0) -> None:
+    """Bounded nesting (never a RecursionError later, in a reward or while pickling) and text that is
+    text (an unpaired surrogate from a ``\\ud800`` escape cannot be written back as UTF-8)."""
+    if depth > MAX_DEPTH:
+        raise UserError(f"nested more than {MAX_DEPTH} levels deep", where=where,
+                        fix="flatten the column (or store it as a JSON string)")
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise UserError(f"an unpaired surrogate (\\u{ord(value[exc.start]):04x}) is not text", where=where,
+                            fix="re-export the file as valid UTF-8 text") from None
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _plain(key, where, depth + 1)
+            _plain(item, where, depth + 1)
+    elif isinstance(value, list):
+        for item in value:
+            _plain(item, where, depth + 1)
+
+
+def _typed_extras(obj: dict[str, Any], where: str) -> None:
+    """completion_tokens is a count, truncated a flag, source a name: stored as given, they are read as such."""
+    tokens = obj.get("completion_tokens")
+    if tokens is not None and (isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 0):
+        raise UserError(f"'completion_tokens' must be a whole number >= 0, not {tokens!r:.40}", where=where, fix=FIX)
+    if "truncated" in obj and obj["truncated"] is not None and not isinstance(obj["truncated"], bool):
+        raise UserError(f"'truncated' must be true or false, not {obj['truncated']!r:.40}", where=where, fix=FIX)
+    if "source" in obj and not isinstance(obj["source"], str):
+        raise UserError(f"'source' must be a string, not {type(obj['source']).__name__}", where=where, fix=FIX)
+
+
 def _messages_ok(prompt: Any) -> bool:
     return isinstance(prompt, list) and bool(prompt) and all(
         isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str) for m in prompt)
@@ -75,6 +110,8 @@ def normalise_row(obj: Any, where: str, index: int, prompt_column: str = "prompt
     ``prompt`` may carry it under the spec's ``dataset.prompt_column`` (a dataset row with a completion)."""
     if not isinstance(obj, dict):
         raise UserError(f"expected a JSON object, got {type(obj).__name__}", where=where, fix=FIX)
+    _plain(obj, where)
+    _typed_extras(obj, where)
     if "prompt" not in obj and prompt_column != "prompt" and prompt_column in obj:
         obj = {"prompt": obj[prompt_column], **{k: v for k, v in obj.items() if k != prompt_column}}
     prompt = obj.get("prompt")

@@ -167,13 +167,16 @@ def base_success(successes_by_prompt: dict[Any, list[bool]], num_generations: in
 def _base_temperature(run_dir: Path) -> float | None:
     """The temperature base_samples.jsonl was drawn at: sample_info.json's record, None when unknown
     (imported without --base-temperature)."""
-    info = load_json(run_dir / "sample_info.json") or {}
-    temperature: float | None
-    if "imported_base" in info:
-        temperature = info["imported_base"].get("temperature")
-    else:
-        temperature = (info.get("base_success") or {}).get("temperature")
-    return temperature
+    path = run_dir / "sample_info.json"
+    if not path.exists():
+        return None
+    info = jsonio.read_json_object(path, what="sample_info.json", fix="sample again (`finetune inspect sample`)")
+    record = info.get("imported_base") if "imported_base" in info else info.get("base_success")
+    temperature = record.get("temperature") if isinstance(record, dict) else None
+    if temperature is not None and (isinstance(temperature, bool) or not isinstance(temperature, (int, float))):
+        raise UserError(f"the base samples' temperature is {temperature!r:.40}, not a number", where=str(path),
+                        fix="sample again (`finetune inspect sample`)")
+    return None if temperature is None else float(temperature)
 
 
 def mark_provisional(base: dict[str, Any], spec: RunSpec, stand_in: bool) -> None:

@@ -20,9 +20,14 @@ def runner_source() -> str:
 
 
 def __getattr__(name: str) -> Any:
-    # Lazy, so ``python -m finetune.sandbox.runner`` does not import the runner twice.
-    from finetune.sandbox import runner
+    # Lazy, so ``python -m finetune.sandbox.runner`` does not import the runner twice. By import_module,
+    # not ``from finetune.sandbox import runner``: that form asks this very __getattr__ for "runner" first
+    # and recursed without end while the submodule was not yet imported.
+    import importlib
 
+    if name.startswith("__"):
+        raise AttributeError(name)
+    runner = importlib.import_module("finetune.sandbox.runner")
     if name in runner.__all__:
         return getattr(runner, name)
     raise AttributeError(name)

@@ -2,7 +2,9 @@
 
 This file is standalone and stdlib-only on purpose: ``finetune rewards render`` copies it verbatim
 beside ``rewards.py`` as ``rewards_sandbox.py`` (DESIGN.md contract 2), and the plugin imports it as
-``finetune.sandbox.runner``. It is also its own child-side program (``python -I <this file> --zygote``).
+``finetune.sandbox.runner``. It is also its own child-side program: ``python -I -c BOOT --zygote`` runs
+this module's compiled code, sent by the parent on stdin (never the file on disk, which may have
+changed since the parent loaded and hashed it; nothing is found by module search in a run directory).
 Linux only (fork, memfd, pidfd, namespaces).
 
 Public API
@@ -14,7 +16,8 @@ Public API
     ``max_output_bytes`` (1 MiB per stream; beyond it the execution is killed), ``disk_mb`` (32: work
     dir tmpfs and RLIMIT_FSIZE), ``max_processes`` (32), ``max_open_files`` (64), ``hide_paths``
     (extra directories the candidate must not see, e.g. a dataset outside the working dir),
-    ``tmp_root``, ``python``, ``preimport`` (stdlib modules loaded once in the zygote),
+    ``tmp_root``, ``python`` (the same Python version: children run this module's compiled code),
+    ``preimport`` (stdlib modules loaded once in the zygote),
     ``queue_size`` (default 2 x workers).
     ``pool.run_batch(jobs) -> list[Result]`` runs every job of a GRPO step at once, up to ``workers``
     (default: CPU count) executions in parallel, results in input order; ``pool.run(job)`` runs one.
@@ -82,10 +85,12 @@ Isolation levels (ordered; ``Isolation.level`` is the best the host grants)
                  is up); every mount is read-only (/proc included: a user namespace the candidate
                  creates gets no uid map, and its inherited mounts stay locked) except fresh tmpfs
                  scratch dirs (/tmp with the work dir, sized ``disk_mb``; /var/tmp, /dev/shm) that
-                 vanish with it; the trusted side's
-                 working dir (a run dir: dataset, expected outputs), HOME, /root, /home, /mnt,
-                 /data, /workspace ... and ``hide_paths`` are covered by empty tmpfs (the
-                 interpreter's own sys.path inside them is bound back read-only). Needs root with
+                 vanish with it; the trusted side's working dir (a run dir: dataset, expected
+                 outputs), this module's folder (rewards_sandbox.py: the run dir), the running
+                 script's folder, HOME, /root, /home, every top-level directory outside the system's
+                 (/work, /data, /mnt, /opt, /srv ...; not /usr, /etc, /var, /run) and ``hide_paths``
+                 are covered by empty tmpfs (the interpreter's own sys.path and library folder
+                 inside them are bound back read-only). Needs root with
                  CAP_SYS_ADMIN (docker: ``--cap-add SYS_ADMIN`` or ``--privileged``).
 
 Not isolated at any level: CPU caches/timing side channels, and the zygote's freed heap (earlier
@@ -98,6 +103,7 @@ import ast
 import atexit
 import json
 import logging
+import marshal
 import math
 import os
 import queue
@@ -121,6 +127,35 @@ __all__ = [
 ]
 
 ISOLATION_LEVELS = ("process", "unprivileged", "namespaces")
+
+# This module's code as this process compiled it (from the bytes it was loaded from): what children run.
+_OWN_CODE = sys._getframe(0).f_code
+# A child's whole program: read the parent's code object from stdin (8-byte length, marshal bytes), drop
+# any path entry naming the working directory, run it as __main__ with the remaining arguments.
+_BOOT = """import marshal, os, sys
+def _take(n):
+    data = b""
+    while len(data) < n:
+        chunk = os.read(0, n - len(data))
+        if not chunk:
+            raise SystemExit("sandbox: no code on stdin")
+        data += chunk
+    return data
+sys.path[:] = [p for p in sys.path if p and p != "." and os.path.abspath(p) != os.getcwd()]
+__file__ = sys.argv.pop(1)
+exec(marshal.loads(_take(int.from_bytes(_take(8), "big"))), globals())
+"""
+
+
+def _own_code_blob() -> bytes:
+    """What a child reads on stdin before anything else: this module's code, length-prefixed."""
+    blob = marshal.dumps(_OWN_CODE)
+    return len(blob).to_bytes(8, "big") + blob
+
+
+def _child_argv(python: str, flags: Sequence[str], *args: str) -> list[str]:
+    """The command line of a child running this module's code (sent on its stdin) with ``args``."""
+    return [python, *flags, "-c", _BOOT, os.path.abspath(__file__), *args]
 
 # Uids for candidates: far above any real account; one block per (trusted process, live pool) so two
 # pools (one per training rank, or two in one process) never share a uid; one uid per pool slot.
@@ -328,10 +363,10 @@ def _probe(uid: int) -> Isolation:
 
 def detect_isolation(python: str | None = None) -> Isolation:
     """Report what isolation this host grants, probed in a throw-away child interpreter."""
-    out = subprocess.run([python or sys.executable, "-I", "-S", os.path.abspath(__file__), "--probe"],
-                         capture_output=True, text=True, timeout=60, env=_zygote_env())
+    out = subprocess.run(_child_argv(python or sys.executable, ("-I", "-S"), "--probe"), input=_own_code_blob(),
+                         capture_output=True, timeout=60, env=_zygote_env(), cwd="/")
     if out.returncode != 0:
-        raise SandboxError(f"isolation probe failed: {out.stderr.strip()[-500:]}")
+        raise SandboxError(f"isolation probe failed: {out.stderr.decode(errors='replace').strip()[-500:]}")
     data = json.loads(out.stdout)
     data["notes"] = tuple(data["notes"])
     return Isolation(**data)
@@ -886,7 +921,9 @@ def _zygote_main(cfg: dict[str, Any]) -> None:
     # it must neither be bound back into the sandbox's view nor be importable from there.
     own_dir = os.path.realpath(os.path.dirname(os.path.abspath(__file__)))
     sys.path[:] = [p for p in sys.path if p and os.path.realpath(p) != own_dir]
-    cfg["overlays"] = _plan_overlays(cfg.get("hide_paths", ()), sys.path)
+    # the interpreter's own library folder too (shared libraries its extension modules load lazily)
+    needed = [*sys.path, os.path.join(sys.base_exec_prefix, "lib")]
+    cfg["overlays"] = _plan_overlays(cfg.get("hide_paths", ()), needed)
     _snapshot_pristine()
     base_dir = tempfile.mkdtemp(prefix="sandbox-", dir=cfg.get("tmp_root"))
     os.chmod(base_dir, 0o711)
@@ -1466,15 +1503,20 @@ class _Zygote:
         # stderr goes to a file, not a pipe: nobody drains it during a run, a file never blocks.
         self.stderr: IO[bytes] = tempfile.TemporaryFile()
         self.proc = subprocess.Popen(
-            [self.pool._python, "-s", os.path.abspath(__file__), "--zygote"],
+            # not -I: it would ignore PYTHONHASHSEED; the environment is built whole instead (what -E gives)
+            # and sets what -I's other flags would, with one fixed string-hash seed for every execution
+            _child_argv(self.pool._python, ("-s",), "--zygote"),
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr,
             env=_zygote_hashseed_env(), start_new_session=True, close_fds=True, cwd="/")
         self.buf = b""
-        # The configuration is the first line on stdin, not argv: a candidate can read its argv
-        # (/proc/1/cmdline is the zygote's) and `ps` stays readable.
+        # The code, then the configuration as the first line on stdin, not argv: a candidate can read its
+        # argv (/proc/1/cmdline is the zygote's) and `ps` stays readable.
         stdin, _ = self._pipes()
-        stdin.write(json.dumps(cfg).encode() + b"\n")
-        stdin.flush()
+        try:
+            stdin.write(_own_code_blob() + json.dumps(cfg).encode() + b"\n")
+            stdin.flush()
+        except OSError:  # died at start-up: read_hello reports it with its stderr
+            pass
 
     def _pipes(self) -> tuple[IO[bytes], IO[bytes]]:
         """The started zygote's stdin and stdout (start() opens both as pipes)."""
@@ -1576,8 +1618,8 @@ class _Zygote:
 def _sweep_uid_subprocess(python: str, uid: int) -> None:
     if os.geteuid() != 0:
         return
-    subprocess.run([python, "-I", "-S", os.path.abspath(__file__), "--kill-uid", str(uid)],
-                   env=_zygote_env(), timeout=30, check=False)
+    subprocess.run(_child_argv(python, ("-I", "-S"), "--kill-uid", str(uid)), input=_own_code_blob(),
+                   env=_zygote_env(), timeout=30, check=False, cwd="/")
 
 
 def _zygote_env() -> dict[str, Any]:
@@ -1591,12 +1633,31 @@ def _zygote_hashseed_env() -> dict[str, Any]:
     return {**_zygote_env(), "PYTHONHASHSEED": "0", "PYTHONSAFEPATH": "1", "PYTHONNOUSERSITE": "1"}
 
 
+# Top-level directories a candidate may see (the system). Every other one (/work, /data, /home, /opt, a
+# mounted volume ...) is covered by an empty tmpfs at the namespaces level, so a dataset or run directory
+# there stays out of reach wherever the user keeps it; the interpreter's own paths are bound back.
+_SYSTEM_DIRS = frozenset({"bin", "boot", "dev", "etc", "lib", "lib32", "lib64", "libx32", "nix", "proc", "run",
+                          "sbin", "sys", "tmp", "usr", "var"})
+
+
 def _default_hide_paths() -> list[str]:
-    """The trusted side's working dir (a run dir holds the dataset and its expected outputs), HOME,
-    /root, /home and the usual data mounts; the interpreter's own paths inside them are bound back
-    (``_plan_overlays``). Pass ``hide_paths`` to add a dataset directory that lives elsewhere."""
-    return [os.getcwd(), os.path.expanduser("~"), "/root", "/home", "/mnt", "/media", "/srv", "/data",
-            "/datasets", "/workspace", "/opt/ml"]
+    """The trusted side's working dir, this module's folder (for rewards_sandbox.py: the run dir), the
+    running script's folder, HOME, and every top-level directory outside ``_SYSTEM_DIRS``; the
+    interpreter's own paths inside them are bound back (``_plan_overlays``). Pass ``hide_paths`` to add a
+    dataset directory under a system directory (e.g. /var/lib/...)."""
+    paths = [os.getcwd(), os.path.dirname(os.path.abspath(__file__)), os.path.expanduser("~"), "/root", "/home"]
+    script = sys.argv[0] if sys.argv else ""
+    if script and os.path.isfile(script):
+        paths.append(os.path.dirname(os.path.abspath(script)))
+    try:
+        tops = sorted(os.listdir("/"))
+    except OSError:
+        tops = []
+    for name in tops:
+        path = os.path.join("/", name)
+        if name not in _SYSTEM_DIRS and os.path.isdir(path) and not os.path.islink(path):
+            paths.append(path)
+    return paths
 
 
 _SENTINEL = object()

@@ -6,7 +6,10 @@ trainer). Here each item runs in a worker process; a worker that overruns its de
 and restarted, and its item scores None. A batch therefore takes at most about
 ceil(items / workers) × timeout, whatever the input.
 
-Protocol: a worker is ``python rewards_mathpool.py --worker``; it reads one JSON job per line on
+Protocol: a worker is ``python -I -c BOOT --worker`` running this module's own compiled code, which the
+parent sends first on its stdin (8-byte length, then ``marshal`` bytes): the worker never re-reads this
+file (it may have changed since the parent loaded and hashed it) and finds nothing by module search in
+the run directory (``-I``: no script dir, no cwd, no PYTHONPATH, no user site). It then reads one JSON job per line on
 stdin ({"gold", "answer", "mode", "several"}) and writes one JSON line {"score": 1.0 | 0.0 | null,
 "status"}. The client side, :func:`math_scores`, reads the final answer with ``rewards_answers``
 (the last container; hedges, retractions and several different values refused) before any job is sent.
@@ -17,6 +20,7 @@ from __future__ import annotations
 
 import atexit
 import json
+import marshal
 import os
 import re
 import select
@@ -31,13 +35,42 @@ _WORD = re.compile(r"(?<![\\A-Za-z])(?=[A-Za-z]*[a-z])[A-Za-z]{3,}")  # prose: 3
 # LaTeX whose letters are not prose: text/roman arguments, environment names, \left / \right
 _LATEX_WORDS = re.compile(r"\\(?:text|mathrm|textbf|mathbf|operatorname|mbox|begin|end)\s*\{[^{}]*\}|\\[A-Za-z]+")
 STARTUP_TIMEOUT_S = 120.0  # importing sympy on a busy machine can take a while; not part of any deadline
+# This module's code as this process compiled it (from the bytes it was loaded from): what a worker runs.
+_OWN_CODE = sys._getframe(0).f_code
+# A worker's whole program: read the parent's code object from stdin, drop any path entry that names the
+# working directory, run it as __main__. Deliberately tiny: nothing here can be swapped on disk.
+_BOOT = """import marshal, os, sys
+def _take(n):
+    data = b""
+    while len(data) < n:
+        chunk = os.read(0, n - len(data))
+        if not chunk:
+            raise SystemExit("math worker: no code on stdin")
+        data += chunk
+    return data
+sys.path[:] = [p for p in sys.path if p and p != "." and os.path.abspath(p) != os.getcwd()]
+__file__ = sys.argv.pop(1)
+exec(marshal.loads(_take(int.from_bytes(_take(8), "big"))), globals())
+"""
+
+
+def own_code_blob() -> bytes:
+    """What a child process reads on stdin before anything else: this module's code, length-prefixed."""
+    blob = marshal.dumps(_OWN_CODE)
+    return len(blob).to_bytes(8, "big") + blob
 
 
 class _Worker:
     def __init__(self) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-u", os.path.abspath(__file__), "--worker"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, close_fds=True)
+            [sys.executable, "-I", "-u", "-c", _BOOT, os.path.abspath(__file__), "--worker"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, close_fds=True, cwd="/")
+        try:
+            stdin = self._pipes()[0]
+            stdin.write(own_code_blob())
+            stdin.flush()
+        except OSError:  # died at start-up: read_lines sees the EOF and says so
+            pass
         self.buffer = b""
         self.ready = False
         self.started = time.monotonic()

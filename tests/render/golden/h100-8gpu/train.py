@@ -14,12 +14,18 @@ and the rendered rewards.py beside the run; it never imports the llm-finetuning 
 
 from __future__ import annotations
 
-import argparse
-import hashlib
-import json
 import os
 import sys
-from pathlib import Path
+
+# Python puts this script's folder (config/) first on sys.path, and '' under `python -c`: neither is an
+# import location here, so a json.py / trl.py / math_verify.py left beside train.py cannot stand in for a
+# package (os and sys, imported above, are built in).
+sys.path[:] = [p for p in sys.path if p and os.path.abspath(p) != os.path.dirname(os.path.abspath(__file__))]
+
+import argparse  # noqa: E402
+import hashlib  # noqa: E402
+import json  # noqa: E402
+from pathlib import Path  # noqa: E402
 
 RUN_DIR = Path(__file__).resolve().parent.parent
 MODEL = 'Qwen/Qwen3-1.7B'  # relative paths are relative to the run directory
