@@ -74,7 +74,7 @@ def test_math_worker_command_line_is_isolated(tmp_path):
     """The worker's argv: -I and the boot program (-c), never a script path to run; its cwd is /."""
     run = tmp_path / "run"
     module = _render_math(run, 7.625)
-    _scores(module, ["\\boxed{1}"], ["1"])
+    _scores(module, ["\\boxed{\\frac{1}{2}}"], ["\\frac{1}{2}"])  # not two plain decimals: a worker decides
     pool = next(p for k, p in sys.modules["rewards_mathpool"]._POOLS.items() if k[1] == 7.625)
     argv = pool.workers[0].proc.args
     assert argv[1:4] == ["-I", "-u", "-c"] and argv[-1] == "--worker"
