@@ -11,80 +11,17 @@ test fails and must be turned into a >= 3 step run with the weight-sync check.
 from __future__ import annotations
 
 import json
-import os
-import shlex
 import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
 
 pytest.importorskip("vllm")
 
-from vllm_tier import render_run, shim_env  # noqa: E402
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "env"))
-from envfakes import fake_site  # noqa: E402
+from vllm_tier import NCCL_ONLY, PORT, alive, launch_env, processes_naming, render_run  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.vllm]
 TWO_GPUS = {"profile": "h100-80gb", "gpus": 2, "nodes": 1}
-PORT = 8000  # the rendered port (finetune.config.VLLM_SERVER_PORT)
-HERE = Path(__file__).resolve().parent
-NCCL_ONLY = "Weight synchronization runs on vLLM's NCCL weight-transfer engine, which needs a CUDA device"
-
-
-def _q(p: Path | str) -> str:
-    return shlex.quote(str(p))
-
-
-def launch_env(tmp: Path) -> tuple[dict[str, str], Path]:
-    """FINETUNE_PYTHON: this environment's python, trl and accelerate behind recording wrappers.
-
-    Only env_check.py sees fake GPUs (the config is for 2 GPUs and the check refuses a box without
-    them); before train.py starts, TRL's VLLMClient generates over HTTP from the server launch.sh
-    started and waited for."""
-    real, log, out = Path(sys.executable).parent, tmp / "calls.log", tmp / "http_generate.json"
-    site = fake_site(tmp / "fake-site")
-    folder = tmp / "env" / "bin"
-    folder.mkdir(parents=True)
-    wrappers = {
-        "python": f'''echo "python $*" >> {_q(log)}
-case "$1" in
-  config/env_check.py) PYTHONPATH={_q(site)} FAKE_GPUS=2 exec {_q(sys.executable)} "$@" ;;
-  config/train.py) {_q(sys.executable)} {_q(HERE / "http_generate.py")} 127.0.0.1 {PORT} {_q(out)} \\
-                     && echo "http generate ok" >> {_q(log)} ;;
-esac
-exec {_q(sys.executable)} "$@"
-''',
-        "trl": f'echo "trl $*" >> {_q(log)}\necho $$ > {_q(tmp / "server.pid")}\nexec {_q(real / "trl")} "$@"\n',
-    }
-    for name, body in wrappers.items():
-        (folder / name).write_text("#!/bin/sh\n" + body)
-        (folder / name).chmod(0o755)
-    env = shim_env(FINETUNE_PYTHON=str(folder / "python"), VLLM_HEALTH_TIMEOUT="900", VLLM_HEALTH_INTERVAL="2",
-                   PATH="/usr/local/bin:/usr/bin:/bin")
-    return env, log
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return Path(f"/proc/{pid}").exists() and "zombie" not in Path(f"/proc/{pid}/status").read_text().lower()
-
-
-def _processes_naming(text: str) -> list[int]:
-    found = []
-    for proc in Path("/proc").iterdir():
-        if proc.name.isdigit():
-            try:
-                if text in (proc / "cmdline").read_bytes().decode(errors="replace"):
-                    found.append(int(proc.name))
-            except OSError:
-                continue
-    return found
 
 
 @pytest.fixture(scope="module")
@@ -103,7 +40,8 @@ def test_launch_runs_check_server_generation_then_training_in_order(server_launc
     calls = log.read_text().splitlines()
     assert calls[0] == f"python config/env_check.py {run}", calls
     assert calls[1].startswith("trl vllm-serve --model ") and "--port 8000" in calls[1], calls
-    assert calls[2:4] == ["python config/train.py --vllm-server-host 127.0.0.1 --max-steps 3", "http generate ok"]
+    assert calls[2:4] == ["python config/train.py --vllm-server-host 127.0.0.1 --max-steps 3",
+                          "http generate ok from 127.0.0.1"]
     assert "trl vllm-serve is healthy" in res.stdout
 
 
@@ -124,8 +62,8 @@ def test_the_server_is_stopped_when_the_launch_ends(server_launch, vllm_model_di
     tmp, *_ = server_launch
     pid = int((tmp / "server.pid").read_text())
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and (_alive(pid) or _processes_naming(str(vllm_model_dir))):
+    while time.monotonic() < deadline and (alive(pid) or processes_naming(str(vllm_model_dir))):
         time.sleep(1)
-    assert not _alive(pid), "launch.sh left `trl vllm-serve` running"
-    assert _processes_naming(str(vllm_model_dir)) == [], "a vLLM process of the launch survived it"
+    assert not alive(pid), "launch.sh left `trl vllm-serve` running"
+    assert processes_naming(str(vllm_model_dir)) == [], "a vLLM process of the launch survived it"
     assert subprocess.run(["curl", "-sf", "--max-time", "3", f"http://127.0.0.1:{PORT}/health/"]).returncode != 0

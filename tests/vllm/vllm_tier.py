@@ -8,13 +8,20 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 from typing import Any
 
-SHIM = Path(__file__).resolve().parent / "cpu_shim"
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "env"))
+from envfakes import fake_site  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+SHIM = HERE / "cpu_shim"
+PORT = 8000  # the rendered port of `trl vllm-serve` (finetune.config.VLLM_SERVER_PORT)
+NCCL_ONLY = "Weight synchronization runs on vLLM's NCCL weight-transfer engine, which needs a CUDA device"
 
 # Graded rewards under the spec's reward names (format_ok, correct): a random tiny model never writes
 # <answer> tags, so the gated rewards would give every completion 0, no advantage and no update; these
@@ -70,6 +77,68 @@ def shim_env(**extra: str) -> dict[str, str]:
                FINETUNE_VLLM_LEARNING_RATE="5e-4")  # moves the random tiny model visibly in one step
     env.update(extra)
     return env
+
+
+# --- server mode: the launch files run for real, with recording wrappers around this environment
+
+def _q(p: Path | str) -> str:
+    return shlex.quote(str(p))
+
+
+def launch_env(tmp: Path, gpus: int = 2) -> tuple[dict[str, str], Path]:
+    """FINETUNE_PYTHON: this environment's python, trl and accelerate behind recording wrappers.
+
+    Only env_check.py sees fake GPUs (the config is for 2 GPUs and the check refuses a box without
+    them); before the training command starts (train.py, or `accelerate launch`), TRL's VLLMClient
+    generates over HTTP from the server the launch started and waited for."""
+    real, log, out = Path(sys.executable).parent, tmp / "calls.log", tmp / "http_generate.json"
+    # the server's address as the training command names it (--vllm-server-host HOST)
+    probe = (f'host=$(echo "$*" | sed -n "s/.*--vllm-server-host \\([^ ]*\\).*/\\1/p"); '
+             f'{_q(sys.executable)} {_q(HERE / "http_generate.py")} "$host" {PORT} {_q(out)} '
+             f'&& echo "http generate ok from $host" >> {_q(log)}')
+    site = fake_site(tmp / "fake-site")
+    folder = tmp / "env" / "bin"
+    folder.mkdir(parents=True)
+    wrappers = {
+        "python": f'''echo "python $*" >> {_q(log)}
+case "$1" in
+  config/env_check.py) PYTHONPATH={_q(site)} FAKE_GPUS={gpus} exec {_q(sys.executable)} "$@" ;;
+  config/train.py) {probe} ;;
+esac
+exec {_q(sys.executable)} "$@"
+''',
+        "accelerate": f'''echo "accelerate $*" >> {_q(log)}
+{probe}
+exec {_q(real / "accelerate")} "$@"
+''',
+        "trl": f'echo "trl $*" >> {_q(log)}\necho $$ > {_q(tmp / "server.pid")}\nexec {_q(real / "trl")} "$@"\n',
+    }
+    for name, body in wrappers.items():
+        (folder / name).write_text("#!/bin/sh\n" + body)
+        (folder / name).chmod(0o755)
+    env = shim_env(FINETUNE_PYTHON=str(folder / "python"), VLLM_HEALTH_TIMEOUT="900", VLLM_HEALTH_INTERVAL="2",
+                   PATH="/usr/local/bin:/usr/bin:/bin")
+    return env, log
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return Path(f"/proc/{pid}").exists() and "zombie" not in Path(f"/proc/{pid}/status").read_text().lower()
+
+
+def processes_naming(text: str) -> list[int]:
+    found = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                if text in (proc / "cmdline").read_bytes().decode(errors="replace"):
+                    found.append(int(proc.name))
+            except OSError:
+                continue
+    return found
 
 
 def run_train(run: Path, *args: str, timeout: int = 900, **env: str) -> subprocess.CompletedProcess[str]:
