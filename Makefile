@@ -34,9 +34,9 @@ $(VLLM_STAMP): pyproject.toml
 	$(VLLM_BIN)/pip uninstall -y -q torchvision torchaudio torchcodec
 	rm -f $(VLLM_VENV)/.installed-*; touch $@
 
-# Real vLLM on CPU (tests/vllm; README "What each command covers"). `make test` skips tests/vllm: no vllm there.
+# Real vLLM on CPU (tests/vllm_cpu; README "What each command covers"). `make test` skips tests/vllm_cpu: no vllm there.
 test-vllm: $(VLLM_STAMP)
-	$(VLLM_BIN)/python -m pytest -q -p no:cacheprovider tests/vllm
+	$(VLLM_BIN)/python -m pytest -q -p no:cacheprovider tests/vllm_cpu
 
 demo: $(STAMP)
 	$(BIN)/finetune demo

@@ -2,7 +2,7 @@
 
 The same rendered run (the vLLM tier's head-size-32 tiny model, 1-GPU render, 8 prompts x 8 completions
 of <= 16 tokens per step) trained twice on CPU: `config/train.py` with vLLM colocated (under the tier's
-CPU shim, tests/vllm/cpu_shim) and `config/train.py --cpu` (TRL generating with transformers). Reads
+CPU shim, tests/vllm_cpu/cpu_shim) and `config/train.py --cpu` (TRL generating with transformers). Reads
 TRL's per-step `step_time` from trainer_state.json; the first step (engine warm-up) is reported apart.
 Needs the tier's environment:
 
@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT / "tests" / "vllm"), str(ROOT / "tests" / "render")]
+sys.path[:0] = [str(ROOT / "tests" / "vllm_cpu"), str(ROOT / "tests" / "render")]
 
 
 def step_times(run: Path) -> list[float]:

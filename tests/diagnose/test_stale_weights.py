@@ -1,7 +1,7 @@
 """The stale-weights detector (vLLM sampling from weights the policy has left, trl#5312) on REAL logs.
 
 tests/diagnose/data/stale_weights/ holds the trainer_state.json of two runs of the vLLM tier
-(tests/vllm/test_colocate.py: the rendered colocate train.py with real vLLM on CPU, 4 steps, TRL's
+(tests/vllm_cpu/test_colocate.py: the rendered colocate train.py with real vLLM on CPU, 4 steps, TRL's
 importance-sampling correction on so that TRL logs sampling/sampling_logp_difference): `synced`
 with TRL's weight sync as shipped, `stale` with the sync skipped. No vLLM is needed to read them.
 """

