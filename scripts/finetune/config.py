@@ -1196,7 +1196,9 @@ def render_files(plan: RenderPlan) -> dict[str, str]:
     files["watch.py"] = watch_source()
     if not plan.topology.cpu and plan.topology.nodes > 1:
         files["launch.slurm"] = env.get_template("launch.slurm.j2").render(**ctx)
-    if not plan.topology.cpu and plan.topology.training_processes > 1:
+    # launch.slurm and the multi-node launch.sh always train through `accelerate launch --config_file`, even
+    # with one training process; one node with one training process runs train.py directly (no file)
+    if not plan.topology.cpu and (plan.topology.training_processes > 1 or plan.topology.nodes > 1):
         files["accelerate.yaml"] = env.get_template("accelerate.yaml.j2").render(**ctx)
         if plan.zero_stage:
             files[f"deepspeed_zero{plan.zero_stage}.json"] = env.get_template("deepspeed.json.j2").render(**ctx)

@@ -46,6 +46,7 @@ FLAT_REWARD = "flat_reward"
 KL_BLOWUP = "kl_blowup"
 NAN = "nan"
 REWARD_HACKING = "reward_hacking"
+STALE_WEIGHTS = "stale_vllm_weights"
 
 
 
@@ -131,6 +132,11 @@ DETECTORS: tuple[Detector, ...] = (
              "the model routes tokens to experts and the run uses token-level importance ratios"),
     Detector(NAN, "nan", "find the first non-finite metric and fix it before reading anything else",
              "any logged value is NaN or inf"),
+    Detector(STALE_WEIGHTS, "stale_weights", "fix the weight sync before reading the rest of the run: vLLM "
+             "samples from weights the policy has left",
+             f"TRL's {watch.K_SAMPLING_GAP} (logged with vllm_importance_sampling_correction on) after the first "
+             f"step has a median of at least {watch.STALE_MIN_GAP} nats/token and {watch.STALE_RISE:g}x its first "
+             "step's level (trl#5312)"),
     Detector(REWARD_HACKING, "reward_hacking", "fix the reward that carries the rise and take it back through "
              "Phase 1; never a variant",
              f"the total reward (or a non-correctness reward) rises significantly (p < {P_SIGNIFICANT}, gain ≥ "
@@ -764,6 +770,14 @@ class Diagnoser:
                        {"first_step": first, "first_step_per_key": {k: bad[k] for k in keys}},
                        (first, self.logs.steps[-1]))
 
+    def stale_weights(self) -> Finding:
+        s = self.logs.get(watch.K_SAMPLING_GAP)
+        f = s.finite() if s is not None else None
+        d = watch.stale_weights((f.steps, f.values) if f is not None and len(f) else None)
+        if d.status == "not_evaluated" and self.ctx.config.get("use_vllm") is False:
+            return Finding(STALE_WEIGHTS, "not_evaluated", "the run generates with transformers (use_vllm off)")
+        return Finding(STALE_WEIGHTS, d.status, d.why, d.evidence, d.window)
+
     def moe(self) -> Finding:
         info = self.ctx.model_info
         if info is None:
@@ -1058,6 +1072,10 @@ def recommended_change(findings: list[Finding], config: dict[str, Any],
     if name == NAN:
         change["action"] = ("find the first non-finite metric (evidence.first_step_per_key): a reward returning "
                             "NaN/inf, or a diverging update; fix it before reading anything else in this run")
+    elif name == STALE_WEIGHTS:
+        change["action"] = ("the run trained against completions from stale vLLM weights, so its rewards say little "
+                            "about the policy: check that TRL's weight sync reaches vLLM (sleep mode: trl#5312; "
+                            "server mode: the NCCL group between trainer and `trl vllm-serve`) and re-run")
     elif name == KL_BLOWUP:
         lr = config.get("learning_rate")
         if lr is not None and lr > BASE_LEARNING_RATE:
@@ -1151,7 +1169,9 @@ def inspection_doc() -> list[str]:
             "| `probe_passing` | a completion shaped like a Phase 1 hack probe ("
             + ", ".join(f"`{p}`" for p in w.PROBE_SHAPES) + ") passes a correctness reward |",
             f"| `format_jump` | the share of the top-reward completions (best {w.TOP_SHARE:.0%}, at least {w.MIN_TOP}) "
-            f"failing a format-role reward rises {w.FORMAT_JUMP:.0%} or more over the first inspection's share |", "",
+            f"failing a format-role reward rises {w.FORMAT_JUMP:.0%} or more over the first inspection's share |",
+            f"| `stale_vllm_weights` | the `stale_vllm_weights` rule above (`finetune.watch.stale_weights`) fires at "
+            f"{w.CONFIRM} inspections in a row |", "",
             "Review a mid-run file exactly like Phase 1's samples, in a review directory beside the run (its own "
             "gate record stays untouched): copy `spec.yaml`, `rewards*.py` and the data into it, then "
             "`finetune inspect sample REVIEW --import RUN/train/inspections/step_<N>.jsonl`, `inspect score`, "
@@ -1162,7 +1182,8 @@ def _thresholds() -> dict[str, Any]:
     return {"min_points": MIN_POINTS, "p_significant": P_SIGNIFICANT, "entropy_drop": ENTROPY_DROP,
             "entropy_settled": ENTROPY_SETTLED, "length_rise": LENGTH_RISE, "baseline_points": BASELINE_POINTS,
             "cap_reached": CAP_REACHED, "length_reward_rho": LENGTH_REWARD_RHO, "zero_std_majority": ZERO_STD_MAJORITY,
-            "clipped_majority": CLIPPED_MAJORITY, "flat_gain": FLAT_GAIN, "kl_limit": KL_LIMIT}
+            "clipped_majority": CLIPPED_MAJORITY, "flat_gain": FLAT_GAIN, "kl_limit": KL_LIMIT,
+            "stale_min_gap": watch.STALE_MIN_GAP, "stale_rise": watch.STALE_RISE}
 
 
 # ----------------------------------------------------------------------------------------------

@@ -284,6 +284,52 @@ def series_from_history(history: Sequence[Mapping[str, Any]], last: int = LIVE_W
 
 
 # ----------------------------------------------------------------------------------------------
+# stale vLLM weights (trl#5312: vLLM keeps sampling from old weights while the policy trains)
+
+# TRL 1.16 logs this with use_vllm and vllm_importance_sampling_correction on: the mean |log p_policy -
+# log p_vLLM| of the sampled tokens, i.e. how far the weights vLLM samples with are from the trained ones.
+K_SAMPLING_GAP = "sampling/sampling_logp_difference/mean"
+STALE_MIN_GAP = 0.05  # nats/token: real runs whose sync works stay below (0.003 float32 on CPU; bf16 adds ~0.01)
+STALE_RISE = 3.0  # ... and the gap grew to 3x its first step's level (both engines start from the same weights)
+STALE_MIN_POINTS = 3
+
+
+def gap_from_history(history: Sequence[Mapping[str, Any]]) -> Points | None:
+    """The sampling-vs-training logprob gap over the whole run (the first step is the baseline)."""
+    steps: list[int] = []
+    values: list[float] = []
+    for e in history:
+        value = e.get(K_SAMPLING_GAP)
+        if isinstance(value, (int, float)) and math.isfinite(value):
+            steps.append(int(e.get("step", 0)))
+            values.append(float(value))
+    return (steps, values) if steps else None
+
+
+def stale_weights(gap: Points | None) -> Divergence:
+    """vLLM samples from weights the policy has left: its gap to the policy grows after the first step.
+
+    At the first step vLLM and the policy hold the same weights, so the gap there is the engines'
+    numerical floor; with the per-step sync working it stays near it. Fires when the median of the later
+    steps is at least STALE_RISE x that floor and at least STALE_MIN_GAP nats/token."""
+    if gap is None:
+        return Divergence("not_evaluated", f"no {K_SAMPLING_GAP} logged (TRL logs it only with use_vllm and "
+                          "vllm_importance_sampling_correction on)")
+    steps, values = gap
+    if len(values) < STALE_MIN_POINTS:
+        return Divergence("not_evaluated", f"fewer than {STALE_MIN_POINTS} logged {K_SAMPLING_GAP} values")
+    floor, later = values[0], median(values[1:])
+    ev = {"first_step_gap": floor, "later_median_gap": later, "last_gap": values[-1], "points": len(values),
+          "min_gap": STALE_MIN_GAP, "rise": STALE_RISE}
+    if later >= STALE_MIN_GAP and later >= STALE_RISE * floor:
+        return Divergence("symptom", f"vLLM's sampling logprobs drift from the policy's: {floor:.3g} nats/token at "
+                          f"step {steps[0]}, median {later:.3g} after (last {values[-1]:.3g}); the weight sync is not "
+                          "reaching vLLM (trl#5312)", ev, (steps[0], steps[-1]))
+    return Divergence("clear", f"the sampling-vs-training logprob gap stays at {later:.3g} nats/token (first step "
+                      f"{floor:.3g})", ev)
+
+
+# ----------------------------------------------------------------------------------------------
 # recording what the rewards scored
 
 _NOT_COLUMNS = {"prompts", "completions", "completion_ids", "trainer_state", "log_extra", "log_metric", "environments"}
@@ -529,6 +575,7 @@ class WatchState:
     """What the callback carries between inspections."""
 
     fired: int = 0  # consecutive inspections on which the divergence rule fired
+    stale: int = 0  # consecutive inspections on which the stale-weights rule fired
     format_baseline: float | None = None
     flags: list[dict[str, Any]] = field(default_factory=list)  # the last inspection's live red flags
 
@@ -550,6 +597,11 @@ def stop_reasons(step: int, rows: Sequence[dict[str, Any]], history: Sequence[Ma
                                      "rising_rewards": d.evidence["rising_rewards"],
                                      "correctness": {k: {"start": t["start"], "end": t["end"], "p": t["p_value"]}
                                                      for k, t in d.evidence["correctness_trends"].items()}}})
+    stale = stale_weights(gap_from_history(history))
+    state.stale = state.stale + 1 if stale.status == "symptom" else 0
+    if stale.status == "symptom" and state.stale >= CONFIRM:
+        reasons.append({"rule": "stale_vllm_weights", "step": step, "reward": None, "message": stale.why,
+                        "evidence": {**stale.evidence, "consecutive_inspections": state.stale}})
     hits = probe_hits(rows, meta)
     for h in hits:
         reasons.append({"rule": "probe_passing", "step": step, "reward": h["reward"],
@@ -569,6 +621,7 @@ def stop_reasons(step: int, rows: Sequence[dict[str, Any]], history: Sequence[Ma
     metrics = {"inspection/completions": float(len(rows)), "inspection/flags": float(len(flags)),
                "inspection/probes_passing": float(sum(h["count"] for h in hits)),
                "inspection/divergence": 1.0 if d.status == "symptom" else 0.0,
+               "inspection/stale_weights": 1.0 if stale.status == "symptom" else 0.0,
                "inspection/stop": 1.0 if reasons else 0.0}
     if fmt is not None:
         metrics["inspection/top_format_fail_share"] = fmt["share"]

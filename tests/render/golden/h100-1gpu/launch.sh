@@ -8,7 +8,7 @@ set -euo pipefail
 RUN_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$RUN_DIR"
 # --- the environment env check validated (never whatever `python` / `trl` / `accelerate` PATH finds first)
-RENDERED_PYTHON=/work/wt/layout/.venv/bin/python  # the interpreter `finetune config render` ran in
+RENDERED_PYTHON=/work/main/.venv/bin/python  # the interpreter `finetune config render` ran in
 PY="${FINETUNE_PYTHON:-$RENDERED_PYTHON}"  # FINETUNE_PYTHON: the python of another ready environment
 BIN="$(dirname "$PY")"  # trl and accelerate are run from the same environment as $PY
 VLLM_HEALTH_TIMEOUT="${VLLM_HEALTH_TIMEOUT:-600}"  # seconds
