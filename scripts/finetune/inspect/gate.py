@@ -242,6 +242,17 @@ def _confirmation(run_dir: Path, agents: int) -> tuple[Record | None, bool, list
     return confirmation, True, []
 
 
+def _paths(read: list[V.Verdict]) -> dict[str, Any]:
+    """Which path each counted verdict was recorded through: a person's (``human-verdict``, ``terminal``)
+    or the agent's pre-approved ``verdict`` (also where a file said ``human`` but no person recorded it)."""
+    by_path: dict[str, list[str]] = {}
+    for v in read:
+        by_path.setdefault(str(v.via) if V.is_person(v) else V.AGENT_PATH, []).append(v.id)
+    declared = [v.id for v in read if v.reader == "human" and not V.is_person(v)]
+    return {"counts": {k: len(ids) for k, ids in sorted(by_path.items())}, "ids": by_path,
+            "human_declared_not_established": declared}
+
+
 def _counts(n_rows: int, reading: Reading, min_read: int, humans: int) -> dict[str, int]:
     read = reading.read
     return {"scored": n_rows, "read": len(read), "min_read": min_read, "stale_verdicts": len(reading.stale),
@@ -268,7 +279,7 @@ def evaluate(run_dir: str | Path, spec: RunSpec, rescore: bool = True, extra_rea
     reasons += _reading_reasons(len(rows), reading, min_read)
     flags, flag_reasons = _flag_statuses(run_dir, report)
     probes, probe_reasons = _probe_statuses(report)
-    humans = sum(v.reader == "human" for v in reading.read)
+    humans = sum(V.is_person(v) for v in reading.read)
     agents = len(reading.read) - humans
     confirmation, confirmed, confirm_reasons = _confirmation(run_dir, agents)
     reasons += flag_reasons + probe_reasons + confirm_reasons + list(extra_reasons)
@@ -285,7 +296,8 @@ def evaluate(run_dir: str | Path, spec: RunSpec, rescore: bool = True, extra_rea
         "flags": flags,
         "probes": probes,
         "base_success": report.get("base_success"),
-        "readers": sorted({v.reader for v in reading.read}),
+        "readers": sorted({"human" if V.is_person(v) else "agent" for v in reading.read}),
+        "paths": _paths(reading.read),
         "confirmation": confirmation if agents else None,
         "confirmed": confirmed,
         "versions": _versions(),
