@@ -141,6 +141,15 @@ class RenderPlan:
 # ----------------------------------------------------------------------------------------------
 # the other modules' interfaces (DESIGN.md)
 
+
+# An ungated render (`config render --no-gate`) is a preview that cannot train: its train.py runs at most a
+# CPU smoke test of UNGATED_SMOKE_STEPS steps, and its launch files refuse to start, unless the environment
+# variable FINETUNE_UNGATED_OVERRIDE holds exactly UNGATED_OVERRIDE. /finetune pre-approves no launch, so
+# the person sees (and types or approves) that phrase: an agent's pre-approved calls never set it.
+UNGATED_OVERRIDE_VAR = "FINETUNE_UNGATED_OVERRIDE"
+UNGATED_OVERRIDE = "I train on rewards no one read"
+UNGATED_SMOKE_STEPS = 2
+
 def _model_info(spec: RunSpec) -> ModelInfo:
     from finetune.models import load_model_info
 
@@ -989,6 +998,7 @@ def _context(plan: RenderPlan) -> dict[str, Any]:
         "sections": plan.sections, "method": plan.kwargs["_method"], "rec_reasons": rec_reasons,
         "reward_names": [r.name for r in spec.rewards], "reward_weights": [r.weight for r in spec.rewards],
         "gate_required": not plan.no_gate, "gate_hashes": gate_hashes,
+        "ungated_override": UNGATED_OVERRIDE, "ungated_smoke_steps": UNGATED_SMOKE_STEPS,
         "score_report_sha256": ((plan.gate or {}).get("inputs") or {}).get(rundir.SCORE_REPORT),
         "reward_section_json": json.dumps(reward_section, sort_keys=True, separators=(",", ":"), ensure_ascii=False),
         "reward_section_sha256": hashing.reward_section_digest(reward_section),

@@ -9,7 +9,9 @@ and the rendered rewards.py beside the run; it never imports the llm-finetuning 
     python config/train.py                      # as launch.sh runs it (or under `accelerate launch`)
     python config/train.py --cpu --max-steps 2  # smoke test on a CPU box: no vLLM, no bf16
 
-!!! RENDERED WITH --no-gate, FOR TESTS ONLY: these rewards never passed the Phase 1 gate. !!!
+!!! UNGATED: RENDERED WITH --no-gate, a preview: these rewards never passed the Phase 1 gate. !!!
+It runs only a CPU smoke test (--cpu --max-steps 2 or fewer) unless a person sets
+FINETUNE_UNGATED_OVERRIDE=I train on rewards no one read
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ TRL_VERSION = '1.16.0'  # every algorithm field below assumes this TRL's semanti
 
 # --- the Phase 1 gate record this config relies on (DESIGN.md contract 5) ---
 GATE_REQUIRED = False
+UNGATED_OVERRIDE = 'I train on rewards no one read'  # FINETUNE_UNGATED_OVERRIDE must say exactly this to train beyond a smoke test
+UNGATED_SMOKE_STEPS = 2  # --cpu --max-steps at most this: a smoke test, not training
 GATE_HASHES = {}
 SCORE_REPORT_SHA256 = None  # the score report the gate judged (its binding is re-checked)
 REWARD_SECTION_SHA256 = 'a4ec549c44c3a23c85e8075c1d34951618d90ded26b66d39eb79e6ffcfade1d3'  # sha256 of the spec's reward section (weights included)
@@ -81,28 +85,16 @@ def check_trl() -> None:
                  f"— fix: {sys.executable} -m pip install 'trl=={TRL_VERSION}' (or re-render under TRL {found})")
 
 
-def check_gate() -> None:
+def check_gate(cpu: bool = False, max_steps: int = 0) -> None:
     """Refuse to train unless the PASS gate record still binds exactly these rewards."""
-    if not GATE_REQUIRED:
-        print("!" * 78 + "\n!!! --no-gate: training on rewards that NEVER passed the Phase 1 gate (tests only)\n"
-              + "!" * 78, file=sys.stderr)
-        return
-    path = RUN_DIR / "gate.json"
-    try:
-        gate = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        sys.exit(f"refusing to train: no readable gate record at {path} ({exc})")
-    if not isinstance(gate, dict):  # a hand-edited `[1]` is a refusal with the path, not a traceback
-        sys.exit(f"refusing to train: {path} is not a gate record (a JSON object); re-run `finetune inspect gate`")
-    if gate.get("status") != "PASS":
-        sys.exit(f"refusing to train: {path} says {gate.get('status')!r}, not PASS")
-    if gate.get("hashes") != GATE_HASHES:
-        sys.exit(f"refusing to train: {path} changed since this config was rendered; re-render config/")
-    current = bound_hashes(RUN_DIR)
-    changed = sorted(k for k in set(current) | set(GATE_HASHES) if current.get(k) != GATE_HASHES.get(k))
-    if changed:
-        sys.exit(f"refusing to train: {', '.join(changed)} changed since the gate PASSed; re-run Phase 1")
-    check_score_report(current)
+    smoke = cpu and 0 < max_steps <= UNGATED_SMOKE_STEPS
+    if not smoke and os.environ.get("FINETUNE_UNGATED_OVERRIDE") != UNGATED_OVERRIDE:
+        sys.exit(f"refusing to train: UNGATED preview (rendered with --no-gate; no one read these rewards' scores). "
+                 f"It runs a smoke test only (--cpu --max-steps {UNGATED_SMOKE_STEPS} or fewer); pass the Phase 1 gate "
+                 f"and re-render, or a person sets FINETUNE_UNGATED_OVERRIDE='{UNGATED_OVERRIDE}'")
+    print("!" * 78 + "\n!!! UNGATED (--no-gate): " + ("smoke test" if smoke else "training, by a person's override")
+          + " on rewards that NEVER passed the Phase 1 gate\n" + "!" * 78, file=sys.stderr)
+    return
 
 
 def check_score_report(current: dict) -> None:
@@ -261,7 +253,7 @@ def main(argv=None) -> None:
         parser.error("--vllm-server-host is required: the address of node 0, where `trl vllm-serve` runs")
     os.chdir(RUN_DIR)  # output_dir and data paths are relative to the run directory
     check_trl()
-    check_gate()
+    check_gate(cpu, args.max_steps)
 
     rewards = load_gated_rewards()
     REWARD_FUNCS, REWARD_WEIGHTS = rewards.REWARD_FUNCS, rewards.REWARD_WEIGHTS
