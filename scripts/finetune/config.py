@@ -203,11 +203,12 @@ def _estimate(model_info: ModelInfo, hardware: Hardware, spec: RunSpec, kw: dict
     return estimate(model_info, hardware, _knobs(spec, kw, topo, zero_stage), suggest=True)
 
 
-def _verify_gate(run_dir: Path, spec: RunSpec) -> tuple[bool, str, dict[str, Any] | None]:
-    """(holds, reason, record): a PASS record holds only while every bound hash still matches."""
+def _verify_gate(run_dir: Path, spec: RunSpec, rescore: bool) -> tuple[bool, str, dict[str, Any] | None]:
+    """(holds, reason, record): a PASS record holds only while every bound hash still matches (and, with
+    ``rescore``, while the bound rewards re-scored on the bound samples give the scores it judged)."""
     from finetune.inspect.gate import verify_gate
 
-    check = verify_gate(run_dir, spec)
+    check = verify_gate(run_dir, spec, rescore=rescore)
     return check.ok, check.reason, check.record
 
 
@@ -608,7 +609,8 @@ class _Data:
     warnings: list[str]
 
 
-def build_plan(spec: RunSpec, run_dir: Path, *, preview: bool = False, no_gate: bool = False) -> RenderPlan:
+def build_plan(spec: RunSpec, run_dir: Path, *, preview: bool = False, no_gate: bool = False,
+               rescore: bool = False) -> RenderPlan:
     """Validate ``spec`` for its target hardware and compute every rendered value. Writes nothing.
 
     The steps, in BRIEF.md's order: the target (hardware, model), the licence to train (variant, gate,
@@ -622,7 +624,7 @@ def build_plan(spec: RunSpec, run_dir: Path, *, preview: bool = False, no_gate: 
     _check_lora_targets(spec, info)
     hw = _target_hardware(spec, info)
     overrides = _check_overrides(spec)
-    licence = _licence(spec, info, run_dir, preview=preview, no_gate=no_gate)
+    licence = _licence(spec, info, run_dir, preview=preview, no_gate=no_gate, rescore=rescore)
     choice = _choose_values(spec, info, hw)
     data = _check_data(spec, info, overrides)
     algorithm = _algorithm(spec, choice)
@@ -652,7 +654,8 @@ def _check_num_generations(spec: RunSpec) -> None:
                         fix=f"use at least {MIN_NUM_GENERATIONS}")
 
 
-def _licence(spec: RunSpec, info: ModelInfo, run_dir: Path, *, preview: bool, no_gate: bool) -> _Licence:
+def _licence(spec: RunSpec, info: ModelInfo, run_dir: Path, *, preview: bool, no_gate: bool,
+             rescore: bool = False) -> _Licence:
     """Contracts 6 and 7 and the Phase 1 gate: a preview says what a full render would refuse."""
     diagnosis = _load_diagnosis(run_dir)
     try:
@@ -661,7 +664,7 @@ def _licence(spec: RunSpec, info: ModelInfo, run_dir: Path, *, preview: bool, no
         if not preview:
             raise
         why = f"PREVIEW ONLY — a full render will refuse: {exc}"
-    gate_ok, gate_reason, gate_record = _verify_gate(run_dir, spec)
+    gate_ok, gate_reason, gate_record = _verify_gate(run_dir, spec, rescore and not preview and not no_gate)
     if not preview and not no_gate and not gate_ok:
         raise CheckFailed(f"Phase 2 refused: {gate_reason}")
     warnings = _check_lr_beta(spec, diagnosis, gate_ok, preview)
@@ -1090,7 +1093,8 @@ def render(spec_path: str | Path, out: str | Path | None = None, *, preview: boo
     if spec_file is None:
         raise UserError(f"no {rundir.SPEC} in {spec_path}", fix="pass the run spec")
     spec = load_spec(spec_file)
-    plan = build_plan(spec, run_dir, preview=preview, no_gate=no_gate)
+    # what is written to train from re-scores the bound samples with the bound rewards (not hashes alone)
+    plan = build_plan(spec, run_dir, preview=preview, no_gate=no_gate, rescore=True)
     files = render_files(plan)
     return plan, write(plan, files)
 

@@ -40,6 +40,17 @@ class GateCheck:
     record: dict[str, Any] | None = field(default=None)
 
 
+def _snapshot(run_dir: Path, spec: RunSpec) -> tuple[dict[str, str], dict[str, str]]:
+    """(bound hashes, extra input hashes) of the files now."""
+    return bound_hashes(run_dir, spec.reward_section(), **spec.filter_binding()), _input_hashes(run_dir)
+
+
+def _moved(run_dir: Path, spec: RunSpec, hashes: dict[str, str], inputs: dict[str, str]) -> list[str]:
+    """The files whose hash differs from the snapshot ``(hashes, inputs)`` taken before judging."""
+    now_h, now_i = _snapshot(run_dir, spec)
+    return sorted({k for a, b in ((hashes, now_h), (inputs, now_i)) for k in set(a) | set(b) if a.get(k) != b.get(k)})
+
+
 def _input_hashes(run_dir: Path) -> dict[str, str]:
     return {n: sha256_file(run_dir / n) for n in EXTRA_INPUTS if (run_dir / n).is_file()}
 
@@ -271,9 +282,15 @@ def evaluate(run_dir: str | Path, spec: RunSpec, rescore: bool = True, extra_rea
     from finetune.inspect.score import load_report, load_scored
 
     run_dir = Path(run_dir)
+    # what is bound is read before anything is judged, and again after the re-score: a file swapped while
+    # the gate ran (the re-score takes seconds) FAILs it, so the record never binds bytes it did not judge
+    hashes, inputs = _snapshot(run_dir, spec)
     report = load_report(run_dir)
     rows = load_scored(run_dir)
     reasons = _score_reasons(run_dir, spec, rows, report, rescore)
+    moved = _moved(run_dir, spec, hashes, inputs)
+    if moved:
+        reasons.append(f"{', '.join(moved)} changed while the gate ran; run `finetune inspect gate` again")
     reading = verdicts_against(run_dir, {r["id"]: r for r in rows}, report["rewards"])
     min_read = spec.inspection.min_read
     reasons += _reading_reasons(len(rows), reading, min_read)
@@ -286,8 +303,8 @@ def evaluate(run_dir: str | Path, spec: RunSpec, rescore: bool = True, extra_rea
     return {
         "status": "FAIL" if reasons else "PASS",
         "reasons": reasons,
-        "hashes": bound_hashes(run_dir, spec.reward_section(), **spec.filter_binding()),
-        "inputs": _input_hashes(run_dir),
+        "hashes": hashes,
+        "inputs": inputs,
         "counts": _counts(len(rows), reading, min_read, humans),
         "disagreements": reading.disagreements,
         "causes": reading.causes,
@@ -319,8 +336,12 @@ def write_gate_record(run_dir: str | Path, record: dict[str, Any], files: Mappin
     return run_dir / rundir.GATE
 
 
-def verify_gate(run_dir: str | Path, spec: RunSpec) -> GateCheck:
-    """Does a PASS gate record still hold? Re-hashes everything the record binds."""
+def verify_gate(run_dir: str | Path, spec: RunSpec, rescore: bool = False) -> GateCheck:
+    """Does a PASS gate record still hold? Re-hashes everything the record binds.
+
+    With ``rescore`` (what config render and data filter ask) the bound rewards are run again on the bound
+    samples, isolated and caches off, as the gate did: hashes alone are forgeable by anyone who can write
+    the run folder (copy a good run's scored files, recompute every hash), a re-score is not."""
     run_dir = Path(run_dir)
     path = run_dir / rundir.GATE
     if not path.is_file():
@@ -347,8 +368,8 @@ def verify_gate(run_dir: str | Path, spec: RunSpec) -> GateCheck:
     if stale:
         return GateCheck(False, f"the score report no longer matches the files it scored ({stale}); re-run "
                          "`finetune inspect score` and `finetune inspect gate`", record)
-    try:  # re-judge from the bound files (no re-score): a FAIL record whose status was edited stays a FAIL
-        again = evaluate(run_dir, spec, rescore=False)
+    try:  # re-judge from the bound files: a FAIL record whose status was edited stays a FAIL
+        again = evaluate(run_dir, spec, rescore=rescore)
     except UserError as exc:
         return GateCheck(False, f"the gate's inputs cannot be re-read: {exc.line()}", record)
     if again["status"] != "PASS":
@@ -372,6 +393,14 @@ def _report_binding(run_dir: Path, spec: RunSpec) -> str:
 def run_gate(run_dir: str | Path, spec: RunSpec, extra_reasons: Sequence[str] = (),
              companions: Companions | None = None) -> dict[str, Any]:
     """Judge and write gate.json; ``companions(record)`` names files committed with it (a set's comparison)."""
+    from finetune import locks
+
+    with locks.file_lock(Path(run_dir)):  # no score, verdict, confirm or ack lands while the gate judges
+        return _run_gate_locked(run_dir, spec, extra_reasons, companions)
+
+
+def _run_gate_locked(run_dir: str | Path, spec: RunSpec, extra_reasons: Sequence[str],
+                     companions: Companions | None) -> dict[str, Any]:
     from finetune.inspect.isolate import RewardAborted
 
     try:
