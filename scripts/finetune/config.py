@@ -399,6 +399,27 @@ def _trl_version() -> str:
         return TRL_VERSION_PIN
 
 
+# GRPOConfig fields `overrides` may never set: what the gate judged was sampled with the spec's generation
+# settings and scored against this policy and reference; TRL applies generation_kwargs last, over the pinned
+# temperature. Each: (what it changes, where it belongs instead).
+GATED_OVERRIDES: dict[str, tuple[str, str]] = {
+    **{k: ("sampling, which the gate's samples were drawn with", "generation.* (then repeat Phase 1)")
+       for k in ("generation_kwargs", "chat_template_kwargs", "cache_implementation", "vllm_structured_outputs_regex",
+                 "vllm_model_impl", "train_sampling_strategy")},
+    **{k: ("the reference model the KL term holds the policy to", "nothing: the recipe pins it")
+       for k in ("sync_ref_model", "ref_model_mixup_alpha", "ref_model_sync_steps", "disable_dropout")},
+    "trust_remote_code": ("whether remote code shipped with the model runs", "nothing: remote code never runs"),
+    "model_init_kwargs": ("how the policy is loaded (dtype, remote code)", "model / hardware (chosen per scale)"),
+}
+
+
+def _remote_code(value: Any) -> bool:
+    """Does an override value carry trust_remote_code anywhere inside it?"""
+    if isinstance(value, dict):
+        return any(k == "trust_remote_code" or _remote_code(v) for k, v in value.items())
+    return isinstance(value, (list, tuple)) and any(_remote_code(v) for v in value)
+
+
 def _check_overrides(spec: RunSpec) -> dict[str, Setting]:
     import dataclasses
 
@@ -416,6 +437,11 @@ def _check_overrides(spec: RunSpec) -> dict[str, Setting]:
         if key in ALGORITHM_FIELDS:
             raise UserError(f"'{key}' is algorithm-defining and pinned per variant (contract 9)", where=where,
                             fix="set `variant` (after a diagnosis) or the matching generation/training field")
+        if key in GATED_OVERRIDES or _remote_code(value):
+            what, instead = GATED_OVERRIDES.get(key, GATED_OVERRIDES["trust_remote_code"])
+            raise UserError(f"'{key}' cannot be overridden: it changes {what}", where=where,
+                            fix=f"remove it from overrides; set {instead}" if not instead.startswith("nothing")
+                            else f"remove it from overrides ({instead})")
         if key in _SPEC_OWNED or key == "beta":
             raise UserError(f"'{key}' has its own place in the spec", where=where,
                             fix=f"set {_SPEC_OWNED.get(key, 'training.beta')} instead")

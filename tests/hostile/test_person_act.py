@@ -172,3 +172,28 @@ def test_a_verdict_file_with_no_recorded_path_is_the_agents(unread):
     assert record["status"] == "FAIL" and record["readers"] == ["agent"]
     assert len(record["paths"]["human_declared_not_established"]) == len(rows)
     assert any("has not confirmed" in r for r in record["reasons"])
+
+
+def test_a_reading_copied_from_the_rewards_view_is_reported_as_such(unread):
+    """Verdicts copied from scored.jsonl's passes: 0 disagreements, nothing revealed - and the gate says the
+    reading is the rewards' view, field for field, with no note (a blind reading cannot be proven)."""
+    from finetune.inspect import gate
+    from finetune.spec import load_spec
+
+    run = unread / RUN
+    rows = [json.loads(line) for line in (run / "scored.jsonl").read_text().splitlines()]
+    copied = [{"id": r["id"], "accept": r["all_pass"], "correct": r["passes"]["correctness"],
+               "well_formed": r["passes"]["format_ok"], "reader": "agent"} for r in rows]
+    (run / "reading.jsonl").write_text("".join(json.dumps(v) + "\n" for v in copied))
+    assert _main(unread, "inspect", "verdict", RUN, "--file", f"{RUN}/reading.jsonl")[0] == 0
+    spec = load_spec(run / "spec.yaml")
+    record = gate.evaluate(run, spec, rescore=False)
+    assert record["counts"]["disagreements"] == 0 and record["blind"]["revealed"] == 0
+    assert record["blind"]["mirrors_rewards"] is True
+    code, out = _main(unread, "inspect", "gate", RUN)
+    assert "equals the rewards' view on every sample" in out, out
+    # the same reading with the reader's own notes on what they checked is not reported
+    noted = [{**v, "note": f"checked the sum in {v['id']}"} for v in copied]
+    (run / "reading.jsonl").write_text("".join(json.dumps(v) + "\n" for v in noted))
+    assert _main(unread, "inspect", "verdict", RUN, "--file", f"{RUN}/reading.jsonl")[0] == 0
+    assert gate.evaluate(run, spec, rescore=False)["blind"]["mirrors_rewards"] is False

@@ -86,3 +86,20 @@ def test_a_gated_render_is_not_called_ungated(tmp_path, cli):
     (tmp_path / "config").mkdir()
     (tmp_path / "config" / "train.py").write_text("GATE_REQUIRED = True\n")
     assert ungated(tmp_path) is None
+
+
+@pytest.mark.parametrize("overrides, phrase", [
+    ({"generation_kwargs": {"temperature": 0.05, "top_k": 1}}, "sampling"),
+    ({"temperature": 0.05}, "algorithm-defining"),
+    ({"top_k": 1}, "algorithm-defining"),
+    ({"chat_template_kwargs": {"enable_thinking": False}}, "sampling"),
+    ({"sync_ref_model": True}, "reference model"),
+    ({"ref_model_mixup_alpha": 0.9}, "reference model"),
+    ({"trust_remote_code": True}, "remote code"),
+    ({"model_init_kwargs": {"trust_remote_code": True}}, "cannot be overridden"),
+])
+def test_overrides_cannot_touch_sampling_the_reference_or_remote_code(tmp_path, tiny_model_dir, cli, overrides, phrase):
+    spec = write_run(tmp_path / "r", str(tiny_model_dir), overrides=overrides)
+    r = cli("config", "render", spec, "--no-gate")
+    assert r.code == 2 and f"overrides.{next(iter(overrides))}" in r.err and phrase in r.err, r.err
+    assert not (spec.parent / "config").exists()

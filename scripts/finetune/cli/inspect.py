@@ -356,6 +356,10 @@ def _gate(args: argparse.Namespace) -> int:
                       ("changed_after_reveal", "verdict(s) changed after the reveal")):
         if blind.get(key):
             print(f"{len(blind[key])} {what}: {gate.listing(blind[key])}")
+    if blind.get("mirrors_rewards"):
+        print("the reading equals the rewards' view on every sample, field for field, with no note: nothing shows "
+              "it was read blind (scored.jsonl is readable) - whoever confirms it should judge a few samples "
+              "themselves")
     base = record.get("base_success") or {}
     if set_gate:  # the checkpoint's success is the comparison's, not a base-success verdict
         if set_gate.comparison is not None:

@@ -109,6 +109,27 @@ def _later(a: Any, b: Any) -> bool:
     return ta > tb
 
 
+def mirrors_rewards(read: list[V.Verdict], by_id: dict[str, Record], metas: list[Record]) -> bool:
+    """Is the reading the rewards' view, field for field, on every sample, with not one note?
+
+    scored.jsonl is readable by whoever reads, so a blind reading cannot be proven; a reading that is a copy
+    of the rewards' passes (every role's field given and equal, no note anywhere) is what copying looks like,
+    and the gate says so for the person who confirms it."""
+    if not read or any(v.note.strip() for v in read):
+        return False
+    for v in read:
+        row = by_id[v.id]
+        passes = row.get("passes", {})
+        if v.accept != bool(row.get("all_pass")):
+            return False
+        for attr, role in (("correct", "correctness"), ("well_formed", "format")):
+            names = [m["name"] for m in metas if m["role"] == role]
+            said = getattr(v, attr)
+            if names and (said is None or said != all(bool(passes.get(n)) for n in names)):
+                return False
+    return True
+
+
 def _blind_record(run_dir: Path, read: list[V.Verdict]) -> dict[str, Any]:
     """Which read samples' scores the reader saw before or after judging (reveals.json + the verdicts).
 
@@ -309,7 +330,8 @@ def evaluate(run_dir: str | Path, spec: RunSpec, rescore: bool = True, extra_rea
         "disagreements": reading.disagreements,
         "causes": reading.causes,
         "gated_agreements": reading.gated_agreements,
-        "blind": _blind_record(run_dir, reading.read),
+        "blind": {**_blind_record(run_dir, reading.read),
+                  "mirrors_rewards": mirrors_rewards(reading.read, {r["id"]: r for r in rows}, report["rewards"])},
         "flags": flags,
         "probes": probes,
         "base_success": report.get("base_success"),
