@@ -103,3 +103,14 @@ def test_overrides_cannot_touch_sampling_the_reference_or_remote_code(tmp_path, 
     r = cli("config", "render", spec, "--no-gate")
     assert r.code == 2 and f"overrides.{next(iter(overrides))}" in r.err and phrase in r.err, r.err
     assert not (spec.parent / "config").exists()
+
+
+def test_train_py_refuses_a_run_directory_with_a_module_shadowing_a_library(ungated_run, tmp_path):
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(ungated_run, run)
+    (run / "math_verify.py").write_text("def verify(*a, **k):\n    return True\n")
+    proc = _train(run, "--cpu", "--max-steps", "1")
+    assert proc.returncode == 1 and "math_verify.py" in proc.stderr and "stand in" in proc.stderr, proc.stderr[-1500:]
+    assert not (run / "train").exists()

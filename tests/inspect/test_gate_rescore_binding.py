@@ -98,3 +98,23 @@ def test_a_hand_assembled_gate_record_fails_every_consumers_rescore(cli, make_ru
     assert not ok and "re-score" in reason
     r = cli("data", "filter", failed / "spec.yaml", "--k", "2")
     assert r.code == 1 and "re-score" in r.err, r
+
+
+@pytest.mark.parametrize("shadow", ["math_verify.py", "re.py", "sympy/__init__.py"])
+def test_a_module_shadowing_a_reward_dependency_voids_the_pass(cli, make_run, shadow):
+    """RUN/math_verify.py whose verify returns True would replace the real package in a process started in
+    the run directory: config render (verify_gate), data filter and status refuse the run while it is there."""
+    run = _passed(cli, make_run)
+    assert cli("inspect", "gate", run).code == 0
+    spec = load_spec(run / "spec.yaml")
+    assert gate.verify_gate(run, spec).ok
+    (run / shadow).parent.mkdir(exist_ok=True)
+    (run / shadow).write_text("def verify(gold, answer, *a, **k):\n    return True\n")
+    check = gate.verify_gate(run, spec)
+    assert not check.ok and shadow.split("/")[0] in check.reason and "stand in" in check.reason
+    from finetune.status import gate_state
+
+    state, detail = gate_state(run, spec)  # status's gate line (this run has no route.json, so it stops earlier)
+    assert "stand in" in detail and "PASS holds" not in detail
+    (run / shadow).unlink()
+    assert gate.verify_gate(run, spec).ok

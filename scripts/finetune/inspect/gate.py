@@ -375,6 +375,12 @@ def verify_gate(run_dir: str | Path, spec: RunSpec, rescore: bool = False) -> Ga
     if not isinstance(record, dict) or record.get("status") != "PASS":
         status = record.get("status") if isinstance(record, dict) else None
         return GateCheck(False, f"the gate record says {status or 'nothing valid'}, not PASS", record)
+    from finetune.hashing import shadowing_modules
+
+    shadows = shadowing_modules(run_dir)
+    if shadows:
+        return GateCheck(False, f"{', '.join(shadows)} in {run_dir} would stand in for the library of that name in "
+                         "a reward process; remove it (a reward's own code lives in the spec)", record)
     bound = record.get("hashes") or {}
     bound = bound if isinstance(bound, dict) else {}
     now_hashes = bound_hashes(run_dir, spec.reward_section(), **spec.filter_binding())

@@ -112,6 +112,25 @@ def check_score_report(current: dict) -> None:
         sys.exit(f"refusing to train: {path} does not bind the current rewards and scores; re-run Phase 1")
 
 
+def check_no_shadows() -> None:
+    """Refuse a run directory holding a module that would stand in for a library the rewards use.
+
+    RUN/math_verify.py (or any NAME.py / NAME/__init__.py there named like a standard-library module or an
+    installed package) is found before the real one by a process started in the run directory: its code
+    would become the reward's. The plugin's `config render` and `status` refuse the same files."""
+    from importlib import metadata
+
+    known = set(sys.stdlib_module_names) | set(metadata.packages_distributions())
+    found = []
+    for p in sorted(RUN_DIR.iterdir()):
+        name = p.stem if p.suffix == ".py" else p.name if (p / "__init__.py").is_file() else None
+        if name and name in known and not (p.name == "rewards.py" or p.name.startswith("rewards_")):
+            found.append(p.name)
+    if found:
+        sys.exit(f"refusing to train: {', '.join(found)} in {RUN_DIR} would stand in for the library of that name "
+                 "in a reward process; remove it")
+
+
 def load_by_path(name: str, path: Path, data: bytes):
     """Execute ``data`` (the bytes read from ``path``) as module ``name``: never found by module search."""
     import importlib.abc
@@ -250,6 +269,7 @@ def main(argv=None) -> None:
     os.chdir(RUN_DIR)  # output_dir and data paths are relative to the run directory
     check_trl()
     check_gate(cpu, args.max_steps)
+    check_no_shadows()
 
     rewards = load_gated_rewards()
     REWARD_FUNCS, REWARD_WEIGHTS = rewards.REWARD_FUNCS, rewards.REWARD_WEIGHTS
