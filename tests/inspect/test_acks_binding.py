@@ -65,7 +65,7 @@ def test_confirmation_only_as_written_by_confirm(cli, make_run):
     run = make_run("good")
     assert cli("inspect", "score", run).code == 0
     write_jsonl(run / "mine.jsonl", verdicts_for(craft_samples(), reader="agent", n=56))
-    assert cli("inspect", "human-verdict", run, "--file", run / "mine.jsonl").code == 0
+    assert cli("inspect", "verdict", run, "--file", run / "mine.jsonl").code == 0
     assert cli("inspect", "confirm", run, "--user", "Ada").code == 0
     good = json.loads((run / "confirmation.json").read_text())
     for bad in ({**good, "user": ""}, {**good, "verdicts": "56"}, {**good, "extra": 1}, ["x"]):
