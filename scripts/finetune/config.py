@@ -11,6 +11,7 @@ Jinja templates beside this module.
 from __future__ import annotations
 
 import difflib
+import hashlib
 import json
 import math
 import re
@@ -1028,6 +1029,7 @@ def _context(plan: RenderPlan) -> dict[str, Any]:
         "reward_names": [r.name for r in spec.rewards], "reward_weights": [r.weight for r in spec.rewards],
         "gate_required": not plan.no_gate, "gate_hashes": gate_hashes,
         "ungated_override": UNGATED_OVERRIDE, "ungated_smoke_steps": UNGATED_SMOKE_STEPS,
+        "watch_sha256": hashlib.sha256(watch_source().encode("utf-8")).hexdigest(),
         "score_report_sha256": ((plan.gate or {}).get("inputs") or {}).get(rundir.SCORE_REPORT),
         "reward_section_json": json.dumps(reward_section, sort_keys=True, separators=(",", ":"), ensure_ascii=False),
         "reward_section_sha256": hashing.reward_section_digest(reward_section),

@@ -114,3 +114,17 @@ def test_train_py_refuses_a_run_directory_with_a_module_shadowing_a_library(unga
     proc = _train(run, "--cpu", "--max-steps", "1")
     assert proc.returncode == 1 and "math_verify.py" in proc.stderr and "stand in" in proc.stderr, proc.stderr[-1500:]
     assert not (run / "train").exists()
+
+
+def test_an_edited_inspection_callback_does_not_train(ungated_run, tmp_path):
+    """config/watch.py is bound to the train.py rendered with it: an edit (here: no stop rule ever fires)
+    is refused before the first step, not trained on silently."""
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(ungated_run, run)
+    watch = run / "config" / "watch.py"
+    watch.write_text(watch.read_text() + "\n\ndef _never_stop(*a, **k):\n    return None\n")
+    proc = _train(run, "--cpu", "--max-steps", "1")
+    assert proc.returncode == 1 and "watch.py differs from the inspection callback" in proc.stderr, proc.stderr[-1500:]
+    assert not (run / "train").exists()

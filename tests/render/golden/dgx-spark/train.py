@@ -45,6 +45,7 @@ DATA_FILTER_SHA256 = None  # sha256 of the spec's dataset.filter (finetune data 
 INSPECT_EVERY_STEPS = 5  # 5 × logging_steps (1): each inspection sees 5 new log points; the reward-hacking rule runs on the last 30 log points and stops a run when it fires on 2 inspections in a row
 INSPECT_SAMPLE_ROWS = 50  # inspection.min_read: a step file holds as many completions as the gate needs read (the top-reward ones always among them)
 MAX_COMPLETION_LENGTH = 1024  # a completion this long was truncated
+WATCH_SHA256 = '0c979e65ef061c991a5ab5dd222993876f6fc0ad51c7c5efd9266f20ba3dea50'  # config/watch.py as rendered: an edited inspection callback does not train
 STOPPED_EXIT = 3  # exit status when the inspection callback stopped the run (launch.sh passes it on)
 
 
@@ -180,7 +181,11 @@ def load_watch():
     """config/watch.py, the inspection callback rendered beside this file (by path, like the rewards)."""
     path = Path(__file__).resolve().parent / "watch.py"
     try:
-        watch = load_by_path("finetune_watch", path, path.read_bytes())
+        data = path.read_bytes()
+        if hashlib.sha256(data).hexdigest() != WATCH_SHA256:
+            sys.exit(f"refusing to train: {path} differs from the inspection callback rendered with this train.py; "
+                     "re-render config/ (`finetune config render`)")
+        watch = load_by_path("finetune_watch", path, data)
     except (OSError, SyntaxError) as exc:
         sys.exit(f"refusing to train: cannot load {path} ({exc}); re-render config/")
     if not hasattr(watch, "instrument"):
