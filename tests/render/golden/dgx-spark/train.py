@@ -34,8 +34,8 @@ TRL_VERSION = '1.16.0'  # every algorithm field below assumes this TRL's semanti
 
 # --- the Phase 1 gate record this config relies on (DESIGN.md contract 5) ---
 GATE_REQUIRED = False
-UNGATED_OVERRIDE = 'I train on rewards no one read'  # FINETUNE_UNGATED_OVERRIDE must say exactly this to train beyond a smoke test
-UNGATED_SMOKE_STEPS = 2  # --cpu --max-steps at most this: a smoke test, not training
+UNGATED_OVERRIDE = 'I train on rewards no one read'  # without a gate: FINETUNE_UNGATED_OVERRIDE must say exactly this to train
+UNGATED_SMOKE_STEPS = 2  # without a gate: --cpu --max-steps at most this (a smoke test)
 GATE_HASHES = {}
 SCORE_REPORT_SHA256 = None  # the score report the gate judged (its binding is re-checked)
 REWARD_SECTION_SHA256 = 'a4ec549c44c3a23c85e8075c1d34951618d90ded26b66d39eb79e6ffcfade1d3'  # sha256 of the spec's reward section (weights included)
@@ -88,14 +88,31 @@ def check_trl() -> None:
 
 def check_gate(cpu: bool = False, max_steps: int = 0) -> None:
     """Refuse to train unless the PASS gate record still binds exactly these rewards."""
-    smoke = cpu and 0 < max_steps <= UNGATED_SMOKE_STEPS
-    if not smoke and os.environ.get("FINETUNE_UNGATED_OVERRIDE") != UNGATED_OVERRIDE:
-        sys.exit(f"refusing to train: UNGATED preview (rendered with --no-gate; no one read these rewards' scores). "
-                 f"It runs a smoke test only (--cpu --max-steps {UNGATED_SMOKE_STEPS} or fewer); pass the Phase 1 gate "
-                 f"and re-render, or a person sets FINETUNE_UNGATED_OVERRIDE='{UNGATED_OVERRIDE}'")
-    print("!" * 78 + "\n!!! UNGATED (--no-gate): " + ("smoke test" if smoke else "training, by a person's override")
-          + " on rewards that NEVER passed the Phase 1 gate\n" + "!" * 78, file=sys.stderr)
-    return
+    if not GATE_REQUIRED:
+        smoke = cpu and 0 < max_steps <= UNGATED_SMOKE_STEPS
+        if not smoke and os.environ.get("FINETUNE_UNGATED_OVERRIDE") != UNGATED_OVERRIDE:
+            sys.exit(f"refusing to train: UNGATED preview (rendered with --no-gate; no one read these rewards' "
+                     f"scores). It runs a smoke test only (--cpu --max-steps {UNGATED_SMOKE_STEPS} or fewer); pass the "
+                     f"Phase 1 gate and re-render, or a person sets FINETUNE_UNGATED_OVERRIDE='{UNGATED_OVERRIDE}'")
+        print("!" * 78 + "\n!!! UNGATED (--no-gate): " + ("smoke test" if smoke else "training, by a person's override")
+              + " on rewards that NEVER passed the Phase 1 gate\n" + "!" * 78, file=sys.stderr)
+        return
+    path = RUN_DIR / "gate.json"
+    try:
+        gate = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        sys.exit(f"refusing to train: no readable gate record at {path} ({exc})")
+    if not isinstance(gate, dict):  # a hand-edited `[1]` is a refusal with the path, not a traceback
+        sys.exit(f"refusing to train: {path} is not a gate record (a JSON object); re-run `finetune inspect gate`")
+    if gate.get("status") != "PASS":
+        sys.exit(f"refusing to train: {path} says {gate.get('status')!r}, not PASS")
+    if gate.get("hashes") != GATE_HASHES:
+        sys.exit(f"refusing to train: {path} changed since this config was rendered; re-render config/")
+    current = bound_hashes(RUN_DIR)
+    changed = sorted(k for k in set(current) | set(GATE_HASHES) if current.get(k) != GATE_HASHES.get(k))
+    if changed:
+        sys.exit(f"refusing to train: {', '.join(changed)} changed since the gate PASSed; re-run Phase 1")
+    check_score_report(current)
 
 
 def check_score_report(current: dict) -> None:
