@@ -6,7 +6,7 @@ matches only EXACT. ``${CLAUDE_PLUGIN_ROOT}`` / ``${CLAUDE_PLUGIN_DATA}`` are su
 and the body, so the test compares them as written. A quoted call with an unquoted rule (the bug issue 19
 reports) is not covered - a permission prompt on every call.
 
-``inspect confirm`` and ``inspect ack`` must NOT be pre-approved by any rule, in any spelling the agent
+``inspect confirm``, ``inspect ack`` and ``inspect human-verdict`` must NOT be pre-approved by any rule, in any spelling the agent
 could use: they record a person's act, so Claude Code must ask the person.
 """
 
@@ -22,7 +22,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 COMMAND = ROOT / "commands" / "finetune.md"
 FT = '"${CLAUDE_PLUGIN_DATA}/venv/bin/finetune"'
-PERSON_ONLY = ("inspect confirm", "inspect ack")
+PERSON_ONLY = ("inspect confirm", "inspect ack", "inspect human-verdict")
 RUN = "runs/my-task"
 
 
@@ -70,7 +70,7 @@ def test_every_call_of_the_body_is_pre_approved_except_a_persons_act():
     rules, calls = bash_rules(front), body_calls(body)
     assert len(calls) >= 15, calls
     person = [c for c in calls if c.startswith(FT) and _subcommand(c) in PERSON_ONLY]
-    assert {_subcommand(c) for c in person} == set(PERSON_ONLY), "the body still records confirm and ack"
+    assert {_subcommand(c) for c in person} == set(PERSON_ONLY), "the body still records a person's acts"
     for call in calls:
         covering = [r for r in rules if covers(r, call)]
         if call in person:
@@ -113,7 +113,8 @@ def test_confirm_and_ack_are_never_pre_approved(verb, spelling):
 
 def test_the_command_says_why_confirm_and_ack_ask_the_user():
     _, body = _command()
-    why = re.search(r"`inspect confirm` and `inspect ack`.{0,200}person's act.{0,300}asks the user", body, re.S)
+    why = re.search(r"`inspect confirm`, `inspect ack` and `inspect human-verdict`.{0,200}person's act.{0,300}"
+                    r"asks the\s+user", body, re.S)
     assert why, "the command must say that confirm/ack are left out because they are a person's act"
 
 

@@ -276,6 +276,7 @@ def test_a_person_reading_in_the_terminal_needs_no_confirmation(tmp_path, monkey
         return default  # the note (empty) and "keep your verdict?" (keep)
 
     monkeypatch.setattr(Prompt, "ask", person)
+    monkeypatch.setattr("finetune.cli.inspect.on_a_terminal", lambda: True)  # the person's own terminal
     result = run_demo(tmp_path / "demo", reader="terminal", seeds=(3407,), steps=10,
                       console=Console(file=io.StringIO(), width=160))
     assert not result.facts.get("stopped_at"), result.facts.get("stopped_at")

@@ -96,7 +96,7 @@ def test_verdict_note_with_line_separator_keeps_the_run_usable(tmp_path):
     jsonio.write_jsonl(run / "scored.jsonl", [{
         "id": "p0", "row": 0, "prompt": "q", "completion": "c\u0085d", "columns": {}, "rewards": {"r": 1.0},
         "passes": {"r": True}, "all_pass": True, "success": True, "total": 1.0}])
-    V.record_verdicts(run, [V.Verdict(id="p0", accept=True, note="a\u2028b\u0085c", reader="human")])
-    V.record_verdicts(run, [V.Verdict(id="p0", accept=False, note="again\u2029", reader="human")])
+    V.record_verdicts(run, [V.Verdict(id="p0", accept=True, note="a\u2028b\u0085c", reader="human")], via="human-verdict")
+    V.record_verdicts(run, [V.Verdict(id="p0", accept=False, note="again\u2029", reader="human")], via="human-verdict")
     got = V.load_verdicts(run)
     assert got["p0"].note == "again\u2029" and len((run / "verdicts.jsonl").read_text().splitlines()) == 1

@@ -282,8 +282,8 @@ def test_checkpoint_sets_with_their_gate_and_comparison_re_derived(cli, demo_run
     assert listed()["step-40"]["gate"] == "PASS"
     # a reader's verdict after the PASS: stale (the gate binds the verdicts), and so is the comparison
     row = next(r for r in map(json.loads, (target / "scored.jsonl").read_text().splitlines()) if r["all_pass"])
-    assert cli("inspect", "verdict", target, "--id", row["id"], "--reject", "--incorrect", "--well-formed",
-               "--note", "not what the prompt asked", "--reader", "human").code == 0
+    assert cli("inspect", "human-verdict", target, "--id", row["id"], "--reject", "--incorrect", "--well-formed",
+               "--note", "not what the prompt asked").code == 0
     s = listed()["step-40"]
     assert s["gate"] == "stale" and "verdicts.jsonl" in s["detail"] and s["comparison_state"] == "stale"
     assert cli("inspect", "gate", target).code == 1  # the reward passes what the reader rejects

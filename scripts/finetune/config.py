@@ -11,6 +11,7 @@ Jinja templates beside this module.
 from __future__ import annotations
 
 import difflib
+import hashlib
 import json
 import math
 import os
@@ -150,6 +151,15 @@ class RenderPlan:
 # ----------------------------------------------------------------------------------------------
 # the other modules' interfaces (DESIGN.md)
 
+
+# An ungated render (`config render --no-gate`) is a preview that cannot train: its train.py runs at most a
+# CPU smoke test of UNGATED_SMOKE_STEPS steps, and its launch files refuse to start, unless the environment
+# variable FINETUNE_UNGATED_OVERRIDE holds exactly UNGATED_OVERRIDE. /finetune pre-approves no launch, so
+# the person sees (and types or approves) that phrase: an agent's pre-approved calls never set it.
+UNGATED_OVERRIDE_VAR = "FINETUNE_UNGATED_OVERRIDE"
+UNGATED_OVERRIDE = "I train on rewards no one read"
+UNGATED_SMOKE_STEPS = 2
+
 def _model_info(spec: RunSpec) -> ModelInfo:
     from finetune.models import load_model_info
 
@@ -203,11 +213,12 @@ def _estimate(model_info: ModelInfo, hardware: Hardware, spec: RunSpec, kw: dict
     return estimate(model_info, hardware, _knobs(spec, kw, topo, zero_stage), suggest=True)
 
 
-def _verify_gate(run_dir: Path, spec: RunSpec) -> tuple[bool, str, dict[str, Any] | None]:
-    """(holds, reason, record): a PASS record holds only while every bound hash still matches."""
+def _verify_gate(run_dir: Path, spec: RunSpec, rescore: bool) -> tuple[bool, str, dict[str, Any] | None]:
+    """(holds, reason, record): a PASS record holds only while every bound hash still matches (and, with
+    ``rescore``, while the bound rewards re-scored on the bound samples give the scores it judged)."""
     from finetune.inspect.gate import verify_gate
 
-    check = verify_gate(run_dir, spec)
+    check = verify_gate(run_dir, spec, rescore=rescore)
     return check.ok, check.reason, check.record
 
 
@@ -490,6 +501,27 @@ def _trl_version() -> str:
         return TRL_VERSION_PIN
 
 
+# GRPOConfig fields `overrides` may never set: what the gate judged was sampled with the spec's generation
+# settings and scored against this policy and reference; TRL applies generation_kwargs last, over the pinned
+# temperature. Each: (what it changes, where it belongs instead).
+GATED_OVERRIDES: dict[str, tuple[str, str]] = {
+    **{k: ("sampling, which the gate's samples were drawn with", "generation.* (then repeat Phase 1)")
+       for k in ("generation_kwargs", "chat_template_kwargs", "cache_implementation", "vllm_structured_outputs_regex",
+                 "vllm_model_impl", "train_sampling_strategy")},
+    **{k: ("the reference model the KL term holds the policy to", "nothing: the recipe pins it")
+       for k in ("sync_ref_model", "ref_model_mixup_alpha", "ref_model_sync_steps", "disable_dropout")},
+    "trust_remote_code": ("whether remote code shipped with the model runs", "nothing: remote code never runs"),
+    "model_init_kwargs": ("how the policy is loaded (dtype, remote code)", "model / hardware (chosen per scale)"),
+}
+
+
+def _remote_code(value: Any) -> bool:
+    """Does an override value carry trust_remote_code anywhere inside it?"""
+    if isinstance(value, dict):
+        return any(k == "trust_remote_code" or _remote_code(v) for k, v in value.items())
+    return isinstance(value, (list, tuple)) and any(_remote_code(v) for v in value)
+
+
 def _check_overrides(spec: RunSpec) -> dict[str, Setting]:
     import dataclasses
 
@@ -507,6 +539,11 @@ def _check_overrides(spec: RunSpec) -> dict[str, Setting]:
         if key in ALGORITHM_FIELDS:
             raise UserError(f"'{key}' is algorithm-defining and pinned per variant (contract 9)", where=where,
                             fix="set `variant` (after a diagnosis) or the matching generation/training field")
+        if key in GATED_OVERRIDES or _remote_code(value):
+            what, instead = GATED_OVERRIDES.get(key, GATED_OVERRIDES["trust_remote_code"])
+            raise UserError(f"'{key}' cannot be overridden: it changes {what}", where=where,
+                            fix=f"remove it from overrides; set {instead}" if not instead.startswith("nothing")
+                            else f"remove it from overrides ({instead})")
         if key in _SPEC_OWNED or key == "beta":
             raise UserError(f"'{key}' has its own place in the spec", where=where,
                             fix=f"set {_SPEC_OWNED.get(key, 'training.beta')} instead")
@@ -741,7 +778,8 @@ class _Data:
     warnings: list[str]
 
 
-def build_plan(spec: RunSpec, run_dir: Path, *, preview: bool = False, no_gate: bool = False) -> RenderPlan:
+def build_plan(spec: RunSpec, run_dir: Path, *, preview: bool = False, no_gate: bool = False,
+               rescore: bool = False) -> RenderPlan:
     """Validate ``spec`` for its target hardware and compute every rendered value. Writes nothing.
 
     The steps, in BRIEF.md's order: the target (hardware, model), the licence to train (variant, gate,
@@ -755,7 +793,7 @@ def build_plan(spec: RunSpec, run_dir: Path, *, preview: bool = False, no_gate: 
     _check_lora_targets(spec, info)
     hw = _target_hardware(spec, info)
     overrides = _check_overrides(spec)
-    licence = _licence(spec, info, run_dir, preview=preview, no_gate=no_gate)
+    licence = _licence(spec, info, run_dir, preview=preview, no_gate=no_gate, rescore=rescore)
     choice = _choose_values(spec, info, hw)
     data = _check_data(spec, info, overrides)
     algorithm = _algorithm(spec, choice)
@@ -791,7 +829,8 @@ def _check_num_generations(spec: RunSpec) -> None:
                         fix=f"use at least {MIN_NUM_GENERATIONS}")
 
 
-def _licence(spec: RunSpec, info: ModelInfo, run_dir: Path, *, preview: bool, no_gate: bool) -> _Licence:
+def _licence(spec: RunSpec, info: ModelInfo, run_dir: Path, *, preview: bool, no_gate: bool,
+             rescore: bool = False) -> _Licence:
     """Contracts 6 and 7 and the Phase 1 gate: a preview says what a full render would refuse."""
     diagnosis = _load_diagnosis(run_dir)
     try:
@@ -800,7 +839,7 @@ def _licence(spec: RunSpec, info: ModelInfo, run_dir: Path, *, preview: bool, no
         if not preview:
             raise
         why = f"PREVIEW ONLY — a full render will refuse: {exc}"
-    gate_ok, gate_reason, gate_record = _verify_gate(run_dir, spec)
+    gate_ok, gate_reason, gate_record = _verify_gate(run_dir, spec, rescore and not preview and not no_gate)
     if not preview and not no_gate and not gate_ok:
         raise CheckFailed(f"Phase 2 refused: {gate_reason}")
     warnings = _check_lr_beta(spec, diagnosis, gate_ok, preview)
@@ -1151,6 +1190,8 @@ def _context(plan: RenderPlan) -> dict[str, Any]:
         "sections": plan.sections, "method": plan.kwargs["_method"], "rec_reasons": rec_reasons,
         "reward_names": [r.name for r in spec.rewards], "reward_weights": [r.weight for r in spec.rewards],
         "gate_required": not plan.no_gate, "gate_hashes": gate_hashes,
+        "ungated_override": UNGATED_OVERRIDE, "ungated_smoke_steps": UNGATED_SMOKE_STEPS,
+        "watch_sha256": hashlib.sha256(watch_source().encode("utf-8")).hexdigest(),
         "score_report_sha256": ((plan.gate or {}).get("inputs") or {}).get(rundir.SCORE_REPORT),
         "reward_section_json": json.dumps(reward_section, sort_keys=True, separators=(",", ":"), ensure_ascii=False),
         "reward_section_sha256": hashing.reward_section_digest(reward_section),
@@ -1244,7 +1285,8 @@ def render(spec_path: str | Path, out: str | Path | None = None, *, preview: boo
     if spec_file is None:
         raise UserError(f"no {rundir.SPEC} in {spec_path}", fix="pass the run spec")
     spec = load_spec(spec_file)
-    plan = build_plan(spec, run_dir, preview=preview, no_gate=no_gate)
+    # what is written to train from re-scores the bound samples with the bound rewards (not hashes alone)
+    plan = build_plan(spec, run_dir, preview=preview, no_gate=no_gate, rescore=True)
     files = render_files(plan)
     return plan, write(plan, files)
 

@@ -425,7 +425,7 @@ def run_filter(spec_path: Path, run_dir: Path, *, k: int = DEFAULT_K, max_prompt
     if check_prompts < 0:
         raise UserError(f"--check-prompts {check_prompts} is negative", where="--check-prompts",
                         fix="e.g. --check-prompts 64 (0 skips the fresh-sample check)")
-    check = verify_gate(run_dir, spec)
+    check = verify_gate(run_dir, spec, rescore=True)  # the pass rates come from rewards re-scored now
     if not check.ok:
         raise CheckFailed(f"refusing to filter: the pass rates must come from the gated rewards, and {check.reason}")
     source = spec.resolve_path(spec.dataset.path)

@@ -39,6 +39,27 @@ def reward_files(run_dir: str | Path) -> list[Path]:
     return ([main] if main.is_file() else []) + helpers
 
 
+def shadowing_modules(run_dir: str | Path) -> list[str]:
+    """Modules in the run directory's top level that would stand in for a library the rewards import.
+
+    A process started in the run directory (or with it on sys.path) finds ``RUN/math_verify.py`` before the
+    real package: its ``verify`` is then the reward's. Any ``NAME.py`` or ``NAME/`` package there (other than
+    the reward files) whose name is a standard-library module or an installed distribution's top-level
+    module is such a stand-in; the rendered train.py runs the same check (no plugin import there)."""
+    import sys
+    from importlib import metadata
+
+    run_dir = Path(run_dir)
+    known = set(sys.stdlib_module_names) | set(metadata.packages_distributions())
+    ours = {p.name for p in reward_files(run_dir)}
+    out = []
+    for p in sorted(run_dir.iterdir()) if run_dir.is_dir() else []:
+        name = p.stem if p.suffix == ".py" else p.name if (p / "__init__.py").is_file() else None
+        if name and name in known and p.name not in ours:
+            out.append(p.name)
+    return out
+
+
 FILTER_SECTION = "spec:dataset.filter"  # the spec's dataset.filter section (after `finetune data filter`)
 FILTERED_FILE = "dataset.filter:file"  # the filtered file train.py trains on, re-hashed from disk
 

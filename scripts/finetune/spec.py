@@ -211,7 +211,9 @@ class RunSpec(_Strict):
     training: TrainingSpec = Field(TrainingSpec(), description="Optimiser and batch settings.")
     inspection: InspectionSpec = Field(InspectionSpec(), description="Phase 1 sampling and reading.")
     overrides: dict[str, Any] = Field(default_factory=dict, description="Extra GRPOConfig kwargs, "
-                                      "validated against the installed TRL.")
+                                      "validated against the installed TRL; never sampling (generation_kwargs, "
+                                      "temperature, top_k, ...), the reference model (sync_ref_model, ...) or "
+                                      "remote code (trust_remote_code): config.GATED_OVERRIDES.")
     environment: EnvironmentSpec | None = Field(None, description="Multi-turn tool environment (TRL "
                                                 "`environment_factory`); score it with a `type: environment` "
                                                 "reward (references/reward-functions.md).")

@@ -523,13 +523,29 @@ class Report:
     resume: StepState | None
     stopped: Stop | None
     checkpoints: list[SetState]
+    ungated: str | None = None
+
+
+def ungated(run_dir: Path) -> str | None:
+    """A line when config/ is an ungated preview (rendered with --no-gate: its train.py checks no gate)."""
+    import re
+
+    train_py = run_dir / rundir.CONFIG_DIR / "train.py"
+    try:
+        text = train_py.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    if not re.search(r"^GATE_REQUIRED = False\b", text, re.M):
+        return None
+    return ("UNGATED: config/ was rendered with --no-gate (a preview: no one read these rewards' scores); it "
+            "cannot train - pass the Phase 1 gate and run `finetune config render` again")
 
 
 def report(run_dir: str | Path) -> Report:
     """The steps and where /finetune resumes, the inspection callback's stop, and the checkpoint sample sets."""
     run = _open(run_dir)
     steps, resume = _steps(run)
-    return Report(steps, resume, read_stop(run.dir), checkpoint_sets(run))
+    return Report(steps, resume, read_stop(run.dir), checkpoint_sets(run), ungated(run.dir))
 
 
 def machine() -> str:

@@ -18,6 +18,8 @@ import pytest
 from envfakes import base_env, fake_env_python, fake_site, script
 from render_fixtures import write_run
 
+from finetune.config import UNGATED_OVERRIDE
+
 
 def _render(tmp: Path, model: str, **changes) -> Path:
     from finetune.cli import main
@@ -28,6 +30,9 @@ def _render(tmp: Path, model: str, **changes) -> Path:
 
 
 def _bash(run: Path, name: str, *args: str, timeout: int = 120, **env: str) -> subprocess.CompletedProcess:
+    from finetune.config import UNGATED_OVERRIDE
+
+    env = {"FINETUNE_UNGATED_OVERRIDE": UNGATED_OVERRIDE, **env}  # these configs are --no-gate renders
     return subprocess.run(["bash", f"config/{name}", *args], cwd=run, env=base_env(**env), capture_output=True,
                           text=True, timeout=timeout)
 
@@ -146,7 +151,8 @@ def _fake_slurm(tmp: Path, *, healthy: bool) -> dict[str, str]:
         {"exit 0" if healthy else "exit 7"}
     ''')
     return {"PATH": f"{path}:/usr/bin:/bin", "SLURM_JOB_NODELIST": "gpu[01-03]", "SLURM_SUBMIT_DIR": "",
-            "VLLM_HEALTH_TIMEOUT": "3", "VLLM_HEALTH_INTERVAL": "0.5", "SRUN_LOG": str(log)}
+            "VLLM_HEALTH_TIMEOUT": "3", "VLLM_HEALTH_INTERVAL": "0.5", "SRUN_LOG": str(log),
+            "FINETUNE_UNGATED_OVERRIDE": UNGATED_OVERRIDE}  # a --no-gate render: the person's override
 
 
 def _steps(log: Path) -> list[list[str]]:
@@ -161,6 +167,10 @@ def test_launch_slurm_runs_each_node_its_part(slurm_run, tmp_path):
                       "#SBATCH --gpus-per-node=8", "#SBATCH --exclusive", "#SBATCH --output=slurm-%x-%j.out"]
     env = _fake_slurm(tmp_path, healthy=True)
     env["SLURM_SUBMIT_DIR"] = str(slurm_run)
+    refused = subprocess.run(["bash", str(slurm)], cwd=tmp_path, capture_output=True, text=True, timeout=60,
+                             env=base_env(**{k: v for k, v in env.items() if k != "FINETUNE_UNGATED_OVERRIDE"}))
+    assert refused.returncode == 1 and "refusing to start: UNGATED" in refused.stderr  # no override, no start
+    assert not (tmp_path / "srun.log").exists()
     res = subprocess.run(["bash", str(slurm)], cwd=tmp_path, env=base_env(**env), capture_output=True, text=True,
                          timeout=60)
     assert res.returncode == 0, res.stdout + res.stderr

@@ -53,7 +53,7 @@ SPEC_VERBS: list[tuple[str, ...]] = [
     ("inspect", "sample", "{spec}", "--import", "{tmp}/good.jsonl"),
     ("inspect", "score", "{run}"),
     ("inspect", "review", "{run}"),
-    ("inspect", "verdict", "{run}", "--id", "{first}", "--accept", "--reader", "human"),
+    ("inspect", "human-verdict", "{run}", "--id", "{first}", "--accept"),
     ("inspect", "confirm", "{run}", "--user", "Ada"),
     ("inspect", "ack", "{run}", "constant_reward:format_ok", "--reason", "a reason that is long enough to count"),
     ("inspect", "gate", "{run}"),
@@ -109,7 +109,7 @@ def _replace(name: str, content: bytes | None) -> Callable[[Path], None]:
 READS: dict[tuple[str, ...], list[str]] = {
     ("inspect", "score", "{run}"): ["rewards.py", "samples.jsonl"],
     ("inspect", "review", "{run}"): ["score_report.json", "scored.jsonl"],
-    ("inspect", "verdict", "{run}", "--id", "{first}", "--accept", "--reader", "human"):
+    ("inspect", "human-verdict", "{run}", "--id", "{first}", "--accept"):
         ["scored.jsonl", "verdicts.jsonl"],
     ("inspect", "confirm", "{run}", "--user", "Ada"): ["verdicts.jsonl"],
     ("inspect", "ack", "{run}", "constant_reward:format_ok", "--reason", "a reason that is long enough to count"):

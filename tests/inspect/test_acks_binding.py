@@ -15,7 +15,7 @@ def _flagged_run(cli, make_run):
     run = make_run("good", samples=samples)
     assert cli("inspect", "score", run).code == 0
     write_jsonl(run / "mine.jsonl", verdicts_for(samples, reader="human"))
-    assert cli("inspect", "verdict", run, "--file", run / "mine.jsonl").code == 0
+    assert cli("inspect", "human-verdict", run, "--file", run / "mine.jsonl").code == 0
     flags = [f["id"] for f in json.loads((run / "score_report.json").read_text())["flags"]]
     for flag in flags:
         assert cli("inspect", "ack", run, flag, "--by", "Ada", "--reason",
@@ -48,7 +48,7 @@ def test_acks_or_confirmation_added_after_pass_are_noticed(cli, make_run):
     run = make_run("good")
     assert cli("inspect", "score", run).code == 0
     write_jsonl(run / "mine.jsonl", verdicts_for(craft_samples(), reader="human", n=56))
-    assert cli("inspect", "verdict", run, "--file", run / "mine.jsonl").code == 0
+    assert cli("inspect", "human-verdict", run, "--file", run / "mine.jsonl").code == 0
     assert cli("inspect", "gate", run).code == 0
     spec = load_spec(run / "spec.yaml")
     assert verify_gate(run, spec).ok

@@ -85,7 +85,7 @@ def test_imported_set_through_the_gate_against_a_passing_phase1(cli, make_run):
     run = make_run("good")
     assert cli("inspect", "score", run).code == 0
     write_jsonl(run / "phase1.jsonl", verdicts_for(craft_samples(), reader="human", n=56))
-    assert cli("inspect", "verdict", run, "--file", run / "phase1.jsonl").code == 0
+    assert cli("inspect", "human-verdict", run, "--file", run / "phase1.jsonl").code == 0
     assert cli("inspect", "gate", run).code == 0
     phase1 = _tree(run)
 
@@ -97,7 +97,7 @@ def test_imported_set_through_the_gate_against_a_passing_phase1(cli, make_run):
     assert json.loads((target / checkpoint.SET_INFO).read_text())["same_prompts_as_phase1"] is False
     assert cli("inspect", "score", target).code == 0
     write_jsonl(target.parent / "reading.jsonl", verdicts_for(later, reader="human"))
-    assert cli("inspect", "verdict", target, "--file", target.parent / "reading.jsonl").code == 0
+    assert cli("inspect", "human-verdict", target, "--file", target.parent / "reading.jsonl").code == 0
     r = cli("inspect", "gate", target)
     assert r.code == 0 and "gate PASS" in r.out, r
     c = json.loads((target / checkpoint.COMPARISON).read_text())
@@ -294,8 +294,8 @@ def test_trained_checkpoint_through_the_gate_against_phase1(cli, demo_run, tmp_p
     # a reader who finds three passing completions wrong: new false positives the comparison names
     passing = [r for r in _lines(target / rundir.SCORED) if r["all_pass"]][:3]
     for row in passing:
-        assert cli("inspect", "verdict", target, "--id", row["id"], "--reject", "--incorrect", "--well-formed",
-                   "--note", "not what the prompt asked", "--reader", "human").code == 0
+        assert cli("inspect", "human-verdict", target, "--id", row["id"], "--reject", "--incorrect", "--well-formed",
+                   "--note", "not what the prompt asked").code == 0
     r = cli("inspect", "gate", target)
     assert r.code == 1 and "disagreement" in r.err
     comparison = json.loads((target / checkpoint.COMPARISON).read_text())

@@ -33,7 +33,8 @@ def _put(path: Path, obj) -> None:
 
 def _read_all(cli, run: Path, reader: str = "human") -> None:
     write_jsonl(run / "mine.jsonl", verdicts_for(craft_samples(), reader=reader, n=56))
-    assert cli("inspect", "verdict", run, "--file", run / "mine.jsonl").code == 0
+    verb = "human-verdict" if reader == "human" else "verdict"
+    assert cli("inspect", verb, run, "--file", run / "mine.jsonl").code == 0
 
 
 @pytest.fixture
@@ -116,7 +117,7 @@ def test_a_fail_record_with_its_status_edited_is_no_pass(cli, make_run):
     run = make_run("good", name="few")
     assert cli("inspect", "score", run).code == 0
     write_jsonl(run / "mine.jsonl", verdicts_for(craft_samples(), reader="human", n=10))
-    assert cli("inspect", "verdict", run, "--file", run / "mine.jsonl").code == 0
+    assert cli("inspect", "human-verdict", run, "--file", run / "mine.jsonl").code == 0
     assert cli("inspect", "gate", run).code == 1
     gate = _json(run / "gate.json")
     gate["status"], gate["reasons"] = "PASS", []

@@ -117,7 +117,7 @@ def test_base_success_is_provisional_when_its_evidence_is_short(cli, make_run):
     assert any("as few as 4 sample(s) per prompt, the spec asks 16" in m for m in base["missing"])
     assert any("sampled at temperature 1, the spec asks 0.3" in m for m in base["missing"])
     write_jsonl(run / "reading.jsonl", honest_reading())
-    assert cli("inspect", "verdict", run, "--file", run / "reading.jsonl", "--reader", "human").code == 0
+    assert cli("inspect", "human-verdict", run, "--file", run / "reading.jsonl").code == 0
     r = cli("inspect", "gate", run)
     assert "base success: learnable (PROVISIONAL: training samples" in r.out
 

@@ -19,7 +19,7 @@ def _pass_run(cli, make_run, reader="human"):
     run = make_run("good")
     assert cli("inspect", "score", run).code == 0
     write_jsonl(run / "mine.jsonl", verdicts_for(craft_samples(), reader=reader, n=56))
-    r = cli("inspect", "verdict", run, "--file", run / "mine.jsonl")
+    r = cli("inspect", "human-verdict" if reader == "human" else "verdict", run, "--file", run / "mine.jsonl")
     assert r.code == 0, r
     return run
 
@@ -89,9 +89,9 @@ def test_agent_reading_needs_the_users_confirmation(cli, make_run):
 def test_disagreements_are_listed_as_false_positive_or_negative(cli, make_run):
     run = _pass_run(cli, make_run)
     # the reader rejects a sample the reward passes, and accepts one it fails
-    assert cli("inspect", "verdict", run, "--id", "p0000-s00", "--reject", "--incorrect", "--reader", "human",
+    assert cli("inspect", "human-verdict", run, "--id", "p0000-s00", "--reject", "--incorrect",
                "--note", "looks right but the prompt wanted words").code == 0
-    assert cli("inspect", "verdict", run, "--id", "p0000-s02", "--accept", "--reader", "human").code == 0
+    assert cli("inspect", "human-verdict", run, "--id", "p0000-s02", "--accept").code == 0
     r = cli("inspect", "gate", run)
     assert r.code == 1
     gate = json.loads((run / "gate.json").read_text())
@@ -106,7 +106,7 @@ def test_too_few_read_fails(cli, make_run):
     run = make_run("good")
     assert cli("inspect", "score", run).code == 0
     write_jsonl(run / "mine.jsonl", verdicts_for(craft_samples(), reader="human", n=49))
-    assert cli("inspect", "verdict", run, "--file", run / "mine.jsonl").code == 0
+    assert cli("inspect", "human-verdict", run, "--file", run / "mine.jsonl").code == 0
     r = cli("inspect", "gate", run)
     assert r.code == 1 and "49 of the required 50 samples read" in r.err
 
@@ -120,7 +120,7 @@ def test_flags_need_a_written_reason_and_probes_cannot_be_waived(cli, make_run):
     ids = {f["id"] for f in report["flags"]}
     assert {"constant_reward:correctness", "constant_reward:format_ok", "base_saturated"} <= ids
     write_jsonl(run / "mine.jsonl", verdicts_for(samples, reader="human"))
-    assert cli("inspect", "verdict", run, "--file", run / "mine.jsonl").code == 0
+    assert cli("inspect", "human-verdict", run, "--file", run / "mine.jsonl").code == 0
     assert cli("inspect", "gate", run).code == 1
     r = cli("inspect", "ack", run, "base_saturated", "--reason", "ok")
     assert r.code == 2 and "reason too short" in r.err
@@ -188,7 +188,7 @@ def test_rendered_rewards_resist_every_probe(cli, make_run, correctness):
     report = json.loads((run / "score_report.json").read_text())
     assert report["flags"] == [] and not [p["id"] for p in report["probes"] if p["passing"]]
     write_jsonl(run / "mine.jsonl", verdicts_for(craft_samples(), reader="human", n=60))
-    assert cli("inspect", "verdict", run, "--file", run / "mine.jsonl").code == 0
+    assert cli("inspect", "human-verdict", run, "--file", run / "mine.jsonl").code == 0
     assert cli("inspect", "gate", run).code == 0
 
 

@@ -40,7 +40,7 @@ def test_published_bug_is_named_and_fails_the_gate(cli, make_run, judge_endpoint
     rows = [json.loads(line) for line in (run / "scored.jsonl").read_text().splitlines()]
     agreeing = [{"id": row["id"], "accept": row["all_pass"], "reader": "human"} for row in rows]
     write_jsonl(run / "v.jsonl", agreeing)
-    assert cli("inspect", "verdict", run, "--file", run / "v.jsonl").code == 0
+    assert cli("inspect", "human-verdict", run, "--file", run / "v.jsonl").code == 0
     assert cli("inspect", "gate", run).code == 1
     gate = json.loads((run / "gate.json").read_text())
     assert gate["status"] == "FAIL" and probes <= {p["probe"] for p in gate["probes"] if p["passing"]}
@@ -52,7 +52,7 @@ def test_reading_alone_misses_the_substring_bug(cli, make_run):
     run = make_run("substring")
     assert cli("inspect", "score", run).code == 0
     write_jsonl(run / "v.jsonl", verdicts_for(craft_samples(), reader="human"))
-    assert cli("inspect", "verdict", run, "--file", run / "v.jsonl").code == 0
+    assert cli("inspect", "human-verdict", run, "--file", run / "v.jsonl").code == 0
     assert cli("inspect", "gate", run).code == 1
     gate = json.loads((run / "gate.json").read_text())
     assert gate["disagreements"] == [] and any(p["passing"] for p in gate["probes"])

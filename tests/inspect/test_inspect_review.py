@@ -93,7 +93,7 @@ def test_key_after_verdicts_and_a_verdict_after_the_key_is_reported(cli, make_ru
     run = _gated_run(cli, make_run)
     samples = craft_samples()
     write_jsonl(run / "reading.jsonl", [{"id": s["id"], **_honest(s["kind"])} for s in samples[:60]])
-    assert cli("inspect", "verdict", run, "--file", run / "reading.jsonl", "--reader", "human").code == 0
+    assert cli("inspect", "human-verdict", run, "--file", run / "reading.jsonl").code == 0
     r = cli("inspect", "review", run, "--key")
     assert r.code == 0 and "4 sample(s) on the sheet have no verdict yet" in r.out
     key = (run / "review_key.md").read_text()
@@ -106,7 +106,7 @@ def test_key_after_verdicts_and_a_verdict_after_the_key_is_reported(cli, make_ru
 
     time.sleep(1.1)  # verdict times have one-second resolution
     write_jsonl(run / "late.jsonl", [{"id": s["id"], **_honest(s["kind"])} for s in samples[60:]])
-    assert cli("inspect", "verdict", run, "--file", run / "late.jsonl", "--reader", "human").code == 0
+    assert cli("inspect", "human-verdict", run, "--file", run / "late.jsonl").code == 0
     r = cli("inspect", "gate", run)
     assert r.code == 0, r
     gate = json.loads((run / "gate.json").read_text())
@@ -135,6 +135,9 @@ def test_terminal_review_verdict_first_then_reveal_then_resumable(cli, make_run,
     # to accept after the reveal; then quit. A second session continues where it stopped.
     answers = "a\nlooks fine\nk\nr\ny\nn\nno tag\nk\nr\n?\n?\n\nc\na\n\nq\n"
     monkeypatch.setattr("sys.stdin", io.StringIO(answers))
+    r = cli("inspect", "review", run, "--format", "terminal")
+    assert r.code == 2 and "not one" in r.err and not (run / "verdicts.jsonl").exists()  # no terminal, no person
+    monkeypatch.setattr("finetune.cli.inspect.on_a_terminal", lambda: True)  # a person at a terminal
     r = cli("inspect", "review", run, "--format", "terminal")
     assert r.code == 0, r
     # blind: the first sample's completion is shown before any score, and its scores only after the verdict
@@ -226,7 +229,7 @@ def test_html_page_blind_then_reveal_mouse_keys_export_then_gate(cli, make_run, 
     assert [i for i, v in lines.items() if v["changed_after_reveal"]] == [changed_id]
     assert lines[changed_id]["first_verdict"] == {"accept": False, "correct": False, "well_formed": True}
     # the changed verdict accepts a wrong answer: the gate sees that disagreement and the change
-    r = cli("inspect", "verdict", run, "--file", exported)
+    r = cli("inspect", "human-verdict", run, "--file", exported)
     assert r.code == 0, r
     r = cli("inspect", "gate", run)
     assert r.code == 1 and f"{changed_id}: false negative" in r.out and "changed after the reveal" in r.out
@@ -234,7 +237,7 @@ def test_html_page_blind_then_reveal_mouse_keys_export_then_gate(cli, make_run, 
     # corrected back to the honest reading, the same page export passes
     lines[changed_id].update(accept=False, correct=False)
     write_jsonl(tmp_path / "fixed.jsonl", list(lines.values()))
-    assert cli("inspect", "verdict", run, "--file", tmp_path / "fixed.jsonl").code == 0
+    assert cli("inspect", "human-verdict", run, "--file", tmp_path / "fixed.jsonl").code == 0
     r = cli("inspect", "gate", run)
     assert r.code == 0, r
     assert verify_gate(run, load_spec(run / "spec.yaml")).ok

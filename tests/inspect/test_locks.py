@@ -21,8 +21,8 @@ def _scored_run(make_run):
 
 def test_concurrent_verdict_commands_lose_nothing(make_run):
     run, ids = _scored_run(make_run)
-    procs = [subprocess.Popen([sys.executable, "-m", "finetune", "inspect", "verdict", str(run), "--id", ids[i],
-                               "--accept" if i % 2 else "--reject", "--reader", "human", "--note", f"w{i}\u2028"],
+    procs = [subprocess.Popen([sys.executable, "-m", "finetune", "inspect", "human-verdict", str(run), "--id", ids[i],
+                               "--accept" if i % 2 else "--reject", "--note", f"w{i}\u2028"],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for i in range(WRITERS)]
     outs = [p.communicate(timeout=240) for p in procs]

@@ -60,7 +60,7 @@ def test_exit_during_the_gate_rescore_voids_the_pass(cli, make_run):
             action="_os._exit(0)")
     assert cli("inspect", "score", run).code == 0
     write_jsonl(run / "mine.jsonl", verdicts_for(craft_samples(), reader="human", n=56))
-    assert cli("inspect", "verdict", run, "--file", run / "mine.jsonl").code == 0
+    assert cli("inspect", "human-verdict", run, "--file", run / "mine.jsonl").code == 0
     assert cli("inspect", "gate", run).code == 0
     (run / "armed").write_text("")
     r = cli("inspect", "gate", run)

@@ -102,7 +102,7 @@ def pass_phase1(cli, spec_path: Path) -> dict:
     helpers.write_jsonl(run / "samples.jsonl", [{k: v for k, v in s.items() if k != "kind"} for s in samples])
     assert cli("inspect", "score", run).code == 0
     helpers.write_jsonl(run / "reading.jsonl", helpers.verdicts_for(samples, reader="human", n=56))
-    assert cli("inspect", "verdict", run, "--file", run / "reading.jsonl").code == 0
+    assert cli("inspect", "human-verdict", run, "--file", run / "reading.jsonl").code == 0
     res = cli("inspect", "gate", run)
     assert res.code == 0, res
     return json.loads((run / "gate.json").read_text())

@@ -230,9 +230,11 @@ def test_no_gate_is_loud_everywhere(cli, tiny_run):
     res = cli("config", "render", tiny_run, "--no-gate")
     assert res.code == 0 and "WARNING: --no-gate" in res.err
     d = tiny_run.parent / "config"
-    assert "FOR TESTS ONLY" in (d / "BRIEF.md").read_text()
-    assert "FOR TESTS ONLY" in (d / "train.py").read_text() and "GATE_REQUIRED = False" in (d / "train.py").read_text()
-    assert "--no-gate (TESTS ONLY)" in (d / "grpo_config.yaml").read_text()
+    assert (d / "BRIEF.md").read_text().startswith("> **UNGATED")
+    assert "UNGATED: RENDERED WITH --no-gate" in (d / "train.py").read_text()
+    assert "GATE_REQUIRED = False" in (d / "train.py").read_text()
+    assert "UNGATED: RENDERED WITH --no-gate" in (d / "grpo_config.yaml").read_text()
+    assert "UNGATED: RENDERED WITH --no-gate" in (d / "launch.sh").read_text()
 
 
 def test_rerender_for_another_target_removes_stale_launch_files(cli, tiny_run, tmp_path):

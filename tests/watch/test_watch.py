@@ -282,6 +282,11 @@ def test_launch_exits_nonzero_when_the_run_was_stopped(tmp_path):
     (run / "train" / "STOPPED.json").write_text("{}")  # stale: removed before training starts
     env = {"PATH": "/usr/bin:/bin", "FINETUNE_PYTHON": str(fake)}
     res = subprocess.run(["bash", "config/launch.sh"], cwd=run, env=env, capture_output=True, text=True, timeout=60)
+    assert res.returncode == 1 and "UNGATED" in res.stderr  # a --no-gate render: no start without the override
+    from finetune.config import UNGATED_OVERRIDE
+
+    env["FINETUNE_UNGATED_OVERRIDE"] = UNGATED_OVERRIDE
+    res = subprocess.run(["bash", "config/launch.sh"], cwd=run, env=env, capture_output=True, text=True, timeout=60)
     assert res.returncode == 3 and "STOPPED by the inspection callback" in res.stderr and "reward_divergence" in res.stderr
     fake.write_text("#!/bin/sh\nexit 0\n")  # a run that finished: no STOPPED.json, exit 0
     res = subprocess.run(["bash", "config/launch.sh"], cwd=run, env=env, capture_output=True, text=True, timeout=60)

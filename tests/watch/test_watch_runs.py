@@ -108,7 +108,7 @@ def test_a_mid_run_file_goes_through_review_verdict_gate_unchanged(tmp_path, war
     assert cli("inspect", "score", review).code == 0
     assert cli("inspect", "review", review).code == 0 and (review / "review.md").is_file()
     (review / "reading.jsonl").write_text("".join(json.dumps(v) + "\n" for v in _reading(review / "samples.jsonl")))
-    assert cli("inspect", "verdict", review, "--file", review / "reading.jsonl").code == 0
+    assert cli("inspect", "human-verdict", review, "--file", review / "reading.jsonl").code == 0
     report = json.loads((review / "score_report.json").read_text())
     assert report["probes"] and not any(p["passing"] for p in report["probes"])  # probes ran on these prompts
     for flag in report["flags"]:

@@ -100,10 +100,14 @@ def write_inspected_run(run: Path, model: Path, scenario: str, seed: int = 0, ev
     return run
 
 
+from finetune.config import UNGATED_OVERRIDE  # noqa: E402
+
+
 def launch(run: Path, timeout: int = 900) -> subprocess.CompletedProcess[str]:
     """`bash config/launch.sh --cpu` as a person would run it (env check, then train.py)."""
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", TOKENIZERS_PARALLELISM="false",
-               OMP_NUM_THREADS="1", FINETUNE_PYTHON=sys.executable)
+               OMP_NUM_THREADS="1", FINETUNE_PYTHON=sys.executable,
+               FINETUNE_UNGATED_OVERRIDE=UNGATED_OVERRIDE)  # a --no-gate render: the person's override
     env.pop("CUDA_VISIBLE_DEVICES", None)
     return subprocess.run(["bash", "config/launch.sh", "--cpu"], cwd=run, env=env, capture_output=True, text=True,
                           timeout=timeout)

@@ -18,13 +18,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--preview", action="store_true",
                    help="render only BRIEF.md with the memory fit, marked PREVIEW (no gate needed, nothing launchable)")
     p.add_argument("--no-gate", action="store_true",
-                   help="FOR TESTS ONLY: skip the Phase 1 gate record (marked loudly in BRIEF.md and train.py)")
+                   help="an UNGATED preview without the Phase 1 gate record: train.py runs a smoke test only, "
+                        "launch files refuse to start (unless a person sets FINETUNE_UNGATED_OVERRIDE)")
 
 
 def run(args: argparse.Namespace) -> int:
     if args.no_gate and not args.preview:
-        print("WARNING: --no-gate — rendering WITHOUT a Phase 1 gate record. For tests only: these rewards "
-              "were never inspected.", file=sys.stderr)
+        print("WARNING: --no-gate — an UNGATED preview, WITHOUT a Phase 1 gate record: these rewards were never "
+              "inspected. Its train.py runs a CPU smoke test only and its launch files refuse to start.",
+              file=sys.stderr)
     plan, target = render(args.spec, args.out, preview=args.preview, no_gate=args.no_gate)
     names = sorted(p.name for p in target.iterdir() if p.is_file())
     kind = "PREVIEW" if plan.preview else "rendered"

@@ -58,23 +58,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("-n", type=count(1, 100000), default=None,
                    help="samples to select (default: all when ≤ 100 are scored, else 100 stratified)")
 
-    p = sub.add_parser("verdict", help="record verdicts (one, or a JSONL file) — never edit JSON by hand")
-    p.add_argument("run")
-    p.add_argument("--id", help="sample id")
-    g = p.add_mutually_exclusive_group()
-    g.add_argument("--accept", dest="accept", action="store_true", default=None)
-    g.add_argument("--reject", dest="accept", action="store_false")
-    g = p.add_mutually_exclusive_group()
-    g.add_argument("--correct", dest="correct", action="store_true", default=None)
-    g.add_argument("--incorrect", dest="correct", action="store_false")
-    g = p.add_mutually_exclusive_group()
-    g.add_argument("--well-formed", dest="well_formed", action="store_true", default=None)
-    g.add_argument("--malformed", dest="well_formed", action="store_false")
-    p.add_argument("--note", default="")
-    p.add_argument("--reader", choices=["agent", "human"],
-                   help="who read; with --file it fills lines without a reader and refuses lines naming another")
-    p.add_argument("--file", help="JSONL of verdicts, one per sample (a whole reading, or review.html's export); "
-                                  "validated in full, then recorded atomically")
+    p = sub.add_parser("verdict", help="record the agent's verdicts (one, or a JSONL file) — never edit JSON by hand")
+    _verdict_arguments(p)
+    p.add_argument("--reader", choices=["agent"],
+                   help="who read: always the agent on this path (a person's verdicts: `inspect human-verdict`)")
+
+    p = sub.add_parser("human-verdict", help="record a person's verdicts (review.html's export, or one) — run by "
+                                             "the person, never pre-approved for an agent")
+    _verdict_arguments(p)
+    p.add_argument("--user", help="the person who read (default: this login's name)")
 
     p = sub.add_parser("confirm", help="the user confirms the agent's reading (needed for an agent-only reading)")
     p.add_argument("run")
@@ -93,6 +85,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p = sub.add_parser("compare", help="a checkpoint sample set against Phase 1: agreement and success per "
                                        "reward, new disagreements (comparison.md)")
     p.add_argument("set", help="RUN/inspect/checkpoints/NAME")
+
+
+def _verdict_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("run")
+    p.add_argument("--id", help="sample id")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--accept", dest="accept", action="store_true", default=None)
+    g.add_argument("--reject", dest="accept", action="store_false")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--correct", dest="correct", action="store_true", default=None)
+    g.add_argument("--incorrect", dest="correct", action="store_false")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--well-formed", dest="well_formed", action="store_true", default=None)
+    g.add_argument("--malformed", dest="well_formed", action="store_false")
+    p.add_argument("--note", default="")
+    p.add_argument("--file", help="JSONL of verdicts, one per sample (a whole reading, or review.html's export); "
+                                  "validated in full, then recorded atomically")
 
 
 def _run_dir_and_spec(arg: str, out: str | None = None) -> tuple[RunSpec, Path]:
@@ -122,8 +131,9 @@ def _console() -> Console:
 
 
 def run(args: argparse.Namespace) -> int:
-    return {"sample": _sample, "score": _score, "review": _review, "verdict": _verdict, "confirm": _confirm,
-            "ack": _ack, "gate": _gate, "compare": _compare}[args.verb](args)
+    return {"sample": _sample, "score": _score, "review": _review, "verdict": _verdict,
+            "human-verdict": _verdict, "confirm": _confirm, "ack": _ack, "gate": _gate,
+            "compare": _compare}[args.verb](args)
 
 
 def _sample(args: argparse.Namespace) -> int:
@@ -235,43 +245,69 @@ def _review(args: argparse.Namespace) -> int:
                       markup=False)
         return 0
     if args.format == "terminal":
-        review.terminal_review(run_dir, spec, console, n=args.n)
+        if not on_a_terminal():
+            raise UserError("the terminal review records a person's verdicts and reads them from a terminal; "
+                            "stdin or stdout is not one", where="--format terminal",
+                            fix="the person runs it in their own terminal; an agent records its reading with "
+                                "`finetune inspect verdict RUN --file reading.jsonl --reader agent`")
+        import getpass
+
+        review.terminal_review(run_dir, spec, console, n=args.n, by=getpass.getuser())
         return 0
     path = review.write_review(run_dir, spec, args.format, n=args.n)
     console.print(f"wrote {path}", markup=False)
     if args.format == "html":
-        console.print("open it in a browser, read, press x to export verdicts.jsonl, then: "
-                      + review.command("inspect", "verdict", run_dir, "--file", "verdicts.jsonl"), markup=False)
+        console.print("open it in a browser, read, press x to export verdicts.jsonl, then (the person runs or "
+                      "approves it): " + review.command("inspect", "human-verdict", run_dir, "--file",
+                                                         "verdicts.jsonl"), markup=False)
     else:
         console.print("read it blind, record the verdicts, then: "
                       + review.command("inspect", "review", run_dir, "--key"), markup=False)
     return 0
 
 
+def on_a_terminal() -> bool:
+    """Are stdin and stdout a terminal? (an agent's Bash tool gives neither; tests emulate a person here)"""
+    return sys.stdin.isatty() and sys.stdout.isatty()
+
+
 def _verdict(args: argparse.Namespace) -> int:
+    """`verdict` (the agent's, pre-approved) and `human-verdict` (a person's): the verb is the path."""
+    import getpass
+
     from finetune.inspect import verdicts as V
 
     spec, run_dir = _run_dir_and_spec(args.run)
+    person = args.verb == "human-verdict"
+    reader = "human" if person else "agent"
     if args.file:
         if args.id or args.accept is not None:
-            raise UserError("give either --file or --id with --accept/--reject, not both", where="verdict",
+            raise UserError("give either --file or --id with --accept/--reject, not both", where=args.verb,
                             fix="record a file of verdicts, or one verdict")
         # a whole reading in one call: every line validated (and every id checked) before one atomic write
-        new = V.parse_verdicts(Path(args.file), reader=args.reader, unique=True)
+        new = V.parse_verdicts(Path(args.file), reader=None if not person and not args.reader else reader,
+                               unique=True)
         if not new:
             raise UserError("no verdicts in the file", where=args.file, fix="write one JSON object per sample")
         source = args.file
     else:
-        if not args.id or args.accept is None or not args.reader:
-            raise UserError("one verdict needs --id, --accept or --reject, and --reader", where="verdict",
-                            fix="e.g. finetune inspect verdict RUN --id p0001-s00 --reject --incorrect "
-                                "--note 'wrong sum' --reader agent")
+        if not args.id or args.accept is None or not (person or args.reader):
+            raise UserError("one verdict needs --id, --accept or --reject" + ("" if person else ", and --reader"),
+                            where=args.verb, fix="e.g. finetune inspect verdict RUN --id p0001-s00 --reject "
+                                                 "--incorrect --note 'wrong sum' --reader agent")
         new = [V.Verdict(id=args.id, accept=args.accept, correct=args.correct, well_formed=args.well_formed,
-                         note=args.note, reader=args.reader)]
+                         note=args.note, reader=reader)]
         source = "--id"
-    path = V.record_verdicts(run_dir, new, source)
+    declared = sum(v.reader == "human" for v in new) if not person else 0
+    by = ((args.user or "").strip() or getpass.getuser()) if person else None
+    path = V.record_verdicts(run_dir, new, source, via=V.PERSON_PATHS[0] if person else V.AGENT_PATH, by=by)
     total = len(V.load_verdicts(run_dir))
-    print(f"recorded {len(new)} verdict(s) in {path} ({total} in all)")
+    print(f"recorded {len(new)} verdict(s) " + (f"of {by} " if person else "of the agent ") + f"in {path} "
+          f"({total} in all)")
+    if declared:
+        print(f"{declared} line(s) say reader 'human' but `inspect verdict` records the agent's reading: a person's "
+              f"verdicts are recorded by {_cmd('inspect', 'human-verdict', run_dir, '--file', source)} (the person "
+              "approves it), or the person confirms this reading")
     return 0
 
 
@@ -320,6 +356,10 @@ def _gate(args: argparse.Namespace) -> int:
                       ("changed_after_reveal", "verdict(s) changed after the reveal")):
         if blind.get(key):
             print(f"{len(blind[key])} {what}: {gate.listing(blind[key])}")
+    if blind.get("mirrors_rewards"):
+        print("the reading equals the rewards' view on every sample, field for field, with no note: nothing shows "
+              "it was read blind (scored.jsonl is readable) - whoever confirms it should judge a few samples "
+              "themselves")
     base = record.get("base_success") or {}
     if set_gate:  # the checkpoint's success is the comparison's, not a base-success verdict
         if set_gate.comparison is not None:

@@ -45,7 +45,7 @@ def _stop_lines(stop: Stop, resuming_here: bool) -> list[str]:
 
 
 def _text(r: Report) -> list[str]:
-    lines = [f"machine: {machine()}"]
+    lines = ([r.ungated] if r.ungated else []) + [f"machine: {machine()}"]
     lines += [f"{s.phase}  {s.step:<26} {s.state:<8} {s.detail}" for s in r.steps]
     if r.stopped is not None:
         lines += _stop_lines(r.stopped, r.resume is not None and r.resume.state == "stopped")
@@ -62,7 +62,8 @@ def _text(r: Report) -> list[str]:
 def run(args: argparse.Namespace) -> int:
     r = report(args.run)
     if args.json:
-        print(json.dumps({"run": str(args.run), "machine": machine(), "steps": [asdict(s) for s in r.steps],
+        print(json.dumps({"run": str(args.run), "ungated": r.ungated, "machine": machine(),
+                          "steps": [asdict(s) for s in r.steps],
                           "resume": asdict(r.resume) if r.resume else None,
                           "stopped": asdict(r.stopped) if r.stopped else None,
                           "checkpoints": [asdict(s) for s in r.checkpoints]}, indent=2))

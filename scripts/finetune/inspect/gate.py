@@ -40,6 +40,17 @@ class GateCheck:
     record: dict[str, Any] | None = field(default=None)
 
 
+def _snapshot(run_dir: Path, spec: RunSpec) -> tuple[dict[str, str], dict[str, str]]:
+    """(bound hashes, extra input hashes) of the files now."""
+    return bound_hashes(run_dir, spec.reward_section(), **spec.filter_binding()), _input_hashes(run_dir)
+
+
+def _moved(run_dir: Path, spec: RunSpec, hashes: dict[str, str], inputs: dict[str, str]) -> list[str]:
+    """The files whose hash differs from the snapshot ``(hashes, inputs)`` taken before judging."""
+    now_h, now_i = _snapshot(run_dir, spec)
+    return sorted({k for a, b in ((hashes, now_h), (inputs, now_i)) for k in set(a) | set(b) if a.get(k) != b.get(k)})
+
+
 def _input_hashes(run_dir: Path) -> dict[str, str]:
     return {n: sha256_file(run_dir / n) for n in EXTRA_INPUTS if (run_dir / n).is_file()}
 
@@ -99,6 +110,27 @@ def _later(a: Any, b: Any) -> bool:
         return False
     ta, tb = (t if t.tzinfo else t.replace(tzinfo=timezone.utc) for t in (ta, tb))
     return ta > tb
+
+
+def mirrors_rewards(read: list[V.Verdict], by_id: dict[str, Record], metas: list[Record]) -> bool:
+    """Is the reading the rewards' view, field for field, on every sample, with not one note?
+
+    scored.jsonl is readable by whoever reads, so a blind reading cannot be proven; a reading that is a copy
+    of the rewards' passes (every role's field given and equal, no note anywhere) is what copying looks like,
+    and the gate says so for the person who confirms it."""
+    if not read or any(v.note.strip() for v in read):
+        return False
+    for v in read:
+        row = by_id[v.id]
+        passes = row.get("passes", {})
+        if v.accept != bool(row.get("all_pass")):
+            return False
+        for attr, role in (("correct", "correctness"), ("well_formed", "format")):
+            names = [m["name"] for m in metas if m["role"] == role]
+            said = getattr(v, attr)
+            if names and (said is None or said != all(bool(passes.get(n)) for n in names)):
+                return False
+    return True
 
 
 def _blind_record(run_dir: Path, read: list[V.Verdict]) -> dict[str, Any]:
@@ -245,6 +277,17 @@ def _confirmation(run_dir: Path, agents: int) -> tuple[Record | None, bool, list
     return confirmation, True, []
 
 
+def _paths(read: list[V.Verdict]) -> dict[str, Any]:
+    """Which path each counted verdict was recorded through: a person's (``human-verdict``, ``terminal``)
+    or the agent's pre-approved ``verdict`` (also where a file said ``human`` but no person recorded it)."""
+    by_path: dict[str, list[str]] = {}
+    for v in read:
+        by_path.setdefault(str(v.via) if V.is_person(v) else V.AGENT_PATH, []).append(v.id)
+    declared = [v.id for v in read if v.reader == "human" and not V.is_person(v)]
+    return {"counts": {k: len(ids) for k, ids in sorted(by_path.items())}, "ids": by_path,
+            "human_declared_not_established": declared}
+
+
 def _counts(n_rows: int, reading: Reading, min_read: int, humans: int) -> dict[str, int]:
     read = reading.read
     return {"scored": n_rows, "read": len(read), "min_read": min_read, "stale_verdicts": len(reading.stale),
@@ -263,33 +306,41 @@ def evaluate(run_dir: str | Path, spec: RunSpec, rescore: bool = True, extra_rea
     from finetune.inspect.score import load_report, load_scored
 
     run_dir = Path(run_dir)
+    # what is bound is read before anything is judged, and again after the re-score: a file swapped while
+    # the gate ran (the re-score takes seconds) FAILs it, so the record never binds bytes it did not judge
+    hashes, inputs = _snapshot(run_dir, spec)
     report = load_report(run_dir)
     rows = load_scored(run_dir)
     reasons = _score_reasons(run_dir, spec, rows, report, rescore)
+    moved = _moved(run_dir, spec, hashes, inputs)
+    if moved:
+        reasons.append(f"{', '.join(moved)} changed while the gate ran; run `finetune inspect gate` again")
     reading = verdicts_against(run_dir, {r["id"]: r for r in rows}, report["rewards"])
     min_read = spec.inspection.min_read
     reasons += _reading_reasons(len(rows), reading, min_read)
     flags, flag_reasons = _flag_statuses(run_dir, report)
     probes, probe_reasons = _probe_statuses(report)
-    humans = sum(v.reader == "human" for v in reading.read)
+    humans = sum(V.is_person(v) for v in reading.read)
     agents = len(reading.read) - humans
     confirmation, confirmed, confirm_reasons = _confirmation(run_dir, agents)
     reasons += flag_reasons + probe_reasons + confirm_reasons + list(extra_reasons)
     return {
         "status": "FAIL" if reasons else "PASS",
         "reasons": reasons,
-        "hashes": bound_hashes(run_dir, spec.reward_section(), **spec.filter_binding()),
-        "inputs": _input_hashes(run_dir),
+        "hashes": hashes,
+        "inputs": inputs,
         "counts": _counts(len(rows), reading, min_read, humans),
         "disagreements": reading.disagreements,
         "causes": reading.causes,
         "gated_agreements": reading.gated_agreements,
-        "blind": _blind_record(run_dir, reading.read),
+        "blind": {**_blind_record(run_dir, reading.read),
+                  "mirrors_rewards": mirrors_rewards(reading.read, {r["id"]: r for r in rows}, report["rewards"])},
         "flags": flags,
         "probes": probes,
         "base_success": report.get("base_success"),
         "tests": report.get("tests", []),  # visible / hidden tests per row of each unit_tests reward
-        "readers": sorted({v.reader for v in reading.read}),
+        "readers": sorted({"human" if V.is_person(v) else "agent" for v in reading.read}),
+        "paths": _paths(reading.read),
         "confirmation": confirmation if agents else None,
         "confirmed": confirmed,
         "versions": _versions(),
@@ -311,8 +362,12 @@ def write_gate_record(run_dir: str | Path, record: dict[str, Any], files: Mappin
     return run_dir / rundir.GATE
 
 
-def verify_gate(run_dir: str | Path, spec: RunSpec) -> GateCheck:
-    """Does a PASS gate record still hold? Re-hashes everything the record binds."""
+def verify_gate(run_dir: str | Path, spec: RunSpec, rescore: bool = False) -> GateCheck:
+    """Does a PASS gate record still hold? Re-hashes everything the record binds.
+
+    With ``rescore`` (what config render and data filter ask) the bound rewards are run again on the bound
+    samples, isolated and caches off, as the gate did: hashes alone are forgeable by anyone who can write
+    the run folder (copy a good run's scored files, recompute every hash), a re-score is not."""
     run_dir = Path(run_dir)
     path = run_dir / rundir.GATE
     if not path.is_file():
@@ -324,6 +379,12 @@ def verify_gate(run_dir: str | Path, spec: RunSpec) -> GateCheck:
     if not isinstance(record, dict) or record.get("status") != "PASS":
         status = record.get("status") if isinstance(record, dict) else None
         return GateCheck(False, f"the gate record says {status or 'nothing valid'}, not PASS", record)
+    from finetune.hashing import shadowing_modules
+
+    shadows = shadowing_modules(run_dir)
+    if shadows:
+        return GateCheck(False, f"{', '.join(shadows)} in {run_dir} would stand in for the library of that name in "
+                         "a reward process; remove it (a reward's own code lives in the spec)", record)
     bound = record.get("hashes") or {}
     bound = bound if isinstance(bound, dict) else {}
     now_hashes = bound_hashes(run_dir, spec.reward_section(), **spec.filter_binding())
@@ -339,8 +400,8 @@ def verify_gate(run_dir: str | Path, spec: RunSpec) -> GateCheck:
     if stale:
         return GateCheck(False, f"the score report no longer matches the files it scored ({stale}); re-run "
                          "`finetune inspect score` and `finetune inspect gate`", record)
-    try:  # re-judge from the bound files (no re-score): a FAIL record whose status was edited stays a FAIL
-        again = evaluate(run_dir, spec, rescore=False)
+    try:  # re-judge from the bound files: a FAIL record whose status was edited stays a FAIL
+        again = evaluate(run_dir, spec, rescore=rescore)
     except UserError as exc:
         return GateCheck(False, f"the gate's inputs cannot be re-read: {exc.line()}", record)
     if again["status"] != "PASS":
@@ -364,6 +425,14 @@ def _report_binding(run_dir: Path, spec: RunSpec) -> str:
 def run_gate(run_dir: str | Path, spec: RunSpec, extra_reasons: Sequence[str] = (),
              companions: Companions | None = None) -> dict[str, Any]:
     """Judge and write gate.json; ``companions(record)`` names files committed with it (a set's comparison)."""
+    from finetune import locks
+
+    with locks.file_lock(Path(run_dir)):  # no score, verdict, confirm or ack lands while the gate judges
+        return _run_gate_locked(run_dir, spec, extra_reasons, companions)
+
+
+def _run_gate_locked(run_dir: str | Path, spec: RunSpec, extra_reasons: Sequence[str],
+                     companions: Companions | None) -> dict[str, Any]:
     from finetune.inspect.isolate import RewardAborted
 
     try:

@@ -267,7 +267,7 @@ def _reveal(console: Console, run_dir: Path, it: dict[str, Any], verdict: V.Verd
 
 
 def terminal_review(run_dir: str | Path, spec: RunSpec, console: Console, n: int | None = None,
-                    ask: Callable[..., str] | None = None) -> int:
+                    ask: Callable[..., str] | None = None, by: str | None = None) -> int:
     """Read the selection in the terminal, blind: prompt, gold and completion; the verdict is saved;
     then the rewards' scores are revealed and the reader may change the verdict (recorded as changed
     after the reveal). Each answer is saved at once (resumable). Returns verdicts saved."""
@@ -279,7 +279,7 @@ def terminal_review(run_dir: str | Path, spec: RunSpec, console: Console, n: int
                                                                          console=console))
     items, meta = review_items(run_dir, spec, n)
     rows = {r["id"]: r for r in load_scored(run_dir)}
-    done = {k for k, v in V.load_verdicts(run_dir).items() if v.reader == "human"}
+    done = {k for k, v in V.load_verdicts(run_dir).items() if V.is_person(v)}
     todo = [it for it in items if it["id"] not in done]
     console.print(f"{len(done & {it['id'] for it in items})} of {len(items)} already read; {len(todo)} to go "
                   f"(at least {meta['min_read']} needed). Judge each completion before you see the rewards:",
@@ -301,7 +301,7 @@ def terminal_review(run_dir: str | Path, spec: RunSpec, console: Console, n: int
             continue
         note = ask("note (enter to skip)", default="") or ""
         verdict = V.Verdict(id=it["id"], **first.model_dump(), note=note, reader="human")
-        V.record_verdicts(run_dir, [verdict], "terminal")
+        V.record_verdicts(run_dir, [verdict], "terminal", via="terminal", by=by)
         saved += 1
         _reveal(console, run_dir, it, verdict, rows[it["id"]], meta["rewards"])
         if ask(f"{it['id']}: keep your verdict? (k keep, c change)", choices=["k", "c"], default="k") == "c":
@@ -313,6 +313,6 @@ def terminal_review(run_dir: str | Path, spec: RunSpec, console: Console, n: int
                 note = ask("note (enter keeps the last one)", default="") or note
                 V.record_verdicts(run_dir, [V.Verdict(
                     id=it["id"], **again.model_dump(), note=note, reader="human", revealed=True,
-                    first_verdict=first, changed_after_reveal=again != first)], "terminal")
+                    first_verdict=first, changed_after_reveal=again != first)], "terminal", via="terminal", by=by)
     console.print(f"saved {saved} verdict(s) to {run_dir / rundir.VERDICTS}")
     return saved

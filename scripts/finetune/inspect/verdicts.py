@@ -36,6 +36,15 @@ DEFINITIONS = {
 }
 MIN_ACK_REASON_CHARS = 20  # a reason is a sentence, not "ok"
 
+# Who read is established by the path a verdict was recorded through, never by what a file says.
+# `inspect verdict` is pre-approved for the agent (commands/finetune.md allowed-tools), so whatever it
+# records is the agent's. A person's verdicts come only through a path Claude Code has to ask the person
+# for: `inspect human-verdict` (left out of allowed-tools, like confirm and ack) or the terminal review,
+# which reads the keystrokes of a terminal (refused when stdin is not one: an agent's Bash tool has none).
+AGENT_PATH = "verdict"
+PERSON_PATHS = ("human-verdict", "terminal")
+PATHS = (AGENT_PATH, *PERSON_PATHS)
+
 
 def now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
@@ -70,6 +79,10 @@ class Verdict(BaseModel):
     first_verdict: Judgement | None = Field(default=None, description="The verdict as first given, before the reveal.")
     changed_after_reveal: bool | None = Field(default=None, description="The verdict differs from first_verdict: "
                                                  "it changed after the reader saw the rewards.")
+    via: Literal["verdict", "human-verdict", "terminal"] | None = Field(
+        default=None, description="The path the verdict was recorded through (stamped by the recording command; "
+        "a value in an input file is replaced): only a person's path makes a `human` reader count as one.")
+    by: str | None = Field(default=None, description="The person who recorded it (person paths only).")
 
     @model_validator(mode="after")
     def _consistent(self) -> Verdict:
@@ -78,6 +91,11 @@ class Verdict(BaseModel):
             if self.accept and getattr(self, name) is False:
                 raise ValueError(f"accept: true contradicts {name}: false (accept means correct and well-formed)")
         return self
+
+
+def is_person(v: Verdict) -> bool:
+    """A person's verdict: reader human AND recorded through a path only a person can take."""
+    return v.reader == "human" and v.via in PERSON_PATHS
 
 
 def read_jsonl(path: Path) -> list[tuple[int, Any]]:
@@ -136,14 +154,24 @@ def scored_digests(run_dir: str | Path) -> dict[str, str]:
     return {obj["id"]: sample_digest(obj) for obj in check_scored(read_jsonl(path), path)}
 
 
-def record_verdicts(run_dir: str | Path, new: list[Verdict], source: str = "verdict") -> Path:
+def record_verdicts(run_dir: str | Path, new: list[Verdict], source: str = "verdict", *, via: str,
+                    by: str | None = None) -> Path:
     """Merge ``new`` into verdicts.jsonl (by id, new wins) after checking every id was scored.
+
+    ``via`` is the path that records them (:data:`PATHS`) and is stamped on each verdict; through the
+    agent's path every verdict is recorded as the agent's, whatever its ``reader`` says, and ``by`` (the
+    person) is kept only on a person's path.
 
     Each verdict is bound to the sample it judged (``sample_sha256``): a verdict exported from a
     review page built before the samples changed is refused, and the gate ignores verdicts whose
     sample has changed since.
     """
     run_dir = Path(run_dir)
+    if via not in PATHS:
+        raise ValueError(f"unknown verdict path {via!r}")
+    person = via in PERSON_PATHS
+    stamp = {"via": via, "by": (by or None) if person else None}
+    new = [v.model_copy(update={**stamp, "reader": v.reader if person else "agent"}) for v in new]
     with locks.file_lock(run_dir / rundir.VERDICTS):  # re-read under the lock: no concurrent verdict is lost
         return _merge_verdicts(run_dir, new, source)
 
@@ -265,7 +293,7 @@ def _write_confirmation(run_dir: Path, user: str, statement: str | None) -> Path
     verdicts = load_verdicts(run_dir)
     if not verdicts:
         raise UserError(f"no verdicts in {run_dir}", fix="record verdicts with `finetune inspect verdict` first")
-    agent = sum(1 for v in verdicts.values() if v.reader == "agent")
+    agent = sum(1 for v in verdicts.values() if not is_person(v))
     record = {
         "user": user.strip(),
         "statement": statement or (f"I reviewed the agent's reading of {agent} samples and confirm it."),

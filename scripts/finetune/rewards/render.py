@@ -28,6 +28,12 @@ HELPER_FILES = {name: file for name, (file, _) in HELPERS.items()}
 STDLIB_IMPORTS = ("json", "re", "warnings")  # what the shared plumbing uses; the rest per kind (registry)
 
 
+
+def _host(url: str) -> str:
+    from urllib.parse import urlsplit
+
+    return urlsplit(url).hostname or ""
+
 def _macros(template: str) -> Any:
     """A reward template's macros (``library()``, ``reward(...)``): Jinja makes them attributes only at runtime."""
     return environment().get_template(template).module
@@ -42,6 +48,7 @@ def environment() -> jinja2.Environment:
                              trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True, autoescape=False)
     literals.register(env)
     env.filters["tuple"] = tuple
+    env.filters["judge_host"] = _host  # a judge's host, for the rendered reward to say which host it calls
     env.filters["tojson_compact"] = lambda v: json.dumps(v, sort_keys=True, separators=(",", ":"))
     env.globals["partial_ceiling"] = PARTIAL_CEILING
     env.globals["version"] = __version__

@@ -561,7 +561,9 @@ class JudgeReward(_RewardBase):
 
     type: Literal["judge"]
     endpoint: str = Field("http://localhost:8000/v1", description="Base URL of an OpenAI-compatible "
-                          "server (e.g. `vllm serve`); /chat/completions is appended.")
+                          "server (e.g. `vllm serve`); /chat/completions is appended. Its host must be loopback or "
+                          "listed in FINETUNE_JUDGE_HOSTS (comma-separated, set by the person in their own shell): "
+                          "the rendered reward sends nothing elsewhere and never follows a redirect.")
     model: str = Field(description="Model name the judge server serves.")
     rubric: str = Field(min_length=1, description="Scoring rubric (system message; the completion cannot alter it).")
     max_points: int = Field(10, ge=1, le=100, description="The judge scores 0..max_points; the reward is "
@@ -572,7 +574,8 @@ class JudgeReward(_RewardBase):
     concurrency: int = Field(8, ge=1, le=256, description="Requests in flight at most.")
     cache: bool = Field(True, description="Reuse scores of identical (prompt, completion); disable_caches() "
                         "bypasses it.")
-    api_key_env: str | None = Field(None, description="Environment variable holding the API key.")
+    api_key_env: str | None = Field(None, description="Environment variable holding the API key; sent only "
+                                       "to the endpoint's host, when that host is allowed (see endpoint).")
     max_tokens: int = Field(16, ge=1, description="The judge must answer `SCORE: <n>`; nothing longer.")
 
     @field_validator("endpoint")

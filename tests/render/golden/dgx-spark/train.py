@@ -9,7 +9,9 @@ and the rendered rewards.py beside the run; it never imports the llm-finetuning 
     python config/train.py                      # as launch.sh runs it (or under `accelerate launch`)
     python config/train.py --cpu --max-steps 2  # smoke test on a CPU box: no vLLM, no bf16
 
-!!! RENDERED WITH --no-gate, FOR TESTS ONLY: these rewards never passed the Phase 1 gate. !!!
+!!! UNGATED: RENDERED WITH --no-gate, a preview: these rewards never passed the Phase 1 gate. !!!
+It runs only a CPU smoke test (--cpu --max-steps 2 or fewer) unless a person sets
+FINETUNE_UNGATED_OVERRIDE=I train on rewards no one read
 """
 
 from __future__ import annotations
@@ -38,6 +40,8 @@ TRL_VERSION = '1.16.0'  # every algorithm field below assumes this TRL's semanti
 
 # --- the Phase 1 gate record this config relies on (DESIGN.md contract 5) ---
 GATE_REQUIRED = False
+UNGATED_OVERRIDE = 'I train on rewards no one read'  # without a gate: FINETUNE_UNGATED_OVERRIDE must say exactly this to train
+UNGATED_SMOKE_STEPS = 2  # without a gate: --cpu --max-steps at most this (a smoke test)
 GATE_HASHES = {}
 SCORE_REPORT_SHA256 = None  # the score report the gate judged (its binding is re-checked)
 REWARD_SECTION_SHA256 = 'a4ec549c44c3a23c85e8075c1d34951618d90ded26b66d39eb79e6ffcfade1d3'  # sha256 of the spec's reward section (weights included)
@@ -47,6 +51,7 @@ DATA_FILTER_SHA256 = None  # sha256 of the spec's dataset.filter (finetune data 
 INSPECT_EVERY_STEPS = 5  # 5 × logging_steps (1): each inspection sees 5 new log points; the reward-hacking rule runs on the last 30 log points and stops a run when it fires on 2 inspections in a row
 INSPECT_SAMPLE_ROWS = 50  # inspection.min_read: a step file holds as many completions as the gate needs read (the top-reward ones always among them)
 MAX_COMPLETION_LENGTH = 1024  # a completion this long was truncated
+WATCH_SHA256 = 'b0ac666391bd3d2fbcd74b07603074d3845677b243ce958934ab4a60d3732612'  # config/watch.py as rendered: an edited inspection callback does not train
 STOPPED_EXIT = 3  # exit status when the inspection callback stopped the run (launch.sh passes it on)
 
 
@@ -87,11 +92,16 @@ def check_trl() -> None:
                  f"— fix: {sys.executable} -m pip install 'trl=={TRL_VERSION}' (or re-render under TRL {found})")
 
 
-def check_gate() -> None:
+def check_gate(cpu: bool = False, max_steps: int = 0) -> None:
     """Refuse to train unless the PASS gate record still binds exactly these rewards."""
     if not GATE_REQUIRED:
-        print("!" * 78 + "\n!!! --no-gate: training on rewards that NEVER passed the Phase 1 gate (tests only)\n"
-              + "!" * 78, file=sys.stderr)
+        smoke = cpu and 0 < max_steps <= UNGATED_SMOKE_STEPS
+        if not smoke and os.environ.get("FINETUNE_UNGATED_OVERRIDE") != UNGATED_OVERRIDE:
+            sys.exit(f"refusing to train: UNGATED preview (rendered with --no-gate; no one read these rewards' "
+                     f"scores). It runs a smoke test only (--cpu --max-steps {UNGATED_SMOKE_STEPS} or fewer); pass the "
+                     f"Phase 1 gate and re-render, or a person sets FINETUNE_UNGATED_OVERRIDE='{UNGATED_OVERRIDE}'")
+        print("!" * 78 + "\n!!! UNGATED (--no-gate): " + ("smoke test" if smoke else "training, by a person's override")
+              + " on rewards that NEVER passed the Phase 1 gate\n" + "!" * 78, file=sys.stderr)
         return
     path = RUN_DIR / "gate.json"
     try:
@@ -124,6 +134,25 @@ def check_score_report(current: dict) -> None:
     stale = sorted(k for k in current if k.endswith(".py") and inputs.get(k) != current[k])
     if scored != current.get("scored.jsonl") or stale:
         sys.exit(f"refusing to train: {path} does not bind the current rewards and scores; re-run Phase 1")
+
+
+def check_no_shadows() -> None:
+    """Refuse a run directory holding a module that would stand in for a library the rewards use.
+
+    RUN/math_verify.py (or any NAME.py / NAME/__init__.py there named like a standard-library module or an
+    installed package) is found before the real one by a process started in the run directory: its code
+    would become the reward's. The plugin's `config render` and `status` refuse the same files."""
+    from importlib import metadata
+
+    known = set(sys.stdlib_module_names) | set(metadata.packages_distributions())
+    found = []
+    for p in sorted(RUN_DIR.iterdir()):
+        name = p.stem if p.suffix == ".py" else p.name if (p / "__init__.py").is_file() else None
+        if name and name in known and not (p.name == "rewards.py" or p.name.startswith("rewards_")):
+            found.append(p.name)
+    if found:
+        sys.exit(f"refusing to train: {', '.join(found)} in {RUN_DIR} would stand in for the library of that name "
+                 "in a reward process; remove it")
 
 
 def load_by_path(name: str, path: Path, data: bytes):
@@ -175,7 +204,11 @@ def load_watch():
     """config/watch.py, the inspection callback rendered beside this file (by path, like the rewards)."""
     path = Path(__file__).resolve().parent / "watch.py"
     try:
-        watch = load_by_path("finetune_watch", path, path.read_bytes())
+        data = path.read_bytes()
+        if hashlib.sha256(data).hexdigest() != WATCH_SHA256:
+            sys.exit(f"refusing to train: {path} differs from the inspection callback rendered with this train.py; "
+                     "re-render config/ (`finetune config render`)")
+        watch = load_by_path("finetune_watch", path, data)
     except (OSError, SyntaxError) as exc:
         sys.exit(f"refusing to train: cannot load {path} ({exc}); re-render config/")
     if not hasattr(watch, "instrument"):
@@ -263,7 +296,8 @@ def main(argv=None) -> None:
     cpu = args.cpu
     os.chdir(RUN_DIR)  # output_dir and data paths are relative to the run directory
     check_trl()
-    check_gate()
+    check_gate(cpu, args.max_steps)
+    check_no_shadows()
 
     rewards = load_gated_rewards()
     REWARD_FUNCS, REWARD_WEIGHTS = rewards.REWARD_FUNCS, rewards.REWARD_WEIGHTS

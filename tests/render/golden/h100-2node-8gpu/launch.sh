@@ -1,12 +1,19 @@
 #!/usr/bin/env bash
 # Launch GRPO run 'tiny-e2e' — rendered by llm-finetuning 0.1.0; see config/BRIEF.md.
 # Target: 2 nodes × 8 GPUs: node 0 serves generation (`trl vllm-serve` on 8 GPU(s) as TP 1 × DP 8), node 1 trains (8 processes).
-# !!! RENDERED WITH --no-gate (TESTS ONLY): these rewards never passed the Phase 1 gate. !!!
+# !!! UNGATED: RENDERED WITH --no-gate, a preview: these rewards never passed the Phase 1 gate. !!!
+# It refuses to start unless a person sets FINETUNE_UNGATED_OVERRIDE=I train on rewards no one read
 # First checks this machine with config/env_check.py (what config/target.json says the config needs)
 # and refuses to start when anything is missing.
 set -euo pipefail
 RUN_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$RUN_DIR"
+# UNGATED preview: no one read these rewards' scores. Only a person's explicit override starts it.
+if [ "${FINETUNE_UNGATED_OVERRIDE:-}" != 'I train on rewards no one read' ]; then
+  echo "launch: refusing to start: UNGATED preview (rendered with --no-gate; these rewards never passed the" \
+    "Phase 1 gate). Pass the gate and re-render, or a person sets FINETUNE_UNGATED_OVERRIDE="'I train on rewards no one read' >&2
+  exit 1
+fi
 # --- the environment env check validated (never whatever `python` / `trl` / `accelerate` PATH finds first)
 RENDERED_PYTHON=/work/main/.venv/bin/python  # the interpreter `finetune config render` ran in
 PY="${FINETUNE_PYTHON:-$RENDERED_PYTHON}"  # FINETUNE_PYTHON: the python of another ready environment
