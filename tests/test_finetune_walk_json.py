@@ -13,8 +13,10 @@ who reads the HTML page and approves `inspect human-verdict` (the one step the c
 
 from __future__ import annotations
 
+import html
 import importlib.util
 import json
+import re
 import shlex
 from pathlib import Path
 
@@ -136,6 +138,19 @@ def _sample_on_the_gpu_box(run_dir: Path, corpus) -> dict[str, dict]:
     return labels
 
 
+def _export(page: str, labels: dict[str, dict]) -> str:
+    """verdicts.jsonl as the HTML page exports it (its verdictLines()): the person judged each sample before the
+    page revealed its scores (first_verdict), bound to the digest of the sample the page showed."""
+    data = json.loads(re.search(r'<script id="data" type="application/json">(.*?)</script>', page, re.S).group(1))
+    lines = []
+    for item in data["items"]:
+        judged = {k: labels[item["id"]][k] for k in ("accept", "correct", "well_formed")}
+        lines.append({"id": item["id"], **judged, "note": labels[item["id"]]["note"], "reader": "human",
+                      "time": "2026-01-01T00:00:00.000Z", "sample_sha256": item["sha"], "revealed": True,
+                      "first_verdict": judged, "changed_after_reveal": False})
+    return "".join(json.dumps(x, ensure_ascii=False) + "\n" for x in lines)
+
+
 @pytest.mark.slow
 def test_agent_walks_an_extraction_task_from_an_empty_folder_to_a_rendered_config(cli, tiny_model_dir, tmp_path,
                                                                                    monkeypatch):
@@ -219,7 +234,12 @@ def test_agent_walks_an_extraction_task_from_an_empty_folder_to_a_rendered_confi
     assert not any("human-verdict" in tool for tool in front["allowed-tools"])
     out = walk.run(_line(calls, "inspect review", "--format html"))
     walk.assert_next(out, "(the person runs or approves it):", human, prefix_only=True)
-    (project / "verdicts.jsonl").write_text((run_dir / "reading.jsonl").read_text())
+    page = (run_dir / "review.html").read_text(encoding="utf-8")
+    told = re.search(r"Then run:\s*<code>(.*?)</code>", page, re.S)
+    assert told, "review.html tells the person no command"
+    # the page tells the person the same: their own path, not the agent's
+    walk.assert_next("Then run: " + html.unescape(told.group(1)), "Then run:", human, prefix_only=True)
+    (project / "verdicts.jsonl").write_text(_export(page, labels))
     out = walk.run(human)
     assert f"recorded 60 verdict(s) of {USER}" in out
 
@@ -229,6 +249,7 @@ def test_agent_walks_an_extraction_task_from_an_empty_folder_to_a_rendered_confi
     gate = json.loads((run_dir / "gate.json").read_text())
     assert gate["status"] == "PASS" and gate["readers"] == ["human"]
     assert gate["paths"]["counts"] == {"human-verdict": 60}  # the person's path, not the agent's
+    assert not gate["blind"]["judged_after_reveal"]  # the page kept each first verdict from before its reveal
     assert gate["gated_agreements"]  # right values in the wrong shape: correct, malformed, and so rejected
     resume("Phase 2")
 
