@@ -55,6 +55,7 @@ class Walk:
 
         self.cli, self.data, self.run_dir, self.values = cli, data, run_dir, values
         self.prefix = runnable()  # how the plugin prints itself in a "next:" line
+        self.ran: list[Invocation] = []
 
     def argv(self, call: Invocation) -> list[str]:
         argv = _argv(_substitute(call.line, self.data, self.run_dir), self.values)
@@ -62,6 +63,7 @@ class Walk:
         return argv[1:]
 
     def run(self, call: Invocation, code: int = 0) -> str:
+        self.ran.append(call)
         result = self.cli(*self.argv(call))
         assert result.code == code, (call.line, result)
         return result.out
@@ -260,3 +262,10 @@ def test_agent_walks_an_extraction_task_from_an_empty_folder_to_a_rendered_confi
     assert "json_shape" in brief and "json_fields" in brief and "json_match" in brief
     assert (run_dir / "config" / "train.py").is_file() and (run_dir / "memory.md").is_file()
     resume("Phase 3 - training (missing)")
+
+    # in the file's order: its unconditional lines as written (the import branch stands in for the `inspect sample`
+    # line a GPU machine runs, the person's reading for `inspect confirm`), each conditional one where it applies
+    steps = [calls.index(c) for c in walk.ran if c is not status and c.condition is None]
+    assert steps == sorted(steps), [walk.ran]
+    skipped = {_verb(c.line) for c in calls[:max(steps)] if c.condition is None and c not in walk.ran}
+    assert skipped == {"bootstrap", "inspect sample", "inspect confirm"}, skipped  # bootstrap ran through bash
