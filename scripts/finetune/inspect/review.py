@@ -214,7 +214,8 @@ def write_review(run_dir: str | Path, spec: RunSpec, fmt: str, n: int | None = N
     items, meta = review_items(run_dir, spec, n)
     if fmt == "md":
         return atomic.write_text(run_dir / rundir.REVIEW_MD, markdown(run_dir, items, meta))
-    meta["verdict_command"] = command("inspect", "verdict", run_dir, "--file", "verdicts.jsonl")
+    # the page is read by a person: their verdicts are recorded by their path (the agent's `verdict` would not count)
+    meta["verdict_command"] = command("inspect", "human-verdict", run_dir, "--file", "verdicts.jsonl")
     return atomic.write_text(run_dir / rundir.REVIEW_HTML, html(items, meta))
 
 
