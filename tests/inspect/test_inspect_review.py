@@ -242,3 +242,12 @@ def test_html_page_blind_then_reveal_mouse_keys_export_then_gate(cli, make_run, 
     assert r.code == 0, r
     assert verify_gate(run, load_spec(run / "spec.yaml")).ok
     assert set(json.loads((run / "reveals.json").read_text())) == set(lines)
+
+
+def test_a_json_gold_is_shown_as_json_not_python_repr():
+    import doctest
+
+    from finetune.inspect import review
+
+    assert doctest.testmod(review).failed == 0
+    assert review._gold_text({"vendor": "Café", "n": None, "ok": True}) == '{"vendor": "Café", "n": null, "ok": true}'

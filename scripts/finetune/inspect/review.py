@@ -102,7 +102,7 @@ def review_items(run_dir: Path, spec: RunSpec, n: int | None = None) -> tuple[li
         columns = r.get("columns") or {}
         items.append({
             "id": r["id"], "sha": V.sample_digest(r), "prompt": prompt_text(r["prompt"]), "completion": r["completion"],
-            "gold": None if gcol is None or columns.get(gcol) is None else str(columns[gcol]),
+            "gold": None if gcol is None or columns.get(gcol) is None else _gold_text(columns[gcol]),
             "columns": {k: v for k, v in columns.items() if k != gcol},
             "rewards": [{"name": m["name"], "role": m["role"], "score": r["rewards"].get(m["name"]),
                          "threshold": m["threshold"], "pass": bool(r["passes"].get(m["name"])),
@@ -317,3 +317,15 @@ def terminal_review(run_dir: str | Path, spec: RunSpec, console: Console, n: int
                     first_verdict=first, changed_after_reveal=again != first)], "terminal", via="terminal", by=by)
     console.print(f"saved {saved} verdict(s) to {run_dir / rundir.VERDICTS}")
     return saved
+
+
+def _gold_text(gold: object) -> str:
+    """The gold as the reader should see it: a JSON object or list as JSON (what the model is asked to write),
+    not Python's repr ('None', single quotes).
+
+    >>> _gold_text({"total": 12.5, "number": None}), _gold_text("42")
+    ('{"total": 12.5, "number": null}', '42')
+    """
+    import json
+
+    return json.dumps(gold, ensure_ascii=False) if isinstance(gold, (dict, list)) else str(gold)
