@@ -128,23 +128,32 @@ def append_line(path: Path, entry: dict[str, Any]) -> None:
 # ------------------------------------------------------------------------------------- sampling
 
 
+def _engine(spec: RunSpec, *, device: str | None, backend: str, console: Console | None) -> tuple[str, Any]:
+    """(backend chosen, sampler): built once per filter and shared by the assessment and the fresh check."""
+    from finetune import hub
+    from finetune.inspect import sample as S
+
+    g = spec.generation
+    model = hub.resolve_model(spec.model, spec.source.parent if spec.source else None, console=console)
+    chosen = S._chosen_backend(backend, device)
+    if chosen == "vllm":
+        return chosen, S._VllmSampler(str(model), spec.training.seed, g.max_prompt_length, g.max_completion_length)
+    return chosen, S._TransformersSampler(str(model), device, g.max_prompt_length)
+
+
 def _sample_and_score(spec: RunSpec, run_dir: Path, rows: list[dict[str, Any]], todo: list[int], k: int,
-                      digest: str, out: Path, *, device: str | None, backend: str, console: Console | None,
+                      digest: str, out: Path, *, engine: tuple[str, Any], console: Console | None,
                       seed_offset: int = 0, label: str = "pass rates") -> None:
     import torch
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-    from finetune import hub
     from finetune.inspect import sample as S
     from finetune.inspect.rewardmod import load_rewards
     from finetune.inspect.score import _row_verdicts, _score_all
 
     rm = load_rewards(run_dir, [r.name for r in spec.rewards])
     g, seed = spec.generation, spec.training.seed
-    model = hub.resolve_model(spec.model, spec.source.parent if spec.source else None, console=console)
-    chosen = S._chosen_backend(backend, device)
-    sampler = (S._VllmSampler(str(model), seed, g.max_prompt_length, g.max_completion_length) if chosen == "vllm"
-               else S._TransformersSampler(str(model), device, g.max_prompt_length))
+    chosen, sampler = engine
     columns = [TextColumn(f"[bold]{label}[/] ({{task.fields[backend]}})"), BarColumn(), MofNCompleteColumn(),
                TextColumn("prompts · {task.fields[rate]} prompts/s ·"), TimeRemainingColumn()]
     with Progress(*columns, console=console, transient=True, disable=console is None) as bar:
@@ -153,6 +162,8 @@ def _sample_and_score(spec: RunSpec, run_dir: Path, rows: list[dict[str, Any]], 
             batch = todo[start:start + S.PROMPT_BATCH]
             # per batch: a resumed run samples the rest as a full run would
             torch.manual_seed(seed + seed_offset + batch[0])
+            if isinstance(sampler, S._VllmSampler):  # vLLM seeds each request itself, not from torch's generator:
+                sampler.seed = seed + seed_offset + batch[0]  # else the fresh check would redraw the same samples
             reqs = S._requests(spec, rows, batch, k, "f")
             groups = sampler.generate(reqs, k, g, g.temperature)
             items = [{"prompt": r["prompt"], "completion": c["completion"], "conversational": r["conversational"],
@@ -168,7 +179,7 @@ def _sample_and_score(spec: RunSpec, run_dir: Path, rows: list[dict[str, Any]], 
                     totals.append(float(verdict["total"]))  # the weighted total, for a reader
                     per_reward.append([scores[r.name] for r in rm.rewards])  # what TRL sums, in fp32
                 append_line(out, {"row": req["row"], "key": prompt_key(rows[req["row"]][spec.dataset.prompt_column]),
-                                  "k": k, "successes": sum(successes), "settings": digest,
+                                  "k": k, "successes": sum(successes), "settings": digest, "backend": chosen,
                                   "completions": [c["completion"] for c in groups[n]], "success": successes,
                                   "totals": totals, "scores": per_reward})
             bar.advance(task, len(batch))
@@ -456,6 +467,7 @@ class _Sampler:
                  hashes: dict[str, str], device: str | None, backend: str, console: Console | None) -> None:
         self.spec, self.run_dir, self.rows, self.keys, self.hashes = spec, run_dir, rows, keys, hashes
         self.device, self.backend, self.console = device, backend, console
+        self.engine: tuple[str, Any] | None = None  # one model load (a vLLM engine: minutes on CPU) for both passes
 
     def __call__(self, wanted: list[int], k: int, seed_offset: int, name: str) -> dict[int, dict[str, Any]]:
         digest = settings_digest(self.spec, k, self.hashes, seed_offset)
@@ -473,8 +485,10 @@ class _Sampler:
             self.console.print(f"resuming {name}: {len(done)} of {len(wanted)} prompts already sampled")
         if todo:
             label = "pass rates" if not seed_offset else "zero-std check (fresh samples)"
-            _sample_and_score(self.spec, self.run_dir, self.rows, todo, k, digest, out, device=self.device,
-                              backend=self.backend, console=self.console, seed_offset=seed_offset, label=label)
+            if self.engine is None:
+                self.engine = _engine(self.spec, device=self.device, backend=self.backend, console=self.console)
+            _sample_and_score(self.spec, self.run_dir, self.rows, todo, k, digest, out, engine=self.engine,
+                              console=self.console, seed_offset=seed_offset, label=label)
             done, _ = load_done(out, digest, keys)
         missing = [i for i in wanted if i not in done]
         if missing:  # pragma: no cover - every prompt sampled above was appended
