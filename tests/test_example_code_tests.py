@@ -16,7 +16,8 @@ def _through_gate(cli, run: Path):
     assert cli("rewards", "render", run / "spec.yaml").code == 0
     assert cli("inspect", "sample", run / "spec.yaml", "--import", run / "completions.jsonl").code == 0
     assert cli("inspect", "score", run).code == 0
-    assert cli("inspect", "verdict", run, "--file", run / "verdicts.jsonl").code == 0
+    # the example ships a person's reading: recorded the way the person records it (not pre-approved for an agent)
+    assert cli("inspect", "human-verdict", run, "--file", run / "verdicts.jsonl", "--user", "example reader").code == 0
     return cli("inspect", "gate", run), json.loads((run / "gate.json").read_text())
 
 

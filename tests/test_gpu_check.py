@@ -56,6 +56,9 @@ def test_launch_renders_the_layout_chosen_for_the_box(tmp_path, monkeypatch, gpu
     launch = (tmp_path / "run" / "config" / "launch.sh").read_text()
     if mode == "server":
         assert f"--tensor-parallel-size {tp} --data-parallel-size {dp}" in launch
-        assert f"--num_processes {train}" in launch
+        if train > 1:
+            assert f"--num_processes {train}" in launch
+        else:  # one training process: train.py runs directly (no accelerate config is rendered for it)
+            assert 'train "$PY" config/train.py' in launch and '"$BIN/accelerate" launch' not in launch
     else:
         assert '"$BIN/trl" vllm-serve' not in launch  # the common helpers still define wait_for_vllm

@@ -168,7 +168,10 @@ def test_healthy_run_stays_on_grpo(diagnosed):
     assert {c["name"]: c["status"] for c in doc["checks"]} == {
         "moe_without_gspo": "clear", "nan": "clear", "reward_hacking": "clear", "entropy_collapse": "clear",
         "length_drift": "clear",
-        "kl_blowup": "clear", "truncation": "clear", "zero_variance_groups": "clear", "flat_reward": "clear"}
+        "kl_blowup": "clear", "truncation": "clear", "zero_variance_groups": "clear", "flat_reward": "clear",
+        "stale_vllm_weights": "not_evaluated"}
+    stale = next(c for c in doc["checks"] if c["name"] == "stale_vllm_weights")
+    assert "use_vllm off" in stale["why"]  # said why: this CPU run generated with transformers, not vLLM
 
 
 def test_moe_run_requires_gspo(diagnosed):

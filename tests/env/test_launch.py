@@ -184,7 +184,9 @@ def test_launch_slurm_runs_each_node_its_part(slurm_run, tmp_path):
     assert check[:3] == ["--nodes=3", "--ntasks=3", "--ntasks-per-node=1"] and check[-2:] == [
         "config/env_check.py", str(slurm_run)]
     assert serve[:3] == ["--nodes=1", "--ntasks=1", "--nodelist=gpu01"] and serve[3].endswith("/trl")
-    assert serve[4] == "vllm-serve" and "--tensor-parallel-size" in serve and serve[serve.index("--tensor-parallel-size") + 1] == "8"
+    # node 0's 8 GPUs serve the tiny model as TP 1 x DP 8 (finetune.vllm_layout: the smallest TP that holds it)
+    assert serve[4] == "vllm-serve" and serve[serve.index("--tensor-parallel-size") + 1] == "1"
+    assert serve[serve.index("--data-parallel-size") + 1] == "8"
     for rank, (step, node) in enumerate(zip(train, NODES[1:])):
         assert step[:3] == ["--nodes=1", "--ntasks=1", f"--nodelist={node}"] and step[3].endswith("/accelerate")
         opts = dict(zip(step[5::2], step[6::2]))

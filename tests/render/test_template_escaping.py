@@ -23,7 +23,7 @@ TEMPLATE_DIRS = [PKG / "templates", PKG / "rewards" / "templates"]
 # Values computed by the plugin, never copied from a spec string: numbers, digests, versions.
 CODE_VALUES = {
     "version", "trl_version", "partial_ceiling", "margin", "section_digest", "limit", "floor", "vllm_port",
-    "zero_stage", "generation_batch_size", "topo.training_processes", "topo.training_nodes", "topo.nodes",
+    "zero_stage", "generation_batch_size", "ungated_smoke_steps", "topo.training_processes", "topo.training_nodes", "topo.nodes",
     "topo.gpus_per_node", "topo.processes_per_node", "topo.vllm_gpus", "topo.vllm_tp", "topo.vllm_dp", "digest", "r.max_points", "r.retries",
     "r.concurrency", "r.max_tokens", "r.max_bytes", "r.max_depth", "r.memory_mb", "r.overlong_buffer",
     "r.workers", "r.timeout_s", "r.max_penalty", "r.spec.weight", "r.threshold", "r.weight",

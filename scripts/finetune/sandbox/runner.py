@@ -539,6 +539,24 @@ def _make_encoder() -> Callable[..., Any]:
     return enc
 
 
+def _run_script(code: str) -> int:
+    """A stdin/stdout program run as ``__main__``; its exit code, as the interpreter would give it."""
+    ns: dict[str, Any] = {"__name__": "__main__", "__builtins__": __builtins__}
+    try:
+        exec(compile(code, "<solution>", "exec"), ns)
+    except SystemExit as exc:
+        sys.stdout.flush()
+        status = exc.code
+        return status if isinstance(status, int) else (0 if status is None else 1)
+    except BaseException:  # noqa: BLE001 - report like the interpreter would
+        import traceback
+
+        traceback.print_exc()
+        return 1
+    sys.stdout.flush()
+    return 0
+
+
 def _candidate_main(req: dict[str, Any], res_fd: int) -> int:
     """Runs in the candidate process after isolation is in place. Returns the exit code."""
     import random
@@ -546,20 +564,7 @@ def _candidate_main(req: dict[str, Any], res_fd: int) -> int:
     random.seed()  # the zygote's random state must not be shared between executions
     write, dumps, exc_line = os.write, json.dumps, _exception_line
     if req["mode"] == "script":
-        ns: dict[str, Any] = {"__name__": "__main__", "__builtins__": __builtins__}
-        try:
-            exec(compile(req["code"], "<solution>", "exec"), ns)
-        except SystemExit as exc:
-            sys.stdout.flush()
-            code = exc.code
-            return code if isinstance(code, int) else (0 if code is None else 1)
-        except BaseException:  # noqa: BLE001 - report like the interpreter would
-            import traceback
-
-            traceback.print_exc()
-            return 1
-        sys.stdout.flush()
-        return 0
+        return _run_script(req["code"])
 
     # "steps": load the candidate module, then evaluate each step; one JSON record per step on res_fd.
     # Test code runs in its own namespace over pristine builtins, and before each in-process test the
