@@ -80,3 +80,11 @@ def test_static_check_exemptions_name_existing_modules() -> None:
     assert not missing, f"not-yet-clean modules that do not exist (drop them from pyproject.toml): {missing}"
     paths = [p for p in cfg["ruff"]["lint"]["per-file-ignores"] if "*" not in p]
     assert not [p for p in paths if not (root / p).is_file()], f"ruff exemptions for missing files: {paths}"
+
+
+def test_test_file_basenames_are_unique():
+    """The test folders have no __init__.py: two test files with one basename cannot both be collected."""
+    from collections import Counter
+
+    names = Counter(p.name for p in (Path(__file__).resolve().parent).rglob("test_*.py"))
+    assert not [n for n, c in names.items() if c > 1]

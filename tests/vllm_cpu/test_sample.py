@@ -2,7 +2,7 @@
 
 An explicit --backend vllm runs where vLLM's CPU build is installed; `auto` keeps transformers on CPU
 (finetune.inspect.sample._chosen_backend). `data filter --backend vllm` samples through the same sampler
-(test_datafilter.py, from a PASS gate on the same model).
+(test_vllm_datafilter.py, from a PASS gate on the same model).
 """
 
 from __future__ import annotations
