@@ -93,7 +93,7 @@ def checkpointed_peak(hub_id: str, layers: int, tokens: int) -> tuple[float, flo
     from torch.profiler._memory_profiler import MemoryProfileTimeline
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    from finetune.memory import activation_bytes
+    from finetune.memory.formulas import activation_bytes
     from finetune.models import load_model_info, resolve_config_path
 
     raw = json.loads(resolve_config_path(hub_id).read_text())
@@ -117,9 +117,9 @@ def time_70b(cache: str) -> float:
     """Seconds for imports + the 70B model facts + recommend() in a fresh process using ``cache``."""
     import os
 
-    code = ("import time; t=time.perf_counter(); import finetune.memory;"
+    code = ("import time; t=time.perf_counter(); import finetune.memory.recommend;"
             "from finetune.models import load_model_info; from finetune.hardware import resolve_hardware;"
-            "from finetune.memory import recommend;"
+            "from finetune.memory.recommend import recommend;"
             "r=recommend(load_model_info('meta-llama/Llama-3.1-70B'), resolve_hardware({'profile':'h100-80gb','gpus':8}));"
             "print(time.perf_counter()-t)")
     env = dict(os.environ, FINETUNE_CACHE_DIR=cache)
@@ -128,7 +128,7 @@ def time_70b(cache: str) -> float:
 
 
 def main() -> int:
-    from finetune.memory import published_checks
+    from finetune.memory.published import published_checks
 
     start = time.perf_counter()
     checks = published_checks()
@@ -158,7 +158,7 @@ def main() -> int:
     print()
     print("Measured here: bytes autograd saves for backward in one bf16 forward (real random model cut to "
           "1-2 layers, 512 tokens, CPU) vs the activation formula")
-    from finetune.memory import activation_bytes, measure_saved_activation_bytes
+    from finetune.memory.formulas import activation_bytes, measure_saved_activation_bytes
     from finetune.models import resolve_config_path
 
     act_errors = []

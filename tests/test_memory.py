@@ -9,7 +9,9 @@ from hypothesis import strategies as st
 
 from finetune.errors import UserError
 from finetune.hardware import PROFILES, resolve_hardware
-from finetune.memory import GIB, Knobs, accumulation_for, estimate, kv_cache_bytes, logits_bytes, recommend
+from finetune.memory.estimate import Knobs, estimate
+from finetune.memory.formulas import GIB, kv_cache_bytes, logits_bytes
+from finetune.memory.recommend import accumulation_for, recommend
 from finetune.models import load_model_info
 
 
@@ -84,7 +86,7 @@ def test_lora_has_no_reference_copy_and_fp32_adapter_states(qwen7b):
 
 
 def test_qlora_quantizes_linear_weights_only(qwen7b):
-    from finetune.memory import QLORA_BYTES_PER_PARAM
+    from finetune.memory.formulas import QLORA_BYTES_PER_PARAM
 
     est = estimate(qwen7b, h100(), Knobs("qlora"))
     q = qwen7b.quantizable_params
@@ -151,7 +153,7 @@ def test_server_mode_takes_gpus_out_of_training(llama8b):
 def test_an_estimate_re_estimates_from_its_own_settings(qwen7b):
     """Each suggestion changes one knob of the estimate's resolved settings (memory._knobs_of): those settings,
     unchanged, must give the same estimate back — a Knobs field missing from Estimate.settings would not."""
-    from finetune.memory import _knobs_of
+    from finetune.memory.estimate import _knobs_of
 
     for knobs, hw in ((Knobs("lora"), h100()),
                       (Knobs("full", zero_stage=3, vllm_mode="server", vllm_gpus=2, vllm_tensor_parallel_size=2,
@@ -183,7 +185,7 @@ def test_suggestions_are_re_estimated_and_ordered(qwen7b):
 
 
 def test_dgx_spark_bound_and_freeze_warning():
-    from finetune.memory import decode_bound_tokens_per_s
+    from finetune.memory.formulas import decode_bound_tokens_per_s
 
     qwen3_8 = load_model_info("Qwen/Qwen3-8B")
     bound = decode_bound_tokens_per_s(qwen3_8, 273, context_tokens=0)
@@ -315,7 +317,7 @@ def test_cli_bad_spec_writes_nothing(cli, tmp_path):
 
 
 def test_grpo_memory_doc_is_committed_and_current(repo_root):
-    from finetune.memory import grpo_memory_doc
+    from finetune.memory.doc import grpo_memory_doc
 
     committed = (repo_root / "references" / "grpo-memory.md").read_text(encoding="utf-8")
     from finetune.docs import with_toc
@@ -324,7 +326,7 @@ def test_grpo_memory_doc_is_committed_and_current(repo_root):
 
 
 def test_published_checks_meet_the_targets():
-    from finetune.memory import published_checks
+    from finetune.memory.published import published_checks
 
     checks = published_checks()
     scored = sorted(abs(c.error) for c in checks if c.scored)
@@ -343,7 +345,7 @@ def test_spec_can_pin_colocate_or_server(qwen7b):
 
 @pytest.mark.parametrize("hub_id", ["Qwen/Qwen2.5-0.5B", "Qwen/Qwen3-0.6B"])
 def test_activation_formula_matches_what_autograd_saves(hub_id):
-    from finetune.memory import activation_bytes, measure_saved_activation_bytes
+    from finetune.memory.formulas import activation_bytes, measure_saved_activation_bytes
     from finetune.models import resolve_config_path
 
     measured, cut = measure_saved_activation_bytes(str(resolve_config_path(hub_id)), layers=2, tokens=128)
@@ -353,7 +355,7 @@ def test_activation_formula_matches_what_autograd_saves(hub_id):
 
 
 def test_spec_values_win_over_recommended_ones(tmp_path):
-    from finetune.memory import estimate_for_spec
+    from finetune.memory.run import estimate_for_spec
     from finetune.spec import load_spec
 
     (tmp_path / "spec.yaml").write_text(SPEC + "training: {per_device_train_batch_size: 2, optimizer: adamw_8bit}\n"
@@ -430,7 +432,7 @@ def test_fused_head_matches_installed_trl():
     import torch
     from trl.kernels.chunked_logprob import TOKEN_CHUNK_SIZE, ChunkedLogProbFunction
 
-    from finetune.memory import TRL_HEAD_TOKEN_TILE, fused_head_bytes
+    from finetune.memory.formulas import TRL_HEAD_TOKEN_TILE, fused_head_bytes
 
     assert TRL_HEAD_TOKEN_TILE == TOKEN_CHUNK_SIZE
     n, h, v = 300, 64, 5000
@@ -450,7 +452,7 @@ def test_fused_head_matches_installed_trl():
 def test_trl_vocab_tile_constant():
     from trl.trainer.utils import _CHUNKED_LOGPROB_CHUNK_SIZE
 
-    from finetune.memory import TRL_HEAD_VOCAB_TILE
+    from finetune.memory.formulas import TRL_HEAD_VOCAB_TILE
 
     assert TRL_HEAD_VOCAB_TILE == _CHUNKED_LOGPROB_CHUNK_SIZE
 

@@ -13,7 +13,9 @@ import pytest
 from finetune.errors import UserError
 from finetune.hardware import resolve_hardware
 from finetune.loratargets import lora_target_problem
-from finetune.memory import GIB, Knobs, estimate, recommend, rendered_lm_head, workload_of
+from finetune.memory.estimate import Knobs, estimate, rendered_lm_head, workload_of
+from finetune.memory.formulas import GIB
+from finetune.memory.recommend import recommend
 from finetune.models import ModelInfo, load_model_info
 from finetune.spec import parse_spec
 
@@ -270,7 +272,7 @@ def test_lora_suggestion_for_a_full_run_uses_the_spec_rank_and_targets() -> None
 
 
 def test_targets_in_words_come_from_the_model_names(tiny: ModelInfo) -> None:
-    from finetune.memory import lora_targets_text
+    from finetune.memory.estimate import lora_targets_text
 
     assert lora_targets_text(tiny, "all-linear") == "all linear layers"
     assert lora_targets_text(tiny, ["v_proj", "self_attn.q_proj"]) == "q_proj, v_proj"
@@ -306,7 +308,7 @@ def test_cli_bad_target_modules_is_one_line_exit_2(cli, value: str, needle: str)
 
 
 def test_targets_in_words_name_fused_moe_tensors(tiny_moe: ModelInfo) -> None:
-    from finetune.memory import lora_targets_text
+    from finetune.memory.estimate import lora_targets_text
 
     assert lora_targets_text(tiny_moe, ["gate_proj", "up_proj", "down_proj"]) == \
         "experts.gate_up_proj, experts.down_proj"

@@ -132,7 +132,8 @@ def test_cli_refuses_target_modules_the_model_lacks(cli: Any, tiny_model_dir: Pa
 def test_qlora_weights_are_the_grpo_estimates_formula() -> None:
     # one formula for a 4-bit base: bitsandbytes quantizes every nn.Linear but the head; embeddings stay bf16
     from finetune.hardware import resolve_hardware
-    from finetune.memory import GIB, estimate_for_model
+    from finetune.memory.formulas import GIB
+    from finetune.memory.run import estimate_for_model
 
     info = load_model_info("Qwen/Qwen2.5-7B")
     _, grpo = estimate_for_model(info, resolve_hardware({"profile": "h100-80gb"}), method="qlora")

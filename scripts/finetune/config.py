@@ -11,33 +11,36 @@ Jinja templates beside this module.
 from __future__ import annotations
 
 import difflib
-import hashlib
-import json
 import math
 import os
-import re
-import sys
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from finetune import __version__, jsonio, literals, rundir, watch
+from finetune import jsonio, rundir
+from finetune.config_dataset import _check_lengths, _dataset_stats
+from finetune.config_plan import DatasetStats, RenderPlan, Setting, Topology
+from finetune.config_topology import (
+    _check_batch,
+    _check_colocate_tp,
+    _check_generation_node,
+    _check_split,
+    _topology,
+    _validate_with_vllm,
+)
 from finetune.errors import CheckFailed, UserError
 from finetune.variants import ALGORITHM_FIELDS, VARIANT_SYMPTOM, Pinned, algorithm_kwargs
 
 if TYPE_CHECKING:
-    import jinja2
 
     from finetune.hardware import Hardware
-    from finetune.memory import Estimate, Knobs, Recommendation
+    from finetune.memory.estimate import Estimate, Knobs
+    from finetune.memory.recommend import Recommendation
     from finetune.models import ModelInfo
     from finetune.runlength import RunLength
     from finetune.spec import RunSpec
 
-TEMPLATES = Path(__file__).parent / "templates"
 TRL_VERSION_PIN = "1.16.0"
-EXAMPLE_SPEC = Path(__file__).resolve().parents[2] / "examples" / "spec.yaml"
 VLLM_SERVER_PORT = 8000
 VLM_REFUSAL = (
     "vision-language RL is reference-only in this plugin (the seed's 'VLM RL: reference only'): the tooling "
@@ -56,96 +59,6 @@ _SPEC_OWNED = {
     "use_vllm": "hardware", "vllm_mode": "hardware.gpus / hardware.vllm_gpus", "generation_batch_size":
     "training.steps_per_generation", "use_cpu": "hardware.profile", "bf16": "hardware.profile",
 }
-
-
-# ----------------------------------------------------------------------------------------------
-# the plan: every value with the reason it has, computed before anything is written
-
-@dataclass
-class Setting:
-    """One rendered keyword value and why it has that value."""
-
-    value: Any
-    reason: str
-    source: str = "renderer"  # variant | memory | spec | override | renderer
-
-
-@dataclass
-class Topology:
-    """Where generation and training run on the target hardware."""
-
-    profile: str
-    nodes: int
-    gpus_per_node: int
-    use_vllm: bool
-    vllm_mode: str | None  # colocate | server | None (cpu)
-    vllm_gpus: int  # GPUs given to `trl vllm-serve` (server mode)
-    training_nodes: int
-    processes_per_node: int
-    reason: str
-    vllm_tp: int = 1  # server mode: `trl vllm-serve --tensor-parallel-size`
-    vllm_dp: int = 1  # server mode: `trl vllm-serve --data-parallel-size` (replicas of the TP group)
-    layout_reason: str = ""  # why that TP × DP (vLLM's head rules, memory), server mode
-
-    @property
-    def vllm_serving_gpus(self) -> int:
-        """GPUs `trl vllm-serve` uses (TP × DP): the generation node's others stay idle."""
-        return self.vllm_tp * self.vllm_dp
-
-    @property
-    def training_processes(self) -> int:
-        return self.training_nodes * self.processes_per_node
-
-    @property
-    def cpu(self) -> bool:
-        return self.gpus_per_node == 0
-
-
-@dataclass
-class DatasetStats:
-    """Token lengths measured on the dataset (or estimated when the tokenizer is not local)."""
-
-    rows: int
-    tokenized: bool
-    prompt_max: int
-    prompt_p95: int
-    answer_max: int | None
-    answer_p95: int | None
-    answer_column: str | None
-    columns: list[str]
-
-
-@dataclass
-class RenderPlan:
-    """Everything a render writes, each GRPOConfig value with its reason: computed before any file is written."""
-
-    spec: RunSpec
-    run_dir: Path
-    preview: bool
-    no_gate: bool
-    model_info: ModelInfo
-    hardware: Hardware
-    topology: Topology
-    recommendation: Recommendation
-    estimate: Estimate
-    zero_stage: int  # DeepSpeed ZeRO stage for several training processes (0: one process)
-    algorithm: dict[str, Pinned]
-    kwargs: dict[str, Setting]  # every GRPOConfig kwarg, in rendering order
-    sections: list[tuple[str, list[str]]]
-    model_ref: str
-    dataset: dict[str, Any]
-    peft: dict[str, Any] | None
-    quantization: bool
-    stats: DatasetStats
-    gate: dict[str, Any] | None
-    diagnosis: dict[str, Any] | None
-    warnings: list[str] = field(default_factory=list)
-    run_length: RunLength | None = None  # of the rendered values
-
-    @property
-    def generation_batch_size(self) -> int:
-        return int(self.kwargs["per_device_train_batch_size"].value * self.topology.training_processes
-                * self.kwargs["steps_per_generation"].value)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -174,14 +87,15 @@ def _hardware(spec: RunSpec) -> Hardware:
 
 
 def _recommend(model_info: ModelInfo, hardware: Hardware, spec: RunSpec) -> Recommendation:
-    from finetune.memory import recommend, workload_of
+    from finetune.memory.estimate import workload_of
+    from finetune.memory.recommend import recommend
 
     return recommend(model_info, hardware, spec.method, workload_of(spec))
 
 
 def _knobs(spec: RunSpec, kw: dict[str, Setting], topo: Topology, zero_stage: int) -> Knobs:
     """The estimator's inputs for exactly the values rendered (spec overrides included)."""
-    from finetune.memory import Knobs, rendered_lm_head
+    from finetune.memory.estimate import Knobs, rendered_lm_head
 
     g = spec.generation
     server = topo.vllm_mode == "server"
@@ -208,7 +122,7 @@ def _knobs(spec: RunSpec, kw: dict[str, Setting], topo: Topology, zero_stage: in
 def _estimate(model_info: ModelInfo, hardware: Hardware, spec: RunSpec, kw: dict[str, Setting], topo: Topology,
               zero_stage: int) -> Estimate:
     """The memory estimate for exactly the values rendered (spec overrides included)."""
-    from finetune.memory import estimate
+    from finetune.memory.estimate import estimate
 
     return estimate(model_info, hardware, _knobs(spec, kw, topo, zero_stage), suggest=True)
 
@@ -320,178 +234,6 @@ def _target_hardware(spec: RunSpec, info: ModelInfo) -> Hardware:
     return hw
 
 
-def _check_generation_node(info: ModelInfo, spec: RunSpec, hw: Hardware) -> None:
-    """Several nodes: generation lives on node 0 alone, so one node's GPUs must hold the model for `trl
-    vllm-serve` (which loads the bf16 checkpoint) at some TP vLLM allows for the heads."""
-    from finetune.memory import server_min_tp, workload_of
-
-    w = workload_of(spec)
-    seq = w.max_prompt_length + w.max_completion_length
-    if server_min_tp(info, hw.memory_gib, seq, hw.gpus) is not None:
-        return
-    need = server_min_tp(info, hw.memory_gib, seq, 1024)
-    raise UserError(f"the generation node's {hw.gpus} GPU(s) cannot hold {info.name} for `trl vllm-serve` "
-                    f"({info.params / 1e9:.1f} B parameters in bf16 at share 0.9 of {hw.memory_gib:.1f} GiB per GPU)"
-                    + (f": it needs TP ≥ {need}" if need else ""), where="hardware.gpus",
-                    fix=f"set hardware.gpus: {need} (GPUs per node)" if need else "use GPUs with more memory")
-
-
-def _check_split(vllm_gpus: int, info: ModelInfo, spec: RunSpec, hw: Hardware) -> None:
-    """One node: the spec's server GPUs must split into whole TP groups of a TP vLLM allows for the heads (the
-    smallest that holds the model), with no GPU idle; a GPU idle there is one that could have trained."""
-    from finetune.memory import server_min_tp, workload_of
-    from finetune.vllm_layout import nearest_generation_gpus, split_generation_gpus, tp_choices
-
-    w = workload_of(spec)
-    min_tp = server_min_tp(info, hw.memory_gib, w.max_prompt_length + w.max_completion_length, vllm_gpus) or 1
-    layout = split_generation_gpus(vllm_gpus, info.heads, info.kv_heads, min_tp)
-    if layout is None or layout.idle == 0:
-        return  # None: no TP within them holds the model, which the memory estimate refuses with its numbers
-    allowed = [t for t in tp_choices(info.heads, info.kv_heads, vllm_gpus) if t >= min_tp]
-    fixes = nearest_generation_gpus(vllm_gpus, info.heads, info.kv_heads, min_tp, hw.total_gpus - 1)
-    raise UserError(f"vllm_gpus {vllm_gpus} cannot be split into whole vLLM replicas: the model needs TP ≥ {min_tp} "
-                    f"and vLLM allows TP {allowed} for {info.heads} attention / {info.kv_heads} KV heads, so "
-                    f"{layout.idle} GPU(s) would idle", where="hardware.vllm_gpus",
-                    fix=" or ".join(f"set hardware.vllm_gpus: {n}" for n in fixes) or "set hardware.vllm_gpus: 0")
-
-
-def _topology(spec: RunSpec, hw: Hardware, rec: Recommendation, info: ModelInfo) -> Topology:
-    h = spec.hardware
-    profile = hw.profile.name
-    if hw.profile.is_cpu:
-        if h.nodes > 1:
-            raise UserError("a CPU target runs on one node", where="hardware.nodes", fix="set hardware.nodes: 1")
-        return Topology(profile, 1, 0, False, None, 0, 1, 1, "CPU target: no vLLM, one process")
-    why = rec.reasons.get("use_vllm", "")
-    if rec.vllm_mode == "colocate":
-        if h.gpus == 1:
-            return Topology(profile, 1, 1, True, "colocate", 0, 1, 1,
-                            "one GPU: vLLM colocated with training (the seed's single-GPU default)")
-        return Topology(profile, 1, h.gpus, True, "colocate", 0, 1, h.gpus,
-                        f"{h.gpus} GPUs, vLLM colocated in each training process ({why})")
-    from finetune.memory import server_layout, workload_of
-
-    vllm_gpus = int(rec.vllm_gpus or 0)
-    w = workload_of(spec)
-    layout = server_layout(info, hw.with_vllm_gpus(vllm_gpus), w.max_prompt_length + w.max_completion_length)
-    assert layout is not None and layout.tp == rec.vllm_tensor_parallel_size  # the layout memory sized
-    serve = (f"`trl vllm-serve` on {layout.used} GPU(s) as TP {layout.tp} × DP {layout.dp}"
-             + (f" ({layout.idle} idle)" if layout.idle else ""))
-    if h.nodes == 1:
-        return Topology(profile, 1, h.gpus, True, "server", vllm_gpus, 1, h.gpus - vllm_gpus,
-                        f"{h.gpus} GPUs: {serve}, training on {h.gpus - vllm_gpus} "
-                        "(server mode: generation and training do not contend for one device)",
-                        layout.tp, layout.dp, layout.reason)
-    return Topology(profile, h.nodes, h.gpus, True, "server", vllm_gpus, h.nodes - 1, h.gpus,
-                    f"{h.nodes} nodes × {h.gpus} GPUs: node 0 serves generation ({serve}), "
-                    + (f"nodes 1..{h.nodes - 1}" if h.nodes > 2 else "node 1")
-                    + f" train{'s' if h.nodes == 2 else ''} ({(h.nodes - 1) * h.gpus} processes)",
-                    layout.tp, layout.dp, layout.reason)
-
-
-def nearest_valid_batches(pdbs: int, ga: int, spg: int, processes: int, num_generations: int,
-                          spg_is_ga: bool) -> list[str]:
-    """Settings closest to the given ones that satisfy TRL's rule for ``processes`` training processes."""
-
-    def ok(p: int, s: int, g: int) -> bool:
-        return (p * processes * s) % g == 0
-
-    out: list[str] = []
-    for p in sorted(range(1, 4 * pdbs + 9), key=lambda p: (abs(p - pdbs), -p)):
-        if ok(p, spg, num_generations):
-            out.append(f"training.per_device_train_batch_size: {p}")
-            break
-    for g2 in sorted(range(1, 4 * ga + 9), key=lambda x: (abs(x - ga), -x)):
-        if spg_is_ga and ok(pdbs, g2, num_generations):
-            out.append(f"training.gradient_accumulation_steps: {g2}")
-            break
-        if not spg_is_ga and ok(pdbs, g2, num_generations):
-            out.append(f"training.steps_per_generation: {g2}")
-            break
-    total = pdbs * processes * spg
-    for n in range(num_generations + 1, min(total, 64) + 1):
-        if total % n == 0:
-            out.append(f"training.num_generations: {n}")
-            break
-    return out
-
-
-def _check_batch(plan_kwargs: dict[str, Setting], topo: Topology, info: ModelInfo) -> None:
-    pdbs = plan_kwargs["per_device_train_batch_size"].value
-    ga = plan_kwargs["gradient_accumulation_steps"].value
-    spg = plan_kwargs["steps_per_generation"].value
-    g = plan_kwargs["num_generations"].value
-    n = topo.training_processes
-    if (pdbs * n * spg) % g:
-        fixes = nearest_valid_batches(pdbs, ga, spg, n, g, spg_is_ga=spg == ga)
-        if topo.nodes == 1 and topo.vllm_mode == "server":
-            # or give generation a different number of GPUs, which changes the training process count
-            from finetune.vllm_layout import split_generation_gpus
-
-            for v in sorted(range(0, topo.gpus_per_node), key=lambda v: abs(v - topo.vllm_gpus)):
-                # only counts that split into whole replicas of the rendered TP (what _check_split accepts)
-                layout = split_generation_gpus(v, info.heads, info.kv_heads, topo.vllm_tp) if v else None
-                if v and (layout is None or layout.idle):
-                    continue
-                if v != topo.vllm_gpus and (pdbs * (topo.gpus_per_node - v) * spg) % g == 0:
-                    fixes.append(f"hardware.vllm_gpus: {v}" + (" (vLLM colocated)" if v == 0 else ""))
-                    break
-        where = "training.per_device_train_batch_size"
-        raise UserError(
-            f"generation batch ({pdbs} per device × {n} training processes × {spg} steps per generation = "
-            f"{pdbs * n * spg}) must be divisible by num_generations ({g}) — TRL checks this on the target "
-            f"with {n} training processes ({topo.reason})", where=where,
-            fix="nearest valid settings: " + "; or ".join(fixes))
-
-
-def _check_colocate_tp(kw: dict[str, Setting], topo: Topology, info: ModelInfo) -> None:
-    """An overridden ``vllm_tensor_parallel_size`` in colocate mode must divide the training processes (TRL 1.16's
-    VLLMGeneration: "must divide world size", each TP group a block of ranks) and be a TP vLLM allows for the
-    heads; in server mode the server's TP comes from `trl vllm-serve`, so the field would do nothing."""
-    from finetune.vllm_layout import tp_allowed
-
-    s = kw.get("vllm_tensor_parallel_size")
-    if s is None or s.source != "override" or not topo.use_vllm:
-        return
-    where, tp, n = "overrides.vllm_tensor_parallel_size", int(s.value), topo.training_processes
-    if topo.vllm_mode == "server":
-        raise UserError(f"vllm_tensor_parallel_size {tp} does nothing in server mode: the server's TP is "
-                        f"`trl vllm-serve --tensor-parallel-size` ({topo.vllm_tp}, chosen from the model's heads)",
-                        where=where, fix="remove overrides.vllm_tensor_parallel_size (set hardware.vllm_gpus instead)")
-    ok = [t for t in range(1, n + 1) if n % t == 0 and tp_allowed(t, info.heads, info.kv_heads)]
-    if tp in ok:
-        return
-    why = (f"TRL needs it to divide the {n} training process(es)" if n % tp else
-           f"vLLM needs it to divide the {info.heads} attention heads and divide, or be a multiple of, the "
-           f"{info.kv_heads} KV heads")
-    raise UserError(f"vllm_tensor_parallel_size {tp} in colocate mode: {why}", where=where,
-                    fix=" or ".join(f"set overrides.vllm_tensor_parallel_size: {t}" for t in ok))
-
-
-def _validate_with_vllm(spec: RunSpec, kw: dict[str, Setting], topo: Topology) -> list[str]:
-    """Where vLLM is importable, its own config checks on the rendered TP × DP (as TRL's GRPOConfig checks the
-    kwargs): the rule in finetune.vllm_layout is vLLM's, and this catches the day they part. Returns warnings
-    (vLLM installed but unable to build its configs here)."""
-    from finetune.models import resolve_config_path
-    from finetune.vllm_layout import VllmCheckUnavailable, check_with_vllm, vllm_importable, vllm_version
-
-    if not topo.use_vllm or not vllm_importable():
-        return []
-    server = topo.vllm_mode == "server"
-    tp = topo.vllm_tp if server else int(kw["vllm_tensor_parallel_size"].value)
-    dp = topo.vllm_dp if server else 1
-    base = spec.source.parent if spec.source else None
-    try:
-        refusal = check_with_vllm(resolve_config_path(spec.model, spec.model_config_path, base), tp, dp)
-    except VllmCheckUnavailable as exc:
-        return [f"vLLM {vllm_version()} is installed but could not check TP {tp} × DP {dp} here ({exc})"]
-    if refusal:
-        raise UserError(f"the installed vLLM {vllm_version()} refuses TP {tp} × DP {dp}: {refusal}",
-                        where="hardware.vllm_gpus" if server else "overrides.vllm_tensor_parallel_size",
-                        fix="report it: finetune.vllm_layout's rule and vLLM's disagree")
-    return []
-
-
 def _trl_version() -> str:
     from importlib import metadata
 
@@ -549,174 +291,6 @@ def _check_overrides(spec: RunSpec) -> dict[str, Setting]:
                             fix=f"set {_SPEC_OWNED.get(key, 'training.beta')} instead")
         out[key] = Setting(value, "set in the spec's overrides", "override")
     return out
-
-
-# ----------------------------------------------------------------------------------------------
-# dataset
-
-def _load_rows(spec: RunSpec) -> tuple[list[dict[str, Any]], str]:
-    d = spec.dataset
-    path = spec.training_data_path()  # the filtered file once `finetune data filter` set dataset.filter
-    fmt = d.format
-    if fmt == "auto":
-        fmt = ("hf_disk" if path.is_dir() else "parquet" if path.suffix == ".parquet" else "jsonl")
-    if not path.exists():
-        raise UserError(f"dataset not found: {path}", where="dataset.path", fix="point it at the training data")
-    if fmt == "jsonl":
-        rows = [obj for _, obj in jsonio.read_jsonl(path, fix="one JSON object per line")]
-        return rows, fmt
-    if fmt == "parquet":
-        import pyarrow.parquet as pq
-
-        return pq.read_table(path).to_pylist(), fmt
-    from datasets import DatasetDict, load_from_disk
-
-    ds = load_from_disk(str(path))
-    if isinstance(ds, DatasetDict):
-        if d.split not in ds:
-            raise UserError(f"split '{d.split}' not in {sorted(ds)}", where="dataset.split", fix="name a split")
-        ds = ds[d.split]
-    return ds.to_list(), fmt
-
-
-def _percentile(values: list[int], q: float) -> int:
-    s = sorted(values)
-    return s[min(len(s) - 1, int(math.ceil(q * len(s))) - 1)] if s else 0
-
-
-def _dataset_stats(spec: RunSpec) -> tuple[DatasetStats, str]:
-    rows, fmt = _load_rows(spec)
-    if not rows:
-        raise UserError("the dataset is empty", where="dataset.path", fix="point it at the training data")
-    d = spec.dataset
-    columns = sorted(rows[0])
-    for col, where in ((d.prompt_column, "dataset.prompt_column"),) + tuple(
-            (c, f"rewards.{r.name}") for r in spec.rewards for c in
-            [getattr(r, "answer_column", None), getattr(r, "tests_column", None), getattr(r, "schema_column", None)]
-            if c):
-        if col not in rows[0]:
-            raise UserError(f"column '{col}' not in the dataset (columns: {columns})", where=where,
-                            fix="name an existing column")
-    tokenizer = None
-    from finetune import hub
-
-    model_path = hub.cached_model(spec.model, spec.source.parent if spec.source else None)  # local or HF cache
-    if model_path is not None and any((model_path / f).is_file() for f in ("tokenizer.json", "tokenizer_config.json")):
-        from transformers import AutoTokenizer
-
-        tokenizer = AutoTokenizer.from_pretrained(str(model_path))
-
-    def n_tokens(text: str) -> int:
-        # without a local tokenizer: ~4 characters per token for English/code (a rough, stated estimate)
-        return len(tokenizer(text, add_special_tokens=False)["input_ids"]) if tokenizer else max(1, len(text) // 4)
-
-    tools = _environment_tools(spec, tokenizer)
-
-    def prompt_text(p: Any) -> str:
-        if isinstance(p, list):  # conversational
-            if tokenizer is not None and getattr(tokenizer, "chat_template", None):
-                # with an environment the template also renders its tool schemas: part of every prompt
-                return str(tokenizer.apply_chat_template(p, tokenize=False, add_generation_prompt=True,
-                                                         tools=tools))
-            return "\n".join(str(m.get("content", "")) for m in p if isinstance(m, dict))
-        return str(p)
-
-    prompts = [prompt_text(r.get(d.prompt_column, "")) for r in rows]
-    answer_col = d.answer_column if d.answer_column and d.answer_column in rows[0] else None
-    answers = [str(r.get(answer_col, "")) for r in rows] if answer_col else []
-    p_max, p95 = _length_stats(prompts, n_tokens)
-    a_max, a95 = _length_stats(answers, n_tokens) if answers else (None, None)
-    return DatasetStats(len(rows), tokenizer is not None, p_max, p95, a_max, a95, answer_col, columns), fmt
-
-
-def _environment_tools(spec: RunSpec, tokenizer: Any) -> list[Any] | None:
-    """The environment's tools (methods of one instance, as TRL lists them), so prompt lengths include the tool
-    schemas the chat template renders; a model whose template cannot render a tool-calling conversation is
-    refused (TRL would refuse it at the trainer's start)."""
-    if spec.environment is None:
-        return None
-    if tokenizer is not None and getattr(tokenizer, "chat_template", None):
-        from trl.chat_template_utils import supports_tool_calling
-
-        if not supports_tool_calling(tokenizer):
-            raise UserError(f"the chat template of {spec.model} cannot render tool calls and tool results",
-                            where="environment", fix="use a model whose chat template supports tools (Qwen, "
-                            "Llama 3.1+, Mistral, ...) or set its chat template")
-    import importlib.util
-    import inspect
-
-    path = spec.resolve_path(spec.environment.file)
-    module_spec = importlib.util.spec_from_file_location("finetune_env_for_lengths", path)
-    if module_spec is None or module_spec.loader is None:
-        raise UserError(f"cannot load {path}", where="environment.file", fix="name your environment's .py file")
-    module = importlib.util.module_from_spec(module_spec)
-    try:
-        module_spec.loader.exec_module(module)
-        instance = getattr(module, spec.environment.class_)()
-    except Exception as exc:
-        raise UserError(f"{path}: the environment does not load ({exc!r})", where="environment",
-                        fix="make the class importable and constructible without arguments") from None
-    return [getattr(instance, name) for name, _ in inspect.getmembers(type(instance), predicate=inspect.isfunction)
-            if not name.startswith("_") and name not in ("reset", "get_reward")]
-
-
-LENGTH_SAMPLE = 2000  # rows tokenized for the percentiles (a random sample, fixed seed)
-LONGEST_BY_CHARS = 200  # plus the longest rows by characters, so the maximum is not sampled away
-
-
-def _length_stats(texts: list[str], n_tokens: Callable[[str], int]) -> tuple[int, int]:
-    """(max, 95th percentile) token length; large datasets are measured on a sample plus their longest rows."""
-    import random
-
-    if len(texts) <= LENGTH_SAMPLE + LONGEST_BY_CHARS:
-        lens = [n_tokens(t) for t in texts]
-        return max(lens), _percentile(lens, 0.95)
-    sample = random.Random(0).sample(range(len(texts)), LENGTH_SAMPLE)
-    longest = sorted(range(len(texts)), key=lambda i: len(texts[i]), reverse=True)[:LONGEST_BY_CHARS]
-    sample_lens = [n_tokens(texts[i]) for i in sample]
-    return max(sample_lens + [n_tokens(texts[i]) for i in longest]), _percentile(sample_lens, 0.95)
-
-
-def _check_lengths(spec: RunSpec, stats: DatasetStats, info: ModelInfo,
-                   overrides: dict[str, Setting]) -> tuple[int, list[str]]:
-    g = spec.generation
-    warnings: list[str] = []
-    unit = "tokens" if stats.tokenized else "tokens (estimated at 4 characters per token: tokenizer not local)"
-
-    def refuse_or_warn(error: UserError) -> None:
-        # measured with the model's tokenizer: refuse; only estimated: say so and let it through
-        if stats.tokenized:
-            raise error
-        warnings.append(f"{error.what} ({error.fix}; estimate only — render next to the local model to check)")
-
-    if stats.prompt_max > g.max_prompt_length:
-        refuse_or_warn(UserError(f"the longest prompt is {stats.prompt_max} {unit}, over max_prompt_length "
-                                 f"{g.max_prompt_length}: vLLM would reject it", where="generation.max_prompt_length",
-                                 fix=f"set it to at least {stats.prompt_max} or drop the longest prompts"))
-    if stats.answer_p95 is not None:
-        if g.max_completion_length < stats.answer_p95:
-            refuse_or_warn(UserError(
-                f"max_completion_length {g.max_completion_length} is below the 95th percentile of the dataset's "
-                f"'{stats.answer_column}' answers ({stats.answer_p95} {unit}): most reasoning would be truncated "
-                "and score zero (trl#5697: a 256-token cap truncated 97–99% of completions)",
-                where="generation.max_completion_length", fix=f"set it to at least {stats.answer_max}"))
-        elif stats.answer_max is not None and g.max_completion_length < stats.answer_max:
-            warnings.append(f"the longest '{stats.answer_column}' answer is {stats.answer_max} {unit}, over "
-                            f"max_completion_length {g.max_completion_length}: its completions will be truncated")
-    if g.max_completion_length <= 256:
-        warnings.append(f"max_completion_length {g.max_completion_length} ≤ 256: watch completions/clipped_ratio "
-                        "in the first steps (trl#5697: a 256 cap truncated 97–99% of completions, all-zero reward)")
-    need = g.max_prompt_length + g.max_completion_length
-    vllm_len = overrides.get("vllm_max_model_length")
-    if vllm_len is not None and vllm_len.value is not None and vllm_len.value < need:
-        raise UserError(f"vllm_max_model_length {vllm_len.value} < max_prompt_length + max_completion_length ({need})",
-                        where="overrides.vllm_max_model_length", fix=f"set it to at least {need} or remove it")
-    max_pos = info.max_position_embeddings
-    if max_pos and need > max_pos:
-        raise UserError(f"prompt + completion ({need} tokens) exceeds the model's context ({max_pos})",
-                        where="generation.max_completion_length",
-                        fix=f"keep max_prompt_length + max_completion_length ≤ {max_pos}")
-    return need if vllm_len is None or vllm_len.value is None else vllm_len.value, warnings
 
 
 # ----------------------------------------------------------------------------------------------
@@ -861,7 +435,7 @@ def _choose_values(spec: RunSpec, info: ModelInfo, hw: Hardware) -> _Choice:
                "training.gradient_accumulation_steps")
     if pdbs.source == "spec" and ga.source == "memory" and pdbs.value != rec.per_device_train_batch_size:
         # the recommended accumulation was sized for the recommended batch: size it for the user's
-        from finetune.memory import accumulation_for
+        from finetune.memory.recommend import accumulation_for
 
         n = topo.training_processes
         acc = accumulation_for(pdbs.value, n, t.num_generations)
@@ -1163,159 +737,6 @@ def _validate_with_trl(kw: dict[str, Setting], topo: Topology) -> None:
         except (ValueError, TypeError) as exc:
             raise UserError(f"TRL {_trl_version()} rejects the rendered config: {exc}", where="spec",
                             fix="adjust the named setting") from None
-
-
-# ----------------------------------------------------------------------------------------------
-# rendering
-
-def _env() -> jinja2.Environment:
-    import jinja2
-
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), undefined=jinja2.StrictUndefined,
-                             keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True)
-    literals.register(env)
-    return env
-
-
-def _context(plan: RenderPlan) -> dict[str, Any]:
-    from finetune import hashing
-
-    spec, topo = plan.spec, plan.topology
-    gate_hashes = dict((plan.gate or {}).get("hashes") or {})
-    reward_section = spec.reward_section()
-    rec_reasons = plan.recommendation.reasons
-    return {
-        "plan": plan, "spec": spec, "topo": topo, "version": __version__, "trl_version": TRL_VERSION_PIN,
-        "kwargs": {k: s for k, s in plan.kwargs.items() if not k.startswith("_")},
-        "sections": plan.sections, "method": plan.kwargs["_method"], "rec_reasons": rec_reasons,
-        "reward_names": [r.name for r in spec.rewards], "reward_weights": [r.weight for r in spec.rewards],
-        "gate_required": not plan.no_gate, "gate_hashes": gate_hashes,
-        "ungated_override": UNGATED_OVERRIDE, "ungated_smoke_steps": UNGATED_SMOKE_STEPS,
-        "watch_sha256": hashlib.sha256(watch_source().encode("utf-8")).hexdigest(),
-        "score_report_sha256": ((plan.gate or {}).get("inputs") or {}).get(rundir.SCORE_REPORT),
-        "reward_section_json": json.dumps(reward_section, sort_keys=True, separators=(",", ":"), ensure_ascii=False),
-        "reward_section_sha256": hashing.reward_section_digest(reward_section),
-        # dataset.filter bound like the reward section (None without a filter)
-        "data_filter_sha256": (hashing.bound_hashes(plan.run_dir, reward_section, **spec.filter_binding())
-                               .get(hashing.FILTER_SECTION)),
-        "data_filter": spec.dataset.filter.model_dump(mode="json") if spec.dataset.filter else None,
-        "filter_steps_before": (_run_length(plan.kwargs, topo, spec.dataset.filter.source_rows).optimiser_steps
-                                if spec.dataset.filter else None),
-        "generation_batch_size": plan.generation_batch_size,
-        "vllm_port": VLLM_SERVER_PORT,
-        "memory_table": _memory_table(plan.estimate),
-        "algorithm_fields": ALGORITHM_FIELDS, "zero_stage": plan.zero_stage,
-        "model_summary": plan.model_info.summary(), "vllm_tp": topo.vllm_gpus,
-        "zero_reason": rec_reasons.get("zero_stage", ""),
-        # launch.sh trains with the interpreter rendering ran in unless FINETUNE_PYTHON names another
-        "rendered_python": sys.executable,
-        "slurm_job_name": re.sub(r"[^A-Za-z0-9_.-]", "-", spec.name)[:64] or "grpo",
-        "inspection": inspection_settings(spec),
-        "stopped_exit": STOPPED_EXIT,
-    }
-
-
-def _memory_table(est: Estimate) -> str:
-    # the estimator's own headings sit under BRIEF.md's "Memory fit" section
-    return re.sub(r"^(#+) ", lambda m: "#" * (len(m.group(1)) + 2) + " ", est.to_markdown().strip(), flags=re.M)
-
-
-def render_files(plan: RenderPlan) -> dict[str, str]:
-    """Relative path (inside config/) → text, for every file of this render."""
-    env = _env()
-    ctx = _context(plan)
-    files = {"BRIEF.md": env.get_template("BRIEF.md.j2").render(**ctx)}
-    if plan.preview:
-        return files
-    files["grpo_config.yaml"] = env.get_template("grpo_config.yaml.j2").render(**ctx)
-    files["train.py"] = env.get_template("train.py.j2").render(**ctx)
-    files["launch.sh"] = env.get_template("launch.sh.j2").render(**ctx)
-    from finetune.env.target import build_target, checker_source
-
-    files["target.json"] = json.dumps(build_target(plan), indent=2) + "\n"
-    files["env_check.py"] = checker_source()
-    files["watch.py"] = watch_source()
-    if not plan.topology.cpu and plan.topology.nodes > 1:
-        files["launch.slurm"] = env.get_template("launch.slurm.j2").render(**ctx)
-    # launch.slurm and the multi-node launch.sh always train through `accelerate launch --config_file`, even
-    # with one training process; one node with one training process runs train.py directly (no file)
-    if not plan.topology.cpu and (plan.topology.training_processes > 1 or plan.topology.nodes > 1):
-        files["accelerate.yaml"] = env.get_template("accelerate.yaml.j2").render(**ctx)
-        if plan.zero_stage:
-            files[f"deepspeed_zero{plan.zero_stage}.json"] = env.get_template("deepspeed.json.j2").render(**ctx)
-    return files
-
-
-STOPPED_EXIT = watch.STOPPED_EXIT  # train.py's and launch.sh's exit status when the inspection callback stopped the run
-
-
-def watch_source() -> str:
-    """finetune/watch.py, rendered verbatim beside train.py (the inspection callback and its rules)."""
-    from finetune import watch
-
-    return Path(watch.__file__).read_text(encoding="utf-8")
-
-
-def write(plan: RenderPlan, files: dict[str, str]) -> Path:
-    from finetune.commit import staged_dir
-
-    target = plan.run_dir / rundir.CONFIG_DIR
-    # a launch file of an earlier render for another target must not survive beside the new ones
-    keep = (lambda name: True) if plan.preview else (lambda name: not _RENDERED_NAME.fullmatch(name))
-    with staged_dir(target, keep=keep) as tmp:  # config/ is switched as a whole: one render, never a mix
-        for rel, text in files.items():
-            p = tmp / rel
-            p.parent.mkdir(parents=True, exist_ok=True)
-            p.write_text(text, encoding="utf-8")
-            if rel.endswith((".sh", ".py")):
-                p.chmod(0o755)
-    return target
-
-
-_RENDERED_NAME = re.compile(r"BRIEF\.md|grpo_config\.yaml|train\.py|launch\.sh|launch\.slurm|accelerate\.yaml|"
-                            r"deepspeed_zero\d\.json|target\.json|env_check\.py|watch\.py")
-
-
-def render(spec_path: str | Path, out: str | Path | None = None, *, preview: bool = False,
-           no_gate: bool = False) -> tuple[RenderPlan, Path]:
-    """Validate and write DIR/config/. Raises UserError / CheckFailed before writing anything."""
-    from finetune.spec import load_spec
-
-    spec_file, run_dir = rundir.resolve(spec_path, out)
-    if spec_file is None:
-        raise UserError(f"no {rundir.SPEC} in {spec_path}", fix="pass the run spec")
-    spec = load_spec(spec_file)
-    # what is written to train from re-scores the bound samples with the bound rewards (not hashes alone)
-    plan = build_plan(spec, run_dir, preview=preview, no_gate=no_gate, rescore=True)
-    files = render_files(plan)
-    return plan, write(plan, files)
-
-
-# ----------------------------------------------------------------------------------------------
-# the skill's recipe block (generated; `finetune docs` fills the marked region of SKILL.md)
-
-RECIPE_START = "# --- recipe:start"
-RECIPE_END = "# --- recipe:end"
-
-
-def skill_recipe_block() -> str:
-    """The GRPO recipe as rendered in train.py for the shipped default spec (examples/spec.yaml)."""
-    import tempfile
-
-    from finetune.spec import load_spec
-
-    spec = load_spec(EXAMPLE_SPEC)
-    with tempfile.TemporaryDirectory() as tmp:
-        plan = build_plan(spec, Path(tmp), no_gate=True)
-        plan.no_gate = False  # the skill shows the gated script
-        train_py = _env().get_template("train.py.j2").render(**_context(plan))
-    m = re.search(re.escape(RECIPE_START) + r"[^\n]*\n(.*?)\n[ \t]*" + re.escape(RECIPE_END), train_py, re.S)
-    assert m, "train.py.j2 lost its recipe markers"
-    import textwrap
-
-    body = textwrap.dedent(m.group(1)).strip("\n")
-    return ("Rendered by `finetune config render` for examples/spec.yaml (generated — do not edit):\n\n"
-            f"```python\n{body}\n```\n")
 
 
 # ----------------------------------------------------------------------------------------------

@@ -191,9 +191,9 @@ def _sample_and_score(spec: RunSpec, run_dir: Path, rows: list[dict[str, Any]], 
 
 
 def _data_format(spec: RunSpec, path: Path) -> str:
-    fmt = spec.dataset.format
-    if fmt == "auto":
-        fmt = "hf_disk" if path.is_dir() else "parquet" if path.suffix == ".parquet" else "jsonl"
+    from finetune.dataset import data_format
+
+    fmt = data_format(spec, path)
     if fmt == "hf_disk":
         raise UserError("the filter writes jsonl or parquet; this dataset is a datasets.save_to_disk folder",
                         where="dataset.path", fix="export the split to .jsonl or .parquet and point dataset.path at it")
@@ -426,8 +426,8 @@ def run_filter(spec_path: Path, run_dir: Path, *, k: int = DEFAULT_K, max_prompt
                keep: tuple[float, float] = DEFAULT_KEEP, device: str | None = None, backend: str = "auto",
                console: Console | None = None, check_prompts: int = DEFAULT_CHECK_PROMPTS) -> dict[str, Any]:
     """Sample, score, filter, check on fresh samples, report and bind; returns the summary the report shows."""
+    from finetune.dataset import load_rows
     from finetune.inspect.gate import verify_gate
-    from finetune.inspect.sample import load_rows
     from finetune.spec import load_spec
 
     spec = load_spec(spec_path)

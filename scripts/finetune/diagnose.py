@@ -12,7 +12,7 @@ thresholds are module constants, named and explained below.
 
 Writes ``DIR/diagnosis/{diagnosis.json, report.md, curves.png}`` together (all or nothing).
 ``--apply`` sets the recommended variant in the run spec (the original kept beside it) and
-re-renders ``config/`` through :func:`finetune.config.render`.
+re-renders ``config/`` through :func:`finetune.config_render.render`.
 """
 
 from __future__ import annotations
@@ -1468,7 +1468,7 @@ def apply_variant(ctx: RunContext, doc: dict[str, Any], *, no_gate: bool = False
     kept = spec_path.with_name(f"{spec_path.stem}.before-{variant}.{stamp}{spec_path.suffix}")
     atomic.write_bytes(kept, original)
     atomic.write_text(spec_path, new_text)
-    from finetune import config as renderer
+    from finetune import config_render as renderer
 
     try:
         # the renderer reads gate.json and this diagnosis from the run directory, wherever the spec lives

@@ -92,7 +92,7 @@ def _lora_trainable(model: Any, trainer: str, r: int, target_modules: Targets, w
 def _weights(est: TrainerEstimate, model: Any, param_bytes: int) -> None:
     c, why = est.components, est.reasons
     if est.method == "qlora":  # the GRPO estimate's formula: bitsandbytes quantizes nn.Linear but the head
-        from finetune.memory import QLORA_BYTES_PER_PARAM
+        from finetune.memory.formulas import QLORA_BYTES_PER_PARAM
 
         q = model.quantizable_params
         c["weights"] = int(q * QLORA_BYTES_PER_PARAM + (model.params - q) * param_bytes)
@@ -128,7 +128,7 @@ def _trainable_state(est: TrainerEstimate, param_bytes: int, mixed_precision: bo
 def _step_tensors(est: TrainerEstimate, model: Any, seq_len: int, batch: int, checkpointing: bool,
                   param_bytes: int) -> None:
     """Activations and logits of one micro-batch (DPO: chosen and rejected in one forward)."""
-    from finetune.memory import activation_bytes
+    from finetune.memory.formulas import activation_bytes
 
     seqs = batch * (2 if est.trainer == "dpo" else 1)
     est.components["activations"] = activation_bytes(model, seqs, seq_len, checkpointing) * param_bytes // 2

@@ -245,13 +245,13 @@ def _gate(run: _Run) -> tuple[str, str]:
 
 
 def _config(run: _Run) -> tuple[str, str]:
-    from finetune import config
+    from finetune import config, config_render
 
     cfg = run.path(rundir.CONFIG_DIR)
     if not run.path(rundir.MEMORY).is_file() or not (cfg / "train.py").is_file():
         return MISSING, "no memory.md / config/: run `finetune memory` and `finetune config render`"
     try:
-        files = config.render_files(config.build_plan(run.loaded, run.dir))
+        files = config_render.render_files(config.build_plan(run.loaded, run.dir))
     except UserError as exc:
         return FAILED, f"the config no longer renders: {exc.line()}"
     differ = sorted(n for n, text in files.items()

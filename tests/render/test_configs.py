@@ -255,7 +255,8 @@ def test_sharding_stage_is_the_memory_recommendation(cli, tmp_path):
     """Contract 8: the renderer takes memory.recommend()'s ZeRO stage as-is. LoRA on 8 GPUs keeps only
     adapter states, so the recommendation is plain DDP: no DeepSpeed config is rendered."""
     from finetune.hardware import resolve_hardware
-    from finetune.memory import Knobs, recommend
+    from finetune.memory.estimate import Knobs
+    from finetune.memory.recommend import recommend
     from finetune.models import load_model_info
     from finetune.spec import HardwareSpec
 

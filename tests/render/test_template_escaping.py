@@ -112,11 +112,11 @@ def test_the_check_catches_a_bare_spec_value(tmp_path):
 
 
 def test_every_project_environment_registers_the_filters():
-    from finetune import config
+    from finetune import config_render
     from finetune.inspect import review
     from finetune.rewards import render as rewards_render
 
-    envs = [rewards_render.environment(), config._env(), review.environment(), literals.environment(PKG / "templates")]
+    envs = [rewards_render.environment(), config_render._env(), review.environment(), literals.environment(PKG / "templates")]
     for env in envs:
         assert set(literals.FILTERS) <= set(env.filters)
         assert env.undefined is jinja2.StrictUndefined

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from finetune.config import render
+from finetune.config_render import render
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -12,16 +12,10 @@ from finetune import rundir
 from finetune.cli.argtypes import count, real  # every numeric option range-checked: bad → one line, exit 2
 from finetune.errors import UserError
 from finetune.hardware import resolve_hardware
-from finetune.memory import (
-    METHODS,
-    OPTIMIZERS,
-    VLLM_MODES,
-    Estimate,
-    Recommendation,
-    estimate_for_model,
-    estimate_for_spec,
-    write_memory_md,
-)
+from finetune.memory.estimate import Estimate
+from finetune.memory.formulas import METHODS, OPTIMIZERS, VLLM_MODES
+from finetune.memory.recommend import Recommendation
+from finetune.memory.run import estimate_for_model, estimate_for_spec, write_memory_md
 
 # Options that fix a training setting instead of letting the recommendation choose it.
 _EXPLICIT = ("per_device_train_batch_size", "gradient_accumulation_steps", "use_vllm", "vllm_mode",

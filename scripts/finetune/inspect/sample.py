@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from finetune import commit, jsonio, rundir
+from finetune.dataset import load_rows
 from finetune.errors import UserError
 from finetune.hashing import sha256_file
 from finetune.inspect.samplesio import load_samples
@@ -35,43 +36,6 @@ if TYPE_CHECKING:
 
 SAMPLE_INFO = "sample_info.json"
 PROMPT_BATCH = 8  # prompts per generate() call (each with k return sequences)
-
-
-def load_rows(spec: RunSpec) -> list[dict[str, Any]]:
-    """The training dataset's rows (jsonl, parquet, or a datasets.save_to_disk folder)."""
-    d = spec.dataset
-    path = spec.resolve_path(d.path)
-    if not path.exists():
-        raise UserError(f"dataset not found: {path}", where="dataset.path", fix="point it at the training data")
-    fmt = d.format if d.format != "auto" else (
-        "hf_disk" if path.is_dir() else "parquet" if path.suffix == ".parquet" else "jsonl")
-    if fmt == "jsonl":
-        from finetune.inspect.verdicts import read_jsonl
-
-        rows = []
-        for n, obj in read_jsonl(path):
-            if not isinstance(obj, dict):
-                raise UserError("expected a JSON object", where=f"{path}:{n}", fix="one JSON object per line")
-            rows.append(obj)
-    elif fmt == "parquet":
-        import pyarrow.parquet as pq
-
-        rows = pq.read_table(path).to_pylist()
-    else:
-        from datasets import DatasetDict, load_from_disk
-
-        ds = load_from_disk(str(path))
-        if isinstance(ds, DatasetDict):
-            if d.split not in ds:
-                raise UserError(f"split '{d.split}' not in {sorted(ds)}", where="dataset.split", fix="name a split")
-            ds = ds[d.split]
-        rows = ds.to_list()
-    if not rows:
-        raise UserError("the dataset is empty", where="dataset.path", fix="point it at the training data")
-    if d.prompt_column not in rows[0]:
-        raise UserError(f"column '{d.prompt_column}' not in the dataset (columns: {sorted(rows[0])})",
-                        where="dataset.prompt_column", fix="name the prompt column")
-    return rows
 
 
 def training_prompt(spec: RunSpec, value: Any) -> tuple[Any, bool]:

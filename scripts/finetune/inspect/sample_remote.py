@@ -126,7 +126,8 @@ training), with the spec's sampling settings (`sampling`). Use the same policy t
 def emit_requests(spec: RunSpec, run_dir: str | Path, *, spec_path: str = "spec.yaml",
                   base: bool = True) -> dict[str, Any]:
     """Write RUN/requests/ (requests, base requests, the sampling script, a README); return a summary."""
-    from finetune.inspect.sample import _pick, _requests, load_rows
+    from finetune.dataset import load_rows
+    from finetune.inspect.sample import _pick, _requests
     from finetune.invocation import command
 
     run_dir = Path(run_dir)

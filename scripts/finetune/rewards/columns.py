@@ -36,7 +36,7 @@ def _refuse(column: str, field: str, present: Iterable[str], where: str, what: s
 def check_dataset(spec: RunSpec, *, required: bool = True) -> None:
     """The dataset has the prompt column and every reward column. With ``required=False`` a dataset
     that is not on this machine is not checked (rendering rewards does not need it)."""
-    from finetune.inspect.sample import load_rows
+    from finetune.dataset import load_rows
 
     if not required and not spec.resolve_path(spec.dataset.path).exists():
         return

@@ -1,0 +1,160 @@
+"""The dataset statistics a render checks its lengths against: token lengths of the prompts and answers
+(measured with the model's tokenizer when it is local, else estimated), including the tool schemas an environment's
+chat template renders, and the length checks against generation.max_* and the model's context."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from finetune.config_plan import DatasetStats, Setting
+from finetune.dataset import data_format, load_rows
+from finetune.errors import UserError
+
+if TYPE_CHECKING:
+
+    from finetune.models import ModelInfo
+    from finetune.spec import RunSpec
+
+
+# ----------------------------------------------------------------------------------------------
+# dataset
+
+def _percentile(values: list[int], q: float) -> int:
+    s = sorted(values)
+    return s[min(len(s) - 1, int(math.ceil(q * len(s))) - 1)] if s else 0
+
+
+def _dataset_stats(spec: RunSpec) -> tuple[DatasetStats, str]:
+    rows = load_rows(spec, training=True)  # the filtered file once `finetune data filter` set dataset.filter
+    fmt = data_format(spec, spec.training_data_path())
+    d = spec.dataset
+    columns = sorted(rows[0])
+    for col, where in ((d.prompt_column, "dataset.prompt_column"),) + tuple(
+            (c, f"rewards.{r.name}") for r in spec.rewards for c in
+            [getattr(r, "answer_column", None), getattr(r, "tests_column", None), getattr(r, "schema_column", None)]
+            if c):
+        if col not in rows[0]:
+            raise UserError(f"column '{col}' not in the dataset (columns: {columns})", where=where,
+                            fix="name an existing column")
+    tokenizer = None
+    from finetune import hub
+
+    model_path = hub.cached_model(spec.model, spec.source.parent if spec.source else None)  # local or HF cache
+    if model_path is not None and any((model_path / f).is_file() for f in ("tokenizer.json", "tokenizer_config.json")):
+        from transformers import AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(str(model_path))
+
+    def n_tokens(text: str) -> int:
+        # without a local tokenizer: ~4 characters per token for English/code (a rough, stated estimate)
+        return len(tokenizer(text, add_special_tokens=False)["input_ids"]) if tokenizer else max(1, len(text) // 4)
+
+    tools = _environment_tools(spec, tokenizer)
+
+    def prompt_text(p: Any) -> str:
+        if isinstance(p, list):  # conversational
+            if tokenizer is not None and getattr(tokenizer, "chat_template", None):
+                # with an environment the template also renders its tool schemas: part of every prompt
+                return str(tokenizer.apply_chat_template(p, tokenize=False, add_generation_prompt=True,
+                                                         tools=tools))
+            return "\n".join(str(m.get("content", "")) for m in p if isinstance(m, dict))
+        return str(p)
+
+    prompts = [prompt_text(r.get(d.prompt_column, "")) for r in rows]
+    answer_col = d.answer_column if d.answer_column and d.answer_column in rows[0] else None
+    answers = [str(r.get(answer_col, "")) for r in rows] if answer_col else []
+    p_max, p95 = _length_stats(prompts, n_tokens)
+    a_max, a95 = _length_stats(answers, n_tokens) if answers else (None, None)
+    return DatasetStats(len(rows), tokenizer is not None, p_max, p95, a_max, a95, answer_col, columns), fmt
+
+
+def _environment_tools(spec: RunSpec, tokenizer: Any) -> list[Any] | None:
+    """The environment's tools (methods of one instance, as TRL lists them), so prompt lengths include the tool
+    schemas the chat template renders; a model whose template cannot render a tool-calling conversation is
+    refused (TRL would refuse it at the trainer's start)."""
+    if spec.environment is None:
+        return None
+    if tokenizer is not None and getattr(tokenizer, "chat_template", None):
+        from trl.chat_template_utils import supports_tool_calling
+
+        if not supports_tool_calling(tokenizer):
+            raise UserError(f"the chat template of {spec.model} cannot render tool calls and tool results",
+                            where="environment", fix="use a model whose chat template supports tools (Qwen, "
+                            "Llama 3.1+, Mistral, ...) or set its chat template")
+    import importlib.util
+    import inspect
+
+    path = spec.resolve_path(spec.environment.file)
+    module_spec = importlib.util.spec_from_file_location("finetune_env_for_lengths", path)
+    if module_spec is None or module_spec.loader is None:
+        raise UserError(f"cannot load {path}", where="environment.file", fix="name your environment's .py file")
+    module = importlib.util.module_from_spec(module_spec)
+    try:
+        module_spec.loader.exec_module(module)
+        instance = getattr(module, spec.environment.class_)()
+    except Exception as exc:
+        raise UserError(f"{path}: the environment does not load ({exc!r})", where="environment",
+                        fix="make the class importable and constructible without arguments") from None
+    return [getattr(instance, name) for name, _ in inspect.getmembers(type(instance), predicate=inspect.isfunction)
+            if not name.startswith("_") and name not in ("reset", "get_reward")]
+
+
+LENGTH_SAMPLE = 2000  # rows tokenized for the percentiles (a random sample, fixed seed)
+LONGEST_BY_CHARS = 200  # plus the longest rows by characters, so the maximum is not sampled away
+
+
+def _length_stats(texts: list[str], n_tokens: Callable[[str], int]) -> tuple[int, int]:
+    """(max, 95th percentile) token length; large datasets are measured on a sample plus their longest rows."""
+    import random
+
+    if len(texts) <= LENGTH_SAMPLE + LONGEST_BY_CHARS:
+        lens = [n_tokens(t) for t in texts]
+        return max(lens), _percentile(lens, 0.95)
+    sample = random.Random(0).sample(range(len(texts)), LENGTH_SAMPLE)
+    longest = sorted(range(len(texts)), key=lambda i: len(texts[i]), reverse=True)[:LONGEST_BY_CHARS]
+    sample_lens = [n_tokens(texts[i]) for i in sample]
+    return max(sample_lens + [n_tokens(texts[i]) for i in longest]), _percentile(sample_lens, 0.95)
+
+
+def _check_lengths(spec: RunSpec, stats: DatasetStats, info: ModelInfo,
+                   overrides: dict[str, Setting]) -> tuple[int, list[str]]:
+    g = spec.generation
+    warnings: list[str] = []
+    unit = "tokens" if stats.tokenized else "tokens (estimated at 4 characters per token: tokenizer not local)"
+
+    def refuse_or_warn(error: UserError) -> None:
+        # measured with the model's tokenizer: refuse; only estimated: say so and let it through
+        if stats.tokenized:
+            raise error
+        warnings.append(f"{error.what} ({error.fix}; estimate only — render next to the local model to check)")
+
+    if stats.prompt_max > g.max_prompt_length:
+        refuse_or_warn(UserError(f"the longest prompt is {stats.prompt_max} {unit}, over max_prompt_length "
+                                 f"{g.max_prompt_length}: vLLM would reject it", where="generation.max_prompt_length",
+                                 fix=f"set it to at least {stats.prompt_max} or drop the longest prompts"))
+    if stats.answer_p95 is not None:
+        if g.max_completion_length < stats.answer_p95:
+            refuse_or_warn(UserError(
+                f"max_completion_length {g.max_completion_length} is below the 95th percentile of the dataset's "
+                f"'{stats.answer_column}' answers ({stats.answer_p95} {unit}): most reasoning would be truncated "
+                "and score zero (trl#5697: a 256-token cap truncated 97–99% of completions)",
+                where="generation.max_completion_length", fix=f"set it to at least {stats.answer_max}"))
+        elif stats.answer_max is not None and g.max_completion_length < stats.answer_max:
+            warnings.append(f"the longest '{stats.answer_column}' answer is {stats.answer_max} {unit}, over "
+                            f"max_completion_length {g.max_completion_length}: its completions will be truncated")
+    if g.max_completion_length <= 256:
+        warnings.append(f"max_completion_length {g.max_completion_length} ≤ 256: watch completions/clipped_ratio "
+                        "in the first steps (trl#5697: a 256 cap truncated 97–99% of completions, all-zero reward)")
+    need = g.max_prompt_length + g.max_completion_length
+    vllm_len = overrides.get("vllm_max_model_length")
+    if vllm_len is not None and vllm_len.value is not None and vllm_len.value < need:
+        raise UserError(f"vllm_max_model_length {vllm_len.value} < max_prompt_length + max_completion_length ({need})",
+                        where="overrides.vllm_max_model_length", fix=f"set it to at least {need} or remove it")
+    max_pos = info.max_position_embeddings
+    if max_pos and need > max_pos:
+        raise UserError(f"prompt + completion ({need} tokens) exceeds the model's context ({max_pos})",
+                        where="generation.max_completion_length",
+                        fix=f"keep max_prompt_length + max_completion_length ≤ {max_pos}")
+    return need if vllm_len is None or vllm_len.value is None else vllm_len.value, warnings
