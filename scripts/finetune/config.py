@@ -4,8 +4,9 @@ Everything is checked here, on a CPU box, for the TARGET hardware before a singl
 TRL's batch rules for the real number of training processes (server mode takes GPUs away from
 training), the num_generations floor, contracts 6/7/9 (variants, lr/beta, explicit algorithm fields),
 override names against the installed TRL, completion length against the dataset, the vLLM context,
-VLM / MoE models, and the gate record of Phase 1. Then ``config/`` is written atomically from the
-Jinja templates beside this module.
+VLM / MoE models, and the gate record of Phase 1. Then :mod:`finetune.config_render` writes ``config/``
+atomically from the Jinja templates. The plan's types: :mod:`finetune.config_plan`; the dataset's lengths:
+:mod:`finetune.config_dataset`; where the run goes: :mod:`finetune.config_topology`.
 """
 
 from __future__ import annotations
@@ -34,8 +35,9 @@ from finetune.variants import ALGORITHM_FIELDS, VARIANT_SYMPTOM, Pinned, algorit
 if TYPE_CHECKING:
 
     from finetune.hardware import Hardware
-    from finetune.memory.estimate import Estimate, Knobs
+    from finetune.memory.estimate import Knobs
     from finetune.memory.recommend import Recommendation
+    from finetune.memory.result import Estimate
     from finetune.models import ModelInfo
     from finetune.runlength import RunLength
     from finetune.spec import RunSpec

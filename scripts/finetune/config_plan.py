@@ -12,8 +12,8 @@ from finetune.variants import Pinned
 if TYPE_CHECKING:
 
     from finetune.hardware import Hardware
-    from finetune.memory.estimate import Estimate
     from finetune.memory.recommend import Recommendation
+    from finetune.memory.result import Estimate
     from finetune.models import ModelInfo
     from finetune.runlength import RunLength
     from finetune.spec import RunSpec

@@ -28,7 +28,7 @@ from finetune.variants import ALGORITHM_FIELDS
 if TYPE_CHECKING:
     import jinja2
 
-    from finetune.memory.estimate import Estimate
+    from finetune.memory.result import Estimate
 
 
 TEMPLATES = Path(__file__).parent / "templates"

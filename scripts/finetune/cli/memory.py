@@ -12,9 +12,9 @@ from finetune import rundir
 from finetune.cli.argtypes import count, real  # every numeric option range-checked: bad → one line, exit 2
 from finetune.errors import UserError
 from finetune.hardware import resolve_hardware
-from finetune.memory.estimate import Estimate
 from finetune.memory.formulas import METHODS, OPTIMIZERS, VLLM_MODES
 from finetune.memory.recommend import Recommendation
+from finetune.memory.result import Estimate
 from finetune.memory.run import estimate_for_model, estimate_for_spec, write_memory_md
 
 # Options that fix a training setting instead of letting the recommendation choose it.

@@ -3,6 +3,7 @@
 One module per concern, each importing only the ones before it:
 
 - :mod:`.formulas` — the per-component formulas and their constants;
+- :mod:`.result` — what an estimate says: :class:`~.result.Estimate` (components, verdict, suggestions, Markdown);
 - :mod:`.estimate` — :func:`~.estimate.estimate` sizes every component a TRL 1.16 GRPO run holds on one training
   GPU over the two phases of a step, says whether it fits and what would make it fit;
 - :mod:`.recommend` — :func:`~.recommend.recommend` is THE one source of per-scale values (method, micro-batch,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from finetune.hardware import resolve_hardware
-from finetune.memory.estimate import Estimate, Knobs, estimate
+from finetune.memory.estimate import Knobs, estimate
 from finetune.memory.formulas import (
     GIB,
     VLLM_OVERHEAD_GIB,
@@ -14,6 +14,7 @@ from finetune.memory.formulas import (
     kv_cache_bytes,
     logits_bytes,
 )
+from finetune.memory.result import Estimate
 
 
 @dataclass(frozen=True)

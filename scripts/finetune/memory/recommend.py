@@ -12,15 +12,7 @@ from typing import Any
 
 from finetune.hardware import Hardware
 from finetune.loratargets import is_all_linear
-from finetune.memory.estimate import (
-    Estimate,
-    Knobs,
-    _check_choice,
-    _round_up,
-    _suggestions,
-    estimate,
-    lora_targets_text,
-)
+from finetune.memory.estimate import Knobs, _check_choice, _round_up, _suggestions, estimate, lora_targets_text
 from finetune.memory.formulas import (
     METHODS,
     PROMPTS_PER_STEP,
@@ -31,6 +23,7 @@ from finetune.memory.formulas import (
     kv_cache_bytes,
     vllm_activation_bytes,
 )
+from finetune.memory.result import Estimate
 from finetune.models import ModelInfo
 from finetune.vllm_layout import VllmLayout, split_generation_gpus, tp_choices
 

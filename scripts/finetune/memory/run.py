@@ -10,8 +10,9 @@ from typing import TYPE_CHECKING, Any
 
 from finetune.errors import UserError
 from finetune.hardware import Hardware, resolve_hardware
-from finetune.memory.estimate import Estimate, Knobs, estimate, workload_of
+from finetune.memory.estimate import Knobs, estimate, workload_of
 from finetune.memory.recommend import Recommendation, accumulation_for, recommend
+from finetune.memory.result import Estimate
 from finetune.models import ModelInfo
 
 if TYPE_CHECKING:
