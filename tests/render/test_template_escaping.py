@@ -33,7 +33,7 @@ CODE_VALUES = {
     "counts.get", "memory_table",
     "plan.run_length.to_markdown",  # finetune.runlength: a table of counts computed from the rendered numbers
     # grpo-memory.md.j2: Markdown the estimator renders (Estimate.to_markdown, recommendation_markdown) and the
-    # setups of memory.published_checks() — constants in memory.py (one quotes '~12 GB'), never a spec string
+    # setups of memory.published_checks() — constants in memory/published.py (one quotes '~12 GB'), never a spec string
     "worked_example", "worked_recommendation", "c.setup",
     # reward-functions.md.j2: code the reward templates render (function bodies, libraries, the format gate,
     # helpers, example YAML) and the registry's own Markdown prose (kind docs, notes, reading rules, reasons,
