@@ -15,7 +15,7 @@ from typing import Any
 
 from finetune import watch
 from finetune.diagnose.changes import PAPERS, Change, ChangeFn, advice, health, switch_variant, symptom_variant
-from finetune.diagnose.evidence import Finding, Run, _after, _correlation, _median, _second_half, _window, trend
+from finetune.diagnose.evidence import Finding, Run, after_step, correlation, median, second_half, trend, window_points
 from finetune.diagnose.logs import K_CLIPPED, K_ENTROPY, K_KL, K_LENGTH, K_REWARD, K_ZERO_STD
 from finetune.spec import BASE_LEARNING_RATE
 from finetune.watch import FLAT_GAIN, MIN_POINTS, P_SIGNIFICANT, rises
@@ -126,7 +126,7 @@ def entropy_collapse(run: Run) -> Finding:
     halved_at = None
     for i in range(len(e)):
         window = e.values[max(0, i - 1): i + 2]
-        if _median(window) <= start * (1 - ENTROPY_DROP):
+        if median(window) <= start * (1 - ENTROPY_DROP):
             halved_at = i
             break
     drop = 1 - t["end"] / start
@@ -140,7 +140,7 @@ def entropy_collapse(run: Run) -> Finding:
     # where the fall settled: the running median within ENTROPY_SETTLED of the final level
     floor = t["end"] + ENTROPY_SETTLED * (start - t["end"])
     settled_at = next((i for i in range(halved_at, len(e))
-                       if _median(e.values[max(0, i - 1): i + 2]) <= floor), len(e) - 1)
+                       if median(e.values[max(0, i - 1): i + 2]) <= floor), len(e) - 1)
     step_settled = e.steps[settled_at]
     ev["settled_at_step"] = step_settled
     # the reward is judged after the fall settled; when too few points follow it (a fall still
@@ -150,7 +150,7 @@ def entropy_collapse(run: Run) -> Finding:
     reward = run.correctness_series() or run.logs.get(K_REWARD)
     if reward is None:
         return Finding(ENTROPY_COLLAPSE, "not_evaluated", "entropy halved but no reward was logged", ev)
-    rt = trend(_after(reward, e.steps[judged_from]))
+    rt = trend(after_step(reward, e.steps[judged_from]))
     ev["reward_after_fall"] = rt
     name = reward.key.split("/")[1] if reward.key.startswith("rewards/") else None
     maximum = sum(run.ctx.weights.get(n, 1.0) * run.ctx.maxima[n] for n in run.ctx.roles
@@ -178,10 +178,10 @@ def length_drift(run: Run) -> Finding:
         return Finding(LENGTH_DRIFT, "not_evaluated", f"fewer than {MIN_POINTS} logged lengths / rewards")
     lt = trend(length)
     f = length.finite()
-    baseline = _median(f.values[:BASELINE_POINTS])
+    baseline = median(f.values[:BASELINE_POINTS])
     lt["start"] = baseline  # from the first logged steps: an early drift is still a drift
     rise = lt["end"] / baseline - 1 if baseline > 0 else math.inf
-    corr = _correlation(length, reward)
+    corr = correlation(length, reward)
     cap: Any = run.ctx.config.get("max_completion_length")
     at_cap = bool(cap) and lt["end"] >= CAP_REACHED * float(cap) and baseline < CAP_REACHED * float(cap)
     ev = {"length_trend": lt, "length_rise": rise, "baseline_points": BASELINE_POINTS,
@@ -241,8 +241,8 @@ def zero_variance(run: Run) -> Finding:
     if scale is None or agg is None:
         run.caveats.append(f"{K_ZERO_STD} read as a per-group fraction, assuming scale_rewards 'group'/'none' "
                             "and sum_then_normalize (the run's config does not say)")
-    half = _second_half(s)
-    level = _median(half.values)
+    half = second_half(s)
+    level = median(half.values)
     ev = {"median_second_half": level, "threshold": ZERO_STD_MAJORITY, "trend": trend(s),
           "scale_rewards": scale, "multi_objective_aggregation": agg,
           "caveat": "reward_std is batch-wide and cannot show this; frac_reward_zero_std counts groups"}
@@ -257,8 +257,8 @@ def truncation(run: Run) -> Finding:
     s = run.logs.get(K_CLIPPED)
     if not run.enough(s):
         return Finding(TRUNCATION, "not_evaluated", f"fewer than {MIN_POINTS} logged {K_CLIPPED} values")
-    half = _second_half(s)
-    level = _median(half.values)
+    half = second_half(s)
+    level = median(half.values)
     cap: Any = run.ctx.config.get("max_completion_length")
     ev = {"median_second_half": level, "threshold": CLIPPED_MAJORITY, "trend": trend(s),
           "max_completion_length": cap if cap else UNKNOWN_SETTING}
@@ -269,7 +269,7 @@ def truncation(run: Run) -> Finding:
     length = run.logs.get(K_LENGTH)
     if length is not None and len(length.finite()) >= BASELINE_POINTS:
         lf = length.finite()
-        first, last = _median(lf.values[:BASELINE_POINTS]), _median(lf.values[-_window(len(lf)):])
+        first, last = median(lf.values[:BASELINE_POINTS]), median(lf.values[-window_points(len(lf)):])
         if cap and first < CAP_REACHED * float(cap) <= last:
             ev["length_climbed_from"] = first
             climbed = (f"; the length climbed there from {first:.3g} tokens, so this is length drift plus "
@@ -303,7 +303,7 @@ def kl_blowup(run: Run) -> Finding:
         return Finding(KL_BLOWUP, "not_evaluated", "no kl logged (TRL logs it only when beta != 0"
                        + (f"; beta={beta}" if beta is not None else "") + ")")
     f = s.finite()
-    smoothed = [_median(f.values[max(0, i - 1): i + 2]) for i in range(len(f))]
+    smoothed = [median(f.values[max(0, i - 1): i + 2]) for i in range(len(f))]
     over = [i for i, v in enumerate(smoothed) if v > KL_LIMIT]
     ev = {"max": max(f.values) if f.values else None, "max_running_median": max(smoothed) if smoothed else None,
           "limit_nats_per_token": KL_LIMIT, "trend": trend(f) if len(f) else None}

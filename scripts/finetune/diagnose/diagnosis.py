@@ -23,7 +23,7 @@ from typing import Any
 from finetune import __version__, jsonio, rundir, status
 from finetune.diagnose.context import RunContext, assumed_roles, load_context
 from finetune.diagnose.detectors import detector, priority, remedy_text, run_all, thresholds
-from finetune.diagnose.evidence import Finding, Run, _r
+from finetune.diagnose.evidence import Finding, Run, rounded
 from finetune.diagnose.logs import STANDING_CAVEAT, Logs, load_logs
 from finetune.diagnose.recommend import current_variant, decide, headline, mark_held
 from finetune.diagnose.report import write_outputs
@@ -54,7 +54,7 @@ def diagnosis_document(run: Run, findings: list[Finding]) -> dict[str, Any]:
         "headline": headline(state, variant, change, current, co_rise, len(logs.entries)),
         "symptoms": [mark_held(f.symptom(), change) for f in findings if f.status == "symptom"],
         "recommended_variant": variant,
-        "recommended_change": _r(change, 6) if change else None,
+        "recommended_change": rounded(change, 6) if change else None,
         "checks": [{"name": f.name, "status": f.status, "why": f.why, "priority": priority(f.name),
                     "remedy": remedy_text(f.name), "detects": detector(f.name).doc} for f in findings],
         "caveats": list(dict.fromkeys(caveats)) + [STANDING_CAVEAT],

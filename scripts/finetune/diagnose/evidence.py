@@ -16,11 +16,11 @@ from finetune.watch import MIN_POINTS
 # statistics
 
 
-def _median(xs: list[float]) -> float:
+def median(xs: list[float]) -> float:
     return watch.median(xs)
 
 
-def _window(n: int) -> int:
+def window_points(n: int) -> int:
     return watch.window(n)
 
 
@@ -30,7 +30,7 @@ def trend(s: Series) -> dict[str, Any]:
     return watch.trend(s.key, f.steps, f.values)
 
 
-def _correlation(a: Series, b: Series) -> dict[str, Any]:
+def correlation(a: Series, b: Series) -> dict[str, Any]:
     from scipy import stats  # heavy: only when a length drift is judged
 
     common = {s: v for s, v in zip(a.steps, a.values) if math.isfinite(v)}
@@ -41,25 +41,25 @@ def _correlation(a: Series, b: Series) -> dict[str, Any]:
     return {"spearman_rho": float(rho), "p_value": float(p), "points": len(pairs)}
 
 
-def _after(s: Series, step: int) -> Series:
+def after_step(s: Series, step: int) -> Series:
     keep = [(a, v) for a, v in zip(s.steps, s.values) if a >= step]
     return Series(s.key, [a for a, _ in keep], [v for _, v in keep])
 
 
-def _second_half(s: Series) -> Series:
+def second_half(s: Series) -> Series:
     f = s.finite()
     half = len(f) // 2
     return Series(s.key, f.steps[half:], f.values[half:])
 
 
-def _r(x: Any, digits: int = 4) -> Any:
+def rounded(x: Any, digits: int = 4) -> Any:
     """JSON-safe copy: floats to ``digits`` significant digits, non-finite values to null."""
     if isinstance(x, float):
         return None if not math.isfinite(x) else float(f"{x:.{digits}g}")
     if isinstance(x, dict):
-        return {k: _r(v, digits) for k, v in x.items()}
+        return {k: rounded(v, digits) for k, v in x.items()}
     if isinstance(x, (list, tuple)):
-        return [_r(v, digits) for v in x]
+        return [rounded(v, digits) for v in x]
     return x
 
 
@@ -78,7 +78,7 @@ class Finding:
     window: tuple[int, int] | None = None
 
     def symptom(self) -> dict[str, Any]:
-        out = {"name": self.name, "summary": self.why, "evidence": _r(self.evidence)}
+        out = {"name": self.name, "summary": self.why, "evidence": rounded(self.evidence)}
         if self.window is not None:
             out["window"] = {"from_step": self.window[0], "to_step": self.window[1]}
         return out
