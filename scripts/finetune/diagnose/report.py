@@ -1,5 +1,5 @@
-"""What a diagnosis shows a person: the terminal lines, report.md and curves.png (each read off the
-diagnosis document), written together."""
+"""What a diagnosis shows a person: the terminal lines and report.md (read off the diagnosis document) and
+curves.png (the logs, with the symptoms' windows shaded), written together."""
 
 from __future__ import annotations
 
