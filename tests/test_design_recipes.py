@@ -120,18 +120,20 @@ def test_gpu_profile_registry(monkeypatch):
 
 
 def test_diagnose_symptom_registry(monkeypatch):
-    from finetune import diagnose
+    from finetune.diagnose import changes, detectors, evidence
+    from finetune.diagnose.context import RunContext
+    from finetune.diagnose.logs import Logs
 
-    assert RECIPES["A diagnose symptom"]["Files"] == [_rel(diagnose.Diagnoser)] == ["scripts/finetune/diagnose.py"]
-    for d in diagnose.DETECTORS:
-        assert _rel(getattr(diagnose.Diagnoser, d.method)) == "scripts/finetune/diagnose.py"
-    # the diagnoser runs whatever DETECTORS holds, in its order
-    probe = diagnose.Detector("recipe_probe", "recipe_probe", "remedy", "what it reads")
-    monkeypatch.setattr(diagnose, "DETECTORS", (probe, *diagnose.DETECTORS[:1]))
-    monkeypatch.setattr(diagnose.Diagnoser, "recipe_probe",
-                        lambda self: diagnose.Finding("recipe_probe", "clear", "probe"), raising=False)
-    d = diagnose.Diagnoser(diagnose.Logs(Path("log.jsonl"), [], {}), diagnose.RunContext(Path(".")))
-    assert [f.name for f in d.run_all()][:1] == ["recipe_probe"] and len(d.run_all()) == 2
+    assert RECIPES["A diagnose symptom"]["Files"] == [_rel(detectors.Detector)] == [
+        "scripts/finetune/diagnose/detectors.py"]
+    for d in detectors.DETECTORS:  # each entry's check lives beside it
+        assert _rel(d.check) == "scripts/finetune/diagnose/detectors.py"
+    # the diagnosis runs whatever DETECTORS holds, in its order
+    probe = detectors.Detector("recipe_probe", lambda run: evidence.Finding("recipe_probe", "clear", "probe"),
+                               changes.advice("act"), "remedy", "what it reads")
+    monkeypatch.setattr(detectors, "DETECTORS", (probe, *detectors.DETECTORS[:1]))
+    run = evidence.Run(Logs(Path("log.jsonl"), [], {}), RunContext(Path(".")))
+    assert [f.name for f in detectors.run_all(run)][:1] == ["recipe_probe"] and len(detectors.run_all(run)) == 2
 
 
 def test_cli_verb_registry():

@@ -36,7 +36,7 @@ REGISTRY: tuple[Target, ...] = (
     Target("references/reward-functions.md", "finetune.docs:reward_reference"),
     Target("references/grpo-memory.md", "finetune.memory.doc:grpo_memory_doc"),
     Target("references/run-spec.md", "finetune.spec:run_spec_doc"),
-    Target("references/diagnosis.md", "finetune.diagnose:diagnosis_doc"),
+    Target("references/diagnosis.md", "finetune.diagnose.reference:diagnosis_doc"),
     Target("references/grpo-recipe.md", "finetune.docs:grpo_recipe_reference"),
     Target("references/vllm-layout.md", "finetune.vllm_layout_doc:vllm_layout_doc"),
     Target("skills/finetuning-method-selection/SKILL.md", "finetune.route:skill_table", region="routes"),

@@ -208,7 +208,7 @@ def test_report_shows_the_kwargs_delta(diagnosed):
 
 
 def test_checks_and_report_come_from_the_detector_table(diagnosed):
-    from finetune.diagnose import DETECTORS, remedy_text
+    from finetune.diagnose.detectors import DETECTORS, remedy_text
 
     for _, (target, doc) in diagnosed.items():
         assert [c["name"] for c in doc["checks"]] == [d.name for d in DETECTORS]
@@ -253,7 +253,7 @@ def test_jsonl_log_in_the_run_dir(run_copy, cli):
 
 def test_correctness_role_needed_for_length_drift(grpo_runs, tmp_path, cli):
     history = json.loads((grpo_runs["length"] / "train" / "trainer_state.json").read_text())["log_history"]
-    # reward names that suggest no role (finetune.diagnose.ROLE_STEMS would read "correctness" as one)
+    # reward names that suggest no role (finetune.diagnose.logs.ROLE_STEMS would read "correctness" as one)
     text = "".join(json.dumps(e) + "\n" for e in history)
     text = text.replace("rewards/correctness/", "rewards/r_answer/").replace("rewards/verbosity/", "rewards/r_paid/")
     log = tmp_path / "bare.jsonl"  # no spec, config or rewards.py beside it

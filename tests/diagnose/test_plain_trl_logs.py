@@ -1,7 +1,7 @@
 """`finetune diagnose` on logs it did not write: the output folder of a plain TRL run (trainer_state.json
 only — no spec, no rewards.py with REWARD_META, no config), from the REAL short GRPO runs make_runs.py trains.
 
-Roles are then read off the reward names (finetune.diagnose.ROLE_STEMS), said on the terminal with how to
+Roles are then read off the reward names (finetune.diagnose.logs.ROLE_STEMS), said on the terminal with how to
 override them, every caveat that changes the reading is printed, and no variant is recommended while the
 total reward and the length rise together with no correctness reward to tell learning from a hack."""
 
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from finetune.diagnose import STANDING_CAVEAT, role_from_name
+from finetune.diagnose.logs import STANDING_CAVEAT, role_from_name
 
 
 def _plain(grpo_runs: dict[str, Path], scenario: str, folder: Path, history=None) -> Path:

@@ -65,7 +65,7 @@ def test_diagnose_reads_a_run_killed_before_its_first_checkpoint(tmp_path, tiny_
 
 
 def test_choose_log_file_prefers_final_state_then_live_log(tmp_path):
-    from finetune.diagnose import choose_log_file
+    from finetune.diagnose.logs import choose_log_file
 
     train = tmp_path / "train"
     (train / "checkpoint-5").mkdir(parents=True)
@@ -88,7 +88,7 @@ def test_a_live_log_line_still_being_written_is_not_an_error(tmp_path, cli):
     train.mkdir()
     text = "".join(json.dumps({"step": s, **entry}) + "\n" for s in range(1, 4))
     (train / "metrics.jsonl").write_text(text + '{"step": 4, "loss": 0.')  # cut mid-write
-    from finetune.diagnose import load_logs
+    from finetune.diagnose.logs import load_logs
 
     assert load_logs(tmp_path).steps == [1, 2, 3]
     (train / "metrics.jsonl").write_text(text + '{"step": 4, "loss": 0.\n{"step": 5}\n')

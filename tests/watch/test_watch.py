@@ -20,7 +20,8 @@ from typing import Any
 
 import pytest
 
-from finetune import diagnose, watch
+from finetune import watch
+from finetune.diagnose import diagnosis
 
 META = [{"name": "fmt", "type": "format", "role": "format", "threshold": 1.0, "min": 0.0, "max": 1.0},
         {"name": "right", "type": "exact_match", "role": "correctness", "threshold": 1.0, "min": 0.0, "max": 1.0},
@@ -58,7 +59,7 @@ def test_divergence_names_the_carrier_and_diagnose_uses_the_same_rule(tmp_path):
     (tmp_path / "train").mkdir()
     (tmp_path / "train" / "metrics.jsonl").write_text("".join(json.dumps(e) + "\n" for e in hist))
     (tmp_path / "rewards.py").write_text(f"REWARD_META = {META!r}\nREWARD_WEIGHTS = {WEIGHTS!r}\n")
-    doc = diagnose.diagnose(tmp_path)[0]
+    doc = diagnosis.diagnose(tmp_path)[0]
     hack = next(s for s in doc["symptoms"] if s["name"] == "reward_hacking")
     assert hack["summary"] == d.why and hack["evidence"]["carrier"] == "long"
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import argparse
 
-from finetune.diagnose import apply_variant, diagnose_and_write, terminal_lines
+from finetune.diagnose.apply import apply_variant
+from finetune.diagnose.diagnosis import diagnose_and_write
+from finetune.diagnose.report import terminal_lines
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

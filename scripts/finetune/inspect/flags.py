@@ -33,7 +33,7 @@ SHOWN_IDS = 20
 @dataclass(frozen=True)
 class RedFlag:
     """One Phase 1 red flag: what it catches (doc) and how to get rid of it (remedy). The generated
-    reference (finetune.diagnose.diagnosis_doc) and each flag's ``remedy`` come from this table."""
+    reference (finetune.diagnose.reference.diagnosis_doc) and each flag's ``remedy`` come from this table."""
 
     doc: str
     remedy: str
