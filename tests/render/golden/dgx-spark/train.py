@@ -32,7 +32,9 @@ from pathlib import Path  # noqa: E402
 RUN_DIR = Path(__file__).resolve().parent.parent
 MODEL = 'Qwen/Qwen3-1.7B'  # relative paths are relative to the run directory
 DATASET = {'format': 'jsonl', 'path': 'data/train.jsonl', 'split': 'train', 'prompt_column': 'prompt'}
-SYSTEM_PROMPT = None
+# the system prompt and generation settings the gated samples were drawn with; the gate binds their hash
+SAMPLING = {'system_prompt': None, 'generation': {'max_prompt_length': 256, 'max_completion_length': 1024, 'temperature': 1.0, 'top_p': 1.0, 'top_k': 0, 'min_p': None, 'repetition_penalty': 1.0}}
+SYSTEM_PROMPT = SAMPLING["system_prompt"]
 REWARD_NAMES = ['format_ok', 'correct']  # TRL logs rewards/<name>/mean
 REWARD_WEIGHTS_RENDERED = [0.2, 1.0]
 
@@ -64,7 +66,8 @@ def sha256_file(path: Path) -> str:
 
 
 def bound_hashes(run_dir: Path) -> dict:
-    """What the gate binds: rewards.py, each rewards_*.py, scored.jsonl, verdicts.jsonl, the reward section."""
+    """What the gate binds: rewards.py, each rewards_*.py, scored.jsonl, verdicts.jsonl, the reward section,
+    the system prompt and generation settings (SAMPLING)."""
     files = [run_dir / "rewards.py"] if (run_dir / "rewards.py").is_file() else []
     files += sorted(p for p in run_dir.glob("rewards_*.py") if p.is_file())
     out = {p.name: sha256_file(p) for p in files}
@@ -72,6 +75,8 @@ def bound_hashes(run_dir: Path) -> dict:
         if (run_dir / name).is_file():
             out[name] = sha256_file(run_dir / name)
     out["spec:rewards"] = REWARD_SECTION_SHA256
+    out["spec:sampling"] = hashlib.sha256(json.dumps(SAMPLING, sort_keys=True, separators=(",", ":"),
+                                                     ensure_ascii=False).encode("utf-8")).hexdigest()
     if DATA_FILTER_SHA256 is not None:  # train on exactly the filtered file the gate record binds
         out["spec:dataset.filter"] = DATA_FILTER_SHA256
         data = Path(DATASET["path"]) if Path(DATASET["path"]).is_absolute() else run_dir / DATASET["path"]
@@ -134,6 +139,16 @@ def check_score_report(current: dict) -> None:
     stale = sorted(k for k in current if k.endswith(".py") and inputs.get(k) != current[k])
     if scored != current.get("scored.jsonl") or stale:
         sys.exit(f"refusing to train: {path} does not bind the current rewards and scores; re-run Phase 1")
+
+
+def check_sampling(grpo_args) -> None:
+    """The GRPOConfig samples with exactly the generation settings the gate bound (SAMPLING), nothing else."""
+    for key, want in SAMPLING["generation"].items():
+        if hasattr(grpo_args, key) and getattr(grpo_args, key) != want:
+            sys.exit(f"refusing to train: GRPOConfig.{key} is {getattr(grpo_args, key)!r} but the gated samples were "
+                     f"drawn with {want!r}; re-render config/ (`finetune config render`)")
+    if getattr(grpo_args, "generation_kwargs", None):
+        sys.exit("refusing to train: generation_kwargs would override the gated sampling settings; re-render config/")
 
 
 def check_no_shadows() -> None:
@@ -383,6 +398,7 @@ def main(argv=None) -> None:
         log_completions=True,  # print sample completions: keep reading outputs during training
         num_completions_to_print=2,  # a couple per logging step
     )
+    check_sampling(grpo_args)
     callbacks = [metrics_callback(Path(grpo_args.output_dir) / METRICS_FILE), inspector]  # append your own
     trainer = GRPOTrainer(
         model=MODEL,  # hub id
