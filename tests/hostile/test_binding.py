@@ -144,3 +144,38 @@ def test_remote_code_nested_anywhere_in_an_override_is_refused(run_copy, cli):
     (run_copy / "spec.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
     r = cli("config", "render", run_copy / "spec.yaml", "--no-gate")
     assert r.code == 2 and "cannot be overridden" in r.err, r
+
+
+# ------------------------------------------------------------------ a hand-assembled gate record --
+
+@pytest.mark.slow
+def test_train_py_rescores_a_hand_assembled_gate_record(passed_run, tmp_path, cli, monkeypatch):
+    """The good run's scored / verdict / gate files beside a broken reward (its correctness credits nothing),
+    every hash recomputed, and a config rendered from it by a hash-only check (the re-score of config
+    render taken away): train.py re-scores before the first step and refuses."""
+    from inspect_helpers import MODULES
+
+    from finetune.hashing import bound_hashes
+
+    run = tmp_path / "forged"
+    shutil.copytree(passed_run, run)
+    broken = (MODULES / "good.py").read_text() + (
+        "\n\ndef correctness(prompts, completions, answer, **kwargs):  # gives credit to nothing\n"
+        "    return [0.0 for _ in completions]\n\n\nREWARD_FUNCS = [format_ok, correctness]\n")
+    (run / "rewards.py").write_text(broken)
+    spec = load_spec(run / "spec.yaml")
+    report = json.loads((run / "score_report.json").read_text())
+    report["inputs"]["rewards.py"] = gate.sha256_file(run / "rewards.py")
+    (run / "score_report.json").write_text(json.dumps(report))
+    record = json.loads((run / "gate.json").read_text())
+    record["hashes"] = bound_hashes(run, spec.reward_section(), **spec.binding())
+    record["inputs"] = gate._input_hashes(run)
+    (run / "gate.json").write_text(json.dumps(record))
+    assert gate.verify_gate(run, spec).ok  # every hash holds
+    assert not gate.verify_gate(run, spec, rescore=True).ok  # config render's re-score does not
+    monkeypatch.setattr(gate, "rescore_differences", lambda *a, **k: [])
+    assert cli("config", "render", run / "spec.yaml").code == 0
+    r = subprocess.run([sys.executable, "config/train.py", "--cpu", "--max-steps", "1"], cwd=run, capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 1 and "do not give scored.jsonl's scores" in r.stderr, r.stderr[-2000:]
+    assert not (run / "train").exists()
