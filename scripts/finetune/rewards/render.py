@@ -377,6 +377,34 @@ def spec_sources(spec: RunSpec) -> dict[str, str]:
         tool_env=spec.environment)
 
 
+JUDGE_LOOPBACK = ("127.0.0.1", "localhost", "::1")  # the rendered judge's _JUDGE_LOOPBACK
+
+
+def judge_hosts_allowed() -> list[str]:
+    """The hosts a judge may call, as the rendered judge decides at each call: FINETUNE_JUDGE_HOSTS
+    (comma-separated, set by the person in their own shell), or this machine without it."""
+    import os
+
+    listed = [h.strip().lower() for h in os.environ.get("FINETUNE_JUDGE_HOSTS", "").split(",") if h.strip()]
+    return listed or list(JUDGE_LOOPBACK)
+
+
+def check_judge_hosts(spec: RunSpec) -> None:
+    """Refuse to render a judge whose endpoint host the person did not allow: prompts, completions and the
+    key in api_key_env would go there (the rendered judge refuses at each call too; this says so up front)."""
+    import os
+
+    allowed = judge_hosts_allowed()
+    shown = ", ".join(allowed) if os.environ.get("FINETUNE_JUDGE_HOSTS", "").strip() else "unset: this machine only"
+    for index, r in enumerate(spec.rewards):
+        host = _host(r.endpoint).lower() if r.type == "judge" else None
+        if host is not None and host not in allowed:
+            raise _fail(f"rewards[{index}].endpoint",
+                        f"judge host {host or '(none)'!r} is not an allowed judge host (FINETUNE_JUDGE_HOSTS: {shown})",
+                        "use a judge on this machine, or the person exports FINETUNE_JUDGE_HOSTS="
+                        + (host or "HOST") + " in their own shell", spec.source)
+
+
 def render_rewards(spec: RunSpec, out_dir: str | Path) -> list[Path]:
     """Write rewards.py and its helpers for ``spec`` (a RunSpec) into ``out_dir``, all or nothing.
 
@@ -384,6 +412,7 @@ def render_rewards(spec: RunSpec, out_dir: str | Path) -> list[Path]:
     binds a stale file. Returns the written paths.
     """
     out_dir = Path(out_dir)
+    check_judge_hosts(spec)
     files = spec_sources(spec)
     # One commit, staged inside the run directory: rewards.py, its helpers and the removal of every helper
     # this spec no longer needs (the gate binds every rewards_*.py) land together — a crash leaves the old
