@@ -1,6 +1,6 @@
 """What the gate's PASS binds beyond the reward files: the system prompt and generation settings the gated
-samples were drawn with, and GRPOConfig fields `overrides` could use to sample, hold the policy or load the
-model otherwise than the gate judged.
+samples were drawn with (the GRPOConfig fields `overrides` could use to sample otherwise are refused:
+tests/hostile/test_ungated.py), and scores only the gate's re-score could have made (train.py re-scores).
 
 A spec edited after a PASS (a system prompt added, temperature lowered, top_k set) must void the PASS
 for every consumer — verify_gate (config render, data filter, status) and the rendered train.py — with
@@ -107,43 +107,6 @@ def test_train_py_refuses_sampling_other_than_the_gate_bound(run_copy, cli):
                        text=True, timeout=300)
     assert r.returncode == 1 and "spec:sampling changed since the gate PASSed" in r.stderr, r.stderr[-2000:]
     assert not (run_copy / "train").exists()
-
-
-OVERRIDES = {  # an override no spec may carry: (value, a phrase of the refusal)
-    "generation_kwargs": ({"temperature": 0.05, "top_k": 1}, "sampling"),
-    "temperature": (0.05, "pinned"),
-    "top_k": (1, "pinned"),
-    "top_p": (0.5, "pinned"),
-    "min_p": (0.2, "pinned"),
-    "repetition_penalty": (1.3, "pinned"),
-    "sync_ref_model": (True, "reference model"),
-    "ref_model_mixup_alpha": (0.5, "reference model"),
-    "ref_model_sync_steps": (8, "reference model"),
-    "trust_remote_code": (True, "remote code"),
-    "model_init_kwargs": ({"trust_remote_code": True}, "loaded"),
-    "vllm_structured_outputs_regex": ("7", "sampling"),
-}
-
-
-@pytest.mark.parametrize("key", list(OVERRIDES))
-def test_overrides_cannot_touch_sampling_reference_model_or_remote_code(run_copy, cli, key):
-    value, phrase = OVERRIDES[key]
-    data = yaml.safe_load((run_copy / "spec.yaml").read_text())
-    data["overrides"] = {key: value}
-    (run_copy / "spec.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
-    r = cli("config", "render", run_copy / "spec.yaml", "--no-gate")
-    lines = [ln for ln in r.err.strip().splitlines() if ln.startswith("error:")]
-    assert r.code == 2 and len(lines) == 1 and f"overrides.{key}" in r.err and phrase in r.err, r
-    assert not (run_copy / "config").exists()
-
-
-def test_remote_code_nested_anywhere_in_an_override_is_refused(run_copy, cli):
-    """trust_remote_code inside another override's value (a dict inside a list) is refused too."""
-    data = yaml.safe_load((run_copy / "spec.yaml").read_text())
-    data["overrides"] = {"model_init_kwargs": {"device_map": [{"trust_remote_code": True}]}}
-    (run_copy / "spec.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
-    r = cli("config", "render", run_copy / "spec.yaml", "--no-gate")
-    assert r.code == 2 and "cannot be overridden" in r.err, r
 
 
 # ------------------------------------------------------------------ a hand-assembled gate record --
