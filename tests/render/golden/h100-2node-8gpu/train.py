@@ -121,6 +121,10 @@ def check_gate(cpu: bool = False, max_steps: int = 0) -> None:
         sys.exit(f"refusing to train: {path} changed since this config was rendered; re-render config/")
     current = bound_hashes(RUN_DIR)
     changed = sorted(k for k in set(current) | set(GATE_HASHES) if current.get(k) != GATE_HASHES.get(k))
+    if "spec:sampling" in changed:
+        sys.exit("refusing to train: SAMPLING (system prompt, generation settings) is not what the gated samples were "
+                 "drawn with (spec:sampling changed since the gate PASSed); re-render config/ from the gated spec, or "
+                 "re-sample (`finetune inspect sample`), re-score, read and re-gate")
     if changed:
         sys.exit(f"refusing to train: {', '.join(changed)} changed since the gate PASSed; re-run Phase 1")
     check_score_report(current)
