@@ -71,6 +71,16 @@ def test_a_sampling_setting_changed_after_the_pass_voids_it(run_copy, edit):
     assert field in check.reason and "re-sample" in check.reason and "\n" not in check.reason, check.reason
 
 
+def test_a_record_from_before_the_sampling_binding_asks_for_a_new_gate(run_copy):
+    """A gate.json written before the system prompt / generation settings were bound holds no PASS for them."""
+    record = json.loads((run_copy / "gate.json").read_text())
+    record.pop("sampling")
+    record["hashes"].pop("spec:sampling")
+    (run_copy / "gate.json").write_text(json.dumps(record))
+    check = gate.verify_gate(run_copy, load_spec(run_copy / "spec.yaml"))
+    assert not check.ok and "predates" in check.reason and "finetune inspect gate" in check.reason, check.reason
+
+
 def test_sampling_change_refused_by_config_render_data_filter_and_status(run_copy, cli):
     from finetune.status import gate_state
 

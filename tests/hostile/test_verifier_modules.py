@@ -81,6 +81,23 @@ def test_the_verifiers_modules_are_copied_and_imported_by_path(cli, tmp_path):
     assert out.stdout.strip().endswith("[0.0, 1.0]"), out.stdout
 
 
+def test_two_runs_in_one_process_each_import_their_own_module(cli, tmp_path):
+    """Two runs' verifiers both `import normalise` (one forged): loaded in one process, each scores with its own."""
+    import importlib.util
+
+    scores = []
+    for name, text in (("good", NORMALISE), ("forged", FORGED)):
+        spec = _verifier_run(tmp_path / name, "Qwen/Qwen3-1.7B", cli)
+        (spec.parent / "rewards_lib_normalise.py").write_text(text)
+        loaded = importlib.util.spec_from_file_location(f"_two_runs_{name}", spec.parent / "rewards.py")
+        module = importlib.util.module_from_spec(loaded)
+        loaded.loader.exec_module(module)
+        scores.append(module.mine(prompts=["q"], completions=["<answer>12</answer>"], answer=["13"]))
+    assert scores == [[0.0], [1.0]]
+    for stem in ("normalise", "answer_rules", "rewards_user_mine"):
+        sys.modules.pop(stem, None)
+
+
 @pytest.mark.parametrize("local, phrase", [("json.py", "named like the library"), ("answer_rules/__init__.py",
                                                                                       "local package")])
 def test_a_local_module_that_cannot_be_bound_is_refused_at_render(cli, tmp_path, local, phrase):

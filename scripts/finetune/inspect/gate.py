@@ -416,14 +416,18 @@ def verify_gate(run_dir: str | Path, spec: RunSpec, rescore: bool = False) -> Ga
 def sampling_changed(record: Record, spec: RunSpec) -> str:
     """One line: which of the system prompt / generation settings differ from what the gate PASSed with."""
     was = record.get("sampling")
-    was = was if isinstance(was, dict) else {}
+    if not isinstance(was, dict):
+        return ("this gate record predates the binding of the system prompt and generation settings; re-run "
+                "`finetune inspect gate` (re-sample with `finetune inspect sample` first if they changed)")
     now = spec.sampling_binding()
+    recorded = was.get("generation")
+    generation: dict[str, Any] = recorded if isinstance(recorded, dict) else {}
     flat_was = {"dataset.system_prompt": was.get("system_prompt"),
-                **{f"generation.{k}": v for k, v in (was.get("generation") or {}).items()}} if was else {}
+                **{f"generation.{k}": v for k, v in generation.items()}}
     flat_now = {"dataset.system_prompt": now["system_prompt"],
                 **{f"generation.{k}": v for k, v in now["generation"].items()}}
     diffs = [f"{k} {flat_was.get(k)!r} → {flat_now.get(k)!r}" for k in flat_now if flat_was.get(k) != flat_now.get(k)]
-    what = ", ".join(diffs) if was and diffs else "the system prompt or generation settings (not recorded by this gate)"
+    what = ", ".join(diffs) or "the system prompt or generation settings"
     return (f"the samples the gate PASSed were drawn with other sampling settings ({what}); re-sample "
             "(`finetune inspect sample`), re-score, read and re-run `finetune inspect gate`, or restore the spec")
 

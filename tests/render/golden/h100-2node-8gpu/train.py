@@ -200,6 +200,7 @@ def install_verifier_modules(blobs: dict) -> None:
 
     class VerifierModules:
         VERIFIER_MODULES = blobs
+        GATED_VERIFIER_MODULES = True  # the rendered rewards.py then installs no finder of its own
 
         @classmethod
         def find_spec(cls, fullname, path=None, target=None):
