@@ -29,7 +29,9 @@ def _snapshot(folder: Path) -> dict[str, bytes]:
 
 
 def _render(spec: Path) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "finetune", "config", "render", str(spec), "--no-gate"],
+    gated = (spec.parent / "gate.json").is_file()  # a gated render re-scores the bound rewards first (seconds)
+    return subprocess.Popen([sys.executable, "-m", "finetune", "config", "render", str(spec),
+                             *(() if gated else ("--no-gate",))],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
 
 
@@ -40,9 +42,15 @@ def _set_gpus(spec: Path, gpus: int) -> None:
 
 
 @pytest.mark.slow
-def test_config_render_killed_at_random_moments(tmp_path):
+@pytest.mark.parametrize("gated", [False, True], ids=["no-gate", "gated"])
+def test_config_render_killed_at_random_moments(tmp_path, cli, gated):
     spec = write_run(tmp_path / "run", HUB_MODEL)
     run = spec.parent
+    if gated:
+        from render_fixtures import pass_phase1
+
+        assert cli("rewards", "render", spec).code == 0
+        pass_phase1(cli, spec)
     _set_gpus(spec, 8)
     started = time.monotonic()
     assert _render(spec).wait(timeout=600) == 0
