@@ -45,7 +45,8 @@ def _unfiltered(run: Path) -> Path:
     spec_path.write_text(yaml.safe_dump(data, sort_keys=False))
     record = json.loads((run / "gate.json").read_text())
     record.pop("dataset_filter", None)
-    record["hashes"] = bound_hashes(run, load_spec(spec_path).reward_section())
+    spec = load_spec(spec_path)
+    record["hashes"] = bound_hashes(run, spec.reward_section(), sampling=spec.sampling_binding())
     write_gate_record(run, record)
     return spec_path
 

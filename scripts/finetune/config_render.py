@@ -65,6 +65,7 @@ def _context(plan: RenderPlan) -> dict[str, Any]:
         "score_report_sha256": ((plan.gate or {}).get("inputs") or {}).get(rundir.SCORE_REPORT),
         "reward_section_json": json.dumps(reward_section, sort_keys=True, separators=(",", ":"), ensure_ascii=False),
         "reward_section_sha256": hashing.reward_section_digest(reward_section),
+        "sampling": spec.sampling_binding(),  # train.py hashes it as the gate did (hashing.SAMPLING)
         # dataset.filter bound like the reward section (None without a filter)
         "data_filter_sha256": (hashing.bound_hashes(plan.run_dir, reward_section, **spec.filter_binding())
                                .get(hashing.FILTER_SECTION)),

@@ -62,12 +62,19 @@ def shadowing_modules(run_dir: str | Path) -> list[str]:
 
 FILTER_SECTION = "spec:dataset.filter"  # the spec's dataset.filter section (after `finetune data filter`)
 FILTERED_FILE = "dataset.filter:file"  # the filtered file train.py trains on, re-hashed from disk
+SAMPLING = "spec:sampling"  # dataset.system_prompt and the generation section the gated samples were drawn with
+
+
+def sampling_digest(sampling: dict[str, Any]) -> str:
+    """sha256 of the system prompt + generation settings (RunSpec.sampling_binding), independent of YAML layout."""
+    return hashlib.sha256(canonical_json(sampling)).hexdigest()
 
 
 def bound_hashes(run_dir: str | Path, reward_section: list[dict[str, Any]], data_filter: dict[str, Any] | None = None,
-                 filtered_file: str | Path | None = None) -> dict[str, str]:
-    """The hashes a gate record stores: reward files, scored samples, verdicts, reward section, and —
-    once `finetune data filter` ran — the spec's dataset.filter section and the filtered file itself."""
+                 filtered_file: str | Path | None = None, sampling: dict[str, Any] | None = None) -> dict[str, str]:
+    """The hashes a gate record stores: reward files, scored samples, verdicts, reward section, the system
+    prompt and generation settings the samples were drawn with (``sampling``), and — once `finetune data
+    filter` ran — the spec's dataset.filter section and the filtered file itself."""
     run_dir = Path(run_dir)
     out = {p.name: sha256_file(p) for p in reward_files(run_dir)}
     for name in (rundir.SCORED, rundir.VERDICTS):
@@ -75,6 +82,8 @@ def bound_hashes(run_dir: str | Path, reward_section: list[dict[str, Any]], data
         if p.is_file():
             out[name] = sha256_file(p)
     out["spec:rewards"] = reward_section_digest(reward_section)
+    if sampling is not None:
+        out[SAMPLING] = sampling_digest(sampling)
     if data_filter is not None:
         out[FILTER_SECTION] = hashlib.sha256(canonical_json(data_filter)).hexdigest()
         path = Path(filtered_file) if filtered_file is not None else None

@@ -274,6 +274,15 @@ class RunSpec(_Strict):
             return {}
         return {"data_filter": self.dataset.filter.model_dump(mode="json"), "filtered_file": self.training_data_path()}
 
+    def sampling_binding(self) -> dict[str, Any]:
+        """What the gated samples were drawn with and train.py samples with: the system prompt and the
+        generation section (temperature, top_p, top_k, min_p, repetition_penalty, the length caps)."""
+        return {"system_prompt": self.dataset.system_prompt, "generation": self.generation.model_dump(mode="json")}
+
+    def binding(self) -> dict[str, Any]:
+        """Keyword arguments of hashing.bound_hashes beyond the reward section: sampling and the data filter."""
+        return {"sampling": self.sampling_binding(), **self.filter_binding()}
+
     def reward_section(self) -> list[dict[str, Any]]:
         """The reward section exactly as it is bound by the gate (weights included)."""
         return [r.model_dump(mode="json", by_alias=True, exclude={"default_role", "max_score"}) for r in self.rewards]

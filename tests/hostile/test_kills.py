@@ -29,7 +29,9 @@ def _snapshot(folder: Path) -> dict[str, bytes]:
 
 
 def _render(spec: Path) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "finetune", "config", "render", str(spec), "--no-gate"],
+    gated = (spec.parent / "gate.json").is_file()  # a gated render re-scores the bound rewards first (seconds)
+    return subprocess.Popen([sys.executable, "-m", "finetune", "config", "render", str(spec),
+                             *(() if gated else ("--no-gate",))],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
 
 
@@ -40,9 +42,15 @@ def _set_gpus(spec: Path, gpus: int) -> None:
 
 
 @pytest.mark.slow
-def test_config_render_killed_at_random_moments(tmp_path):
+@pytest.mark.parametrize("gated", [False, True], ids=["no-gate", "gated"])
+def test_config_render_killed_at_random_moments(tmp_path, cli, gated):
     spec = write_run(tmp_path / "run", HUB_MODEL)
     run = spec.parent
+    if gated:
+        from render_fixtures import pass_phase1
+
+        assert cli("rewards", "render", spec).code == 0
+        pass_phase1(cli, spec)
     _set_gpus(spec, 8)
     started = time.monotonic()
     assert _render(spec).wait(timeout=600) == 0
@@ -62,3 +70,61 @@ def test_config_render_killed_at_random_moments(tmp_path):
         assert old != new and "accelerate.yaml" in new and "accelerate.yaml" not in old
         assert after in (old, new), (fraction, sorted(k for k in set(after) | set(new) if after.get(k) != new.get(k)))
         assert not [p.name for p in run.rglob(".*") if p.name.endswith((".stage", ".old", ".journal", ".tmp"))]
+
+
+def _filter(spec: Path, prompts: int) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "finetune", "data", "filter", str(spec), "--k", "2", "--max-prompts",
+                             str(prompts), "--check-prompts", "4", "--keep", "0-1", "--device", "cpu",
+                             "--backend", "transformers"],  # the tiny model solves nothing: keep every prompt
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
+                            env=dict(os.environ, OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1"))
+
+
+@pytest.mark.slow
+def test_data_filter_killed_at_random_moments(tmp_path, tiny_model_dir, cli):
+    """kill -9 of `data filter` spread over its wall time (sampling, scoring, the commit): afterwards the run is
+    the gated one before the filter or the filtered one, never a spec naming a filter whose file or binding is
+    missing; the gate holds for whichever it is, and `data filter` again completes."""
+    import json
+    import shutil
+
+    from render_fixtures import pass_phase1
+
+    from finetune.commit import recover
+    from finetune.inspect.gate import verify_gate
+    from finetune.spec import load_spec
+
+    spec = write_run(tmp_path / "base" / "run", str(tiny_model_dir), hardware={"profile": "cpu", "gpus": 0, "nodes": 1})
+    rows = [{"prompt": f"What is {a} plus {b}? Answer in <answer></answer>.", "answer": str(a + b)}
+            for a in range(8) for b in range(6)]
+    (spec.parent / "data" / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert cli("rewards", "render", spec).code == 0
+    pass_phase1(cli, spec)
+    base = spec.parent
+    timing = tmp_path / "timing" / "run"
+    shutil.copytree(base, timing)
+    started = time.monotonic()
+    proc = _filter(timing / "spec.yaml", len(rows))
+    assert proc.wait(timeout=600) == 0, proc.stderr.read().decode()[-2000:]
+    took = time.monotonic() - started
+    for i, fraction in enumerate((0.35, 0.6, 0.8, 0.9, 0.97)):
+        run = tmp_path / f"kill{i}" / "run"
+        shutil.copytree(base, run)
+        spec_before = (run / "spec.yaml").read_bytes()
+        proc = _filter(run / "spec.yaml", len(rows))
+        time.sleep(took * fraction)
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=60)
+        recover(run)  # what the next verb does first (finetune.rundir.resolve)
+        spec_now = load_spec(run / "spec.yaml")  # parses: never half a spec
+        check = verify_gate(run, spec_now)
+        assert check.ok, (fraction, check.reason)  # the binding matches whichever state it is
+        if spec_now.dataset.filter is None:
+            assert (run / "spec.yaml").read_bytes() == spec_before and not (run / "data" / "filtered.jsonl").exists()
+        else:
+            assert (run / spec_now.dataset.filter.path).is_file()
+        assert not [p.name for p in run.rglob("*") if ".stage" in p.name or p.name.endswith((".journal", ".tmp"))]
+        again = _filter(run / "spec.yaml", len(rows))
+        assert again.wait(timeout=600) == 0, again.stderr.read().decode()[-2000:]
+        spec_now = load_spec(run / "spec.yaml")
+        assert spec_now.dataset.filter is not None and verify_gate(run, spec_now).ok

@@ -92,11 +92,18 @@ def test_a_gated_render_is_not_called_ungated(tmp_path, cli):
     ({"generation_kwargs": {"temperature": 0.05, "top_k": 1}}, "sampling"),
     ({"temperature": 0.05}, "algorithm-defining"),
     ({"top_k": 1}, "algorithm-defining"),
+    ({"top_p": 0.5}, "algorithm-defining"),
+    ({"min_p": 0.2}, "algorithm-defining"),
+    ({"repetition_penalty": 1.3}, "algorithm-defining"),
+    ({"max_completion_length": 16}, "algorithm-defining"),
+    ({"vllm_structured_outputs_regex": "7"}, "sampling"),
+    ({"ref_model_sync_steps": 8}, "reference model"),
     ({"chat_template_kwargs": {"enable_thinking": False}}, "sampling"),
     ({"sync_ref_model": True}, "reference model"),
     ({"ref_model_mixup_alpha": 0.9}, "reference model"),
     ({"trust_remote_code": True}, "remote code"),
     ({"model_init_kwargs": {"trust_remote_code": True}}, "cannot be overridden"),
+    ({"model_init_kwargs": {"device_map": [{"trust_remote_code": True}]}}, "cannot be overridden"),
 ])
 def test_overrides_cannot_touch_sampling_the_reference_or_remote_code(tmp_path, tiny_model_dir, cli, overrides, phrase):
     spec = write_run(tmp_path / "r", str(tiny_model_dir), overrides=overrides)

@@ -76,7 +76,7 @@ def _forge(run: Path, good: Path) -> None:
     report["scored_sha256"] = _sha(run / "scored.jsonl")
     (run / "score_report.json").write_text(json.dumps(report))
     record = json.loads((run / "gate.json").read_text())
-    record["hashes"] = bound_hashes(run, spec.reward_section(), **spec.filter_binding())
+    record["hashes"] = bound_hashes(run, spec.reward_section(), **spec.binding())
     record["inputs"] = gate._input_hashes(run)
     (run / "gate.json").write_text(json.dumps(record))
 

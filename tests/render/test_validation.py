@@ -57,7 +57,8 @@ def test_pass_gate_renders_and_train_py_rechecks_the_same_hashes(cli, tiny_run):
     train = _load_train_module(run)
     assert train.GATE_REQUIRED is True
     # the standalone re-check computes exactly what finetune.hashing binds
-    assert train.bound_hashes(run) == hashing.bound_hashes(run, load_spec(tiny_run).reward_section()) == record["hashes"]
+    spec = load_spec(tiny_run)
+    assert train.bound_hashes(run) == hashing.bound_hashes(run, spec.reward_section(), **spec.binding()) == record["hashes"]
     train.check_gate()  # holds
     with open(run / "rewards.py", "a") as fh:
         fh.write("\n# edited after the gate\n")

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from finetune import __version__, commit, jsonio, rundir
 from finetune.errors import UserError
-from finetune.hashing import bound_hashes, sha256_file
+from finetune.hashing import SAMPLING, bound_hashes, sha256_file
 from finetune.inspect import verdicts as V
 
 if TYPE_CHECKING:
@@ -42,7 +42,7 @@ class GateCheck:
 
 def _snapshot(run_dir: Path, spec: RunSpec) -> tuple[dict[str, str], dict[str, str]]:
     """(bound hashes, extra input hashes) of the files now."""
-    return bound_hashes(run_dir, spec.reward_section(), **spec.filter_binding()), _input_hashes(run_dir)
+    return bound_hashes(run_dir, spec.reward_section(), **spec.binding()), _input_hashes(run_dir)
 
 
 def _moved(run_dir: Path, spec: RunSpec, hashes: dict[str, str], inputs: dict[str, str]) -> list[str]:
@@ -323,12 +323,13 @@ def evaluate(run_dir: str | Path, spec: RunSpec, rescore: bool = True, extra_rea
     humans = sum(V.is_person(v) for v in reading.read)
     agents = len(reading.read) - humans
     confirmation, confirmed, confirm_reasons = _confirmation(run_dir, agents)
-    reasons += flag_reasons + probe_reasons + confirm_reasons + list(extra_reasons)
+    reasons += flag_reasons + probe_reasons + confirm_reasons + _sampled_with(run_dir, spec) + list(extra_reasons)
     return {
         "status": "FAIL" if reasons else "PASS",
         "reasons": reasons,
         "hashes": hashes,
         "inputs": inputs,
+        "sampling": spec.sampling_binding(),  # what hashes[SAMPLING] binds, so a change can be named
         "counts": _counts(len(rows), reading, min_read, humans),
         "disagreements": reading.disagreements,
         "causes": reading.causes,
@@ -387,12 +388,14 @@ def verify_gate(run_dir: str | Path, spec: RunSpec, rescore: bool = False) -> Ga
                          "a reward process; remove it (a reward's own code lives in the spec)", record)
     bound = record.get("hashes") or {}
     bound = bound if isinstance(bound, dict) else {}
-    now_hashes = bound_hashes(run_dir, spec.reward_section(), **spec.filter_binding())
+    now_hashes = bound_hashes(run_dir, spec.reward_section(), **spec.binding())
     changed = sorted(k for k in set(bound) | set(now_hashes) if bound.get(k) != now_hashes.get(k))
     inputs = record.get("inputs") or {}
     inputs = inputs if isinstance(inputs, dict) else {}
     now_inputs = _input_hashes(run_dir)  # a file added after the PASS (acks.json, confirmation.json) counts too
     changed += sorted(k for k in set(inputs) | set(now_inputs) if inputs.get(k) != now_inputs.get(k))
+    if SAMPLING in changed:
+        return GateCheck(False, sampling_changed(record, spec), record)
     if changed:
         return GateCheck(False, "changed since the gate PASSed: " + ", ".join(changed)
                          + "; re-run `finetune inspect score` and `finetune inspect gate`", record)
@@ -408,6 +411,43 @@ def verify_gate(run_dir: str | Path, spec: RunSpec, rescore: bool = False) -> Ga
         return GateCheck(False, "the files the record binds do not PASS the gate: " + "; ".join(again["reasons"]),
                          record)
     return GateCheck(True, "gate PASS holds: rewards, scored samples, verdicts and reward spec unchanged", record)
+
+
+def sampling_changed(record: Record, spec: RunSpec) -> str:
+    """One line: which of the system prompt / generation settings differ from what the gate PASSed with."""
+    was = record.get("sampling")
+    if not isinstance(was, dict):
+        return ("this gate record predates the binding of the system prompt and generation settings; re-run "
+                "`finetune inspect gate` (re-sample with `finetune inspect sample` first if they changed)")
+    now = spec.sampling_binding()
+    recorded = was.get("generation")
+    generation: dict[str, Any] = recorded if isinstance(recorded, dict) else {}
+    flat_was = {"dataset.system_prompt": was.get("system_prompt"),
+                **{f"generation.{k}": v for k, v in generation.items()}}
+    flat_now = {"dataset.system_prompt": now["system_prompt"],
+                **{f"generation.{k}": v for k, v in now["generation"].items()}}
+    diffs = [f"{k} {flat_was.get(k)!r} → {flat_now.get(k)!r}" for k in flat_now if flat_was.get(k) != flat_now.get(k)]
+    what = ", ".join(diffs) or "the system prompt or generation settings"
+    return (f"the samples the gate PASSed were drawn with other sampling settings ({what}); re-sample "
+            "(`finetune inspect sample`), re-score, read and re-run `finetune inspect gate`, or restore the spec")
+
+
+def _sampled_with(run_dir: Path, spec: RunSpec) -> list[str]:
+    """A reason when sample_info.json records generation settings other than the spec's (imports record none)."""
+    path = run_dir / "sample_info.json"
+    if not path.is_file():
+        return []
+    try:
+        info = V.load_json(path)
+    except UserError:
+        return []  # the score report's binding re-checks the samples; an unreadable info is not a sampling record
+    recorded = info.get("generation") if isinstance(info, dict) else None
+    if not isinstance(recorded, dict) or recorded == spec.generation.model_dump(mode="json"):
+        return []
+    keys = sorted(k for k in set(recorded) | set(spec.generation.model_dump(mode="json"))
+                  if recorded.get(k) != getattr(spec.generation, k, None))
+    return [f"samples.jsonl was drawn with generation settings other than the spec's ({', '.join(keys)}); "
+            "re-sample (`finetune inspect sample`) and score again"]
 
 
 def _report_binding(run_dir: Path, spec: RunSpec) -> str:

@@ -164,7 +164,9 @@ def render_sources(rewards: list[Any], *, run_name: str = "run", spec_path: str 
                          if str(_macros(KINDS[t].template).library()).strip()]
     text = env.get_template("rewards.py.j2").render(
         run_name=run_name, spec_path=spec_path, section_digest=section_digest or "-" * 16, rewards=planned,
-        packages=packages, helper_files=helper_files, helper_modules=[f[:-3] for f in helper_files],
+        packages=packages, helper_files=helper_files,
+        helper_modules=[f[:-3] for f in helper_files if not f.startswith(LIB_PREFIX)],
+        lib_modules=tuple(f[len(LIB_PREFIX):-3] for f in helper_files if f.startswith(LIB_PREFIX)),
         stdlib_imports=stdlib, package_imports=third_party, types_used=types_used,
         library_templates=library_templates, environment=tool_env,
         gated=any(p.role == "format" for p in planned), margin=ordering_margin(rewards) or 0.0)
@@ -237,6 +239,59 @@ def _user_files(rewards: list[Any], source_path: Path | None) -> dict[str, str]:
                         f"{', '.join(sorted(defined)) or 'none'})", "name a top-level function of that file",
                         source_path)
         out[f"rewards_user_{r.name}.py"] = text
+        out.update(_local_modules(tree, path, f"rewards[{index}].file", source_path))
+    return out
+
+
+LIB_PREFIX = "rewards_lib_"  # a verifier's own module NAME.py, copied as rewards_lib_NAME.py and bound like it
+
+
+def _imported_names(tree: Any) -> set[str]:
+    """Top-level names of every absolute import anywhere in ``tree`` (inside functions too)."""
+    import ast
+
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(a.name.split(".")[0] for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+def _local_modules(tree: Any, path: Path, loc: str, source_path: Path | None) -> dict[str, str]:
+    """rewards_lib_<name>.py → text of each module beside the verifier that it imports (and that those
+    import, transitively), found with ast: without the copy the verifier would import whatever the training
+    box's sys.path holds under that name, or die with ModuleNotFoundError. A local package, or a local
+    file named like a standard-library / installed module (which one runs depends on sys.path order), is
+    refused."""
+    import ast
+    import sys
+    from importlib import metadata
+
+    known = set(sys.stdlib_module_names) | set(metadata.packages_distributions())
+    folder, out, todo, seen = path.parent, {}, sorted(_imported_names(tree)), set()
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        module, package = folder / f"{name}.py", folder / name
+        if (package / "__init__.py").is_file():
+            raise _fail(loc, f"{path} imports the local package {name}/, which is not copied beside rewards.py",
+                        "make it one module file next to the verifier (or install it as a package)", source_path)
+        if not module.is_file():
+            continue  # a library: the environment check and the scoring child import it from the environment
+        if name in known:
+            raise _fail(loc, f"{module} is named like the library '{name}' the verifier may mean instead",
+                        "rename the local module (and its import)", source_path)
+        text = module.read_text(encoding="utf-8")
+        try:
+            sub = ast.parse(text, str(module))
+        except SyntaxError as exc:
+            raise _fail(loc, f"{module}:{exc.lineno}: {exc.msg}", "fix the syntax error", source_path) from None
+        out[f"{LIB_PREFIX}{name}.py"] = text
+        todo.extend(sorted(_imported_names(sub) - seen))
     return out
 
 
@@ -322,6 +377,34 @@ def spec_sources(spec: RunSpec) -> dict[str, str]:
         tool_env=spec.environment)
 
 
+JUDGE_LOOPBACK = ("127.0.0.1", "localhost", "::1")  # the rendered judge's _JUDGE_LOOPBACK
+
+
+def judge_hosts_allowed() -> list[str]:
+    """The hosts a judge may call, as the rendered judge decides at each call: FINETUNE_JUDGE_HOSTS
+    (comma-separated, set by the person in their own shell), or this machine without it."""
+    import os
+
+    listed = [h.strip().lower() for h in os.environ.get("FINETUNE_JUDGE_HOSTS", "").split(",") if h.strip()]
+    return listed or list(JUDGE_LOOPBACK)
+
+
+def check_judge_hosts(spec: RunSpec) -> None:
+    """Refuse to render a judge whose endpoint host the person did not allow: prompts, completions and the
+    key in api_key_env would go there (the rendered judge refuses at each call too; this says so up front)."""
+    import os
+
+    allowed = judge_hosts_allowed()
+    shown = ", ".join(allowed) if os.environ.get("FINETUNE_JUDGE_HOSTS", "").strip() else "unset: this machine only"
+    for index, r in enumerate(spec.rewards):
+        host = _host(r.endpoint).lower() if r.type == "judge" else None
+        if host is not None and host not in allowed:
+            raise _fail(f"rewards[{index}].endpoint",
+                        f"judge host {host or '(none)'!r} is not an allowed judge host (FINETUNE_JUDGE_HOSTS: {shown})",
+                        "use a judge on this machine, or the person exports FINETUNE_JUDGE_HOSTS="
+                        + (host or "HOST") + " in their own shell", spec.source)
+
+
 def render_rewards(spec: RunSpec, out_dir: str | Path) -> list[Path]:
     """Write rewards.py and its helpers for ``spec`` (a RunSpec) into ``out_dir``, all or nothing.
 
@@ -329,6 +412,7 @@ def render_rewards(spec: RunSpec, out_dir: str | Path) -> list[Path]:
     binds a stale file. Returns the written paths.
     """
     out_dir = Path(out_dir)
+    check_judge_hosts(spec)
     files = spec_sources(spec)
     # One commit, staged inside the run directory: rewards.py, its helpers and the removal of every helper
     # this spec no longer needs (the gate binds every rewards_*.py) land together — a crash leaves the old

@@ -32,7 +32,9 @@ from pathlib import Path  # noqa: E402
 RUN_DIR = Path(__file__).resolve().parent.parent
 MODEL = 'Qwen/Qwen3-1.7B'  # relative paths are relative to the run directory
 DATASET = {'format': 'jsonl', 'path': 'data/train.jsonl', 'split': 'train', 'prompt_column': 'prompt'}
-SYSTEM_PROMPT = None
+# the system prompt and generation settings the gated samples were drawn with; the gate binds their hash
+SAMPLING = {'system_prompt': None, 'generation': {'max_prompt_length': 256, 'max_completion_length': 1024, 'temperature': 1.0, 'top_p': 1.0, 'top_k': 0, 'min_p': None, 'repetition_penalty': 1.0}}
+SYSTEM_PROMPT = SAMPLING["system_prompt"]
 REWARD_NAMES = ['format_ok', 'correct']  # TRL logs rewards/<name>/mean
 REWARD_WEIGHTS_RENDERED = [0.2, 1.0]
 
@@ -64,7 +66,8 @@ def sha256_file(path: Path) -> str:
 
 
 def bound_hashes(run_dir: Path) -> dict:
-    """What the gate binds: rewards.py, each rewards_*.py, scored.jsonl, verdicts.jsonl, the reward section."""
+    """What the gate binds: rewards.py, each rewards_*.py, scored.jsonl, verdicts.jsonl, the reward section,
+    the system prompt and generation settings (SAMPLING)."""
     files = [run_dir / "rewards.py"] if (run_dir / "rewards.py").is_file() else []
     files += sorted(p for p in run_dir.glob("rewards_*.py") if p.is_file())
     out = {p.name: sha256_file(p) for p in files}
@@ -72,6 +75,8 @@ def bound_hashes(run_dir: Path) -> dict:
         if (run_dir / name).is_file():
             out[name] = sha256_file(run_dir / name)
     out["spec:rewards"] = REWARD_SECTION_SHA256
+    out["spec:sampling"] = hashlib.sha256(json.dumps(SAMPLING, sort_keys=True, separators=(",", ":"),
+                                                     ensure_ascii=False).encode("utf-8")).hexdigest()
     if DATA_FILTER_SHA256 is not None:  # train on exactly the filtered file the gate record binds
         out["spec:dataset.filter"] = DATA_FILTER_SHA256
         data = Path(DATASET["path"]) if Path(DATASET["path"]).is_absolute() else run_dir / DATASET["path"]
@@ -116,6 +121,10 @@ def check_gate(cpu: bool = False, max_steps: int = 0) -> None:
         sys.exit(f"refusing to train: {path} changed since this config was rendered; re-render config/")
     current = bound_hashes(RUN_DIR)
     changed = sorted(k for k in set(current) | set(GATE_HASHES) if current.get(k) != GATE_HASHES.get(k))
+    if "spec:sampling" in changed:
+        sys.exit("refusing to train: SAMPLING (system prompt, generation settings) is not what the gated samples were "
+                 "drawn with (spec:sampling changed since the gate PASSed); re-render config/ from the gated spec, or "
+                 "re-sample (`finetune inspect sample`), re-score, read and re-gate")
     if changed:
         sys.exit(f"refusing to train: {', '.join(changed)} changed since the gate PASSed; re-run Phase 1")
     check_score_report(current)
@@ -134,6 +143,16 @@ def check_score_report(current: dict) -> None:
     stale = sorted(k for k in current if k.endswith(".py") and inputs.get(k) != current[k])
     if scored != current.get("scored.jsonl") or stale:
         sys.exit(f"refusing to train: {path} does not bind the current rewards and scores; re-run Phase 1")
+
+
+def check_sampling(grpo_args) -> None:
+    """The GRPOConfig samples with exactly the generation settings the gate bound (SAMPLING), nothing else."""
+    for key, want in SAMPLING["generation"].items():
+        if hasattr(grpo_args, key) and getattr(grpo_args, key) != want:
+            sys.exit(f"refusing to train: GRPOConfig.{key} is {getattr(grpo_args, key)!r} but the gated samples were "
+                     f"drawn with {want!r}; re-render config/ (`finetune config render`)")
+    if getattr(grpo_args, "generation_kwargs", None):
+        sys.exit("refusing to train: generation_kwargs would override the gated sampling settings; re-render config/")
 
 
 def check_no_shadows() -> None:
@@ -174,6 +193,34 @@ def load_by_path(name: str, path: Path, data: bytes):
     return module
 
 
+def install_verifier_modules(blobs: dict) -> None:
+    """A `type: python` verifier's `import NAME` gets the checked bytes of rewards_lib_NAME.py (by name, ahead of
+    sys.path): never a module the training box's path happens to hold, never ModuleNotFoundError."""
+    import importlib.util
+
+    class VerifierModules:
+        VERIFIER_MODULES = blobs
+        GATED_VERIFIER_MODULES = True  # the rendered rewards.py then installs no finder of its own
+
+        @classmethod
+        def find_spec(cls, fullname, path=None, target=None):
+            if fullname not in blobs:
+                return None
+            origin = RUN_DIR / f"rewards_lib_{fullname}.py"
+            return importlib.util.spec_from_file_location(fullname, origin, loader=cls)
+
+        @staticmethod
+        def create_module(spec):
+            return None
+
+        @staticmethod
+        def exec_module(module):
+            exec(compile(blobs[module.__name__], module.__spec__.origin, "exec"), module.__dict__)
+
+    if blobs:
+        sys.meta_path.insert(0, VerifierModules)
+
+
 def load_gated_rewards():
     """rewards.py and its rewards_*.py helpers, executed from the exact bytes checked against the gate.
 
@@ -194,10 +241,68 @@ def load_gated_rewards():
         if got != want:
             changed = sorted(k for k in set(got) | set(want) if got.get(k) != want.get(k))
             sys.exit(f"refusing to train: {', '.join(changed)} differ from what the gate PASSed; re-run Phase 1")
+    install_verifier_modules({n[len("rewards_lib_"):-3]: blobs[n] for n in blobs if n.startswith("rewards_lib_")})
     # helpers first (rewards.py finds them in sys.modules), rewards.py last, each under its own name
     for name in sorted(blobs, key=lambda n: n == "rewards.py"):
-        load_by_path(name[:-3], RUN_DIR / name, blobs[name])
+        if not name.startswith("rewards_lib_"):  # a verifier's own module: imported by its name, below
+            load_by_path(name[:-3], RUN_DIR / name, blobs[name])
     return sys.modules["rewards"]
+
+
+def rescore(func, rows: list) -> list:
+    """``func`` on the scored rows as `finetune inspect score` calls it (batches of 32; a batch that raises is
+    scored row by row, a row that raises gets None), each value a float or None (non-finite: None)."""
+    import asyncio
+    import math
+
+    def call(batch):
+        keys = sorted({k for r in batch for k in (r.get("columns") or {})} - {"prompts", "completions"})
+        out = func(prompts=[r["prompt"] for r in batch],
+                   completions=[[{"role": "assistant", "content": r["completion"]}] if r.get("conversational")
+                                else r["completion"] for r in batch],
+                   completion_ids=None, trainer_state=None, log_extra=lambda *a: None, log_metric=lambda *a: None,
+                   **{k: [(r.get("columns") or {}).get(k) for r in batch] for k in keys})
+        out = asyncio.run(out) if asyncio.iscoroutine(out) else list(out)
+        if len(out) != len(batch):
+            raise TypeError("one value per completion")
+        return [None if v is None or not math.isfinite(float(v)) else float(v) for v in out]
+
+    values = []
+    for start in range(0, len(rows), 32):
+        batch = rows[start:start + 32]
+        try:
+            values += call(batch)
+        except Exception:  # as the scorer does: find the rows that raise
+            for row in batch:
+                try:
+                    values += call([row])
+                except Exception:
+                    values.append(None)
+    return values
+
+
+def check_rescore(reward_funcs) -> None:
+    """Before the first step, the gated rewards score the gated samples again and must give scored.jsonl's
+    scores exactly: a gate.json assembled by hand (a good run's scored files copied beside a broken reward,
+    every hash recomputed) binds scores these rewards never gave, and only a re-score shows it."""
+    import math
+
+    path = RUN_DIR / "scored.jsonl"
+    try:
+        rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        wanted = [{k: (None if v is None or not math.isfinite(float(v)) else float(v))
+                   for k, v in (row.get("rewards") or {}).items()} for row in rows]
+    except (OSError, ValueError, TypeError, AttributeError) as exc:
+        sys.exit(f"refusing to train: cannot re-read {path} ({exc}); re-run Phase 1")
+    differ = []
+    for func in reward_funcs:
+        for row, want, got in zip(rows, wanted, rescore(func, rows)):
+            if want.get(func.__name__) != got:
+                differ.append(f"{row.get('id')}: {func.__name__} {got} (scored {want.get(func.__name__)})")
+    if differ:
+        sys.exit(f"refusing to train: the gated rewards do not give scored.jsonl's scores on {len(differ)} "
+                 f"sample score(s) (e.g. {differ[0]}): this PASS was not computed on these rewards; re-run Phase 1 "
+                 "(`finetune inspect score`, read, `finetune inspect gate`)")
 
 
 def load_watch():
@@ -304,6 +409,8 @@ def main(argv=None) -> None:
 
     if [f.__name__ for f in REWARD_FUNCS] != REWARD_NAMES or list(REWARD_WEIGHTS) != REWARD_WEIGHTS_RENDERED:
         sys.exit("refusing to train: rewards.py does not match the spec this config was rendered for; re-render")
+    if GATE_REQUIRED:
+        check_rescore(REWARD_FUNCS)  # the gate's scores, recomputed from the bound samples and rewards
 
     # each gated reward wrapped so what it scores is recorded; the callback inspects every INSPECT_EVERY_STEPS
     REWARD_FUNCS, inspector = load_watch().instrument(
@@ -383,6 +490,7 @@ def main(argv=None) -> None:
         log_completions=True,  # print sample completions: keep reading outputs during training
         num_completions_to_print=2,  # a couple per logging step
     )
+    check_sampling(grpo_args)
     callbacks = [metrics_callback(Path(grpo_args.output_dir) / METRICS_FILE), inspector]  # append your own
     trainer = GRPOTrainer(
         model=MODEL,  # hub id
