@@ -241,3 +241,46 @@ def test_the_scan_sees_a_type_branch() -> None:
     assert re.search(TYPE_BRANCH, '{% if r.spec.type == "format" %}')
     assert re.search(TYPE_BRANCH, 'if r.type in ("tool_call", "environment"):')
     assert not re.search(TYPE_BRANCH, 'if r.effective_role == "format":')
+
+
+# --------------------------------------------------------------------------------------- error paths --
+
+def _spec_text(reward: dict[str, Any]) -> str:
+    import yaml
+
+    return yaml.safe_dump({"name": "paths", "model": "tiny", "dataset": {"path": "data.jsonl"},
+                           "environment": {"file": "env.py", "class": "Env"}, "rewards": [reward]},
+                          sort_keys=False)
+
+
+@pytest.mark.parametrize("kind_name", sorted(__import__("finetune.rewards.specs", fromlist=["KINDS"]).KINDS))
+def test_every_kind_reports_a_field_error_at_its_own_path_and_line(kind_name: str, tmp_path: Path) -> None:
+    """An unknown key in any kind's entry: `rewards[0].<key>`, on the key's own line (the union tag pydantic puts
+    in the error location is no key of the file)."""
+    from finetune.errors import UserError
+    from finetune.rewards import specs
+    from finetune.spec import load_spec
+
+    reward = {**specs.KINDS[kind_name].example, "zz_unknown": 1}
+    path = tmp_path / "spec.yaml"
+    path.write_text(_spec_text(reward), encoding="utf-8")
+    line = next(i for i, text in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if "zz_unknown" in text)
+    with pytest.raises(UserError) as err:
+        load_spec(path)
+    assert err.value.what == "rewards[0].zz_unknown: unknown field" and err.value.where == f"{path}:{line}"
+
+
+def test_a_field_named_like_a_kind_keeps_its_path(tmp_path: Path) -> None:
+    """`dataset.format` and tool_call's `format` share a name with the `format` kind: neither is dropped."""
+    from finetune.errors import UserError
+    from finetune.spec import load_spec, shown_loc
+
+    path = tmp_path / "spec.yaml"
+    path.write_text("name: p\nmodel: tiny\ndataset:\n  path: d.jsonl\n  format: csv\nrewards:\n"
+                    "  - name: fmt\n    type: format\n", encoding="utf-8")
+    with pytest.raises(UserError) as err:
+        load_spec(path)
+    assert err.value.what.startswith("dataset.format: ") and err.value.where == f"{path}:5"
+    assert shown_loc(("rewards", 2, "tool_call", "format")) == ("rewards", 2, "format")
+    assert shown_loc(("rewards", 0, "json_match", "fields", "total", "match")) == ("rewards", 0, "fields", "total",
+                                                                                   "match")
