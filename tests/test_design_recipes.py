@@ -98,13 +98,14 @@ def test_a_model_declared_with_kind_is_registered(monkeypatch):
 
     monkeypatch.setattr(specs, "KINDS", dict(specs.KINDS))
 
-    @specs.kind("Recipe probe", example={"name": "probe", "type": "recipe_probe"})
+    @specs.kind("Recipe probe", example={"name": "probe", "type": "recipe_probe"},
+                reading=lambda r: specs.Reading(), fix="nothing to set")
     class RecipeProbe(specs._RewardBase):
         type: Literal["recipe_probe"]
 
     assert specs.KINDS["recipe_probe"].spec is RecipeProbe and specs.KINDS["recipe_probe"].title == "Recipe probe"
     with pytest.raises(ValueError, match="registered twice"):
-        specs.kind("again")(RecipeProbe)
+        specs.kind("again", reading=lambda r: specs.Reading(), fix="nothing to set")(RecipeProbe)
 
 
 def test_gpu_profile_registry(monkeypatch):

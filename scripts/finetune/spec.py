@@ -15,7 +15,7 @@ from pydantic.fields import FieldInfo
 from pydantic_core import ErrorDetails
 
 from finetune.errors import UserError
-from finetune.rewards.specs import RewardSpec
+from finetune.rewards.specs import KINDS, RewardSpec
 from finetune.types import STRICT_MODEL
 from finetune.yamlio import line_for, load_with_lines
 
@@ -238,7 +238,7 @@ class RunSpec(_Strict):
 
     @model_validator(mode="after")
     def _environment_reward_needs_environment(self) -> RunSpec:
-        if self.environment is None and any(r.type == "environment" for r in self.rewards):
+        if self.environment is None and any(KINDS[r.type].needs_environment for r in self.rewards):
             raise ValueError("a `type: environment` reward needs the spec's `environment: {file, class}`")
         return self
 
@@ -289,11 +289,9 @@ class RunSpec(_Strict):
 
 
 def _format_error(err: ErrorDetails, lines: dict[tuple[Any, ...], int], path: Path) -> UserError:
-    loc = tuple(x for x in err["loc"])
-    # pydantic puts the union tag (e.g. 'format') into the loc of discriminated unions; drop it for display
-    shown = [str(x) for x in loc]
-    field = ".".join(f"[{x}]" if isinstance(x, int) else str(x) for x in loc if not _is_tag(x)).replace(".[", "[")
-    line = line_for(lines, tuple(x for x in loc if not _is_tag(x)))
+    loc = shown_loc(tuple(err["loc"]))
+    field = ".".join(f"[{x}]" if isinstance(x, int) else str(x) for x in loc).replace(".[", "[")
+    line = line_for(lines, loc)
     where = f"{path}:{line}" if line else str(path)
     msg = err["msg"]
     if err["type"] == "extra_forbidden":
@@ -305,15 +303,62 @@ def _format_error(err: ErrorDetails, lines: dict[tuple[Any, ...], int], path: Pa
         fix = "use one of the reward types listed in references/reward-functions.md"
     else:
         fix = "correct the value"
-    del shown
     return UserError(f"{field or '(top level)'}: {msg}", where=where, fix=fix)
 
 
-_TAGS = {"format", "exact_match", "math", "json_schema", "unit_tests", "judge", "length_penalty"}
+def shown_loc(loc: tuple[Any, ...], model: Any = None) -> tuple[Any, ...]:
+    """A pydantic error location as the spec file spells it: the tag pydantic inserts after a discriminated
+    union (``rewards.0.python.file``: 'python' names the member, it is no key of the file) is dropped. Walks
+    the models' annotations, so every union member — every reward kind — is read the same way."""
+    import typing
+
+    out: list[Any] = []
+    current: Any = RunSpec if model is None else model
+    for part in loc:
+        members = _tagged_members(current)
+        if members is not None and isinstance(part, str) and part in members:
+            current = members[part]  # the tag: the next part is a field of that member
+            continue
+        out.append(part)
+        current = _step(current, part, typing)
+    return tuple(out)
 
 
-def _is_tag(x: Any) -> bool:
-    return isinstance(x, str) and x in _TAGS
+def _tagged_members(annotation: Any) -> dict[str, Any] | None:
+    """{tag: model} when ``annotation`` is a union discriminated by a Literal field (pydantic's tagged union)."""
+    import typing
+
+    while typing.get_origin(annotation) is typing.Annotated:
+        annotation = typing.get_args(annotation)[0]
+    members = [a for a in typing.get_args(annotation) if a is not type(None)]
+    if len(members) < 2 or not all(isinstance(m, type) and issubclass(m, BaseModel) for m in members):
+        return None
+    out: dict[str, Any] = {}
+    for m in members:
+        tag = m.model_fields.get("type")
+        if tag is None or typing.get_origin(tag.annotation) is not Literal:
+            return None
+        out.update({value: m for value in typing.get_args(tag.annotation)})
+    return out
+
+
+def _step(annotation: Any, part: Any, typing: Any) -> Any:
+    """The annotation of ``part`` (a field name or an index) inside ``annotation``; None when unknown."""
+    while typing.get_origin(annotation) is typing.Annotated:
+        annotation = typing.get_args(annotation)[0]
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    if len(args) == 1 and typing.get_origin(annotation) not in (list, tuple, dict):  # Optional[X]
+        return _step(args[0], part, typing)
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel) and isinstance(part, str):
+        for name, info in annotation.model_fields.items():
+            if part in (name, info.alias):
+                return info.annotation
+        return None
+    if typing.get_origin(annotation) in (list, tuple) and isinstance(part, int) and args:
+        return args[0]
+    if typing.get_origin(annotation) is dict and len(args) == 2:
+        return args[1]
+    return None
 
 
 def parse_spec(data: Any, path: Path, lines: dict[tuple[Any, ...], int] | None = None) -> RunSpec:

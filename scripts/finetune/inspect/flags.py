@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from finetune.inspect.probes import extract_answer, extract_style_of, prompt_text
 from finetune.inspect.rewardmod import RewardInfo, RewardModule
+from finetune.rewards.specs import kind_of, reading_of
 
 if TYPE_CHECKING:
     from finetune.spec import RunSpec
@@ -78,20 +79,8 @@ RED_FLAGS: dict[str, RedFlag] = {
 }
 
 
-# (flag, reward type) -> the fix for THAT reward kind (the spec field; type: python only when no field can)
-KIND_REMEDIES: dict[tuple[str, str], str] = {
-    ("gold_answer_fails", "json_match"): "the gold object, written as the model writes it, fails: check "
-    "`answer_column` holds the gold JSON object and each field's rule in `fields` (e.g. `code` for an id, "
-    "`number` with a `tolerance`)",
-    ("gold_answer_fails", "json_schema"): "the schema must accept the gold object: fix `schema` / "
-    "`schema_column`, or `extract` (auto reads the last ```json block, else the whole answer); to compare "
-    "values with the gold use `type: json_match`",
-    ("gold_answer_fails", "exact_match"): "`extract` (where the answer is), `normalize`, or `answer_column`",
-    ("gold_answer_fails", "math"): "`extract`, or `answer_column` (a gold math-verify parses)",
-    ("gold_answer_fails", "python"): "your verifier rejects the gold answer: fix its function (the file the "
-    "spec's `file` names)",
-    ("gold_answer_fails", "judge"): "the `rubric` (the judge scores the gold answer below the threshold)",
-}
+# A flag's fix for THAT reward kind (the spec field; type: python only when no field can) is the kind entry's
+# `remedies` (rewards/specs.py); these are the format_blind remedies, by the task's answer shape.
 FORMAT_REMEDIES = {
     "json": "add a format reward in the answer's shape: `type: json_match` with `role: format` (a JSON Schema "
     "derived from the gold)",
@@ -243,12 +232,12 @@ def _gold_answer_fails(r: RewardInfo, ev: _Evidence) -> list[Flag]:
     failing = [c["id"] for c in golds if not r.passes(c["scores"].get(r.name))]
     if r.role != "correctness" or not golds or len(failing) != len(golds):
         return []
-    kind = getattr(ev.spec_by_name.get(r.name), "type", "")
+    entry = ev.spec_by_name.get(r.name)
     shape = golds[0]["completion"]
     shown = shape if len(shape) <= 160 else shape[:157] + "..."
     return [_flag("gold_answer_fails", r.name, "a well-formed completion carrying the gold answer does not "
                   f"pass: the reward cannot be satisfied (lost signal); the completion tried: {shown!r}", failing,
-                  remedy_text=KIND_REMEDIES.get(("gold_answer_fails", kind)))]
+                  remedy_text=kind_of(entry).remedies.get("gold_answer_fails") if entry is not None else None)]
 
 
 # per-reward detectors, in the order their flags are reported
@@ -284,7 +273,7 @@ def _format_blind(controls: list[dict[str, Any]], spec: RunSpec) -> list[Flag]:
         return []
     formats = [r.name for r in spec.rewards if r.effective_role == "format"]
     json_task = any(c.get("json_gold") for c in controls) or any(
-        r.type in ("json_match", "json_schema") or getattr(r, "pattern", "") == "json_object" for r in spec.rewards)
+        reading_of(r).style == "json_object" for r in spec.rewards)
     remedy = FORMAT_REMEDIES["present"].format(names=", ".join(formats)) if formats else \
         FORMAT_REMEDIES["json" if json_task else "text"]
     example = next(iter(wf.values()))
@@ -315,17 +304,18 @@ def _no_hidden_tests(spec: RunSpec, rows: list[Row]) -> list[Flag]:
     """A unit_tests reward without hidden tests whose prompts quote the visible tests verbatim."""
     flags = []
     for r in spec.rewards:
-        if r.type != "unit_tests" or r.hidden_tests_column:
+        tests = reading_of(r).tests
+        if tests is None or tests.hidden:
             continue
         quoted: dict[Any, str] = {}
         for row in rows:
             prompt = prompt_text(row.get("prompt"))
-            shown = _shown_tests((row.get("columns") or {}).get(r.tests_column), r.test_format)
+            shown = _shown_tests((row.get("columns") or {}).get(tests.column), tests.format)
             if shown and all(all(part in prompt for part in t.split("\x00")) for t in shown):
                 quoted.setdefault(row.get("row", row["id"]), row["id"])
         if quoted:
             flags.append(_flag("no_hidden_tests", r.name, f"the prompts of {len(quoted)} row(s) quote every test "
-                               f"of '{r.tests_column}' verbatim and there is no hidden_tests_column: code that "
+                               f"of '{tests.column}' verbatim and there is no hidden_tests_column: code that "
                                "hard-codes the shown examples scores as a solution (the classic code-RL hack); add "
                                "hidden tests or acknowledge why", list(quoted.values())))
     return flags

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from finetune.inspect.rewardmod import RewardModule, score_items
+from finetune.rewards.specs import READING_STYLES, reading_of
 
 if TYPE_CHECKING:
     from finetune.spec import RunSpec
@@ -38,19 +39,13 @@ Layout = Callable[[str, str], str]
 # ---------------------------------------------------------------------------------------------
 
 def answer_style(spec: RunSpec) -> str:
-    """The answer layout the spec's rewards expect (first format reward wins, then correctness)."""
-    for r in spec.rewards:
-        if r.type == "format":
-            pattern: str = r.pattern
-            return pattern
-    for r in spec.rewards:
-        if r.type in ("json_match", "json_schema"):
-            return "json_object"
-        if r.type == "unit_tests":
-            return "code"
-        if r.type in ("exact_match", "math") and r.extract in ("answer_tag", "boxed", "hash_answer"):
-            extract: str = r.extract
-            return extract
+    """The answer layout the spec's rewards expect (each kind's ``reading`` hook says its own): a kind whose
+    default role is format declares the structure, so the first of those wins, then the others in spec order."""
+    structure = [r for r in spec.rewards if r.default_role == "format"]
+    for r in structure + [r for r in spec.rewards if r not in structure]:
+        style = reading_of(r).style
+        if style:
+            return style
     return "none"
 
 
@@ -118,12 +113,7 @@ def extract_answer(text: str, style: str) -> str | None:
 
 def extract_style_of(reward_spec: Any) -> str | None:
     """The extraction a correctness reward claims to use, or None when it is not answer-based."""
-    extract: str | None = getattr(reward_spec, "extract", None)
-    if reward_spec.type == "exact_match":
-        return None if extract == "none" else extract
-    if reward_spec.type == "math":
-        return extract
-    return None
+    return reading_of(reward_spec).extract
 
 
 # ---------------------------------------------------------------------------------------------
@@ -131,9 +121,10 @@ def extract_style_of(reward_spec: Any) -> str | None:
 # ---------------------------------------------------------------------------------------------
 
 def gold_column(spec: RunSpec) -> str | None:
+    """The gold-answer column: the first correctness reward's that compares with one, else the dataset's."""
     for r in spec.rewards:
-        if r.type in ("exact_match", "math", "json_match") and r.effective_role == "correctness":
-            column: str | None = r.answer_column
+        column = reading_of(r).gold
+        if column is not None and r.effective_role == "correctness":
             return column
     return spec.dataset.answer_column
 
@@ -192,10 +183,11 @@ def json_probes(gold: dict[str, Any], layout: Layout, forbids_extra: bool) -> li
 
 
 def tests_column(spec: RunSpec) -> str | None:
+    """The unit-test column: the first reward's that runs tests, else the dataset's."""
     for r in spec.rewards:
-        if r.type == "unit_tests":
-            column: str | None = r.tests_column
-            return column
+        tests = reading_of(r).tests
+        if tests is not None:
+            return tests.column
     return spec.dataset.tests_column
 
 
@@ -305,9 +297,6 @@ def hardcoded_solution(cell: Any, test_format: str, entry: Any) -> str | None:
     return _HARDCODE_LOOKUP + "\n".join(line for _, line in calls) + "\n\n\n" + defs
 
 
-READING_STYLES = ("boxed", "answer_tag", "think_answer", "hash_answer")
-
-
 def reading_probes(style: str, layout: Layout, gold: str, wrong: str) -> list[tuple[str, str, str]]:
     """(name, completion, what it shows) of the hedge / retraction probes for an answer container."""
     if style not in READING_STYLES:
@@ -363,10 +352,9 @@ def trailing_allowed(spec: RunSpec) -> bool:
 
 
 def reading_rewards(spec: RunSpec) -> set[str]:
-    """Names of the rewards that read the final answer (format, exact_match, math, json_match): expected-pass
+    """Names of the rewards that read the final answer (their kind's ``reading`` hook says so): expected-pass
     controls apply to them."""
-    return {r.name for r in spec.rewards if r.type in ("format", "exact_match", "math", "json_match")
-            and (r.type != "format" or r.pattern in READING_STYLES)}
+    return {r.name for r in spec.rewards if reading_of(r).reads_answer}
 
 
 def _padded(layout: Layout, answer: str, filler: str) -> str:
@@ -419,7 +407,7 @@ def build_probes(spec: RunSpec, sample: dict[str, Any], layout: Layout, max_word
             add(name, completion, CORRECTNESS, shows=shows)
         obj = gold_object(columns[gcol])
         if obj is not None:
-            forbids = any(r.type == "json_match" and r.extra_keys == "forbid" for r in spec.rewards)
+            forbids = any(reading_of(r).extra_keys_forbidden for r in spec.rewards)
             for name, completion, target, shows in json_probes(obj, layout, forbids):
                 add(name, completion, target, shows=shows)
     else:
@@ -445,10 +433,11 @@ def build_probes(spec: RunSpec, sample: dict[str, Any], layout: Layout, max_word
             "unittest.TestCase.assertEqual = lambda *a, **k: None\n" + patched), CORRECTNESS,
             shows="monkeypatches equality / unittest so every assertion holds")
     for r in spec.rewards:  # with hidden tests, hard-coding the shown examples must earn nothing
-        if r.type != "unit_tests" or not r.hidden_tests_column or columns.get(r.hidden_tests_column) is None:
+        tests = reading_of(r).tests
+        if tests is None or not tests.hidden or columns.get(tests.hidden) is None:
             continue
-        entry = columns.get(r.entry_point_column) if r.entry_point_column else None
-        table = hardcoded_solution(columns.get(r.tests_column), r.test_format, entry)
+        entry = columns.get(tests.entry_point) if tests.entry_point else None
+        table = hardcoded_solution(columns.get(tests.column), tests.format, entry)
         if table is not None:
             add("hardcoded_examples", f"```python\n{table}```", CORRECTNESS,
                 shows="code that answers exactly the examples of the visible tests (a lookup table)")
@@ -484,8 +473,9 @@ def _junk_arguments(tool: Callable[..., Any]) -> dict[str, Any]:
 
 def _expected_call(spec: RunSpec, columns: dict[str, Any]) -> dict[str, Any] | None:
     for r in spec.rewards:
-        if r.type == "tool_call":
-            value = columns.get(r.expected_column)
+        column = reading_of(r).expected_call
+        if column is not None:
+            value = columns.get(column)
             value = json.loads(value) if isinstance(value, str) and value.strip().startswith(("{", "[")) else value
             value = value[0] if isinstance(value, list) and value else value
             if isinstance(value, dict) and isinstance(value.get("name"), str):
@@ -497,7 +487,7 @@ def tool_probes(rm: RewardModule, spec: RunSpec, sample: dict[str, Any]) -> list
     """Agent hacks for a spec with a `tool_call` or `environment` reward: the right function with wrong
     arguments, a call only inside <think>, a final answer with no call, the expected call with an argument the
     tool does not declare, a skipped step (only the last of the environment's tools called)."""
-    if not any(r.type in ("tool_call", "environment") for r in spec.rewards):
+    if not any(reading_of(r).agent for r in spec.rewards):
         return []
     columns = dict(sample.get("columns") or {})
     out: list[dict[str, Any]] = []

@@ -27,6 +27,7 @@ from finetune.inspect.checkpoint import is_set
 from finetune.inspect.rewardmod import RewardInfo, RewardModule, load_rewards, score_items
 from finetune.inspect.samplesio import load_samples
 from finetune.inspect.verdicts import load_json, read_jsonl
+from finetune.rewards.specs import reading_of
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -237,20 +238,21 @@ def tests_report(spec: RunSpec, samples: list[dict[str, Any]]) -> list[dict[str,
     without any), so a reader sees whether code that hard-codes the prompt's examples can pass."""
     out = []
     for r in spec.rewards:
-        if r.type != "unit_tests":
+        tests = reading_of(r).tests
+        if tests is None:
             continue
         by_row: dict[Any, tuple[int, int]] = {}
         for s in samples:
             cols = s.get("columns") or {}
-            hidden = cols.get(r.hidden_tests_column) if r.hidden_tests_column else None
-            by_row[s.get("row", s["id"])] = (count_tests(cols.get(r.tests_column), r.test_format),
-                                             count_tests(hidden, r.test_format))
+            hidden = cols.get(tests.hidden) if tests.hidden else None
+            by_row[s.get("row", s["id"])] = (count_tests(cols.get(tests.column), tests.format),
+                                             count_tests(hidden, tests.format))
         kinds = {}
         for index, kind in enumerate(("visible", "hidden")):
             counts = [c[index] for c in by_row.values()]
             kinds[kind] = {"min": min(counts, default=0), "max": max(counts, default=0),
                            "rows_without": sum(c == 0 for c in counts)}
-        out.append({"reward": r.name, "tests_column": r.tests_column, "hidden_tests_column": r.hidden_tests_column,
+        out.append({"reward": r.name, "tests_column": tests.column, "hidden_tests_column": tests.hidden,
                     "rows": len(by_row), **kinds})
     return out
 

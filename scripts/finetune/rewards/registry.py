@@ -83,25 +83,6 @@ _FIXES = {
 }
 
 
-# reward type -> what changes its judgement when the row's reason does not (a pass the reader rejects, a
-# reward that logs no reason): the fix for THAT kind, `type: python` only where no spec field can
-KIND_FIXES = {
-    "format": "`pattern` / `trailing_text` / `prefilled_think` (the structure the reward requires)",
-    "exact_match": "`extract` (where the answer is) and `normalize` (what counts as equal)",
-    "math": "`extract` (where the answer is) or `answer_column`",
-    "json_match": "`fields` (each field's rule: text / number with tolerance / date / code / exact), "
-    "`required`, `extra_keys`; role format: `schema` or the field shapes",
-    "json_schema": "`schema` / `schema_column` (required keys, types, patterns, additionalProperties: false) "
-    "and `extract`; it logs no per-row reason — to compare values with a gold object field by field use "
-    "`type: json_match`",
-    "unit_tests": "`tests_column` / `hidden_tests_column` / `test_format` / `extract` / `code_blocks`",
-    "judge": "the `rubric` (and `max_points` / `threshold`)",
-    "python": "your verifier's function (the spec's `file`): it decides and logs no reason",
-    "tool_call": "`arguments` (each argument's rule: exact / numeric with tolerance / text / unordered), "
-    "`format` (the chat template's call syntax), `which` (only / last call), `tools` / `tools_column` (the schema)",
-}
-
-
 def reasons() -> dict[str, str]:
     """Every reason id a reward can log per row, with its meaning."""
     import importlib.util
@@ -126,14 +107,12 @@ def explain(reason_id: str, reward_type: str | None = None) -> tuple[str, str]:
     if field:
         text = f"{text} (field '{field}')"
         fix = fix.replace("<field>", field) if fix else fix
-    if base == "ok" and reward_type == "json_match":
-        text = "every gold field matches and no other key is present"
-    elif base == "ok" and reward_type not in (None, "format", "exact_match", "math"):
-        text = "the reward passed these rows"  # not the answer reader's "a single final answer was found"
-    if reward_type == "tool_call" and base == "not_equal":
-        fix = "arguments.<name> (exact | numeric with tolerance | text | unordered)"
-    if reward_type in KIND_FIXES and (fix is None or base == "unexplained"):
-        fix = KIND_FIXES[reward_type]
+    entry = KINDS.get(reward_type) if reward_type is not None else None
+    if entry is not None:
+        text = entry.reason_text.get(base, text)  # e.g. `ok`: "the reward passed these rows", not the reader's text
+        fix = entry.reason_fixes.get(base, fix)
+        if fix is None or base == "unexplained":
+            fix = entry.fix
     if fix is None:
         fix = ("no spec field changes this reading: if the reader is right, the reward needs "
                "`type: python` (your own checker)")

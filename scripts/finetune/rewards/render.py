@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from finetune import __version__, literals, rundir
 from finetune.errors import UserError
 from finetune.rewards.registry import HELPERS, KINDS, TYPE_ORDER
-from finetune.rewards.specs import PARTIAL_CEILING, ordering_margin, penalty_floors
+from finetune.rewards.specs import PARTIAL_CEILING, PlanError, ordering_margin, penalty_floors
 
 if TYPE_CHECKING:
     import jinja2
@@ -71,6 +71,11 @@ class _Planned:
     def template(self) -> str:
         return KINDS[self.spec.type].template
 
+    @property
+    def args(self) -> tuple[Any, ...]:
+        """The arguments of its template's ``reward`` macro after the spec entry (the kind's ``macro_args``)."""
+        return KINDS[self.spec.type].macro_args(self)
+
 
 def _fail(loc: str, what: str, fix: str, spec_path: Path | None) -> UserError:
     where = str(spec_path) if spec_path else "spec"
@@ -102,25 +107,14 @@ def plan(rewards: list[Any], max_completion_length: int, spec_path: Path | None 
     for index, r in enumerate(rewards):
         item = _Planned(spec=r, role=r.effective_role, threshold=r.pass_threshold, min=r.min_score, max=r.max_score,
                         gated=has_format and r.effective_role == "correctness")
-        if r.type == "length_penalty":
-            item.floor = round(floors[r.name], 9)
-            item.min, item.max, item.threshold = item.floor, 0.0, 0.0
-            if r.mode == "budget":
-                item.limit = r.budget + r.overlong_buffer
-            else:
-                item.limit = r.max_completion_length or max_completion_length
-                if r.overlong_buffer > item.limit:
-                    raise _fail(f"rewards[{index}].overlong_buffer", f"{r.overlong_buffer} exceeds the completion "
-                                f"limit {item.limit}", "use a buffer shorter than max_completion_length", spec_path)
-            if r.wraps is not None:
-                target = next((x for x in rewards if x.name == r.wraps), None)
-                if target is None or target is r:
-                    raise _fail(f"rewards[{index}].wraps", f"no other reward named '{r.wraps}'",
-                                f"name one of: {', '.join(n for n in names if n != r.name)}", spec_path)
-                if target.effective_role == "shaping":
-                    raise _fail(f"rewards[{index}].wraps", f"'{r.wraps}' is itself a shaping reward",
-                                "wrap a format or correctness reward", spec_path)
-                item.wrapped = target
+        kind_plan = KINDS[r.type].plan
+        if kind_plan is not None:
+            try:
+                fields = kind_plan(r, rewards, floors, max_completion_length)
+            except PlanError as exc:
+                raise _fail(f"rewards[{index}].{exc.field}", exc.what, exc.fix, spec_path) from None
+            for name, value in fields.items():
+                setattr(item, name, value)
         planned.append(item)
     return planned
 
@@ -146,15 +140,14 @@ def render_sources(rewards: list[Any], *, run_name: str = "run", spec_path: str 
     packages, helpers = _requirements(rewards)
     if tool_env is not None and "toolcall" not in helpers:
         helpers.append("toolcall")  # the replay reads the completion's calls
-    stdlib = sorted(set(STDLIB_IMPORTS).union(*(KINDS[t].stdlib for t in types_used),
-                                              ("os", "sys") if helpers or any(r.type == "python" for r in rewards)
+    stdlib = sorted(set(STDLIB_IMPORTS).union(*(KINDS[t].stdlib for t in types_used), ("os", "sys") if helpers
                                               else ()))
     third_party = [m for t in types_used for m in KINDS[t].imports]
     helper_files = [HELPER_FILES[h] for h in helpers]
     user_files = _user_files(rewards, source_path)
     if tool_env is not None:
         user_files[ENV_FILE] = _environment_file(tool_env, source_path)
-    elif any(r.type == "environment" for r in rewards):
+    elif any(KINDS[r.type].needs_environment for r in rewards):
         raise _fail("rewards", "a `type: environment` reward needs the spec's `environment: {file, class}`",
                     "add the environment section", source_path)
     helper_files += list(user_files)
@@ -167,8 +160,9 @@ def render_sources(rewards: list[Any], *, run_name: str = "run", spec_path: str 
         packages=packages, helper_files=helper_files,
         helper_modules=[f[:-3] for f in helper_files if not f.startswith(LIB_PREFIX)],
         lib_modules=tuple(f[len(LIB_PREFIX):-3] for f in helper_files if f.startswith(LIB_PREFIX)),
-        stdlib_imports=stdlib, package_imports=third_party, types_used=types_used,
+        stdlib_imports=stdlib, package_imports=third_party,
         library_templates=library_templates, environment=tool_env,
+        caches=[c for t in types_used for c in KINDS[t].caches],
         gated=any(p.role == "format" for p in planned), margin=ordering_margin(rewards) or 0.0)
     files = {rundir.REWARDS: text}
     for helper in helpers:
@@ -221,7 +215,7 @@ def _user_files(rewards: list[Any], source_path: Path | None) -> dict[str, str]:
     out: dict[str, str] = {}
     base = source_path.parent if source_path is not None else Path.cwd()
     for index, r in enumerate(rewards):
-        if r.type != "python":
+        if not KINDS[r.type].copies_verifier:
             continue
         path = (base / r.file).resolve()
         if not path.is_file():
@@ -352,15 +346,11 @@ def check_prefilled_think(spec: RunSpec) -> None:
         return
     opens_think = suffix.rstrip().endswith("<think>")
     for index, r in enumerate(spec.rewards):
-        if r.type == "format" and r.pattern == "think_answer" and r.prefilled_think != opens_think:
-            if opens_think:
-                what = ("the model's chat template already opens <think> (trl#6966), so completions start "
-                        "inside it and this reward would score every completion 0")
-            else:
-                what = ("the model's chat template does not open <think>, so completions start with it and "
-                        "this reward would score every completion 0")
-            raise _fail(f"rewards[{index}].prefilled_think", what, f"set prefilled_think: {str(opens_think).lower()}",
-                        spec.source)
+        check = KINDS[r.type].template_check
+        problem = check(r, opens_think) if check is not None else None
+        if problem is not None:
+            field, what, fix = problem
+            raise _fail(f"rewards[{index}].{field}", what, fix, spec.source)
 
 
 def spec_sources(spec: RunSpec) -> dict[str, str]:
@@ -397,7 +387,8 @@ def check_judge_hosts(spec: RunSpec) -> None:
     allowed = judge_hosts_allowed()
     shown = ", ".join(allowed) if os.environ.get("FINETUNE_JUDGE_HOSTS", "").strip() else "unset: this machine only"
     for index, r in enumerate(spec.rewards):
-        host = _host(r.endpoint).lower() if r.type == "judge" else None
+        endpoint = getattr(r, "endpoint", None)  # a kind that calls out over the network names an endpoint
+        host = _host(endpoint).lower() if isinstance(endpoint, str) else None
         if host is not None and host not in allowed:
             raise _fail(f"rewards[{index}].endpoint",
                         f"judge host {host or '(none)'!r} is not an allowed judge host (FINETUNE_JUDGE_HOSTS: {shown})",
@@ -446,7 +437,7 @@ def _type_rows() -> list[dict[str, str]]:
     from finetune.rewards.registry import REWARD_TYPES
 
     return [{"type": t, "default_role": cls.default_role, "allowed": ", ".join(cls.allowed_roles),
-             "low": "floor (≤ 0)" if t == "length_penalty" else str(cls.min_score), "high": str(cls.max_score),
+             "low": "floor (≤ 0)" if cls.default_role == "shaping" else str(cls.min_score), "high": str(cls.max_score),
              "helpers": ", ".join(HELPER_FILES[h] for h in KINDS[t].helpers) or "—",
              "packages": ", ".join(KINDS[t].packages) or "stdlib"} for t, cls in REWARD_TYPES.items()]
 
@@ -463,13 +454,9 @@ def _kind_sections(examples: dict[str, Any]) -> list[dict[str, Any]]:
         module = _macros(KINDS[t].template)
         example = examples[t]
         p = planned[example.name]
-        if t == "length_penalty":
-            function = module.reward(example, p.floor, p.limit, None)
-        elif t == "format":
-            function = module.reward(example)
-        else:
-            function = module.reward(example, True)
-        sections.append({"title": KINDS[t].title, "type": t, "doc": (cls.__doc__ or "").strip().replace("\n    ", "\n"),
+        function = module.reward(example, *p.args)
+        sections.append({"title": KINDS[t].title, "type": t, "gated": p.gated,
+                         "doc": (cls.__doc__ or "").strip().replace("\n    ", "\n"),
                          "fields": _field_rows(cls), "notes": list(KINDS[t].notes),
                          "example_yaml": yaml.safe_dump([DOC_EXAMPLES[t]], sort_keys=False, width=100).rstrip(),
                          "function": function.strip(), "library": module.library().strip()})
@@ -544,7 +531,7 @@ READING_RULES = (
 def _render_gate(format_plans: list[_Planned]) -> str:
     source = environment().get_template("rewards.py.j2").render(
         run_name="doc", spec_path="spec.yaml", section_digest="-" * 16, rewards=format_plans, packages=[],
-        helper_files=[], helper_modules=[], stdlib_imports=[], package_imports=[], types_used=[], gated=True,
-        margin=0.0, library_templates=[])
+        helper_files=[], helper_modules=[], stdlib_imports=[], package_imports=[], gated=True,
+        margin=0.0, library_templates=[], caches=[])
     start = source.index("_FORMAT_REWARDS = ")
     return source[start:source.index("REWARD_FUNCS = ")]

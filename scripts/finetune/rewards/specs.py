@@ -38,20 +38,87 @@ _TRAILING_DOC = ("allow: prose, punctuation, markdown and closing remarks may fo
 PARTIAL_CEILING = 0.5
 
 
+# The answer containers a reader takes the final answer from (hedge / retraction probes and the expected-pass
+# controls apply to rewards whose layout is one of these).
+READING_STYLES = ("boxed", "answer_tag", "think_answer", "hash_answer")
+
+
+@dataclass(frozen=True)
+class CodeTests:
+    """The unit-test columns a reward runs (code probes, the no_hidden_tests flag, the tests report)."""
+
+    column: str
+    format: str  # stdin_stdout | function_call | assert
+    hidden: str | None = None  # tests never shown in the prompt
+    entry_point: str | None = None  # column naming the function the tests call
+
+
+@dataclass(frozen=True)
+class Reading:
+    """How a reward reads a completion: what the probes, flags and reading sheets need to know of it.
+
+    Returned by each kind's ``reading`` hook for one spec entry; every field defaults to "none of this"."""
+
+    style: str | None = None  # the answer layout it expects (inspect.probes.layouts); None: no opinion
+    extract: str | None = None  # the extraction it claims (a pass with nothing there is flagged)
+    gold: str | None = None  # the gold-answer column it compares with (probes, gold controls, the reader's sheet)
+    reads_answer: bool = False  # reads the final answer: reading probes and expected-pass controls apply
+    tests: CodeTests | None = None  # the unit tests it runs (code hack probes)
+    expected_call: str | None = None  # the column holding the row's expected tool call (agent probes)
+    agent: bool = False  # scores tool calls: the agent hack probes apply
+    extra_keys_forbidden: bool = False  # an invented JSON key fails it (the invented-field probe applies)
+
+
+class PlanError(ValueError):
+    """A cross-reward setting a kind's ``plan`` hook refuses: ``field`` of that reward, what, how to fix."""
+
+    def __init__(self, field: str, what: str, fix: str) -> None:
+        super().__init__(what)
+        self.field, self.what, self.fix = field, what, fix
+
+
+def _gated_args(planned: Any) -> tuple[Any, ...]:
+    """The template's ``reward(r, gated)`` macro: gated on the format rewards or not."""
+    return (planned.gated,)
+
+
+# Hooks every entry must declare (no default): a kind that leaves one out is refused when it registers.
+REQUIRED_HOOKS = ("reading", "fix")
+
+
 @dataclass(frozen=True)
 class Kind:
-    """A reward kind: how it is specified, rendered, documented and probed."""
+    """A reward kind: how it is specified, rendered, documented, probed and explained.
+
+    Everything else in the package that varies by reward kind asks this entry (its hooks), never the
+    ``type`` string: a new kind gets probes, gold controls, error paths and fixes from its entry alone."""
 
     type: str
     spec: builtins.type[Any]
     title: str
+    # --- required hooks
+    reading: Callable[[Any], Reading]  # how it reads a completion (see Reading)
+    fix: str  # what changes its judgement when no per-row reason does (a reason it does not log, `unexplained`)
+    # --- rendering
     stdlib: tuple[str, ...] = ()  # modules the rendered per-kind code imports
     imports: tuple[str, ...] = ()  # third-party modules rewards.py imports for this kind
     packages: tuple[str, ...] = ()  # pip requirements of the rendered code
     helpers: tuple[str, ...] = ()  # keys of registry.HELPERS
+    macro_args: Callable[[Any], tuple[Any, ...]] = _gated_args  # planned reward -> the `reward` macro's args after r
+    plan: Callable[[Any, list[Any], dict[str, float], int], dict[str, Any]] | None = None  # (r, rewards, floors,
+    # max_completion_length) -> _Planned fields to set; raises PlanError
+    caches: tuple[str, ...] = ()  # module-level caches of its template that disable_caches() clears
+    copies_verifier: bool = False  # the user's own file is copied beside rewards.py (rewards_user_<name>.py)
+    needs_environment: bool = False  # the spec's `environment:` section must be present
+    template_check: Callable[[Any, bool], tuple[str, str, str] | None] | None = None  # (r, chat template opens
+    # <think>) -> (field, what is wrong, fix) when the model's chat template contradicts the entry
+    # --- documentation and explanations
     notes: tuple[str, ...] = ()  # failure modes the code closes (reference doc)
     example: dict[str, Any] = field(default_factory=dict)  # one spec entry, rendered in the doc
-    probes: tuple[str, ...] = ()  # answer-reading probes that apply (inspect/probes.py)
+    probes: tuple[str, ...] = ()  # the kind-specific probes it must withstand (reference doc)
+    reason_text: dict[str, str] = field(default_factory=lambda: {"ok": "the reward passed these rows"})
+    reason_fixes: dict[str, str] = field(default_factory=dict)  # reason id -> this kind's fix for it
+    remedies: dict[str, str] = field(default_factory=dict)  # red flag -> this kind's remedy (inspect.flags)
 
     @property
     def template(self) -> str:
@@ -66,17 +133,31 @@ _Model = TypeVar("_Model", bound=type[BaseModel])
 
 def kind(title: str, **entry: Any) -> Callable[[_Model], _Model]:
     """Register the decorated spec model as a reward kind (its ``type`` literal names it); ``entry``: the
-    other :class:`Kind` fields. Adding a kind = one decorated model here + ``templates/<type>.py.j2``."""
+    other :class:`Kind` fields, the :data:`REQUIRED_HOOKS` among them. Adding a kind = one decorated model
+    here + ``templates/<type>.py.j2``."""
 
     def register(model: _Model) -> _Model:
         spec: type[BaseModel] = model
         (name,) = typing.get_args(spec.model_fields["type"].annotation)
         if name in KINDS:
             raise ValueError(f"reward kind '{name}' registered twice")
+        missing = [h for h in REQUIRED_HOOKS if h not in entry]
+        if missing:
+            raise ValueError(f"reward kind '{name}' lacks the hook(s) {', '.join(missing)} (see specs.Kind)")
         KINDS[name] = Kind(name, model, title, **entry)
         return model
 
     return register
+
+
+def kind_of(reward: Any) -> Kind:
+    """The registry entry of one spec entry (a reward model instance)."""
+    return KINDS[reward.type]
+
+
+def reading_of(reward: Any) -> Reading:
+    """How ``reward`` (a spec entry) reads a completion: its kind's ``reading`` hook."""
+    return kind_of(reward).reading(reward)
 
 
 _READING_PROBES = ("text_or_hedge", "parenthetical_alternative", "retraction_after_answer", "several_answers")
@@ -152,7 +233,27 @@ class _RewardBase(BaseModel):
         return self.max_score
 
 
+_CONTAINERS = ("answer_tag", "boxed", "hash_answer")  # extractions that are also an answer layout
+
+
+def _prefill_contradiction(r: FormatReward, opens_think: bool) -> tuple[str, str, str] | None:
+    """A think_answer format reward whose prefilled_think contradicts the model's chat template (trl#6966)."""
+    if r.pattern != "think_answer" or r.prefilled_think == opens_think:
+        return None
+    if opens_think:
+        what = ("the model's chat template already opens <think> (trl#6966), so completions start "
+                "inside it and this reward would score every completion 0")
+    else:
+        what = ("the model's chat template does not open <think>, so completions start with it and "
+                "this reward would score every completion 0")
+    return "prefilled_think", what, f"set prefilled_think: {str(opens_think).lower()}"
+
+
 @kind("Format", helpers=("answers",),
+      reading=lambda r: Reading(style=r.pattern, reads_answer=r.pattern in READING_STYLES),
+      fix="`pattern` / `trailing_text` / `prefilled_think` (the structure the reward requires)",
+      macro_args=lambda planned: (), template_check=lambda r, opens: _prefill_contradiction(r, opens),
+      reason_text={},
       example={"name": "format", "type": "format", "pattern": "think_answer", "weight": 0.2},
       notes=(
           "trl#6966: with a chat template that pre-fills `<think>` (Qwen3, DeepSeek-R1 style), the completion "
@@ -179,6 +280,11 @@ class FormatReward(_RewardBase):
 
 
 @kind("Exact-match correctness",
+      reading=lambda r: Reading(style=r.extract if r.extract in _CONTAINERS else None,
+                                extract=None if r.extract == "none" else r.extract, gold=r.answer_column,
+                                reads_answer=True),
+      fix="`extract` (where the answer is) and `normalize` (what counts as equal)", reason_text={},
+      remedies={"gold_answer_fails": "`extract` (where the answer is), `normalize`, or `answer_column`"},
       helpers=("answers",), probes=_READING_PROBES,
       example={"name": "correctness", "type": "exact_match", "answer_column": "answer",
                "extract": "answer_tag", "normalize": ["strip", "whitespace", "numeric"]},
@@ -206,6 +312,10 @@ class ExactMatchReward(_RewardBase):
 
 
 @kind("Math correctness (math-verify)", helpers=("answers", "mathpool"),
+      reading=lambda r: Reading(style=r.extract if r.extract in _CONTAINERS else None, extract=r.extract,
+                                gold=r.answer_column, reads_answer=True),
+      fix="`extract` (where the answer is) or `answer_column`", reason_text={},
+      remedies={"gold_answer_fails": "`extract`, or `answer_column` (a gold math-verify parses)"},
       packages=("math-verify==0.9.0", "latex2sympy2_extended==1.11.0"), probes=_READING_PROBES,
       example={"name": "math_correct", "type": "math", "answer_column": "solution", "extract": "boxed",
                "timeout_s": 2.0, "workers": 2},
@@ -238,6 +348,13 @@ class MathReward(_RewardBase):
 
 
 @kind("JSON-schema validation", imports=("jsonschema",),
+      reading=lambda r: Reading(style="json_object"),
+      fix="`schema` / `schema_column` (required keys, types, patterns, additionalProperties: false) "
+      "and `extract`; it logs no per-row reason — to compare values with a gold object field by field use "
+      "`type: json_match`",
+      remedies={"gold_answer_fails": "the schema must accept the gold object: fix `schema` / `schema_column`, or "
+                "`extract` (auto reads the last ```json block, else the whole answer); to compare values with "
+                "the gold use `type: json_match`"},
       packages=("jsonschema==4.26.0",),
       example={"name": "schema_valid", "type": "json_schema", "partial_credit": True,
                "schema": {"type": "object", "properties": {"name": {"type": "string"},
@@ -316,6 +433,14 @@ class JsonFieldRule(BaseModel):
 
 
 @kind("JSON fields against the gold (json_match)", helpers=("jsonmatch",), packages=("jsonschema==4.26.0",),
+      reading=lambda r: Reading(style="json_object", gold=r.answer_column, reads_answer=True,
+                                extra_keys_forbidden=r.extra_keys == "forbid"),
+      fix="`fields` (each field's rule: text / number with tolerance / date / code / exact), "
+      "`required`, `extra_keys`; role format: `schema` or the field shapes",
+      reason_text={"ok": "every gold field matches and no other key is present"},
+      remedies={"gold_answer_fails": "the gold object, written as the model writes it, fails: check "
+                "`answer_column` holds the gold JSON object and each field's rule in `fields` (e.g. `code` for an "
+                "id, `number` with a `tolerance`)"},
       probes=("json_in_think_refusal", "json_one_field_wrong", "json_hallucinated_field"),
       example={"name": "fields", "type": "json_match", "answer_column": "gold",
                "fields": {"vendor": "text", "date": "date", "total": {"match": "number", "tolerance": 0.01},
@@ -387,6 +512,9 @@ class JsonMatchReward(_RewardBase):
 
 
 @kind("Unit-test execution", stdlib=("dataclasses",), helpers=("sandbox", "code"),
+      reading=lambda r: Reading(style="code", tests=CodeTests(r.tests_column, r.test_format, r.hidden_tests_column,
+                                                              r.entry_point_column)),
+      fix="`tests_column` / `hidden_tests_column` / `test_format` / `extract` / `code_blocks`",
       example={"name": "tests_pass", "type": "unit_tests", "tests_column": "test_list", "test_format": "assert",
                "timeout_s": 5.0},
       notes=(
@@ -454,6 +582,10 @@ class ArgumentRule(BaseModel):
 
 
 @kind("Tool call", helpers=("toolcall",), packages=("jsonschema==4.26.0",),
+      reading=lambda r: Reading(expected_call=r.expected_column, agent=True),
+      fix="`arguments` (each argument's rule: exact / numeric with tolerance / text / unordered), "
+      "`format` (the chat template's call syntax), `which` (only / last call), `tools` / `tools_column` (the schema)",
+      reason_fixes={"not_equal": "arguments.<name> (exact | numeric with tolerance | text | unordered)"},
       probes=("right_function_wrong_arguments", "call_inside_think", "answer_without_call"),
       example={"name": "tool_ok", "type": "tool_call", "expected_column": "expected_call", "tools_column": "tools",
                "arguments": {"city": {"match": "text"}, "days": {"match": "numeric", "tolerance": 0}},
@@ -521,6 +653,9 @@ class ToolCallReward(_RewardBase):
 
 
 @kind("Environment reward (multi-turn tools)", helpers=("toolcall",),
+      reading=lambda r: Reading(agent=True), needs_environment=True,
+      fix="the environment's `get_reward()` (the class in the spec's `environment.file`): it decides and logs "
+      "no reason",
       example={"name": "solved", "type": "environment"},
       notes=(
           "Scores a rollout with the spec environment's `get_reward()`. In training it reads the very instance "
@@ -542,6 +677,8 @@ class EnvironmentReward(_RewardBase):
 
 
 @kind("Rubric-as-reward judge",
+      reading=lambda r: Reading(), fix="the `rubric` (and `max_points` / `threshold`)", caches=("_JUDGE_CACHE",),
+      remedies={"gold_answer_fails": "the `rubric` (the judge scores the gold answer below the threshold)"},
       stdlib=("concurrent.futures", "hashlib", "os", "time", "urllib.error", "urllib.request"),
       example={"name": "rubric_score", "type": "judge", "endpoint": "http://localhost:8000/v1",
                "model": "Qwen/Qwen3-8B", "rubric": "10: complete, correct and concise. 5: correct but padded. "
@@ -593,7 +730,11 @@ class JudgeReward(_RewardBase):
         return 1.0 / self.max_points
 
 
-@kind("Your own verifier (`type: python`)", stdlib=("concurrent.futures",),
+@kind("Your own verifier (`type: python`)", stdlib=("concurrent.futures", "os", "sys"),
+      reading=lambda r: Reading(), copies_verifier=True,
+      fix="your verifier's function (the spec's `file`): it decides and logs no reason",
+      remedies={"gold_answer_fails": "your verifier rejects the gold answer: fix its function (the file the "
+                "spec's `file` names)"},
       example={"name": "sql_matches", "type": "python", "file": "sql_reward.py", "function": "sql_result_matches",
                "columns": ["schema", "expected"], "timeout_s": 5.0},
       notes=(
@@ -641,6 +782,9 @@ class PythonReward(_RewardBase):
 
 
 @kind("Length-penalty wrapper", stdlib=("math",),
+      reading=lambda r: Reading(), fix="`mode` / `budget` / `overlong_buffer` / `max_penalty` (the length it "
+      "penalises)", macro_args=lambda planned: (planned.floor, planned.limit, planned.wrapped),
+      plan=lambda r, rewards, floors, limit: _plan_length_penalty(r, rewards, floors, limit),
       packages=("trl==1.16.0",),
       example={"name": "overlong", "type": "length_penalty", "mode": "soft_overlong", "overlong_buffer": 256,
                "weight": 1.0},
@@ -686,6 +830,30 @@ class LengthPenaltyReward(_RewardBase):
                 and self.overlong_buffer > self.max_completion_length:
             raise ValueError("overlong_buffer must not exceed max_completion_length")
         return self
+
+
+def _plan_length_penalty(r: LengthPenaltyReward, rewards: list[Any], floors: dict[str, float],
+                         max_completion_length: int) -> dict[str, Any]:
+    """The rendered penalty's floor, ramp end and wrapped reward (render.plan sets them on the planned item)."""
+    floor = round(floors[r.name], 9)
+    out: dict[str, Any] = {"floor": floor, "min": floor, "max": 0.0, "threshold": 0.0}
+    if r.mode == "budget":
+        assert r.budget is not None  # the model refuses mode budget without one
+        out["limit"] = r.budget + r.overlong_buffer
+    else:
+        out["limit"] = r.max_completion_length or max_completion_length
+        if r.overlong_buffer > out["limit"]:
+            raise PlanError("overlong_buffer", f"{r.overlong_buffer} exceeds the completion limit {out['limit']}",
+                            "use a buffer shorter than max_completion_length")
+    if r.wraps is not None:
+        target = next((x for x in rewards if x.name == r.wraps), None)
+        if target is None or target is r:
+            raise PlanError("wraps", f"no other reward named '{r.wraps}'",
+                            f"name one of: {', '.join(x.name for x in rewards if x.name != r.name)}")
+        if target.effective_role == "shaping":
+            raise PlanError("wraps", f"'{r.wraps}' is itself a shaping reward", "wrap a format or correctness reward")
+        out["wrapped"] = target
+    return out
 
 
 def __getattr__(name: str) -> Any:
