@@ -101,7 +101,6 @@ def test_test_file_basenames_are_unique():
 #   inspect.score, inspect.score:26 -> inspect.checkpoint
 KNOWN_CYCLES: list[frozenset[str]] = [
     frozenset({"finetune.atomic", "finetune.commit", "finetune.jsonio"}),
-    frozenset({"finetune.rewards.registry", "finetune.rewards.specs"}),
     frozenset({"finetune.inspect.checkpoint", "finetune.inspect.gate", "finetune.inspect.score"}),
 ]
 

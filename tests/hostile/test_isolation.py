@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from finetune.rewards.registry import RewardSpec
 from finetune.rewards.render import render_sources
-from finetune.rewards.specs import RewardSpec
 
 _COUNTER = itertools.count()
 # A stand-in for the math-verify package that says every answer is right (6 lines, as an agent would write it).

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 from pydantic import TypeAdapter
 
+from finetune.rewards.registry import RewardSpec
 from finetune.rewards.render import render_sources
-from finetune.rewards.specs import RewardSpec
 
 _ADAPTER = TypeAdapter(RewardSpec)
 _COUNTER = itertools.count()

@@ -15,8 +15,8 @@ from pydantic import TypeAdapter
 from finetune import demo_tools
 from finetune.errors import UserError
 from finetune.inspect.samplesio import normalise_row
+from finetune.rewards.registry import RewardSpec
 from finetune.rewards.render import render_sources
-from finetune.rewards.specs import RewardSpec
 from finetune.spec import EnvironmentSpec
 
 REWARD = [TypeAdapter(RewardSpec).validate_python({"name": "solved", "type": "environment"})]

@@ -11,8 +11,7 @@ from pathlib import Path
 import pytest
 from pydantic import TypeAdapter, ValidationError
 
-from finetune.rewards.registry import explain
-from finetune.rewards.specs import RewardSpec
+from finetune.rewards.registry import RewardSpec, explain
 
 ROOT = Path(__file__).resolve().parents[2]
 GOLD = {"vendor": "Müller GmbH", "date": "2024-03-15", "total": 1234.5, "currency": "EUR",

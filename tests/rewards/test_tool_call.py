@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from pydantic import TypeAdapter, ValidationError
 
-from finetune.rewards.specs import RewardSpec
+from finetune.rewards.registry import RewardSpec
 
 ROOT = Path(__file__).resolve().parents[2]
 TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {

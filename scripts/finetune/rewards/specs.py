@@ -856,15 +856,6 @@ def _plan_length_penalty(r: LengthPenaltyReward, rewards: list[Any], floors: dic
     return out
 
 
-def __getattr__(name: str) -> Any:
-    # The spec union and the type table are derived from the registry (one entry per kind).
-    if name in ("RewardSpec", "REWARD_TYPES"):
-        from finetune.rewards import registry
-
-        return getattr(registry, name)
-    raise AttributeError(name)
-
-
 # Module-level names of a rendered rewards.py that a reward function must not shadow (builtins too,
 # except `format`, which the templates never call so that a format reward may be named `format`).
 _RESERVED_NAMES = {"REWARD_FUNCS", "REWARD_WEIGHTS", "REWARD_META", "PARTIAL_CEILING", "disable_caches",
