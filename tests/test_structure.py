@@ -82,9 +82,38 @@ def test_static_check_exemptions_name_existing_modules() -> None:
     assert not [p for p in paths if not (root / p).is_file()], f"ruff exemptions for missing files: {paths}"
 
 
-def test_test_file_basenames_are_unique():
-    """The test folders have no __init__.py: two test files with one basename cannot both be collected."""
+TESTS = Path(__file__).resolve().parent
+
+
+def _importable_test_modules() -> list[Path]:
+    """Test files and the helper modules beside them. The test folders have no __init__.py: pytest puts each
+    folder that holds a test file on sys.path (rootdir conftest, "prepend" import mode), so these are imported
+    by bare basename (``from reward_helpers import render_module``)."""
+    folders = {p.parent for p in TESTS.rglob("test_*.py")}
+    return sorted(p for d in folders for p in d.glob("*.py") if p.name != "conftest.py")
+
+
+def test_test_and_helper_module_basenames_are_unique():
+    """Two modules with one basename cannot both be imported: the second test file is not collected, the second
+    helper silently resolves to the first."""
     from collections import Counter
 
-    names = Counter(p.name for p in (Path(__file__).resolve().parent).rglob("test_*.py"))
+    names = Counter(p.name for p in _importable_test_modules())
     assert not [n for n, c in names.items() if c > 1]
+    assert "reward_helpers.py" in names and "test_structure.py" in names  # the walk sees helpers and tests
+
+
+def test_no_test_imports_through_a_tests_package():
+    """``tests`` is not a package: ``from tests.x import y`` resolves only under ``python -m pytest`` (which puts
+    the working directory on sys.path), so plain ``pytest tests/x.py`` fails to collect the file. Conftest
+    files are not importable modules either (pytest loads them itself)."""
+    bad = []
+    for path in sorted(TESTS.rglob("*.py")):
+        if "golden" in path.parts:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+            bad += [f"{path.relative_to(TESTS)}:{node.lineno} {n}" for n in names
+                    if n == "tests" or n.startswith("tests.") or n.split(".")[-1] == "conftest"]
+    assert not bad, f"import the helper module by its basename instead: {bad}"

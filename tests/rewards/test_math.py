@@ -14,7 +14,7 @@ HANG = "\\boxed{9^{9^{9^{9}}}+1}"  # math-verify/sympy parses this for minutes w
 
 @pytest.fixture(scope="module")
 def mod(tmp_path_factory):
-    from tests.rewards.conftest import render_module
+    from reward_helpers import render_module
 
     # 5 s per item: a cold worker's first symbolic check (sympy warm-up) must not read as a timeout on a loaded box
     return render_module([
