@@ -38,6 +38,7 @@ def _lines(path: Path) -> list[dict]:
 # a hub id, resolved from the HF cache (offline), on Phase 1's crafted prompts
 
 
+@pytest.mark.slow
 def test_hub_checkpoint_resamples_phase1_prompts_into_its_own_set(cli, make_run, hf_home, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     run = make_run("good", samples=craft_samples(n_prompts=4, per_prompt=3))
@@ -81,6 +82,7 @@ def test_hub_checkpoint_resamples_phase1_prompts_into_its_own_set(cli, make_run,
 # completions sampled elsewhere (a GPU machine, a mid-run inspection file) imported as a set
 
 
+@pytest.mark.slow
 def test_imported_set_through_the_gate_against_a_passing_phase1(cli, make_run):
     run = make_run("good")
     assert cli("inspect", "score", run).code == 0

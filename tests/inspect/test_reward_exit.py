@@ -54,6 +54,7 @@ def test_exit_at_import_is_exit_2(cli, make_run):
     assert not (run / "scored.jsonl").exists()
 
 
+@pytest.mark.slow
 def test_exit_during_the_gate_rescore_voids_the_pass(cli, make_run):
     run = make_run("good")
     _module(run, condition='_os.path.exists(_os.path.join(_os.path.dirname(__file__), "armed"))',

@@ -59,6 +59,7 @@ def test_unusable_gold_is_not_applicable(mod):
     assert result == [None, None, None, None]
 
 
+@pytest.mark.slow
 def test_deadline_holds_off_the_main_thread(mod):
     """math-verify's own timeout needs the main thread; the pool's deadline must work from any thread."""
     logged, out = [], {}

@@ -105,6 +105,7 @@ def test_files_are_what_the_generator_writes():
         sys.path.remove(str(DATA))
 
 
+@pytest.mark.slow
 def test_every_kind_renders_and_judges(tmp_path):
     """One row per kind through the real CLI render and the gate's scorer: each gets a full judgement."""
     sample = {}
@@ -121,6 +122,7 @@ def test_every_kind_renders_and_judges(tmp_path):
 
 @pytest.mark.skipif(not TARGET, reason="issue 12 targets are off until the reward fixes land "
                     "(FINETUNE_ISSUE12_TARGET=1; numbers: benchmarks/bench_reward_accuracy.py)")
+@pytest.mark.slow
 def test_issue12_targets(tmp_path):
     dev = CORPORA["corpus"]
     t = BENCH.tally(dev, BENCH.project_judgements(dev, tmp_path / "dev"))["all"]

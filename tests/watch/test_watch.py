@@ -332,6 +332,7 @@ def _agree_worker(rank: int, port: int, out: str) -> None:
         dist.destroy_process_group()
 
 
+@pytest.mark.slow
 def test_every_training_process_takes_the_main_process_decision(tmp_path):
     """Two real processes (torch.distributed, gloo): rank 1 saw nothing, yet stops at the same step as rank 0."""
     import socket
