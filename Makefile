@@ -58,7 +58,7 @@ lint: $(STAMP)
 test: $(STAMP)
 	@command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium >/dev/null) || echo "warning: chromium not installed; browser tests will be skipped"
 	$(MAKE) lint
-	# [vllm] is optional and cannot run here; check it still resolves against the pinned core (contract 10)
+	# [vllm] is optional and cannot run here; check it still resolves against the pinned core (pins contract)
 	$(BIN)/pip install -q --dry-run --ignore-installed ".[vllm]" > /dev/null
 	# [train] (scripts/bootstrap.sh --train: vLLM + DeepSpeed for a GPU box) must resolve against it too
 	$(BIN)/pip install -q --dry-run --ignore-installed ".[train]" > /dev/null

@@ -1,6 +1,6 @@
 """Throughput of the rule-based rewards on 10k completions, as rendered into a real rewards.py.
 
-Targets (issue 3): format and exact-match >= 50k completions/s; math-verify bounded by its
+Targets: format and exact-match >= 50k completions/s; math-verify bounded by its
 per-item timeout, never hanging (a batch with pathological items still ends within the bound).
 Run: /work/venv/bin/python benchmarks/bench_rewards.py [--n 10000]
 """

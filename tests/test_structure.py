@@ -1,4 +1,4 @@
-"""Structure checks (issue 17): no function in the package is longer than 80 lines.
+"""Structure checks: no function in the package is longer than 80 lines.
 
 Long orchestrators hide their steps; a function over the limit is split into named steps. ``ALLOWED`` lists
 the offenders this check found when it landed, with their length then: the list only shrinks — remove an

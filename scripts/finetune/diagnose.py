@@ -170,7 +170,7 @@ def symptom_variant() -> dict[str, str]:
 
     return {symptom: variant for variant, symptom in VARIANT_SYMPTOM.items()}
 
-# TRL 1.16 log keys (../shared/reference/trl-1.16.md)
+# TRL 1.16 log keys (the names GRPOTrainer.log writes into trainer_state.json's log_history)
 K_REWARD = "reward"
 K_ENTROPY = "entropy"
 K_LENGTH = "completions/mean_length"
@@ -1080,7 +1080,7 @@ def recommended_change(findings: list[Finding], config: dict[str, Any],
         lr = config.get("learning_rate")
         if lr is not None and lr > BASE_LEARNING_RATE:
             change["kwargs"] = {"learning_rate": {"from": lr, "to": BASE_LEARNING_RATE}}
-            change["action"] = "return to the base recipe's learning rate (contract 7): the policy is running away"
+            change["action"] = "return to the base recipe's learning rate: the policy is running away"
         else:
             change["action"] = ("the KL blew up at the base learning rate: read the completions near the first step "
                                 "over the limit for a reward hack, and fix the reward (Phase 1)")
@@ -1491,7 +1491,7 @@ def carried_variant_licence(doc: dict[str, Any], previous_path: Path) -> dict[st
 
     A run already on DAPO / Dr.GRPO / GSPO is usually healthy on re-diagnosis (the variant fixed the
     symptom), so the new diagnosis.json no longer names the symptom that licensed it. Without carrying
-    the licence forward, re-rendering that run's spec would be refused (contract 6). The licence keeps
+    the licence forward, re-rendering that run's spec would be refused (variants contract). The licence keeps
     the original evidence, so it is still a diagnosis that names the symptom, never a pre-emptive switch.
     """
     from finetune.variants import VARIANT_SYMPTOM

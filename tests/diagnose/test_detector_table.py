@@ -1,4 +1,4 @@
-"""Detectors as data (issue 15 item 2): one table entry per diagnose symptom and per Phase 1 red flag,
+"""Detectors as data: one table entry per diagnose symptom and per Phase 1 red flag,
 from which the checks, the priority, the symptom→variant map and the generated reference derive."""
 
 from __future__ import annotations

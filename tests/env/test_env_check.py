@@ -1,4 +1,4 @@
-"""`finetune env check [RUN]` (issue 14 item 1): each missing piece with its install line; exit 0 / 1.
+"""`finetune env check [RUN]`: each missing piece with its install line; exit 0 / 1.
 
 Every check runs in a real subprocess whose view of the machine is changed from outside (envfakes):
 modules blocked by a meta-path finder, GPUs reported by a patched torch, packages that only carry a

@@ -1,4 +1,4 @@
-"""launch.sh and launch.slurm (issue 14 items 1 and 4), run for real with fake machines around them.
+"""launch.sh and launch.slurm, run for real with fake machines around them.
 
 launch.sh checks the environment first and refuses on exit 1, runs everything with the interpreter the
 check validated (FINETUNE_PYTHON, else the rendering one) and never with PATH's; it stops with the

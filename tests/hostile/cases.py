@@ -1,4 +1,4 @@
-"""Issue 18's hostile families as data: one Case per (family, verb, input). Shared by the test suite
+"""The hostile-input families as data: one Case per (family, verb, input). Shared by the test suite
 (tests/hostile/test_hostile.py) and benchmarks/bench_hostile.py, which counts and runs them.
 
 A case names the verb's arguments, how it damages a copy of a complete run directory, the exit code

@@ -1,4 +1,4 @@
-"""Issue 18's hostile families over every verb: no traceback, the right exit code (2 for bad input),
+"""The hostile-input families over every command: no traceback, the right exit code (2 for bad input),
 one line, nothing written, no command executed. Cases are data (tests/hostile/cases.py)."""
 
 from __future__ import annotations

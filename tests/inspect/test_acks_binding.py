@@ -1,4 +1,4 @@
-"""acks.json / confirmation.json count only as their commands write them (issue 18 item 8)."""
+"""acks.json / confirmation.json count only as their commands write them."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""No PASS without the reward agreeing (issue 18 item 2): every forgery of the gate's inputs FAILs.
+"""No PASS without the reward agreeing: every forgery of the gate's inputs FAILs.
 
 The gate re-runs rewards.py on the samples (isolated, caches off) and compares with scored.jsonl and
 score_report.json; verify_gate (what `config render` and train.py rely on) re-checks the report's
@@ -58,7 +58,7 @@ def _check(cli, run: Path, expect_in_reasons: str | None = None) -> dict:
 
 
 @pytest.mark.slow
-def test_the_issue_forgery_scores_and_report_of_a_good_reward_under_a_hackable_one(cli, make_run, passed):
+def test_a_good_rewards_scores_and_report_under_a_hackable_one_fail(cli, make_run, passed):
     """A FAIL run (substring reward: probes pass) given the PASS run's scored.jsonl and report."""
     run = make_run("substring", name="hack")
     assert cli("inspect", "score", run).code == 0

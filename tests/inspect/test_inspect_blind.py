@@ -1,5 +1,5 @@
 """Honest readings never become false disagreements; broken rewards still fail; batch verdicts; complete
-lists; base success that says what its evidence lacks (issue 13)."""
+lists; base success that says what its evidence lacks."""
 
 from __future__ import annotations
 

@@ -74,7 +74,7 @@ def test_async_reward_functions_are_awaited(cli, make_run):
 
 @pytest.mark.slow
 def test_strict_format_loses_signal(cli, make_run):
-    """Issue 12 item 3: a format reward that refuses a correct answer followed by a closing remark fails
+    """A format reward that refuses a correct answer followed by a closing remark fails
     an expected-pass control; that is the red flag lost_signal:<reward>."""
     run = make_run("good")
     assert "lost_signal:format_ok" not in _flags(cli, run)

@@ -1,4 +1,4 @@
-"""Shared run files under a lock (issue 18 item 5): concurrent writers, real processes, none lost."""
+"""Shared run files under a lock: concurrent writers, real processes, none lost."""
 
 from __future__ import annotations
 

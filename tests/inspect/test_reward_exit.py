@@ -1,6 +1,6 @@
 """A reward module that exits while imported or scoring is an error naming it, never a success.
 
-Issue 18 item 8: `rewards.py` ending in `sys.exit(0)` made `inspect score` exit 0 having written
+`rewards.py` ending in `sys.exit(0)` made `inspect score` exit 0 having written
 nothing. Scoring now runs in an isolated child (finetune.inspect.isolate): sys.exit / os._exit there
 is exit 2 naming the reward, nothing is written, and a gate re-score that dies voids an old PASS.
 """

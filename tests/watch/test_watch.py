@@ -1,4 +1,4 @@
-"""finetune.watch — the inspection callback's parts and the one reward-hacking rule (issue 15 item 3).
+"""finetune.watch — the inspection callback's parts and the one reward-hacking rule.
 
 Fast tests: the statistics equal scipy's, the rule diagnose names is the rule the callback stops with,
 the recorder records what each reward call scored, the sample file is Phase 1's format, and the

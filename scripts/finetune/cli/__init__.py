@@ -1,6 +1,6 @@
 """`finetune <group> <verb> ...` — one subcommand group per pipeline stage.
 
-Exit codes (DESIGN.md contract 1): 0 ok, 1 a check failed, 2 bad input (one line, nothing written).
+Exit codes (DESIGN.md's exit-code contract): 0 ok, 1 a check failed, 2 bad input (one line, nothing written).
 
 Every command group is one module of this package (``finetune.cli.<group>``): its argparse and the call
 into the domain module that does the work; domain modules never import argparse (tests/test_cli_layout.py).
