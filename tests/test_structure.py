@@ -8,6 +8,7 @@ entry when its function is split, never add one (the test fails on a stale entry
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 from typing import Any
 
@@ -117,3 +118,23 @@ def test_no_test_imports_through_a_tests_package():
             bad += [f"{path.relative_to(TESTS)}:{node.lineno} {n}" for n in names
                     if n == "tests" or n.startswith("tests.") or n.split(".")[-1] == "conftest"]
     assert not bad, f"import the helper module by its basename instead: {bad}"
+
+
+SELF_EXPLAINING = ("scripts", "tests", "benchmarks", "skills", "commands", "agents", "references", "DESIGN.md",
+                   "README.md", "Makefile", "pyproject.toml")
+# what a reader of the repository cannot follow: a tracker's issue / contract number, a folder beside the checkout
+FOREIGN_REFERENCE = re.compile(r"\b(?:contracts? \d+|issue ?\d+)|\.\./shared/", re.IGNORECASE)
+
+
+def test_code_docs_and_test_names_cite_nothing_outside_the_repository():
+    """Comments, docs and test names say what they mean ("the gate-record contract", DESIGN.md), never a
+    number in a tracker the repository does not hold; upstream references (trl#1234) are fine."""
+    root = PACKAGE.parents[1]
+    paths = [p for name in SELF_EXPLAINING for p in ([root / name] if (root / name).is_file() else
+                                                     sorted((root / name).rglob("*")))
+             if p.is_file() and "golden" not in p.parts and "__pycache__" not in p.parts]
+    hits = [f"{p.relative_to(root)}:{n}: {m.group(0)}" for p in paths
+            for n, line in enumerate(p.read_text(encoding="utf-8", errors="replace").splitlines(), 1)
+            for m in FOREIGN_REFERENCE.finditer(line) if p.name != "test_structure.py"]
+    assert not hits, f"say what is meant instead (DESIGN.md names the binding contracts): {hits[:20]}"
+    assert FOREIGN_REFERENCE.search("see Issue 12") and not FOREIGN_REFERENCE.search("trl#4563, issuer 3")
