@@ -13,7 +13,7 @@ VLLM_VENV ?= .venv-vllm
 VLLM_BIN := $(VLLM_VENV)/bin
 VLLM_STAMP := $(VLLM_VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
 
-.PHONY: demo test test-vllm lint venv clean
+.PHONY: demo test test-fast test-vllm lint venv clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -58,7 +58,7 @@ lint: $(STAMP)
 test: $(STAMP)
 	@command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium >/dev/null) || echo "warning: chromium not installed; browser tests will be skipped"
 	$(MAKE) lint
-	# [vllm] is optional and cannot run here; check it still resolves against the pinned core (contract 10)
+	# [vllm] is optional and cannot run here; check it still resolves against the pinned core (pins contract)
 	$(BIN)/pip install -q --dry-run --ignore-installed ".[vllm]" > /dev/null
 	# [train] (scripts/bootstrap.sh --train: vLLM + DeepSpeed for a GPU box) must resolve against it too
 	$(BIN)/pip install -q --dry-run --ignore-installed ".[train]" > /dev/null
@@ -66,6 +66,11 @@ test: $(STAMP)
 	# the tests that train and sample once more on another CPU kernel set and hash seed: what they assert must not
 	# hang on this machine's floating point (the first run used the machine's best kernels)
 	ATEN_CPU_CAPABILITY=$(SECOND_CAPABILITY) PYTHONHASHSEED=1 $(BIN)/python -m pytest -q -p no:cacheprovider tests/test_demo.py
+
+# The fast loop (under 3 min on 2 cores): the tests that are neither slow nor browser nor vLLM, no lints. `slow`
+# stays honest: an unmarked test costing over 5 s fails (tests/slow_budget.py).
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -n 2 -q -m "not slow and not browser and not vllm"
 
 clean:
 	rm -rf $(VENV) $(VLLM_VENV)

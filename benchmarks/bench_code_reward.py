@@ -96,7 +96,7 @@ def render(folder: Path) -> dict[str, Any]:
     from pydantic import TypeAdapter
 
     from finetune.rewards.render import render_sources
-    from finetune.rewards.specs import RewardSpec
+    from finetune.rewards.registry import RewardSpec
 
     adapter: TypeAdapter[Any] = TypeAdapter(RewardSpec)
     common = {"type": "unit_tests", "tests_column": "tests", "hidden_tests_column": "hidden_tests",

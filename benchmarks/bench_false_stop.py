@@ -1,4 +1,4 @@
-"""False stops and true stops of train.py's inspection callback, side by side in one run (issue 15).
+"""False stops and true stops of train.py's inspection callback, side by side in one run.
 
 Trains, through the rendered config/launch.sh on CPU (tests/watch/watch_runs.py), the healthy fixture
 (a format reward and a dense correctness reward, 80 steps) over N seeds and the hacking fixture (a

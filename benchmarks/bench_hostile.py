@@ -1,4 +1,4 @@
-"""Issue 18's hostile families, counted and run: invocations per family and their outcomes.
+"""The hostile-input families, counted and run: invocations per family and their outcomes.
 
     .venv/bin/python benchmarks/bench_hostile.py [--family 7]
 

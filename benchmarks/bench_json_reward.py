@@ -44,7 +44,7 @@ def render(folder: Path, entries: list[dict[str, Any]] | None = None) -> Any:
     from pydantic import TypeAdapter
 
     from finetune.rewards.render import render_sources
-    from finetune.rewards.specs import RewardSpec
+    from finetune.rewards.registry import RewardSpec
 
     specs = [TypeAdapter(RewardSpec).validate_python(e) for e in entries or SPEC]
     for name, text in render_sources(specs, run_name="bench_json").items():

@@ -1,4 +1,4 @@
-"""Compare finetune.memory with every published GRPO memory figure (../shared/reference/memory-figures.md).
+"""Compare finetune.memory with every published GRPO memory figure (finetune.memory.published_checks(); sources: references/sources.md).
 
 Prints, for each figure: the published value, this estimator's value for the same setup, the error
 (scored figures only: setup known), and what accelerate's estimator says for the same model —

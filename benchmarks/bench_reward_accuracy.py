@@ -11,7 +11,7 @@ passes its threshold (what the gate compares with the reader's `accept`); a peer
 Peers are scored on the math-shaped kinds only (they have no notion of JSON or code). Ambiguous rows are
 counted apart, never as errors.
 
-Issue 12 targets: corpus — 0 false positives, false negatives <= 1% of unambiguous rows; external — fewer
+Targets: corpus — 0 false positives, false negatives <= 1% of unambiguous rows; external — fewer
 false positives AND fewer false negatives than both peers.
 Run: .venv/bin/python benchmarks/bench_reward_accuracy.py [--corpus NAME ...] [--show-errors]
      [--counts-by rule|kind] [--systems finetune,trl,math_verify] [--math-timeout S]

@@ -1,6 +1,6 @@
 """Throughput of the rule-based rewards on 10k completions, as rendered into a real rewards.py.
 
-Targets (issue 3): format and exact-match >= 50k completions/s; math-verify bounded by its
+Targets: format and exact-match >= 50k completions/s; math-verify bounded by its
 per-item timeout, never hanging (a batch with pathological items still ends within the bound).
 Run: /work/venv/bin/python benchmarks/bench_rewards.py [--n 10000]
 """
@@ -20,7 +20,7 @@ from pathlib import Path
 from pydantic import TypeAdapter
 
 from finetune.rewards.render import render_sources
-from finetune.rewards.specs import RewardSpec
+from finetune.rewards.registry import RewardSpec
 
 SCHEMA = {"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer", "minimum": 0}},
           "required": ["name", "age"]}

@@ -1,4 +1,4 @@
-"""Sandbox cost and parallel speed-up, measured side by side in one run (issue 4 targets).
+"""Sandbox cost and parallel speed-up, measured side by side in one run.
 
 1. Per-execution overhead: the caller-visible latency of one sandboxed execution of a trivial program
    (``pool.run``: zygote fork, fresh namespaces, uid switch, limits, tmpfs, teardown, verdict) against

@@ -39,7 +39,7 @@ def render_reward(rules: dict[str, Any], folder: Path) -> Any:
     from pydantic import TypeAdapter
 
     from finetune.rewards.render import render_sources
-    from finetune.rewards.specs import RewardSpec
+    from finetune.rewards.registry import RewardSpec
 
     entry = {"name": "tool_ok", "type": "tool_call", "tools_column": "tools", "arguments": rules}
     spec = TypeAdapter(RewardSpec).validate_python(entry)

@@ -71,7 +71,7 @@ esac
 
 VENV="$DATA/venv"
 SRC="$DATA/src"
-TORCH_PIN="torch==2.13.0"  # DESIGN.md contract 10; installed first so pip never picks another torch build
+TORCH_PIN="torch==2.13.0"  # DESIGN.md's pins contract; installed first so pip never picks another torch build
 DEPS_STAMP="$VENV/.deps-$deps_hash"
 SRC_STAMP="$VENV/.src-$src_hash"
 TRAIN_STAMP="$VENV/.train-$deps_hash"

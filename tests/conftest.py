@@ -8,6 +8,9 @@ from pathlib import Path
 
 import pytest
 
+# unmarked tests that spend more than a few CPU seconds fail (slow_budget.py: `slow` marks what is slow)
+pytest_plugins = ["slow_budget"]
+
 ROOT = Path(__file__).resolve().parents[1]
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")

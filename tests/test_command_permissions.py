@@ -1,10 +1,10 @@
-"""/finetune's allowed-tools against the calls its body makes (issue 19 item 2, issue 13 item 5).
+"""/finetune's allowed-tools against the calls its body makes.
 
 Claude Code pre-approves a Bash call when an allowed-tools rule matches the command string as the agent
 writes it: ``Bash(PREFIX:*)`` matches PREFIX followed by nothing or a space and more; ``Bash(EXACT)``
 matches only EXACT. ``${CLAUDE_PLUGIN_ROOT}`` / ``${CLAUDE_PLUGIN_DATA}`` are substituted in both the rules
-and the body, so the test compares them as written. A quoted call with an unquoted rule (the bug issue 19
-reports) is not covered - a permission prompt on every call.
+and the body, so the test compares them as written. A quoted call with an unquoted rule (a reported
+bug) is not covered - a permission prompt on every call.
 
 ``inspect confirm``, ``inspect ack`` and ``inspect human-verdict`` must NOT be pre-approved by any rule, in any spelling the agent
 could use: they record a person's act, so Claude Code must ask the person.

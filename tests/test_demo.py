@@ -93,7 +93,7 @@ def test_rendered_config_is_the_base_recipe_and_valid(demo_run):
 
     config = demo_run.out / "pass" / rundir.CONFIG_DIR
     rendered = yaml.safe_load((config / "grpo_config.yaml").read_text())
-    assert rendered["learning_rate"] == 5e-7 and rendered["beta"] == 0.01  # contract 7: the config stays base
+    assert rendered["learning_rate"] == 5e-7 and rendered["beta"] == 0.01  # the base-recipe contract: the config stays base
     assert rendered["loss_type"] == "grpo" and rendered["num_generations"] == 8
     fields = {f.name for f in dc.fields(GRPOConfig)}
     kwargs = {k: v for k, v in rendered.items() if k in fields}

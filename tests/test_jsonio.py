@@ -88,7 +88,7 @@ def test_atomic_writers_go_through_jsonio(tmp_path):
 
 
 def test_verdict_note_with_line_separator_keeps_the_run_usable(tmp_path):
-    """Issue 18 item 4: `inspect verdict --note $'a\\u2028b'` used to corrupt verdicts.jsonl."""
+    """`inspect verdict --note $'a\\u2028b'` used to corrupt verdicts.jsonl."""
     from finetune.inspect import verdicts as V
 
     run = tmp_path / "run"

@@ -295,10 +295,11 @@ def test_command_rules_match_the_calls_as_written(cli, plugin, baseline):
 def test_citations_ship_and_long_references_have_a_toc(cli, plugin):
     ref = plugin / "references" / "run-spec.md"
     ref.write_text(ref.read_text().replace("<!-- generated:toc:start -->", "<!-- toc was here -->")
-                   + "\nFigures: ../shared/reference/memory-figures.md\n")
+                   + "\nFigures: ../outside/reference/memory-figures.md (inside: ../skills/grpo-rlvr-training/SKILL.md)\n")
     assert_planted(cli, plugin, "references/run-spec.md", "no table of contents at the top", line=1)
-    assert_planted(cli, plugin, "references/run-spec.md", "'../shared/reference/memory-figures.md', which does not "
-                   "ship with the plugin", line=line_of(ref, "Figures: ../shared"))
+    assert_planted(cli, plugin, "references/run-spec.md", "'../outside/reference/memory-figures.md', which does not "
+                   "ship with the plugin", line=line_of(ref, "Figures: ../outside"))
+    assert not [f for f in new_findings(cli, plugin, set()) if "../skills/" in f[2]]
 
 
 def test_links_inside_code_blocks_are_not_links(cli, plugin, baseline):

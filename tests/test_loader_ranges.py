@@ -1,4 +1,4 @@
-"""The spec loader refuses hostile YAML and every numeric CLI option is range-checked (issue 18 items 6, 7).
+"""The spec loader refuses hostile YAML and every numeric CLI option is range-checked.
 
 Each case: exit 2, one line naming where, no traceback, nothing written.
 """
@@ -55,7 +55,7 @@ def test_hostile_spec_is_one_line_exit_2_nothing_written(cli, tmp_path, case, ve
 
 
 def test_billion_laughs_is_refused_fast_in_a_real_process(tmp_path):
-    """The 1.7 KB bomb of issue 18 used to run past 60 s and 8 GB; now it is refused before expansion."""
+    """A 1.7 KB YAML bomb used to run past 60 s and 8 GB; now it is refused before expansion."""
     _write(tmp_path / "spec.yaml", SPEC + LAUGHS)
     r = subprocess.run([sys.executable, "-m", "finetune", "memory", str(tmp_path / "spec.yaml")],
                        capture_output=True, text=True, timeout=60)
@@ -105,7 +105,7 @@ def test_numeric_options_are_range_checked(cli, tmp_path, args, message):
 def test_finite_float_type_refuses_non_finite():
     from pydantic import TypeAdapter, ValidationError
 
-    from finetune.types import FiniteFloat
+    from finetune.fieldtypes import FiniteFloat
 
     assert TypeAdapter(FiniteFloat).validate_python(1.5) == 1.5
     for bad in (float("inf"), float("nan"), "inf"):

@@ -1,5 +1,5 @@
 """finetune.memory: the formula checks of memory-figures.md, the estimate's components and verdicts,
-recommend() (contract 8), the CLI and the generated reference doc."""
+recommend() (per-scale contract), the CLI and the generated reference doc."""
 
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ import pytest
 from finetune.errors import UserError
 from finetune.models import bundled_models, load_model_info, scale_class_of
 
-# Published sizes (../shared/reference/model-configs.md, built with transformers 5.24 on the meta device).
+# Published sizes: parameter counts of the hub configs, built with transformers 5.24 on the meta device.
 PUBLISHED = {
     "Qwen/Qwen2.5-0.5B": (0.494, 12, "≤3B"), "Qwen/Qwen2.5-1.5B": (1.544, 28, "≤3B"),
     "Qwen/Qwen2.5-3B": (3.086, 36, "≤3B"), "Qwen/Qwen2.5-7B": (7.616, 56, "7-8B"),

@@ -19,7 +19,7 @@ from finetune import lint
 CLAUDE_CODE_VERSION = "2.1.328"  # the version the Makefile pins; the validator works offline from the npm cache
 SKILLS = ("finetuning-method-selection", "grpo-rlvr-training", "lora-qlora-recipes", "preference-optimization",
           "eval-harness-first")
-# DESIGN contract 9: never left to the installed TRL's default.
+# DESIGN.md's explicit-fields contract: never left to the installed TRL's default.
 ALGORITHM_FIELDS = (
     "loss_type", "scale_rewards", "beta", "epsilon", "epsilon_high", "delta", "importance_sampling_level",
     "num_iterations", "steps_per_generation", "num_generations", "temperature", "top_p", "top_k", "min_p",

@@ -22,7 +22,7 @@ def seed_path(repo_root: Path) -> Path:
         p = cand / "grpo-rlvr-training.zh.txt"
         if p.is_file():
             return p
-    pytest.skip("the seed (../shared/seed/grpo-rlvr-training.zh.txt) is not available on this machine")
+    pytest.skip("the seed text (grpo-rlvr-training.zh.txt, kept beside the repository) is not on this machine")
 
 
 def squash(text: str) -> str:

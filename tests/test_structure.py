@@ -1,4 +1,4 @@
-"""Structure checks (issue 17): no function in the package is longer than 80 lines.
+"""Structure checks: no function in the package is longer than 80 lines.
 
 Long orchestrators hide their steps; a function over the limit is split into named steps. ``ALLOWED`` lists
 the offenders this check found when it landed, with their length then: the list only shrinks — remove an
@@ -8,6 +8,7 @@ entry when its function is split, never add one (the test fails on a stale entry
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 from typing import Any
 
@@ -82,11 +83,23 @@ def test_static_check_exemptions_name_existing_modules() -> None:
     assert not [p for p in paths if not (root / p).is_file()], f"ruff exemptions for missing files: {paths}"
 
 
-def test_test_file_basenames_are_unique():
-    """The test folders have no __init__.py: two test files with one basename cannot both be collected."""
+TESTS = Path(__file__).resolve().parent
+
+
+def _importable_test_modules() -> list[Path]:
+    """Test files and the helper modules beside them. The test folders have no __init__.py: pytest puts each
+    folder that holds a test file on sys.path (rootdir conftest, "prepend" import mode), so these are imported
+    by bare basename (``from reward_helpers import render_module``)."""
+    folders = {p.parent for p in TESTS.rglob("test_*.py")}
+    return sorted(p for d in folders for p in d.glob("*.py") if p.name != "conftest.py")
+
+
+def test_test_and_helper_module_basenames_are_unique():
+    """Two modules with one basename cannot both be imported: the second test file is not collected, the second
+    helper silently resolves to the first."""
     from collections import Counter
 
-    names = Counter(p.name for p in (Path(__file__).resolve().parent).rglob("test_*.py"))
+    names = Counter(p.name for p in _importable_test_modules())
     assert not [n for n, c in names.items() if c > 1]
 
 
@@ -207,3 +220,40 @@ def test_the_import_graph_sees_lazy_relative_and_dynamic_imports(tmp_path: Path)
     assert graph["pkg.a"] == {"pkg.sub.b": 1, "pkg.sub": 1} and graph["pkg.sub.b"] == {"pkg.c": 2}
     assert graph["pkg.c"] == {"pkg.a": 2} and graph["pkg.d"] == {} and graph["pkg.e"] == {"pkg.d": 1, "pkg": 1}
     assert import_cycles(graph) == [frozenset({"pkg.a", "pkg.sub.b", "pkg.c"})]  # the type-only d <-> e is none
+    assert "reward_helpers.py" in names and "test_structure.py" in names  # the walk sees helpers and tests
+
+
+def test_no_test_imports_through_a_tests_package():
+    """``tests`` is not a package: ``from tests.x import y`` resolves only under ``python -m pytest`` (which puts
+    the working directory on sys.path), so plain ``pytest tests/x.py`` fails to collect the file. Conftest
+    files are not importable modules either (pytest loads them itself)."""
+    bad = []
+    for path in sorted(TESTS.rglob("*.py")):
+        if "golden" in path.parts:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+            bad += [f"{path.relative_to(TESTS)}:{node.lineno} {n}" for n in names
+                    if n == "tests" or n.startswith("tests.") or n.split(".")[-1] == "conftest"]
+    assert not bad, f"import the helper module by its basename instead: {bad}"
+
+
+SELF_EXPLAINING = ("scripts", "tests", "benchmarks", "skills", "commands", "agents", "references", "DESIGN.md",
+                   "README.md", "Makefile", "pyproject.toml")
+# what a reader of the repository cannot follow: a tracker's issue / contract number, a folder beside the checkout
+FOREIGN_REFERENCE = re.compile(r"\b(?:contracts? \d+|issue ?\d+)|\.\./shared/", re.IGNORECASE)
+
+
+def test_code_docs_and_test_names_cite_nothing_outside_the_repository():
+    """Comments, docs and test names say what they mean ("the gate-record contract", DESIGN.md), never a
+    number in a tracker the repository does not hold; upstream references (trl#1234) are fine."""
+    root = PACKAGE.parents[1]
+    paths = [p for name in SELF_EXPLAINING for p in ([root / name] if (root / name).is_file() else
+                                                     sorted((root / name).rglob("*")))
+             if p.is_file() and "golden" not in p.parts and "__pycache__" not in p.parts]
+    hits = [f"{p.relative_to(root)}:{n}: {m.group(0)}" for p in paths
+            for n, line in enumerate(p.read_text(encoding="utf-8", errors="replace").splitlines(), 1)
+            for m in FOREIGN_REFERENCE.finditer(line) if p.name != "test_structure.py"]
+    assert not hits, f"say what is meant instead (DESIGN.md names the binding contracts): {hits[:20]}"
+    assert FOREIGN_REFERENCE.search("see Issue 12") and not FOREIGN_REFERENCE.search("trl#4563, issuer 3")

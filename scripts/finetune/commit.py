@@ -1,4 +1,4 @@
-"""Multi-file outputs switched all at once, staged inside the run directory (issue 18 item 10).
+"""Multi-file outputs switched all at once, staged inside the run directory.
 
 Two shapes of output need more than one rename:
 

@@ -2,7 +2,7 @@
 
 Everything is checked here, on a CPU box, for the TARGET hardware before a single file is written:
 TRL's batch rules for the real number of training processes (server mode takes GPUs away from
-training), the num_generations floor, contracts 6/7/9 (variants, lr/beta, explicit algorithm fields),
+training), the num_generations floor, the variants, base-recipe and explicit-fields contracts,
 override names against the installed TRL, completion length against the dataset, the vLLM context,
 VLM / MoE models, and the gate record of Phase 1. Then :mod:`finetune.config_render` writes ``config/``
 atomically from the Jinja templates. The plan's types: :mod:`finetune.config_plan`; the dataset's lengths:
@@ -50,7 +50,7 @@ VLM_REFUSAL = (
     "VLM tends to reward-hack by optimising the text reasoning while ignoring the image"
 )
 # GRPOConfig fields the renderer owns; an override may not set them (they have their own spec field,
-# or are pinned per variant under contract 9).
+# or are pinned per variant under the explicit-fields contract).
 _SPEC_OWNED = {
     "learning_rate": "training.learning_rate", "per_device_train_batch_size": "training.per_device_train_batch_size",
     "gradient_accumulation_steps": "training.gradient_accumulation_steps", "seed": "training.seed",
@@ -169,11 +169,11 @@ def _load_diagnosis(run_dir: Path) -> dict[str, Any] | None:
 
 
 def _check_variant(spec: RunSpec, info: ModelInfo, diagnosis: dict[str, Any] | None, run_dir: Path) -> str | None:
-    """Contract 6. Returns the licence (why this variant) or raises CheckFailed."""
+    """The variants contract. Returns the licence (why this variant) or raises CheckFailed."""
     if spec.variant == "grpo":
         return None
     if spec.variant == "gspo" and info.is_moe:
-        return "the model is mixture-of-experts: GSPO from the start (contract 6)"
+        return "the model is mixture-of-experts: GSPO from the start (variants contract)"
     symptom = VARIANT_SYMPTOM[spec.variant]
     # a symptom whose variant diagnose held back (reward and length rising with no correctness reward known)
     # licenses nothing until a correctness reward is named
@@ -193,7 +193,7 @@ def _check_variant(spec: RunSpec, info: ModelInfo, diagnosis: dict[str, Any] | N
 
 
 def _check_lr_beta(spec: RunSpec, diagnosis: dict[str, Any] | None, gate_ok: bool, preview: bool) -> list[str]:
-    """Contract 7: lr 5e-7 / beta 0.01 move only after a PASS gate and a healthy base-run diagnosis."""
+    """The base-recipe contract: lr 5e-7 / beta 0.01 move only after a PASS gate and a healthy base-run diagnosis."""
     from finetune.spec import BASE_BETA, BASE_LEARNING_RATE
 
     changed = []
@@ -209,7 +209,7 @@ def _check_lr_beta(spec: RunSpec, diagnosis: dict[str, Any] | None, gate_ok: boo
     why = ("no PASS gate record for these rewards" if not gate_ok else
            f"the diagnosis verdict is {diagnosis.get('verdict')!r}" if diagnosis else "no diagnosis of a base run")
     msg = (f"{'; '.join(changed)} moves away from the base recipe, which needs a PASS gate and a 'healthy' "
-           f"diagnosis of a base run (contract 7); {why}")
+           f"diagnosis of a base run (base-recipe contract); {why}")
     if preview:
         return [f"PREVIEW ONLY — a full render will refuse: {msg}"]
     raise CheckFailed(msg + ". Keep lr 5e-7 / beta 0.01 until the base run is stable and the reward inspected")
@@ -281,7 +281,8 @@ def _check_overrides(spec: RunSpec) -> dict[str, Setting]:
             raise UserError(f"'{key}' is not a GRPOConfig field in TRL {version}", where=where,
                             fix=f"did you mean '{close[0]}'?" if close else "see TRL's GRPOConfig reference")
         if key in ALGORITHM_FIELDS:
-            raise UserError(f"'{key}' is algorithm-defining and pinned per variant (contract 9)", where=where,
+            raise UserError(f"'{key}' is algorithm-defining and pinned per variant (explicit-fields contract)",
+                            where=where,
                             fix="set `variant` (after a diagnosis) or the matching generation/training field")
         if key in GATED_OVERRIDES or _remote_code(value):
             what, instead = GATED_OVERRIDES.get(key, GATED_OVERRIDES["trust_remote_code"])
@@ -322,7 +323,8 @@ def _relative(path: Path, run_dir: Path, given: str | None = None) -> str:
 
 @dataclass
 class _Licence:
-    """What the run directory licenses: the diagnosis, why this variant, the gate record (contracts 6, 7)."""
+    """What the run directory licenses: the diagnosis, why this variant, the gate record (the variants and
+    base-recipe contracts)."""
 
     diagnosis: dict[str, Any] | None
     variant_licence: str | None  # why this variant (None: the base recipe)
@@ -332,7 +334,7 @@ class _Licence:
 
 @dataclass
 class _Choice:
-    """The per-scale values (contract 8): memory.recommend()'s, or the spec's where it sets them."""
+    """The per-scale values (per-scale contract): memory.recommend()'s, or the spec's where it sets them."""
 
     recommendation: Recommendation
     topology: Topology
@@ -407,7 +409,7 @@ def _check_num_generations(spec: RunSpec) -> None:
 
 def _licence(spec: RunSpec, info: ModelInfo, run_dir: Path, *, preview: bool, no_gate: bool,
              rescore: bool = False) -> _Licence:
-    """Contracts 6 and 7 and the Phase 1 gate: a preview says what a full render would refuse."""
+    """The variants and base-recipe contracts and the Phase 1 gate: a preview says what a full render would refuse."""
     diagnosis = _load_diagnosis(run_dir)
     try:
         why = _check_variant(spec, info, diagnosis, run_dir)
@@ -427,7 +429,7 @@ def _choose_values(spec: RunSpec, info: ModelInfo, hw: Hardware) -> _Choice:
     t = spec.training
     rec = _recommend(info, hw, spec)
     topo = _topology(spec, hw, rec, info)
-    # contract 8: the sharding stage is memory.recommend()'s (0 = plain DDP, e.g. LoRA whose trainable
+    # the per-scale contract: the sharding stage is memory.recommend()'s (0 = plain DDP, e.g. LoRA whose trainable
     # state is tiny); one training process never shards.
     zero_stage = 0 if topo.cpu or topo.training_processes == 1 else rec.zero_stage
     method = _pick(spec.method, rec, "method", "method")
@@ -456,12 +458,12 @@ def _check_data(spec: RunSpec, info: ModelInfo, overrides: dict[str, Setting]) -
 
 
 def _algorithm(spec: RunSpec, choice: _Choice) -> dict[str, Pinned]:
-    """The variant's algorithm-defining fields, every one pinned (contract 9); GSPO must be off-policy."""
+    """The variant's algorithm-defining fields, every one pinned (explicit-fields contract); GSPO must be off-policy."""
     from finetune.spec import BASE_BETA
 
     t, g, ga, gc = spec.training, spec.generation, choice.accumulation, choice.checkpointing
-    beta_reason = ("the seed's base recipe: KL coefficient 0.01 vs the reference policy (contract 7)"
-                   if math.isclose(t.beta, BASE_BETA) else "training.beta, allowed under contract 7")
+    beta_reason = ("the seed's base recipe: KL coefficient 0.01 vs the reference policy (base-recipe contract)"
+                   if math.isclose(t.beta, BASE_BETA) else "training.beta, allowed under the base-recipe contract")
     algorithm = algorithm_kwargs(
         spec.variant, beta=t.beta, beta_reason=beta_reason, num_generations=t.num_generations,
         gradient_accumulation_steps=ga.value, num_iterations=t.num_iterations, temperature=g.temperature,
@@ -485,7 +487,7 @@ def _assemble_kwargs(spec: RunSpec, licence: _Licence, choice: _Choice, data: _D
     variant_note = f"variant '{spec.variant}'" + (f" — {why}" if why else " (the base recipe)")
     use_vllm = choice.topology.use_vllm
     groups: list[tuple[str, dict[str, Setting]]] = [
-        (f"algorithm: {variant_note}; every field pinned (contract 9)",
+        (f"algorithm: {variant_note}; every field pinned (explicit-fields contract)",
          {k: Setting(p.value, p.reason, "variant") for k, p in algorithm.items()}),
         ("optimisation", _optimisation_settings(spec, choice)),
         ("batch (validated for the target's training processes)", _batch_settings(spec, choice)),
@@ -515,9 +517,9 @@ def _optimisation_settings(spec: RunSpec, choice: _Choice) -> dict[str, Setting]
 
     t, optim = spec.training, choice.optimizer
     return {
-        "learning_rate": Setting(t.learning_rate, "the seed's settled GRPO learning rate (contract 7)"
+        "learning_rate": Setting(t.learning_rate, "the seed's settled GRPO learning rate (base-recipe contract)"
                                  if math.isclose(t.learning_rate, 5e-7)
-                                 else "training.learning_rate, allowed under contract 7", "spec"),
+                                 else "training.learning_rate, allowed under the base-recipe contract", "spec"),
         "lr_scheduler_type": Setting("constant_with_warmup", "flat after a short warm-up: RL rewards move slowly"),
         "warmup_steps": Setting(t.warmup_steps, "training.warmup_steps: a short warm-up before the flat "
                                 f"learning rate (the run-length check keeps it within {MAX_WARMUP_FRACTION:.0%} "

@@ -10,14 +10,14 @@ and after → diagnose (with the PNG) → report.md + report.html linking every 
 directory shows a FAIL: a deliberately broken reward (substring match) caught by the gate, after
 which Phase 2 refuses to render.
 
-Who reads the samples (contract 5): on a terminal the user reads them (terminal review) unless they
+Who reads the samples (gate-record contract): on a terminal the user reads them (terminal review) unless they
 hand the reading to the checker when asked; otherwise the demo's independent checker
 (:mod:`finetune.demo_checker`) reads them, recorded as reader
 ``agent`` with every note saying "independent checker (demo), not a person", and the demo records
 the confirmation itself under the name ``finetune demo (no person)``. The gate therefore PASSes on
 a reading no person made; every output says so, and a real run needs the user's confirmation.
 
-lr/beta (contract 7): the rendered config is the base recipe for the target GPU (lr 5e-7,
+lr/beta (base-recipe contract): the rendered config is the base recipe for the target GPU (lr 5e-7,
 beta 0.01) and stays so. The toy run on this CPU uses that config with the fields of
 :data:`DEMO_CPU_PROFILE` replaced — hardware fields, a larger learning rate, a step budget and
 logging — stated field by field in config/BRIEF.md (a section the demo adds, marked as such), in
@@ -75,7 +75,7 @@ DEMO_CPU_PROFILE: dict[str, tuple[Any, str]] = {
     "bf16": (False, "no bf16 on CPU"),
     "use_vllm": (False, "no vLLM on CPU: TRL generates with transformers"),
     "model_init_kwargs": ({"dtype": "float32"}, "fp32 weights on CPU"),
-    "learning_rate": (3e-4, "DEMO ONLY, outside contract 7: at the base recipe's 5e-7 a 2-layer toy model does "
+    "learning_rate": (3e-4, "DEMO ONLY, outside the base-recipe contract: at 5e-7 a 2-layer toy model does "
                             "not move in 40 steps (at 1e-3 it learns the whole task in 20, and every group turns "
                             "all-correct); a real run keeps 5e-7 until a PASS gate and a healthy diagnosis of "
                             "its base run"),
@@ -374,8 +374,8 @@ def _brief_addendum(changes: list[dict[str, Any]]) -> str:
              "Everything above is the rendered base recipe for the target GPU and is what a real run uses. The "
              "demo's toy run on this CPU replaced only these fields (`finetune.demo.DEMO_CPU_PROFILE`); every "
              "algorithm-defining field and the batch arithmetic are as rendered. The learning rate departs from "
-             "contract 7 for the demo only: a real run keeps 5e-7 until a PASS gate and a healthy diagnosis of its "
-             "base run.", "", "| field | rendered | demo | why |", "|---|---|---|---|"]
+             "the base-recipe contract for the demo only: a real run keeps 5e-7 until a PASS gate and a healthy "
+             "diagnosis of its base run.", "", "| field | rendered | demo | why |", "|---|---|---|---|"]
     for c in changes:
         if c["field"] in ("output_dir", "seed"):
             continue

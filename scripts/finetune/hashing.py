@@ -1,4 +1,4 @@
-"""What the gate record binds (DESIGN.md contract 5), computed one way everywhere.
+"""What the gate record binds (DESIGN.md's gate-record contract), computed one way everywhere.
 
 The rendered train.py repeats this logic in plain Python (it may not import this plugin); a test
 checks both agree.

@@ -1,4 +1,4 @@
-"""The one JSON / JSONL writer and reader of the package (issue 18, item 4).
+"""The one JSON / JSONL writer and reader of the package.
 
 Why one module: a JSONL file is only as good as its line discipline. ``json.dumps(...,
 ensure_ascii=False)`` leaves U+2028, U+2029 and U+0085 raw, and ``str.splitlines()`` splits on them,

@@ -10,8 +10,8 @@ Checks (each finding is printed as ``path:line: message``; exit 1 when there is 
   ``allowed-tools`` never grants unscoped ``Bash``.
 * Every relative Markdown link and every ``${CLAUDE_PLUGIN_ROOT}/...`` path resolves to a file.
 * Every ```python block compiles.
-* No shipped document cites a file outside the plugin (``../shared/...``); a reference over 100 lines opens
-  with its generated table of contents.
+* No shipped document cites a file outside the plugin (a ``../`` path leaving it or naming nothing); a
+  reference over 100 lines opens with its generated table of contents.
 * Every `finetune <group> [<verb>] [--flags]` the Markdown tells the agent to run (inline code, shell
   blocks; also as ``"$FT" ...``) names a real group, verb and options of this package's CLI.
 * Every keyword passed to GRPOConfig / SFTConfig / DPOConfig / LoraConfig / GRPOTrainer / SFTTrainer /
@@ -423,15 +423,23 @@ def check_links(path: Path, text: str, root: Path) -> list[Finding]:
     return findings
 
 
-OUTSIDE_PLUGIN_RE = re.compile(r"(?:\.\./)+shared/[\w./-]+")
+RELATIVE_PATH_RE = re.compile(r"(?<![\w./-])(?:\.\./)+[\w.-]+(?:/[\w.-]+)*")
 TOC_MIN_LINES = 100
 
 
-def check_shipped_citations(path: Path, text: str) -> list[Finding]:
-    """A shipped document must not cite a file outside the plugin (the development repo's ../shared/)."""
+def check_shipped_citations(path: Path, text: str, root: Path) -> list[Finding]:
+    """A shipped document must not cite a file outside the plugin: a ``../`` path that, from the document's
+    folder, leaves the plugin or names nothing in it (the development checkout's sibling folders do not ship)."""
+    inside = root.resolve()
+
+    def outside(rel: str) -> bool:
+        target = (path.parent.resolve() / rel).resolve()
+        return not target.is_relative_to(inside) or not target.exists()
+
     return [Finding(path, idx + 1, f"cites '{m.group(0)}', which does not ship with the plugin; cite "
                     "references/sources.md (copy what the source says there)")
-            for idx, line in enumerate(text.splitlines()) for m in OUTSIDE_PLUGIN_RE.finditer(line)]
+            for idx, line in enumerate(text.splitlines()) for m in RELATIVE_PATH_RE.finditer(line)
+            if outside(m.group(0))]
 
 
 def check_reference_toc(path: Path, text: str) -> list[Finding]:
@@ -579,7 +587,7 @@ def lint_file(path: Path, root: Path, lookup: Callable[[str], KnownCallable] = k
         findings += check_agent(path, text)
     findings += check_links(path, text, root)
     if (rel[:1] and rel[0] in PLUGIN_CONTENT_DIRS) or rel == ("README.md",):  # what a user's Claude Code reads
-        findings += check_shipped_citations(path, text)
+        findings += check_shipped_citations(path, text, root)
     if len(rel) == 2 and rel[0] == "references":
         findings += check_reference_toc(path, text)
     findings += check_code_blocks(path, text, lookup)

@@ -1,7 +1,7 @@
 """One writer at a time for shared run files (verdicts.jsonl, acks.json, confirmation.json).
 
 ``finetune inspect verdict`` is read-merge-write: two at once each read the old file and the second
-rename drops the first one's verdict (issue 18 item 5). :func:`file_lock` serialises them; callers
+rename drops the first one's verdict. :func:`file_lock` serialises them; callers
 re-read the file *inside* the lock, so every update builds on the latest one.
 
 The lock is ``flock`` on the run directory itself (an fd opened on the folder), not on a lock file:

@@ -2,7 +2,7 @@
 
 Validated with pydantic; a bad spec becomes one line naming file:line and the field path
 (:func:`load_spec`). Values left as ``None`` are filled by the stage that owns them (per-scale
-defaults come from :func:`finetune.memory.recommend`, DESIGN.md contract 8).
+defaults come from :func:`finetune.memory.recommend`, DESIGN.md's per-scale contract).
 """
 
 from __future__ import annotations
@@ -15,13 +15,13 @@ from pydantic.fields import FieldInfo
 from pydantic_core import ErrorDetails
 
 from finetune.errors import UserError
+from finetune.fieldtypes import STRICT_MODEL
 from finetune.rewards.registry import RewardSpec
 from finetune.rewards.specs import KINDS
-from finetune.types import STRICT_MODEL
 from finetune.yamlio import line_for, load_with_lines
 
-BASE_LEARNING_RATE = 5e-7  # the seed's settled GRPO learning rate (contract 7)
-BASE_BETA = 0.01  # the seed's KL coefficient vs the reference policy (contract 7)
+BASE_LEARNING_RATE = 5e-7  # the seed's settled GRPO learning rate (base-recipe contract)
+BASE_BETA = 0.01  # the seed's KL coefficient vs the reference policy (base-recipe contract)
 BASE_SEED = 3407
 MIN_NUM_GENERATIONS = 8  # floor: fewer starves the group-relative baseline
 
@@ -125,7 +125,7 @@ class GenerationSpec(_Strict):
 
 class TrainingSpec(_Strict):
     learning_rate: float = Field(BASE_LEARNING_RATE, gt=0, description="The seed's settled GRPO rate; "
-                                 "changing it needs a PASS gate and a healthy diagnosis (contract 7).")
+                                 "changing it needs a PASS gate and a healthy diagnosis (base-recipe contract).")
     beta: float = Field(BASE_BETA, ge=0, description="KL coefficient vs the reference policy (grpo); same "
                         "rule as learning_rate. Variants set their own.")
     num_generations: int = Field(8, ge=2, description="Completions per prompt; 8 is a floor (fewer starves "
@@ -207,7 +207,7 @@ class RunSpec(_Strict):
     lora: LoraSpec = Field(LoraSpec(), description="Adapter settings when method is lora / qlora.")
     hardware: HardwareSpec = Field(HardwareSpec(), description="The TARGET hardware (validated on any box).")
     variant: Literal["grpo", "dapo", "dr_grpo", "gspo"] = Field("grpo", description="grpo, or a variant "
-                                                                "licensed by a diagnosis (contract 6); MoE → gspo.")
+                                                                "licensed by a diagnosis; MoE → gspo.")
     generation: GenerationSpec = Field(GenerationSpec(), description="Sampling, shared by Phase 1 and training.")
     training: TrainingSpec = Field(TrainingSpec(), description="Optimiser and batch settings.")
     inspection: InspectionSpec = Field(InspectionSpec(), description="Phase 1 sampling and reading.")
@@ -453,7 +453,8 @@ def run_spec_doc() -> str:
            "the file, line and field path. A documented example ships as `examples/spec.yaml`.",
            "Fields left `null` are filled by the stage that owns them: per-scale values (method, batch,",
            "accumulation, gradient checkpointing, optimizer) come from `finetune.memory.recommend()`",
-           f"(contract 8). Base recipe: learning_rate {BASE_LEARNING_RATE:g}, beta {BASE_BETA:g}, seed {BASE_SEED}, "
+           f"(per-scale contract). Base recipe: learning_rate {BASE_LEARNING_RATE:g}, beta {BASE_BETA:g}, "
+           f"seed {BASE_SEED}, "
            f"num_generations ≥ {MIN_NUM_GENERATIONS}.", ""]
     rows: list[str] = []
     nested: list[tuple[str, type]] = []

@@ -1,4 +1,4 @@
-"""Per-variant values of every algorithm-defining GRPOConfig field (DESIGN.md contract 9).
+"""Per-variant values of every algorithm-defining GRPOConfig field (DESIGN.md's explicit-fields contract).
 
 TRL's defaults moved under users' feet (loss_type 'grpo' → 'bnpo' → 'dapo', beta 0.04 → 0.0,
 scale_rewards True → 'group', vLLM importance-sampling correction on), so a config that leaves any of
@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-# Contract 9's list, plus the importance-sampling and KL-estimator fields whose TRL defaults would
+# The explicit-fields contract's list, plus the importance-sampling and KL-estimator fields whose TRL defaults would
 # otherwise change what "GRPO" computes in 1.16 (clip bounds of the vLLM correction, off-policy mask,
 # bias-corrected KL, entropy bonus).
 ALGORITHM_FIELDS: tuple[str, ...] = (
@@ -28,7 +28,7 @@ ALGORITHM_FIELDS: tuple[str, ...] = (
     "gradient_checkpointing",
 )
 
-# The diagnosis symptom that licenses each non-default variant (contract 6).
+# The diagnosis symptom that licenses each non-default variant (variants contract).
 VARIANT_SYMPTOM: dict[str, str] = {"dapo": "entropy_collapse", "dr_grpo": "length_drift", "gspo": "moe_without_gspo"}
 
 
@@ -99,7 +99,7 @@ VARIANTS: dict[str, dict[str, Pinned]] = {
     },
 }
 
-# beta per variant: grpo uses the spec's (contract 7 base recipe 0.01); the others drop the KL term.
+# beta per variant: grpo uses the spec's (base-recipe contract base recipe 0.01); the others drop the KL term.
 VARIANT_BETA: dict[str, float | None] = {"grpo": None, "dapo": 0.0, "dr_grpo": 0.0, "gspo": 0.0}
 
 

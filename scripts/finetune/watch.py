@@ -1,4 +1,4 @@
-"""Continuous inspection during GRPO training (issue 15 item 3) and the reward-hacking rule.
+"""Continuous inspection during GRPO training and the reward-hacking rule.
 
 One module, two homes: `finetune config render` copies it VERBATIM beside train.py as
 ``config/watch.py`` (train.py loads it by path and checks its sha256), and ``finetune.diagnose``

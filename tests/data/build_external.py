@@ -176,8 +176,8 @@ def pitfall_rows() -> list[dict]:
     """Verifier-pitfall families from published reports, each a small set of right and wrong cases."""
     b = "boxed_math"
     rows = []
-    rows += _fam("pit:gold_partial_parse", "issue 12 (measured on TRL accuracy_reward and open-r1; verl not "
-                 "affected)", [
+    rows += _fam("pit:gold_partial_parse", "measured on TRL accuracy_reward and open-r1; verl not "
+                 "affected", [
         (b, "So the answer is $\\boxed{10}$.", "10\\sqrt{2}", False, "coefficient of 10\\sqrt{2}"),
         (b, "So the answer is $\\boxed{10\\sqrt{2}}$.", "10\\sqrt{2}", True, "the gold itself"),
         (b, "So the answer is $\\boxed{7}$.", "[-2, 7]", False, "one endpoint"),
@@ -214,7 +214,7 @@ def pitfall_rows() -> list[dict]:
         ("boxed_math", "<think>\nThe product 3 x 5 is \\boxed{15} and then I need to", "15", False,
          "truncated inside the reasoning: no final answer"),
     ])
-    rows += _fam("pit:hedge", "issue 12 (hedges credited by math-verify based rewards)", [
+    rows += _fam("pit:hedge", "verifier pitfall: hedges credited by math-verify based rewards", [
         (b, "$\\boxed{12 \\text{ or } 13}$", "12", False, "\\text{ or } hedge"),
         (b, "$\\boxed{7.5 \\text{ or 8 hours}}$", "7.5", False, "hedge with unit"),
         (b, "$\\boxed{13 \\text{ (or 14)}}$", "13", False, "parenthetical alternative"),
@@ -224,20 +224,20 @@ def pitfall_rows() -> list[dict]:
         (b, "$\\boxed{7}$\n\nNo wait, it is 6.", "7", False, "retraction after the box"),
         (b, "$\\boxed{12 \\text{ hours}}$", "12", True, "a unit is not a hedge"),
     ])
-    rows += _fam("pit:multi_answer", "issue 12 (legitimate multi-answer output refused)", [
+    rows += _fam("pit:multi_answer", "verifier pitfall: legitimate multi-answer output refused", [
         (b, "The roots are $\\boxed{2}$ and $\\boxed{3}$.", "2, 3", True, "both roots boxed"),
         (b, "The roots are $\\boxed{3}$ and $\\boxed{2}$.", "2, 3", True, "both roots, other order"),
         (b, "The root is $\\boxed{2}$.", "2, 3", False, "one root of two"),
         (b, "$x = \\boxed{-1}$ or $x = \\boxed{1}$", "\\pm 1", True, "both signs boxed"),
     ])
-    rows += _fam("pit:tex_shorthand", "issue 12 (valid TeX shorthand refused)", [
+    rows += _fam("pit:tex_shorthand", "verifier pitfall: valid TeX shorthand refused", [
         (b, "$\\boxed{\\frac13}$", "\\frac{1}{3}", True, "\\frac13"),
         (b, "$\\boxed{\\sqrt3}$", "\\sqrt{3}", True, "\\sqrt3"),
         (b, "$\\boxed{\\tfrac12}$", "\\frac{1}{2}", True, "\\tfrac12"),
         (b, "$\\boxed{\\dfrac{3}{4}}$", "\\frac{3}{4}", True, "\\dfrac"),
         (b, "$\\boxed{2\\sqrt5}$", "2\\sqrt{5}", True, "\\sqrt5"),
     ])
-    rows += _fam("pit:number_forms", "issue 12 (thousands separators, e-notation, Unicode digits refused)", [
+    rows += _fam("pit:number_forms", "verifier pitfall: thousands separators, e-notation, Unicode digits refused", [
         (b, "$\\boxed{1\\,200}$", "1200", True, "thin space"),
         (b, "$\\boxed{1 200}$", "1200", True, "plain space"),
         (b, "$\\boxed{1{,}200}$", "1200", True, "{,}"),

@@ -37,23 +37,23 @@ def _boxed_dev(rows) -> None:
     q = NATALIA
     # The issue's own examples (a quarter of a careful reader's accepted answers scored 0).
     _box(rows, q, f"{NAT_R}\n\nTherefore, Natalia sold \\(\\boxed{{72}}\\) clips in April and May.", "72", ACCEPT,
-         "issue 12 example: box in \\( \\) then prose", "box_then_prose")
+         "reported example: box in \\( \\) then prose", "box_then_prose")
     _box(rows, q, f"{NAT_R}\n\nNatalia sold $\\boxed{{72}}$ clips altogether.", "72", ACCEPT,
-         "issue 12 example: box in $ $ then prose", "box_then_prose")
-    _box(rows, q, f"{NAT_R}\n\n**\\boxed{{72}}**", "72", ACCEPT, "issue 12 example: bold box", "bold_box")
+         "reported example: box in $ $ then prose", "box_then_prose")
+    _box(rows, q, f"{NAT_R}\n\n**\\boxed{{72}}**", "72", ACCEPT, "reported example: bold box", "bold_box")
     _box(rows, q, f"{NAT_R} So the answer is \\boxed{{72}}.\n\nI hope it is correct.", "72", ACCEPT,
-         "issue 12 example: box, full stop, closing remark", "closing_remark")
+         "reported example: box, full stop, closing remark", "closing_remark")
     _box(rows, q, f"{NAT_R}\n\n\\boxed{{72 \\text{{ clips}}}}", "72", ACCEPT, "unit in \\text{} after the number "
          "is not a hedge", "units")
     _box(rows, q, f"{NAT_R}\n\n\\boxed{{72}} clips", "72", ACCEPT, "unit word after the box", "units")
     # Hedges from the issue.
     _box(rows, "Tom is 12 or 13 years old depending on the month. Given he was born in March and it is April, how "
          "old is he if he turned 12 last year?", "He turned 12 last year, so now he is \\boxed{12 \\text{ or 13}}.",
-         "13", REJECT, "issue 12: \\text{ or } hedge", "hedge_text_or")
+         "13", REJECT, "\\text{ or } hedge", "hedge_text_or")
     _box(rows, "A job takes 7.5 hours. How long does it take?", "It takes \\boxed{7.5 \\text{ or 8 hours}}.", "7.5",
-         REJECT, "issue 12: hedge naming the gold and another value", "hedge_text_or")
+         REJECT, "hedge naming the gold and another value", "hedge_text_or")
     _box(rows, "How many apples are left if 13 of 20 were kept?", "\\boxed{13 \\text{ (or 14)}}", "13", REJECT,
-         "issue 12: parenthetical alternative in \\text{}", "hedge_paren")
+         "parenthetical alternative in \\text{}", "hedge_paren")
     _box(rows, "How many apples are left if 13 of 20 were kept?", "The answer is \\boxed{13 (or 14)}.", "13", REJECT,
          "parenthetical alternative without \\text{}", "hedge_paren")
     _box(rows, "Solve $x^2 = 9$ for the positive root.", "x = \\pm 3, so \\boxed{\\pm 3}", "3", REJECT,
@@ -61,23 +61,23 @@ def _boxed_dev(rows) -> None:
     _box(rows, "Solve $x^2 = 9$.", "\\boxed{3} and \\boxed{-3}", "-3, 3", ACCEPT,
          "two boxes naming exactly the gold's two values", "gold_list")
     _box(rows, "Solve $x^2 - 5x + 6 = 0$.", "The roots are $\\boxed{2}$ and $\\boxed{3}$.", "2, 3", ACCEPT,
-         "issue 12: legitimate multi-answer output for gold 2, 3", "gold_list")
+         "legitimate multi-answer output for gold 2, 3", "gold_list")
     _box(rows, "Solve $x^2 - 5x + 6 = 0$.", "The roots are $\\boxed{2}$ and $\\boxed{3}$ and $\\boxed{4}$.",
          "2, 3", REJECT, "three boxes: one value too many", "gold_list")
     _box(rows, "A box has 3600 toys. How many toys?", "\\boxed{3\\,600}", "3600", ACCEPT,
-         "issue 12: LaTeX thin space", "number_thin_space")
+         "LaTeX thin space", "number_thin_space")
     _box(rows, "How many days in 2 weeks?", "2 x 7 = 14.\n\n\\boxed{14}\n\nno wait, it is 15", "14", REJECT,
-         "issue 12: retraction after the box to a wrong value", "retraction")
+         "retraction after the box to a wrong value", "retraction")
     _box(rows, "How many days in 1 week?", "\\boxed{6}\n\nNo wait, it is 7.", "7", MALFORMED_RIGHT,
-         "issue 12: boxes 6 then retracts to 7; the final answer is not in a box", "retraction")
+         "boxes 6 then retracts to 7; the final answer is not in a box", "retraction")
     # Golds as the MATH answer column writes them.
     _box(rows, "Simplify $\\sqrt{200}$.", "\\boxed{10}", "10\\sqrt{2}", WRONG,
-         "issue 12: 10 is not 10\\sqrt{2} (gold must be read whole)", "gold_latex_whole")
+         "10 is not 10\\sqrt{2} (gold must be read whole)", "gold_latex_whole")
     _box(rows, "Solve $|x-2.5| \\le 4.5$.", "\\boxed{7}", "[-2, 7]", WRONG,
-         "issue 12: one endpoint of the interval", "gold_interval")
-    _box(rows, "List the odd primes below 10.", "\\boxed{7}", "3, 5, 7", WRONG, "issue 12: last element only",
+         "one endpoint of the interval", "gold_interval")
+    _box(rows, "List the odd primes below 10.", "\\boxed{7}", "3, 5, 7", WRONG, "last element only",
          "gold_list")
-    _box(rows, "Circumference of the unit circle?", "\\boxed{2}", "2\\pi", WRONG, "issue 12: coefficient of 2\\pi",
+    _box(rows, "Circumference of the unit circle?", "\\boxed{2}", "2\\pi", WRONG, "coefficient of 2\\pi",
          "gold_pi")
     _box(rows, "What is one third as a fraction?", "$\\boxed{\\frac13}$", "\\frac{1}{3}", ACCEPT,
          "TeX shorthand \\frac13", "tex_shorthand")

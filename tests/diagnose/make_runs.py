@@ -11,7 +11,7 @@ wrote. The scenarios are built to show one behaviour each:
   seed, run seed) pairs tried; on the 11th the entropy lost only ~30% and the diagnosis said so.
 * ``length`` — a correctness reward the model never earns plus a shaping reward that pays per
   character: completions grow to the cap, the total reward follows them, correctness stays flat —
-  reward hacking carried by the shaping reward (issue 15). With that reward taken out of its logs the
+  reward hacking carried by the shaping reward. With that reward taken out of its logs the
   same run is GRPO's length drift (Dr. GRPO): tests/diagnose/test_diagnose.py derives both readings.
 * ``healthy`` — a format reward and a dense correctness reward (closeness of the opening
   ``<answer>N</answer>`` to the gold sum) at a moderate learning rate: the reward rises, entropy and
@@ -108,7 +108,7 @@ REWARD_META = [
 }
 REWARDS_SOURCE["moe"] = REWARDS_SOURCE["healthy"]
 
-# The plain-GRPO algorithm fields, all explicit (contract 9): no run inherits TRL's defaults.
+# The plain-GRPO algorithm fields, all explicit (explicit-fields contract): no run inherits TRL's defaults.
 BASE_KWARGS = dict(
     loss_type="grpo", scale_rewards="group", multi_objective_aggregation="sum_then_normalize",
     importance_sampling_level="token", epsilon=0.2, epsilon_high=0.2, delta=None, num_iterations=1,

@@ -61,7 +61,7 @@ def test_collapse_run_is_entropy_collapse_and_gets_dapo(diagnosed):
 
 
 def test_length_paying_run_is_reward_hacking_naming_the_shaping_reward(diagnosed):
-    """Issue 15: the shaping reward pays for length; the total rises, correctness stays flat. The
+    """Reward hacking: the shaping reward pays for length; the total rises, correctness stays flat. The
     diagnosis names reward_hacking and the reward carrying the rise, and recommends no variant."""
     target, doc = diagnosed["length"]
     assert doc["verdict"] == "symptom"
@@ -522,7 +522,7 @@ def test_a_run_already_on_the_variant_is_not_told_to_switch_again(run_copy, cli)
 def test_rediagnosing_a_run_on_its_variant_keeps_the_licence(run_copy, grpo_runs, cli):
     """Switch the collapse run to DAPO, then diagnose it again on logs that no longer show the symptom
     (the healthy run's, standing in for a DAPO run that recovered). The new diagnosis.json carries the
-    original evidence forward, so the DAPO spec can still be rendered (contract 6) — and only because
+    original evidence forward, so the DAPO spec can still be rendered (variants contract) — and only because
     of that evidence: without the carried licence the renderer refuses it."""
     import shutil
 

@@ -157,7 +157,7 @@ def test_no_variant_while_reward_and_length_rise_unexplained(grpo_runs, tmp_path
 
 
 def test_a_held_symptom_licenses_no_variant(tmp_path):
-    """config render's licence check (contract 6) skips a symptom whose variant diagnose held back."""
+    """config render's licence check (variants contract) skips a symptom whose variant diagnose held back."""
     from types import SimpleNamespace
 
     from finetune.config import _check_variant

@@ -1,4 +1,4 @@
-"""`finetune env check [RUN]` (issue 14 item 1): each missing piece with its install line; exit 0 / 1.
+"""`finetune env check [RUN]`: each missing piece with its install line; exit 0 / 1.
 
 Every check runs in a real subprocess whose view of the machine is changed from outside (envfakes):
 modules blocked by a meta-path finder, GPUs reported by a patched torch, packages that only carry a
@@ -77,12 +77,14 @@ def test_target_json_states_what_the_config_needs(node_run, cpu_run):
     assert cpu["hardware"]["cpu"] and not cpu["scripts"] and not cpu["tools"]
 
 
+@pytest.mark.slow
 def test_cpu_target_is_ready_here(cpu_run):
     res = _check(cpu_run)
     assert res.returncode == 0, res.stdout + res.stderr
     assert "ready: this environment can run the config" in res.stdout and "MISSING" not in res.stdout
 
 
+@pytest.mark.slow
 def test_env_check_py_is_standalone(cpu_run, tmp_path):
     # the training box need not have the plugin: config/env_check.py runs with `finetune` unimportable
     res = _check(cpu_run, fake_site(tmp_path / "site"), standalone=True, FAKE_MISSING="finetune,rich")
@@ -90,6 +92,7 @@ def test_env_check_py_is_standalone(cpu_run, tmp_path):
     assert "[ok] trl: need ==1.16.0; found 1.16.0" in res.stdout  # plain table without rich
 
 
+@pytest.mark.slow
 def test_each_missing_piece_with_its_install_line(node_run, tmp_path):
     site = fake_site(tmp_path / "site", {"vllm": "0.30.0"})
     res = _check(node_run, site, FAKE_MISSING="trl,jsonschema,deepspeed", FAKE_GPUS="8")
@@ -101,6 +104,7 @@ def test_each_missing_piece_with_its_install_line(node_run, tmp_path):
     assert "not ready: 3 problem(s)" in res.stdout
 
 
+@pytest.mark.slow
 def test_wrong_versions_and_too_few_small_gpus(node_run, tmp_path):
     site = fake_site(tmp_path / "site", {"vllm": "0.21.0", "deepspeed": "0.19.8", "trl": "1.17.0"})
     res = _check(node_run, site, FAKE_GPUS="4", FAKE_GPU_GIB="39.4")
@@ -112,6 +116,7 @@ def test_wrong_versions_and_too_few_small_gpus(node_run, tmp_path):
     assert set(fixes) == {"trl", "vllm", "GPUs", "GPU memory"}
 
 
+@pytest.mark.slow
 def test_no_cuda_on_a_gpu_target(node_run, tmp_path):
     res = _check(node_run, fake_site(tmp_path / "site", {"vllm": "0.30.0", "deepspeed": "0.19.8"}))
     assert res.returncode == 1
@@ -119,6 +124,7 @@ def test_no_cuda_on_a_gpu_target(node_run, tmp_path):
     assert set(fixes) == {"CUDA", "GPUs"} and "--index-url https://download.pytorch.org/whl/" in fixes["CUDA"]
 
 
+@pytest.mark.slow
 def test_ready_gpu_node(node_run, tmp_path):
     res = _check(node_run, fake_site(tmp_path / "site", {"vllm": "0.30.0", "deepspeed": "0.19.8"}), FAKE_GPUS="8")
     assert res.returncode == 0, res.stdout + res.stderr
@@ -140,6 +146,7 @@ def test_version_specifiers(version, require, ok):
     assert satisfies(version, require) is ok
 
 
+@pytest.mark.slow
 def test_a_hub_model_neither_cached_nor_reachable_is_missing(node_run, tmp_path):
     res = _check(node_run, standalone=True, HF_HUB_CACHE=str(tmp_path / "empty-cache"))
     assert res.returncode == 1

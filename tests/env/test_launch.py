@@ -1,4 +1,4 @@
-"""launch.sh and launch.slurm (issue 14 items 1 and 4), run for real with fake machines around them.
+"""launch.sh and launch.slurm, run for real with fake machines around them.
 
 launch.sh checks the environment first and refuses on exit 1, runs everything with the interpreter the
 check validated (FINETUNE_PYTHON, else the rendering one) and never with PATH's; it stops with the
@@ -43,6 +43,7 @@ def cpu_run(tmp_path_factory, tiny_model_dir) -> Path:
                    hardware={"profile": "cpu", "gpus": 0, "nodes": 1})
 
 
+@pytest.mark.slow
 def test_launch_refuses_when_env_check_fails(cpu_run, tmp_path):
     log = tmp_path / "calls.log"
     py = fake_env_python(tmp_path / "env" / "bin", fake_site(tmp_path / "site"), log, FAKE_MISSING="trl")
@@ -109,6 +110,7 @@ def _gpu_env(tmp: Path, trl_body: str) -> tuple[Path, Path, dict[str, str]]:
      "never became healthy at http://127.0.0.1:8000 within 3s"),
     ('echo "ERROR engine core failed: CUDA out of memory"\nexit 1\n', "exited before it became healthy"),
 ])
+@pytest.mark.slow
 def test_dead_vllm_server_stops_the_launch(node_run, tmp_path, trl_body, says, hub_cache):
     _py, log, env = _gpu_env(tmp_path, trl_body)
     env["HF_HUB_CACHE"] = str(hub_cache)

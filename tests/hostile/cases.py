@@ -1,4 +1,4 @@
-"""Issue 18's hostile families as data: one Case per (family, verb, input). Shared by the test suite
+"""The hostile-input families as data: one Case per (family, verb, input). Shared by the test suite
 (tests/hostile/test_hostile.py) and benchmarks/bench_hostile.py, which counts and runs them.
 
 A case names the verb's arguments, how it damages a copy of a complete run directory, the exit code
@@ -141,6 +141,53 @@ def cases() -> list[Case]:
                     continue  # a broken rewards.py is a reward error, covered by family 8
                 out.append(Case("9-traceback", verb, _replace(fname, content), phrase, name=f"{fname}:{kind}"))
     out += _other_cases()
+    out += command_cases()
+    return out
+
+
+# ------------------------------------------------------------------------------ every command of the CLI --
+# The commands come from the CLI's one table (finetune.cli.commands()): a verb added there is attacked here with
+# no list to update. Each gets an unknown option, and a file of binary garbage where its input path goes (its
+# first positional argument, or the option named in INPUT_OPTION); required arguments get a placeholder.
+GARBAGE = "garbage.bin"
+INPUT_OPTION = {("route",): "--answers", ("demo",): "-o", ("docs",): "--root"}  # commands without a positional
+GARBAGE_CODE = {("lint",): (1, "lint finding")}  # lint reports an unreadable file as a finding (exit 1)
+
+
+def command_argv(command: tuple[str, ...]) -> tuple[str, ...] | None:
+    """``command`` with its required arguments, "{in}" where its input path goes; None when it has none."""
+    from finetune import cli
+
+    parser = cli.build_parser(command[0])
+    for word in command:  # down the sub-parsers: finetune -> group -> verb
+        sub = cli._sub_action(parser)
+        assert sub is not None, command
+        parser = sub.choices[word]
+    positionals = parser._get_positional_actions()
+    required = [w for a in parser._actions if a.required and a.option_strings for w in (a.option_strings[0], "x")]
+    if positionals:
+        return (*command, "{in}", *["x"] * (len(positionals) - 1), *required)
+    if command in INPUT_OPTION:
+        return (*command, INPUT_OPTION[command], "{in}", *required)
+    return None
+
+
+def _garbage(run: Path) -> None:
+    (run.parent / GARBAGE).write_bytes(b"\xff\xfe\x00 not text \x81")
+
+
+def command_cases() -> list[Case]:
+    from finetune import cli
+
+    out: list[Case] = []
+    for command in cli.commands():
+        argv = command_argv(command) or command
+        out.append(Case("9-traceback", tuple(a.replace("{in}", "{run}") for a in argv) + ("--no-such-option",),
+                        lambda run: None, "unrecognized arguments: --no-such-option", name="unknown_option"))
+        if "{in}" in argv:
+            code, phrase = GARBAGE_CODE.get(command, (2, GARBAGE))
+            out.append(Case("9-traceback", tuple(a.replace("{in}", "{tmp}/" + GARBAGE) for a in argv), _garbage,
+                            phrase, code=code, name="garbage_input"))
     return out
 
 

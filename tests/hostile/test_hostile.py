@@ -1,4 +1,4 @@
-"""Issue 18's hostile families over every verb: no traceback, the right exit code (2 for bad input),
+"""The hostile-input families over every command: no traceback, the right exit code (2 for bad input),
 one line, nothing written, no command executed. Cases are data (tests/hostile/cases.py)."""
 
 from __future__ import annotations
@@ -43,6 +43,23 @@ def test_family_10_crash_leftovers_are_gone_after_any_verb(verb, damaged):
     assert "Traceback" not in err and code in (0, 1, 2)
     assert not tmp.exists() and not stage.exists()
     assert not [p.name for p in run.iterdir() if p.name.endswith((".tmp", ".stage", ".journal"))]
+
+
+def test_every_command_is_attacked():
+    """Every command of the CLI table (finetune.cli.commands()) gets the generic cases — an unknown option, and
+    binary garbage where its input path goes — with no hand-kept verb list: a verb without an input path
+    (no positional argument, nothing in cases.INPUT_OPTION) fails here until it names one."""
+    from cases import command_argv
+
+    from finetune import cli
+
+    attacked = {(c.verb[:2] if c.verb[1:2] and not c.verb[1].startswith(("{", "-")) else c.verb[:1], c.name)
+                for c in CASES}
+    for command in cli.commands():
+        assert (command, "unknown_option") in attacked, command
+        assert command_argv(command) is not None and (command, "garbage_input") in attacked, (
+            f"{' '.join(command)}: no input path to attack; name its input option in tests/hostile/cases.py "
+            f"INPUT_OPTION")
 
 
 def test_every_family_is_covered():

@@ -1,9 +1,10 @@
-"""acks.json / confirmation.json count only as their commands write them (issue 18 item 8)."""
+"""acks.json / confirmation.json count only as their commands write them."""
 
 from __future__ import annotations
 
 import json
 
+import pytest
 from inspect_helpers import craft_samples, verdicts_for, write_jsonl
 
 from finetune.inspect.gate import verify_gate
@@ -24,6 +25,7 @@ def _flagged_run(cli, make_run):
     return run, flags
 
 
+@pytest.mark.slow
 def test_hand_edited_acks_are_bad_input_and_void_the_pass(cli, make_run):
     run, flags = _flagged_run(cli, make_run)
     spec = load_spec(run / "spec.yaml")
@@ -44,6 +46,7 @@ def test_hand_edited_acks_are_bad_input_and_void_the_pass(cli, make_run):
     assert r.code == 1 and flags[0] in r.err and "neither fixed nor acknowledged" in r.err
 
 
+@pytest.mark.slow
 def test_acks_or_confirmation_added_after_pass_are_noticed(cli, make_run):
     run = make_run("good")
     assert cli("inspect", "score", run).code == 0
@@ -61,6 +64,7 @@ def test_acks_or_confirmation_added_after_pass_are_noticed(cli, make_run):
     assert not check.ok and "confirmation.json" in check.reason
 
 
+@pytest.mark.slow
 def test_confirmation_only_as_written_by_confirm(cli, make_run):
     run = make_run("good")
     assert cli("inspect", "score", run).code == 0

@@ -1,4 +1,4 @@
-"""Phase 1's multi-file outputs switch atomically (issue 18 item 10, assignment atomic18).
+"""Phase 1's multi-file outputs switch atomically.
 
 `inspect sample` (samples.jsonl, base_samples.jsonl, sample_info.json) and `inspect score`
 (scored.jsonl, score_report.json) each commit through :func:`finetune.commit.commit_files`. These

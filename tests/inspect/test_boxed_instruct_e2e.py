@@ -1,4 +1,4 @@
-"""Issue 12 "Done when": boxed math with instruct-style completions, read honestly, reaches gate PASS
+"""Boxed math with instruct-style completions, read honestly, reaches gate PASS
 with the default spec; with `trailing_text: forbid` the gate FAILs and its report names the cause
 (prose after the final box) and the spec field that fixes it."""
 

@@ -1,4 +1,4 @@
-"""Re-inspecting a trained checkpoint (issue 15 item 4): `finetune inspect sample RUN --model CKPT`.
+"""Re-inspecting a trained checkpoint: `finetune inspect sample RUN --model CKPT`.
 
 Phase 1's prompts are re-sampled from a real checkpoint into RUN/inspect/checkpoints/NAME/, and the
 Phase 1 verbs (score, review, verdict, confirm, ack, gate, compare) run on that folder unchanged.
@@ -38,6 +38,7 @@ def _lines(path: Path) -> list[dict]:
 # a hub id, resolved from the HF cache (offline), on Phase 1's crafted prompts
 
 
+@pytest.mark.slow
 def test_hub_checkpoint_resamples_phase1_prompts_into_its_own_set(cli, make_run, hf_home, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     run = make_run("good", samples=craft_samples(n_prompts=4, per_prompt=3))
@@ -81,6 +82,7 @@ def test_hub_checkpoint_resamples_phase1_prompts_into_its_own_set(cli, make_run,
 # completions sampled elsewhere (a GPU machine, a mid-run inspection file) imported as a set
 
 
+@pytest.mark.slow
 def test_imported_set_through_the_gate_against_a_passing_phase1(cli, make_run):
     run = make_run("good")
     assert cli("inspect", "score", run).code == 0
@@ -222,7 +224,7 @@ def _recount_success(set_path: Path) -> dict[str, float]:
 
 def _recount_agreement(set_path: Path, metas: dict[str, dict]) -> dict[str, tuple[float, set[str]]]:
     """Per reward: (share of read samples whose verdict agrees with it, ids where it does not), from
-    verdicts.jsonl and the scored passes, by the rule of DESIGN.md contract 3 written out here."""
+    verdicts.jsonl and the scored passes, by the rule of DESIGN.md's reward-roles contract written out here."""
     scored = {r["id"]: r for r in _lines(set_path / rundir.SCORED)}
     verdicts = _lines(set_path / rundir.VERDICTS)
     out = {}
@@ -235,7 +237,7 @@ def _recount_agreement(set_path: Path, metas: dict[str, dict]) -> dict[str, tupl
             if role in ("format", "correctness") and v["accept"] != row["all_pass"] and passed == row["all_pass"]:
                 against.add(v["id"])
             said = v.get({"correctness": "correct", "format": "well_formed"}.get(role, ""))
-            # correct but malformed against a format-gated correctness reward is agreement (contract 3)
+            # correct but malformed against a format-gated correctness reward is agreement (reward-roles contract)
             excused = role == "correctness" and meta["gated_on_format"] and said is True and \
                 v.get("well_formed") is False
             if said is not None and said != passed and not excused and row["rewards"][name] is not None:

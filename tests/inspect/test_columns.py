@@ -1,4 +1,4 @@
-"""Issue 12 item 5: a column name that is not in the data exits 2 in every Phase 1 command, naming the
+"""A column name that is not in the data exits 2 in every Phase 1 command, naming the
 column and the columns that exist, and writes nothing (never a "base never succeeds" from a typo)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""No PASS without the reward agreeing (issue 18 item 2): every forgery of the gate's inputs FAILs.
+"""No PASS without the reward agreeing: every forgery of the gate's inputs FAILs.
 
 The gate re-runs rewards.py on the samples (isolated, caches off) and compares with scored.jsonl and
 score_report.json; verify_gate (what `config render` and train.py rely on) re-checks the report's
@@ -57,7 +57,8 @@ def _check(cli, run: Path, expect_in_reasons: str | None = None) -> dict:
     return gate
 
 
-def test_the_issue_forgery_scores_and_report_of_a_good_reward_under_a_hackable_one(cli, make_run, passed):
+@pytest.mark.slow
+def test_a_good_rewards_scores_and_report_under_a_hackable_one_fail(cli, make_run, passed):
     """A FAIL run (substring reward: probes pass) given the PASS run's scored.jsonl and report."""
     run = make_run("substring", name="hack")
     assert cli("inspect", "score", run).code == 0
@@ -73,6 +74,7 @@ def test_the_issue_forgery_scores_and_report_of_a_good_reward_under_a_hackable_o
     assert any("score_report.json" in reason and "probes" in reason for reason in gate["reasons"])
 
 
+@pytest.mark.slow
 def test_scored_rows_edited_to_agree_fail(cli, passed):
     rows = [json.loads(line) for line in (passed / "scored.jsonl").read_text().splitlines()]
     rows[3]["rewards"]["correctness"] = 1.0 - rows[3]["rewards"]["correctness"]
@@ -84,6 +86,7 @@ def test_scored_rows_edited_to_agree_fail(cli, passed):
 
 
 @pytest.mark.parametrize("edit", ["flags", "probes", "base_success", "rewards", "controls"])
+@pytest.mark.slow
 def test_report_edits_fail(cli, passed, edit):
     report = _json(passed / "score_report.json")
     if edit == "flags":
@@ -101,6 +104,7 @@ def test_report_edits_fail(cli, passed, edit):
     _check(cli, passed, f"{edit}")
 
 
+@pytest.mark.slow
 def test_gate_record_edits_never_pass(cli, make_run, passed):
     spec = load_spec(passed / "spec.yaml")
     assert verify_gate(passed, spec).ok
@@ -113,6 +117,7 @@ def test_gate_record_edits_never_pass(cli, make_run, passed):
     assert not check.ok and "score report" in check.reason, check.reason
 
 
+@pytest.mark.slow
 def test_a_fail_record_with_its_status_edited_is_no_pass(cli, make_run):
     run = make_run("good", name="few")
     assert cli("inspect", "score", run).code == 0
@@ -126,6 +131,7 @@ def test_a_fail_record_with_its_status_edited_is_no_pass(cli, make_run):
     assert not check.ok and "do not PASS" in check.reason, check.reason
 
 
+@pytest.mark.slow
 def test_acks_or_confirmation_after_the_pass_void_it(cli, make_run, passed):
     spec = load_spec(passed / "spec.yaml")
     (passed / "acks.json").write_text(json.dumps({"constant_reward:correctness": {"reason": "late"}}))

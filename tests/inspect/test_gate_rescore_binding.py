@@ -43,6 +43,7 @@ def _scored_broken_copy(cli, run: Path, tmp: Path) -> Path:
     return other
 
 
+@pytest.mark.slow
 def test_files_swapped_while_the_gate_rescores_fail_it(cli, make_run, tmp_path, monkeypatch):
     run = _passed(cli, make_run)
     broken = _scored_broken_copy(cli, run, tmp_path)
@@ -101,6 +102,7 @@ def test_a_hand_assembled_gate_record_fails_every_consumers_rescore(cli, make_ru
 
 
 @pytest.mark.parametrize("shadow", ["math_verify.py", "re.py", "sympy/__init__.py"])
+@pytest.mark.slow
 def test_a_module_shadowing_a_reward_dependency_voids_the_pass(cli, make_run, shadow):
     """RUN/math_verify.py whose verify returns True would replace the real package in a process started in
     the run directory: config render (verify_gate), data filter and status refuse the run while it is there."""

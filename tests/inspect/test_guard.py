@@ -1,5 +1,5 @@
 """The top-level guard and the run-file readers: OSError / decode errors / malformed run files are one
-line and exit 2, never a traceback (issue 18 item 9)."""
+line and exit 2, never a traceback."""
 
 from __future__ import annotations
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from inspect_helpers import write_jsonl
 
 SPEC = """\
@@ -34,6 +35,7 @@ def _run(tmp_path, hidden: bool):
     return run
 
 
+@pytest.mark.slow
 def test_hardcoding_probe_fails_with_hidden_tests_and_the_report_counts_them(cli, tmp_path):
     run = _run(tmp_path, hidden=True)
     assert cli("rewards", "render", run / "spec.yaml").code == 0
@@ -55,6 +57,7 @@ def test_hardcoding_probe_fails_with_hidden_tests_and_the_report_counts_them(cli
     assert scope["add"](1, 0) == 1 and scope["add"](2, 2) == 4 and scope["add"](5, 7) is None
 
 
+@pytest.mark.slow
 def test_prompt_quoting_every_test_without_hidden_tests_is_a_red_flag(cli, tmp_path):
     run = _run(tmp_path, hidden=False)
     assert cli("rewards", "render", run / "spec.yaml").code == 0

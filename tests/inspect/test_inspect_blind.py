@@ -1,11 +1,12 @@
 """Honest readings never become false disagreements; broken rewards still fail; batch verdicts; complete
-lists; base success that says what its evidence lacks (issue 13)."""
+lists; base success that says what its evidence lacks."""
 
 from __future__ import annotations
 
 import json
 import re
 
+import pytest
 from inspect_helpers import craft_samples, write_jsonl
 
 from finetune.inspect.gate import listing
@@ -32,6 +33,7 @@ def _run_with(cli, make_run, module: str | None):
     return run
 
 
+@pytest.mark.slow
 def test_honest_reading_of_a_correct_format_gated_composite_passes(cli, make_run):
     run = _run_with(cli, make_run, None)
     meta = json.loads((run / "score_report.json").read_text())["rewards"]
@@ -46,6 +48,7 @@ def test_honest_reading_of_a_correct_format_gated_composite_passes(cli, make_run
     assert f"{len(malformed_right)} correct-but-malformed sample(s) count as agreement" in r.out
 
 
+@pytest.mark.slow
 def test_the_same_reading_fails_a_broken_correctness_reward(cli, make_run):
     # format_only.py: "correctness" only checks the format, so every well-formed wrong answer earns full credit
     run = _run_with(cli, make_run, "format_only")
@@ -57,6 +60,7 @@ def test_the_same_reading_fails_a_broken_correctness_reward(cli, make_run):
     assert fp == wrong and gate["status"] == "FAIL"
 
 
+@pytest.mark.slow
 def test_the_gated_excuse_needs_a_gated_reward(cli, make_run):
     # good.py does not declare gated_on_format: correct-but-malformed against it stays a false negative
     run = _run_with(cli, make_run, "good")
@@ -66,6 +70,7 @@ def test_the_gated_excuse_needs_a_gated_reward(cli, make_run):
     assert fn == {s["id"] for s in SAMPLES if s["kind"] == "malformed_right"} and gate["gated_agreements"] == []
 
 
+@pytest.mark.slow
 def test_long_lists_end_with_how_many_more(cli, make_run):
     run = _run_with(cli, make_run, "format_only")
     r = cli("inspect", "gate", run)
@@ -108,6 +113,7 @@ def _base_rows(n_prompts: int, per_prompt: int) -> list[dict]:
     return [{**{k: v for k, v in r.items() if k not in ("kind", "id")}, "id": "b" + r["id"]} for r in rows]
 
 
+@pytest.mark.slow
 def test_base_success_is_provisional_when_its_evidence_is_short(cli, make_run):
     run = make_run("good")
     # no base samples: the training samples stand in (4 per prompt, training temperature)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from inspect_helpers import SPEC, craft_samples
 
 ONLY_CORRECTNESS = SPEC.replace("  - {{name: format_ok, type: format, pattern: answer_tag, weight: 0.2}}\n", "")
@@ -21,6 +22,7 @@ def _patch(run, old, new):
     (run / "rewards.py").write_text(src.replace(old, new))
 
 
+@pytest.mark.slow
 def test_correctness_alone_gives_format_no_signal(cli, make_run):
     from inspect_helpers import CORRECTNESS
 
@@ -33,6 +35,7 @@ def test_correctness_alone_gives_format_no_signal(cli, make_run):
     assert "format_blind" in flags and "same total" in flags["format_blind"]["message"]
 
 
+@pytest.mark.slow
 def test_empty_completion_rewarded(cli, make_run):
     samples = craft_samples()
     samples[5]["completion"] = "   "
@@ -59,6 +62,7 @@ def test_flag_ids_are_attached_to_scored_rows(cli, make_run):
     assert ids and ids == {r["id"] for r in rows if "correct_without_answer:correctness" in r["flags"]}
 
 
+@pytest.mark.slow
 def test_async_reward_functions_are_awaited(cli, make_run):
     run = make_run("good")
     _patch(run, "def correctness(prompts, completions, answer, **kwargs):",
@@ -68,8 +72,9 @@ def test_async_reward_functions_are_awaited(cli, make_run):
     assert rows[0]["rewards"]["correctness"] == 1.0
 
 
+@pytest.mark.slow
 def test_strict_format_loses_signal(cli, make_run):
-    """Issue 12 item 3: a format reward that refuses a correct answer followed by a closing remark fails
+    """A format reward that refuses a correct answer followed by a closing remark fails
     an expected-pass control; that is the red flag lost_signal:<reward>."""
     run = make_run("good")
     assert "lost_signal:format_ok" not in _flags(cli, run)
@@ -79,6 +84,7 @@ def test_strict_format_loses_signal(cli, make_run):
     assert "lost_signal:correctness" not in flags
 
 
+@pytest.mark.slow
 def test_reading_probes_catch_a_last_answer_reward(cli, make_run):
     """A correctness reward that takes the last <answer> and ignores what follows passes the
     several_answers / retraction probes; the rendered default rewards pass none."""

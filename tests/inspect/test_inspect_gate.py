@@ -39,6 +39,7 @@ def test_correct_reward_has_no_flags_and_no_passing_probe(cli, make_run):
     assert right["all_pass"] and right["rewards"] == {"format_ok": 1.0, "correctness": 1.0}
 
 
+@pytest.mark.slow
 def test_human_reading_passes_and_tampering_voids_it(cli, make_run):
     run = _pass_run(cli, make_run, reader="human")
     r = cli("inspect", "gate", run)
@@ -68,6 +69,7 @@ def test_human_reading_passes_and_tampering_voids_it(cli, make_run):
     assert not check.ok and "spec:rewards" in check.reason
 
 
+@pytest.mark.slow
 def test_agent_reading_needs_the_users_confirmation(cli, make_run):
     run = _pass_run(cli, make_run, reader="agent")
     r = cli("inspect", "gate", run)
@@ -86,6 +88,7 @@ def test_agent_reading_needs_the_users_confirmation(cli, make_run):
     assert r.code == 1 and "confirm again" in r.err
 
 
+@pytest.mark.slow
 def test_disagreements_are_listed_as_false_positive_or_negative(cli, make_run):
     run = _pass_run(cli, make_run)
     # the reader rejects a sample the reward passes, and accepts one it fails
@@ -102,6 +105,7 @@ def test_disagreements_are_listed_as_false_positive_or_negative(cli, make_run):
     assert "false positive (reward-hacking risk)" in r.out and "false negative (lost signal)" in r.out
 
 
+@pytest.mark.slow
 def test_too_few_read_fails(cli, make_run):
     run = make_run("good")
     assert cli("inspect", "score", run).code == 0
@@ -111,6 +115,7 @@ def test_too_few_read_fails(cli, make_run):
     assert r.code == 1 and "49 of the required 50 samples read" in r.err
 
 
+@pytest.mark.slow
 def test_flags_need_a_written_reason_and_probes_cannot_be_waived(cli, make_run):
     # every completion right: correctness is constant and the base model is saturated
     samples = [s for s in craft_samples(per_prompt=8) if s["kind"] == "right"]
@@ -178,6 +183,7 @@ def test_reward_module_that_does_not_match_the_spec_is_bad_input(cli, make_run):
 
 
 @pytest.mark.parametrize("correctness", ["exact_match", "math"])
+@pytest.mark.slow
 def test_rendered_rewards_resist_every_probe(cli, make_run, correctness):
     """The rewards `finetune rewards render` writes for this spec: no probe passes, no flag is raised."""
     run = make_run("good", correctness=correctness)
@@ -192,6 +198,7 @@ def test_rendered_rewards_resist_every_probe(cli, make_run, correctness):
     assert cli("inspect", "gate", run).code == 0
 
 
+@pytest.mark.slow
 def test_verdicts_bind_the_sample_they_judged(cli, make_run):
     run = _pass_run(cli, make_run)
     assert cli("inspect", "gate", run).code == 0

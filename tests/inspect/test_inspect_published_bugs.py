@@ -21,6 +21,7 @@ CASES = [
 
 
 @pytest.mark.parametrize("module, correctness, probes, flags", CASES, ids=[c[0] for c in CASES])
+@pytest.mark.slow
 def test_published_bug_is_named_and_fails_the_gate(cli, make_run, judge_endpoint, module, correctness, probes,
                                                      flags):
     run = make_run(module, correctness)
@@ -46,6 +47,7 @@ def test_published_bug_is_named_and_fails_the_gate(cli, make_run, judge_endpoint
     assert gate["status"] == "FAIL" and probes <= {p["probe"] for p in gate["probes"] if p["passing"]}
 
 
+@pytest.mark.slow
 def test_reading_alone_misses_the_substring_bug(cli, make_run):
     """Why probes exist: on these samples a careful reader agrees with the substring reward everywhere
     (the gold never appears outside the answer), so only the probes catch it."""
@@ -92,6 +94,7 @@ def _code_run(tmp_path, module=None):
     return run
 
 
+@pytest.mark.slow
 def test_code_reward_judged_by_exit_status_is_caught(cli, tmp_path):
     run = _code_run(tmp_path, "code_exit_status")
     assert cli("inspect", "score", run).code == 0
@@ -101,6 +104,7 @@ def test_code_reward_judged_by_exit_status_is_caught(cli, tmp_path):
     assert cli("inspect", "gate", run).code == 1
 
 
+@pytest.mark.slow
 def test_rendered_unit_test_reward_resists_the_code_probes(cli, tmp_path):
     run = _code_run(tmp_path)
     assert cli("rewards", "render", run / "spec.yaml").code == 0

@@ -58,6 +58,7 @@ def _sheet_command(md: str, verb: str) -> list[str]:
     return shlex.split(line)
 
 
+@pytest.mark.slow
 def test_markdown_sheet_is_blind_and_its_commands_run(cli, make_run):
     run = _scored_run(cli, make_run, "substring")  # flags and passing probes: none of it on the sheet
     r = cli("inspect", "review", run)
@@ -89,6 +90,7 @@ def test_markdown_sheet_is_blind_and_its_commands_run(cli, make_run):
     assert r.code == 2 and "outside 50..100" in r.err
 
 
+@pytest.mark.slow
 def test_key_after_verdicts_and_a_verdict_after_the_key_is_reported(cli, make_run):
     run = _gated_run(cli, make_run)
     samples = craft_samples()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 
+import pytest
 from inspect_helpers import MODULES
 
 SPEC = """\
@@ -34,6 +35,7 @@ def _lines(path):
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
+@pytest.mark.slow
 def test_sample_tiny_model_then_score(cli, tiny_model_dir, tmp_path):
     run = _run(tmp_path, tiny_model_dir, system=", system_prompt: 'Answer in <answer></answer>.'")
     r = cli("inspect", "sample", run / "spec.yaml")

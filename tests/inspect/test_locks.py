@@ -1,4 +1,4 @@
-"""Shared run files under a lock (issue 18 item 5): concurrent writers, real processes, none lost."""
+"""Shared run files under a lock: concurrent writers, real processes, none lost."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 
+import pytest
 from inspect_helpers import craft_samples, write_jsonl
 
 WRITERS = 10
@@ -19,6 +20,7 @@ def _scored_run(make_run):
     return run, [r["id"] for r in rows]
 
 
+@pytest.mark.slow
 def test_concurrent_verdict_commands_lose_nothing(make_run):
     run, ids = _scored_run(make_run)
     procs = [subprocess.Popen([sys.executable, "-m", "finetune", "inspect", "human-verdict", str(run), "--id", ids[i],

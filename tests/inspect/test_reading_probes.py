@@ -1,4 +1,4 @@
-"""Issue 12 item 3 on the rendered default rewards: the reading probes and expected-pass controls."""
+"""On the rendered default rewards: the reading probes and expected-pass controls."""
 
 from __future__ import annotations
 

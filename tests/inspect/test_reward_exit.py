@@ -1,6 +1,6 @@
 """A reward module that exits while imported or scoring is an error naming it, never a success.
 
-Issue 18 item 8: `rewards.py` ending in `sys.exit(0)` made `inspect score` exit 0 having written
+`rewards.py` ending in `sys.exit(0)` made `inspect score` exit 0 having written
 nothing. Scoring now runs in an isolated child (finetune.inspect.isolate): sys.exit / os._exit there
 is exit 2 naming the reward, nothing is written, and a gate re-score that dies voids an old PASS.
 """
@@ -54,6 +54,7 @@ def test_exit_at_import_is_exit_2(cli, make_run):
     assert not (run / "scored.jsonl").exists()
 
 
+@pytest.mark.slow
 def test_exit_during_the_gate_rescore_voids_the_pass(cli, make_run):
     run = make_run("good")
     _module(run, condition='_os.path.exists(_os.path.join(_os.path.dirname(__file__), "armed"))',

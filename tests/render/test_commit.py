@@ -1,4 +1,4 @@
-"""Crash injection (issue 18 item 10): SIGKILL between each step of a multi-file commit leaves the old or
+"""Crash injection: SIGKILL between each step of a multi-file commit leaves the old or
 the new config/ and rewards files — never a mix — and the next run leaves no temp file behind."""
 
 from __future__ import annotations

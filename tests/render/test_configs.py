@@ -1,4 +1,4 @@
-"""Rendered configs re-validated: every algorithm field explicit per variant (contract 9), goldens for
+"""Rendered configs re-validated: every algorithm field explicit per variant (explicit-fields contract), goldens for
 four targets, and the launch / accelerate / DeepSpeed files checked structurally.
 
 Regenerate the goldens after an intended change with ``FINETUNE_REGEN_GOLDEN=1``.
@@ -252,7 +252,7 @@ def test_zero3_for_a_model_that_needs_sharding(cli, tmp_path):
 
 
 def test_sharding_stage_is_the_memory_recommendation(cli, tmp_path):
-    """Contract 8: the renderer takes memory.recommend()'s ZeRO stage as-is. LoRA on 8 GPUs keeps only
+    """The per-scale contract: the renderer takes memory.recommend()'s ZeRO stage as-is. LoRA on 8 GPUs keeps only
     adapter states, so the recommendation is plain DDP: no DeepSpeed config is rendered."""
     from finetune.hardware import resolve_hardware
     from finetune.memory.estimate import Knobs

@@ -116,20 +116,20 @@ def test_lora_render_trains_on_cpu(tmp_path, tiny_model_dir):
 
 
 def test_run_folder_moved_with_its_model_and_data_still_trains(tmp_path, tiny_model_dir):
-    """Paths the spec gave relative (`../model`, `../shared/train.jsonl`) stay relative to the run directory in
+    """Paths the spec gave relative (`../model`, `../common/train.jsonl`) stay relative to the run directory in
     train.py, so the project folder copied elsewhere (to the GPU box) passes env check and trains."""
     from finetune.cli import main
 
     project = tmp_path / "project"
     shutil.copytree(tiny_model_dir, project / "model")
     spec = write_run(project / "run", "../model")
-    (project / "shared").mkdir()
-    shutil.move(project / "run" / "data" / "train.jsonl", project / "shared" / "train.jsonl")
-    text = spec.read_text().replace("path: data/train.jsonl", "path: ../shared/train.jsonl")
+    (project / "common").mkdir()
+    shutil.move(project / "run" / "data" / "train.jsonl", project / "common" / "train.jsonl")
+    text = spec.read_text().replace("path: data/train.jsonl", "path: ../common/train.jsonl")
     spec.write_text(text)
     assert main(["config", "render", str(spec), "--no-gate"]) == 0
     train_py = (project / "run" / "config" / "train.py").read_text()
-    assert "MODEL = '../model'" in train_py and "'../shared/train.jsonl'" in train_py
+    assert "MODEL = '../model'" in train_py and "'../common/train.jsonl'" in train_py
     assert str(project) not in train_py
     moved = tmp_path / "gpu-box" / "project"
     moved.parent.mkdir()

@@ -1,4 +1,4 @@
-"""Hostile spec strings render as data, never as code (issue 18 item 1).
+"""Hostile spec strings render as data, never as code.
 
 Every string field a spec can set is filled with a payload that tries to close every kind of quote,
 docstring and comment, to start new lines (\\n, \\r, U+2028, U+0085), and to run shell and template

@@ -1,4 +1,4 @@
-"""type: python end to end (issue 12 item 4): the user's own verifier goes render → score → flags and
+"""type: python end to end: the user's own verifier goes render → score → flags and
 probes → gate PASS → config render → a real GRPOTrainer step on CPU that logs rewards/<name>/mean; an
 edit of the user's file afterwards voids the gate for both config render and train.py."""
 

@@ -1,6 +1,6 @@
-"""Run length (issue 14 item 6) and the rendered train.py's TRL pin (item 2).
+"""Run length and the rendered train.py's TRL pin (item 2).
 
-The issue's example — 120 prompts at 6 prompts per optimiser step, warm-up 10, logging every 10 — is
+A short run — 120 prompts at 6 prompts per optimiser step, warm-up 10, logging every 10 — is
 20 steps with 3 log points: `config render` must say so on the terminal and in BRIEF.md, with the
 spec change that fixes it. The step arithmetic is checked against a real TRL run.
 """
@@ -20,7 +20,7 @@ from render_fixtures import ROWS, write_run
 from finetune.runlength import MAX_WARMUP_FRACTION, MIN_LOG_POINTS, run_length
 
 
-def _issue_example(tmp_path: Path, model: str) -> Path:
+def _short_run(tmp_path: Path, model: str) -> Path:
     # 6 prompts per step: 8 completions per device × 1 process × 6 accumulation = 48 = 6 prompts × 8
     spec = write_run(tmp_path / "r", model, training__per_device_train_batch_size=8,
                      training__gradient_accumulation_steps=6, training__logging_steps=10)
@@ -29,8 +29,8 @@ def _issue_example(tmp_path: Path, model: str) -> Path:
     return spec
 
 
-def test_issue_example_warns_on_terminal_and_in_brief(cli, tmp_path, tiny_model_dir):
-    spec = _issue_example(tmp_path, str(tiny_model_dir))
+def test_short_run_warns_on_terminal_and_in_brief(cli, tmp_path, tiny_model_dir):
+    spec = _short_run(tmp_path, str(tiny_model_dir))
     res = cli("config", "render", spec, "--no-gate")
     assert res.code == 0, res
     terminal = [line for line in res.out.splitlines() if line.startswith("warning: run length")]

@@ -1,8 +1,8 @@
 """Static check: every `{{ expr }}` in a code/config/doc template goes through an escaping filter.
 
 The project's templates render spec strings into Python, shell, YAML and Markdown. A value printed
-without one of `finetune.literals.ESCAPING_FILTERS` could carry code out of its quotes (issue 18
-item 1), so this walks every template's Jinja AST and fails on any output expression that is neither
+without one of `finetune.literals.ESCAPING_FILTERS` could carry code out of its quotes,
+so this walks every template's Jinja AST and fails on any output expression that is neither
 escaped, a template constant, a macro call (checked in its own template) nor on the allow-list below
 of values computed by code (numbers, hex digests, version strings).
 """

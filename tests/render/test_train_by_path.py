@@ -1,4 +1,4 @@
-"""train.py runs the gated reward code, nothing else (issue 18 item 3).
+"""train.py runs the gated reward code, nothing else.
 
 The rendered train.py loads rewards.py and its helpers by path from the exact bytes it checked
 against gate.json, so a `rewards/` package beside rewards.py (which `from rewards import ...` would

@@ -16,8 +16,7 @@ import math
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from tests.rewards.conftest import render_module
+from reward_helpers import render_module
 
 _RUN = itertools.count()
 SCHEMA = {"type": "object", "properties": {"name": {"type": "string", "minLength": 3}, "age": {"type": "integer", "minimum": 0}},

@@ -16,7 +16,7 @@ ADVERSARIAL = st.one_of(
 
 @pytest.fixture(scope="module")
 def mod(tmp_path_factory):
-    from tests.rewards.conftest import render_module
+    from reward_helpers import render_module
 
     return render_module([
         {"name": "format", "type": "format", "pattern": "answer_tag", "weight": 0.5},
@@ -34,7 +34,7 @@ def mod(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def ungated(tmp_path_factory):
-    from tests.rewards.conftest import render_module
+    from reward_helpers import render_module
 
     return render_module([
         {"name": "tag", "type": "exact_match", "extract": "answer_tag",

@@ -6,9 +6,9 @@ import importlib.util
 import sys
 
 import pytest
+from reward_helpers import reward_specs
 
 from finetune.rewards.render import render_sources
-from tests.rewards.conftest import reward_specs
 
 
 @pytest.mark.slow

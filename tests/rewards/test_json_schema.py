@@ -16,7 +16,7 @@ SCHEMA = {"type": "object", "properties": {"name": {"type": "string"}, "age": {"
 
 @pytest.fixture(scope="module")
 def mod(tmp_path_factory):
-    from tests.rewards.conftest import render_module
+    from reward_helpers import render_module
 
     return render_module([
         {"name": "strict", "type": "json_schema", "schema": SCHEMA},

@@ -120,8 +120,7 @@ def test_surrogates_and_empty(judge_mod):
 def test_property_any_text_gets_a_strictly_parsed_score(judge_server, tmp_path_factory):
     from hypothesis import HealthCheck, given, settings
     from hypothesis import strategies as st
-
-    from tests.rewards.conftest import render_module
+    from reward_helpers import render_module
 
     url, _ = judge_server
     mod = render_module([{"name": "rubric", "type": "judge", "endpoint": url, "model": "m", "rubric": RUBRIC,

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from reward_helpers import reward_specs
 
 from finetune.rewards.specs import ordering_margin, penalty_floors
-from tests.rewards.conftest import reward_specs
 
 
 def test_matches_trl_soft_overlong_when_unbounded(render):

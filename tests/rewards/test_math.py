@@ -14,7 +14,7 @@ HANG = "\\boxed{9^{9^{9^{9}}}+1}"  # math-verify/sympy parses this for minutes w
 
 @pytest.fixture(scope="module")
 def mod(tmp_path_factory):
-    from tests.rewards.conftest import render_module
+    from reward_helpers import render_module
 
     # 5 s per item: a cold worker's first symbolic check (sympy warm-up) must not read as a timeout on a loaded box
     return render_module([
@@ -59,6 +59,7 @@ def test_unusable_gold_is_not_applicable(mod):
     assert result == [None, None, None, None]
 
 
+@pytest.mark.slow
 def test_deadline_holds_off_the_main_thread(mod):
     """math-verify's own timeout needs the main thread; the pool's deadline must work from any thread."""
     logged, out = [], {}

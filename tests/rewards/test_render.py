@@ -10,9 +10,9 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from reward_helpers import reward_specs
 
 from finetune.rewards.render import render_sources, reward_functions_doc
-from tests.rewards.conftest import reward_specs
 
 SPEC = textwrap.dedent("""\
     name: toy-arith

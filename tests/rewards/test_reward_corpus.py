@@ -1,14 +1,12 @@
 """The labelled reward corpora (tests/data): every row well-formed and consistent, the files what their
-generators write, every kind renderable under its default spec, and issue 12's acceptance targets.
-
-The targets are on (ISSUE12_TARGET_DEFAULT); `benchmarks/bench_reward_accuracy.py` prints the current numbers
-beside TRL's and math-verify's.
+generators write, every kind renderable under its default spec, and the accuracy targets (no false positive on the development
+set, fewer errors than TRL and math-verify on the external one); `benchmarks/bench_reward_accuracy.py` prints
+the current numbers beside TRL's and math-verify's.
 """
 
 from __future__ import annotations
 
 import importlib.util
-import os
 import sys
 from pathlib import Path
 
@@ -16,13 +14,11 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data"
-ISSUE12_TARGET_DEFAULT = True  # the reward fixes landed (issue 12); the numbers: benchmarks/bench_reward_accuracy.py
-TARGET = ISSUE12_TARGET_DEFAULT or os.environ.get("FINETUNE_ISSUE12_TARGET") == "1"
 # Peers on reward_external.jsonl (unambiguous rows), measured by bench_reward_accuracy.py with the pinned
 # trl==1.16.0 / math-verify==0.9.0; test_peer_numbers_still_hold (slow) re-measures them.
 PEER_EXTERNAL = {"trl": {"fp": 53, "fn": 86}, "math_verify": {"fp": 53, "fn": 42}}
 MATH_KINDS = ("boxed_math", "answer_tag_math", "gsm8k_hash", "answer_tag_exact", "math_any")
-# Every rule issue 12 names, and the hack families, must be exercised by the development set.
+# Every answer-reading rule the rewards apply, and the hack families, must be exercised by the development set.
 REQUIRED_RULES = {
     "box_then_prose", "bold_box", "closing_remark", "box_delims", "box_check_line", "same_value_twice",
     "hedge_text_or", "hedge_paren", "hedge_multi_box", "hedge_pm", "hedge_either", "hedge_list", "retraction",
@@ -105,6 +101,7 @@ def test_files_are_what_the_generator_writes():
         sys.path.remove(str(DATA))
 
 
+@pytest.mark.slow
 def test_every_kind_renders_and_judges(tmp_path):
     """One row per kind through the real CLI render and the gate's scorer: each gets a full judgement."""
     sample = {}
@@ -119,9 +116,8 @@ def test_every_kind_renders_and_judges(tmp_path):
         assert all(v is None or isinstance(v, float) for v in j["scores"].values()), kind
 
 
-@pytest.mark.skipif(not TARGET, reason="issue 12 targets are off until the reward fixes land "
-                    "(FINETUNE_ISSUE12_TARGET=1; numbers: benchmarks/bench_reward_accuracy.py)")
-def test_issue12_targets(tmp_path):
+@pytest.mark.slow
+def test_accuracy_targets_hold_and_beat_the_peers(tmp_path):
     dev = CORPORA["corpus"]
     t = BENCH.tally(dev, BENCH.project_judgements(dev, tmp_path / "dev"))["all"]
     assert t.fp == 0, f"false positives on the development set: {t.fp_ids}"

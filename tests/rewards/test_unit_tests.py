@@ -14,7 +14,7 @@ HALF = "```python\ndef add(a, b):\n    return a + b if a < 5 else 0\n```"
 
 @pytest.fixture(scope="module")
 def mod(tmp_path_factory):
-    from tests.rewards.conftest import render_module
+    from reward_helpers import render_module
 
     common = {"timeout_s": 2.0, "workers": 2, "min_isolation": "process"}
     return render_module([

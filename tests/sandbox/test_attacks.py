@@ -1,4 +1,4 @@
-"""The attack battery (issue 4): each attack is scored as not passed, leaves the host unaffected, leaves
+"""The attack battery: each attack is scored as not passed, leaves the host unaffected, leaves
 the pool serving, and finishes within a bounded wall time — at every isolation level the host grants
 at or above ``unprivileged``. Limits are tight (1.5 s, 256 MB) to keep the battery fast."""
 

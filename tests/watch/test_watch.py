@@ -1,4 +1,4 @@
-"""finetune.watch — the inspection callback's parts and the one reward-hacking rule (issue 15 item 3).
+"""finetune.watch — the inspection callback's parts and the one reward-hacking rule.
 
 Fast tests: the statistics equal scipy's, the rule diagnose names is the rule the callback stops with,
 the recorder records what each reward call scored, the sample file is Phase 1's format, and the
@@ -333,6 +333,7 @@ def _agree_worker(rank: int, port: int, out: str) -> None:
         dist.destroy_process_group()
 
 
+@pytest.mark.slow
 def test_every_training_process_takes_the_main_process_decision(tmp_path):
     """Two real processes (torch.distributed, gloo): rank 1 saw nothing, yet stops at the same step as rank 0."""
     import socket

@@ -1,4 +1,4 @@
-"""The inspection callback in REAL tiny GRPO runs on CPU, launched with the rendered launch.sh (issue 15).
+"""The inspection callback in REAL tiny GRPO runs on CPU, launched with the rendered launch.sh.
 
 A length-paying shaping reward is stopped before its last step, STOPPED.json names it, launch.sh exits
 non-zero and `finetune diagnose` names reward_hacking with that reward (and the early length drift); a

@@ -1,11 +1,16 @@
 """`finetune <group> <verb> ...` — one subcommand group per pipeline stage.
 
-Exit codes (DESIGN.md contract 1): 0 ok, 1 a check failed, 2 bad input (one line, nothing written).
+Exit codes (DESIGN.md's exit-code contract): 0 ok, 1 a check failed, 2 bad input (one line, nothing written).
 
 Every command group is one module of this package (``finetune.cli.<group>``): its argparse and the call
 into the domain module that does the work; domain modules never import argparse (tests/test_cli_layout.py).
-Groups are imported lazily: `finetune lint` must not pay for importing torch/TRL. Each group module
-exposes ``add_arguments(parser)`` (which may add its own verbs as sub-parsers) and ``run(args) -> int``.
+Groups are imported lazily: `finetune lint` must not pay for importing torch/TRL.
+
+The commands are one table: :data:`GROUPS` (group → module, help) and :data:`VERBS` (group → verb → the
+functions of the group's module that add the verb's arguments and run it). A group without verbs exposes
+``add_arguments(parser)`` and ``run(args) -> int``. Dispatch, ``--help``, the docs' command table, lint's check
+of `finetune ...` lines and the hostile-input tests (tests/hostile) all read this table: a verb added here is
+parsed, documented and attacked without another list to update.
 Docs and lint read the commands through :func:`shape` (plain data), never through argparse.
 """
 
@@ -16,6 +21,7 @@ import errno
 import importlib
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import NoReturn
 
@@ -39,6 +45,67 @@ GROUPS: dict[str, tuple[str, str]] = {
 }
 
 
+@dataclass(frozen=True)
+class Verb:
+    """One `finetune <group> <verb>`: ``arguments(parser)`` and ``run(args) -> int`` are functions of the group's
+    module, named here so that the table is read without importing the group (and torch behind it)."""
+
+    arguments: str
+    run: str
+    help: str
+
+
+# group -> verb -> Verb, in the order `--help` lists them. A group absent here takes no verb.
+VERBS: dict[str, dict[str, Verb]] = {
+    "rewards": {"render": Verb("render_arguments", "run", "render rewards.py (+ rewards_*.py helpers) from the spec")},
+    "inspect": {
+        "sample": Verb("sample_arguments", "_sample",
+                       "generate completions (and base-success samples), or import them"),
+        "score": Verb("score_arguments", "_score", "run rewards.py on every sample; flags, probes, base success"),
+        "review": Verb("review_arguments", "_review", "write the blind reading sheet (md, html) or review in the "
+                       "terminal; --key: the rewards' view, after the verdicts"),
+        "verdict": Verb("verdict_arguments", "_verdict",
+                        "record the agent's verdicts (one, or a JSONL file) — never edit JSON by hand"),
+        "human-verdict": Verb("human_verdict_arguments", "_verdict", "record a person's verdicts (review.html's "
+                              "export, or one) — run by the person, never pre-approved for an agent"),
+        "confirm": Verb("confirm_arguments", "_confirm",
+                        "the user confirms the agent's reading (needed for an agent-only reading)"),
+        "ack": Verb("ack_arguments", "_ack", "acknowledge a red flag with a written reason (probes cannot be waived)"),
+        "gate": Verb("gate_arguments", "_gate", "PASS/FAIL: write gate.json (exit 0 PASS, 1 FAIL)"),
+        "compare": Verb("compare_arguments", "_compare", "a checkpoint sample set against Phase 1: agreement and "
+                        "success per reward, new disagreements (comparison.md)"),
+    },
+    "data": {"filter": Verb("filter_arguments", "run",
+                            "keep the prompts whose pass rate (k samples, gated rewards) is in LO-HI")},
+    "config": {"render": Verb("render_arguments", "run",
+                              "validate the run spec for its target hardware and write config/")},
+    "env": {"check": Verb("check_arguments", "run", "check Python, torch/CUDA, GPUs, TRL, vLLM, DeepSpeed and reward "
+                          "packages against RUN's config/target.json; print the install line of each missing piece")},
+}
+
+
+def commands() -> list[tuple[str, ...]]:
+    """Every command as argv words: ``("inspect", "score")``, ``("route",)`` — what the hostile suite covers."""
+    return [(g, v) if v else (g,) for g in GROUPS for v in VERBS.get(g, {"": None})]
+
+
+def _add_group_arguments(name: str, parser: argparse.ArgumentParser) -> None:
+    module = importlib.import_module(GROUPS[name][0])
+    if name not in VERBS:
+        module.add_arguments(parser)
+        return
+    sub = parser.add_subparsers(dest="verb", metavar="<verb>", required=True, parser_class=_Parser)
+    for verb, entry in VERBS[name].items():
+        getattr(module, entry.arguments)(sub.add_parser(verb, help=entry.help, description=entry.help))
+
+
+def _handler(args: argparse.Namespace) -> Callable[[argparse.Namespace], int]:
+    module = importlib.import_module(GROUPS[args.group][0])
+    run: Callable[[argparse.Namespace], int] = (getattr(module, VERBS[args.group][args.verb].run)
+                                                 if args.group in VERBS else module.run)
+    return run
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:  # argparse's usage errors are bad input too: exit 2, one line
         raise UserError(message, where=self.prog, fix=f"see `{self.prog} --help`")
@@ -48,10 +115,10 @@ def build_parser(group: str | None = None) -> argparse.ArgumentParser:
     parser = _Parser(prog="finetune", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"llm-finetuning {__version__}")
     sub = parser.add_subparsers(dest="group", metavar="<group>", parser_class=_Parser)
-    for name, (module, help_) in GROUPS.items():
+    for name, (_, help_) in GROUPS.items():
         p = sub.add_parser(name, help=help_, description=help_)
         if name == group:
-            importlib.import_module(module).add_arguments(p)
+            _add_group_arguments(name, p)
     return parser
 
 
@@ -140,7 +207,7 @@ def main(argv: list[str] | None = None) -> int:
             parser.print_help()
             return 0
         args = build_parser(group).parse_args(argv)
-        return int(importlib.import_module(GROUPS[group][0]).run(args) or 0)
+        return int(_handler(args)(args) or 0)
     except UserError as exc:
         print(f"error: {exc.line()}", file=sys.stderr)
         return 2

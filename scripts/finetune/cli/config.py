@@ -9,10 +9,9 @@ import sys
 from finetune.config_render import render
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    sub = parser.add_subparsers(dest="verb", metavar="<verb>", required=True, parser_class=type(parser))
-    p = sub.add_parser("render", help="validate the run spec for its target hardware and write config/",
-                       description="Validate SPEC for its target hardware and write DIR/config/ atomically.")
+def render_arguments(p: argparse.ArgumentParser) -> None:
+    """`config render` (finetune.cli.VERBS)."""
+    p.description = "Validate SPEC for its target hardware and write DIR/config/ atomically."
     p.add_argument("spec", help="run spec (spec.yaml) or a run directory")
     p.add_argument("-o", "--out", help="run directory (default: the spec's folder)")
     p.add_argument("--preview", action="store_true",

@@ -19,9 +19,8 @@ from finetune.datafilter import (
 from finetune.errors import UserError
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    sub = parser.add_subparsers(dest="verb", metavar="<verb>", required=True, parser_class=type(parser))
-    p = sub.add_parser("filter", help="keep the prompts whose pass rate (k samples, gated rewards) is in LO-HI")
+def filter_arguments(p: argparse.ArgumentParser) -> None:
+    """`data filter` (finetune.cli.VERBS)."""
     p.add_argument("spec", help="run spec (spec.yaml) or run directory")
     p.add_argument("-o", "--out", help="run directory (default: the spec's folder)")
     p.add_argument("--k", type=int, default=DEFAULT_K, help=f"completions per prompt (default {DEFAULT_K})")

@@ -9,12 +9,10 @@ from finetune import rundir
 from finetune.errors import UserError
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    sub = parser.add_subparsers(dest="verb", metavar="<verb>", required=True, parser_class=type(parser))
-    p = sub.add_parser("check", help="check Python, torch/CUDA, GPUs, TRL, vLLM, DeepSpeed and reward packages "
-                       "against RUN's config/target.json; print the install line of each missing piece",
-                       description="Exit 0 ready, 1 not ready. Runs in the interpreter that will train "
-                       "(launch.sh runs the same check as config/env_check.py).")
+def check_arguments(p: argparse.ArgumentParser) -> None:
+    """`env check` (finetune.cli.VERBS)."""
+    p.description = ("Exit 0 ready, 1 not ready. Runs in the interpreter that will train "
+                     "(launch.sh runs the same check as config/env_check.py).")
     p.add_argument("run", nargs="?", default=".", help="run directory (default: the current one)")
 
 

@@ -23,12 +23,9 @@ if TYPE_CHECKING:
     from finetune.spec import RunSpec
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    sub = parser.add_subparsers(dest="verb", metavar="<verb>", parser_class=type(parser))
-    sub.required = True
-
-    p = sub.add_parser("sample", help="generate completions (and base-success samples), or import them",
-                       formatter_class=argparse.RawDescriptionHelpFormatter, description=SAMPLE_FORMATS)
+# The verbs' arguments; finetune.cli.VERBS names these and the handlers below (the parser it passes is the verb's).
+def sample_arguments(p: argparse.ArgumentParser) -> None:
+    p.formatter_class, p.description = argparse.RawDescriptionHelpFormatter, SAMPLE_FORMATS
     p.add_argument("spec", help="run spec (spec.yaml) or run directory")
     p.add_argument("-o", "--out", help="run directory (default: the spec's folder)")
     p.add_argument("--import", dest="import_file", metavar="FILE", help="import completions from a JSONL")
@@ -46,11 +43,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--name", help="with --model: the sample set's folder name (default: the checkpoint's name); "
                                   "with --import FILE: import completions sampled elsewhere into that set")
 
-    p = sub.add_parser("score", help="run rewards.py on every sample; flags, probes, base success")
+
+def score_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("run", help="run directory (or its spec.yaml)")
 
-    p = sub.add_parser("review", help="write the blind reading sheet (md, html) or review in the terminal; "
-                                      "--key: the rewards' view, after the verdicts")
+
+def review_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("run")
     p.add_argument("--format", choices=["md", "html", "terminal"], default="md")
     p.add_argument("--key", action="store_true",
@@ -58,32 +56,36 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("-n", type=count(1, 100000), default=None,
                    help="samples to select (default: all when ≤ 100 are scored, else 100 stratified)")
 
-    p = sub.add_parser("verdict", help="record the agent's verdicts (one, or a JSONL file) — never edit JSON by hand")
+
+def verdict_arguments(p: argparse.ArgumentParser) -> None:
     _verdict_arguments(p)
     p.add_argument("--reader", choices=["agent"],
                    help="who read: always the agent on this path (a person's verdicts: `inspect human-verdict`)")
 
-    p = sub.add_parser("human-verdict", help="record a person's verdicts (review.html's export, or one) — run by "
-                                             "the person, never pre-approved for an agent")
+
+def human_verdict_arguments(p: argparse.ArgumentParser) -> None:
     _verdict_arguments(p)
     p.add_argument("--user", help="the person who read (default: this login's name)")
 
-    p = sub.add_parser("confirm", help="the user confirms the agent's reading (needed for an agent-only reading)")
+
+def confirm_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("run")
     p.add_argument("--user", required=True, help="name of the person confirming")
     p.add_argument("--statement", help="what the user checked")
 
-    p = sub.add_parser("ack", help="acknowledge a red flag with a written reason (probes cannot be waived)")
+
+def ack_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("run")
     p.add_argument("flag", help="flag id from the score report, e.g. constant_reward:correctness")
     p.add_argument("--reason", required=True)
     p.add_argument("--by", help="who acknowledges it")
 
-    p = sub.add_parser("gate", help="PASS/FAIL: write gate.json (exit 0 PASS, 1 FAIL)")
+
+def gate_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("run")
 
-    p = sub.add_parser("compare", help="a checkpoint sample set against Phase 1: agreement and success per "
-                                       "reward, new disagreements (comparison.md)")
+
+def compare_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("set", help="RUN/inspect/checkpoints/NAME")
 
 
@@ -128,12 +130,6 @@ def _console() -> Console:
     from rich.console import Console
 
     return Console(stderr=False, highlight=False)
-
-
-def run(args: argparse.Namespace) -> int:
-    return {"sample": _sample, "score": _score, "review": _review, "verdict": _verdict,
-            "human-verdict": _verdict, "confirm": _confirm, "ack": _ack, "gate": _gate,
-            "compare": _compare}[args.verb](args)
 
 
 def _sample(args: argparse.Namespace) -> int:

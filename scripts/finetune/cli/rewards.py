@@ -7,13 +7,12 @@ import argparse
 from finetune.errors import UserError
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    verbs = parser.add_subparsers(dest="verb", metavar="<verb>", parser_class=type(parser))
-    render = verbs.add_parser("render", help="render rewards.py (+ rewards_*.py helpers) from the spec",
-                              description="Render rewards.py and the helpers it needs into the run directory "
-                                          "(the spec's folder unless -o names another). All files or none.")
-    render.add_argument("spec", help="run spec (spec.yaml) or a run directory holding one")
-    render.add_argument("-o", "--out", help="run directory to write into (default: the spec's folder)")
+def render_arguments(p: argparse.ArgumentParser) -> None:
+    """`rewards render` (finetune.cli.VERBS)."""
+    p.description = ("Render rewards.py and the helpers it needs into the run directory "
+                     "(the spec's folder unless -o names another). All files or none.")
+    p.add_argument("spec", help="run spec (spec.yaml) or a run directory holding one")
+    p.add_argument("-o", "--out", help="run directory to write into (default: the spec's folder)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -21,8 +20,6 @@ def run(args: argparse.Namespace) -> int:
     from finetune.rewards.render import render_rewards
     from finetune.spec import load_spec
 
-    if args.verb != "render":
-        raise UserError("missing verb", where="finetune rewards", fix="use `finetune rewards render SPEC`")
     spec_path, run_dir = rundir.resolve(args.spec, args.out)
     if spec_path is None:
         raise UserError(f"no {rundir.SPEC} in {run_dir}", where=str(args.spec), fix="pass the run spec file")

@@ -334,7 +334,7 @@ def kl_blowup_change(finding: Finding, config: dict[str, Any], current: str) -> 
     lr = config.get("learning_rate")
     if lr is not None and lr > BASE_LEARNING_RATE:
         return health(finding.name, current,
-                      "return to the base recipe's learning rate (contract 7): the policy is running away",
+                      "return to the base recipe's learning rate: the policy is running away",
                       {"learning_rate": {"from": lr, "to": BASE_LEARNING_RATE}})
     return health(finding.name, current, "the KL blew up at the base learning rate: read the completions near the "
                   "first step over the limit for a reward hack, and fix the reward (Phase 1)")

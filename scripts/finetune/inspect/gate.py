@@ -1,4 +1,5 @@
-"""The gate: PASS only when the reward and a careful reading agree (DESIGN.md contracts 3-5).
+"""The gate: PASS only when the reward and a careful reading agree (DESIGN.md: the reward-roles, probes and
+gate-record contracts).
 
 PASS needs: at least ``inspection.min_read`` scored samples read; zero disagreements between reward
 and reading; every red flag fixed or acknowledged with a written reason; no hack probe passing; and
@@ -26,7 +27,7 @@ from finetune.inspect import verdicts as V
 if TYPE_CHECKING:
     from finetune.spec import RunSpec
 
-# Files the gate judged but that contract 5 does not bind; recorded and re-checked by verify_gate too,
+# Files the gate judged but that the gate-record contract does not bind; recorded and re-checked by verify_gate too,
 # so editing the samples or the report behind the gate's back is caught.
 EXTRA_INPUTS = (rundir.SAMPLES, rundir.BASE_SAMPLES, rundir.SCORE_REPORT, V.CONFIRMATION, V.ACKS)
 
@@ -73,7 +74,7 @@ def listing(items: list[str], limit: int = 8) -> str:
 
 def group_causes(disagreements: list[dict[str, Any]], rows: dict[str, dict[str, Any]],
                  metas: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
-    """Disagreements grouped by cause (issue 12 item 6): kind, reward and the reason id the reward logged
+    """Disagreements grouped by cause: kind, reward and the reason id the reward logged
     for the row (``<name>/why``), largest group first, each with example ids, the human text and the
     spec field that changes that judgement (or that the reward needs ``type: python``)."""
     from finetune.rewards.registry import explain

@@ -1,8 +1,8 @@
 """Run user reward code in a child process, so an exit during scoring is an error, never a success.
 
 A rewards.py that calls ``sys.exit(0)`` or ``os._exit(0)`` while imported or while scoring would
-otherwise end ``finetune inspect score`` / ``gate`` with status 0 having written nothing (issue 18
-item 8). Here the work runs in a fresh interpreter (``python -I``: no script dir, no cwd, no
+otherwise end ``finetune inspect score`` / ``gate`` with status 0 having written nothing.
+Here the work runs in a fresh interpreter (``python -I``: no script dir, no cwd, no
 PYTHONPATH, no user site on its path; the plugin's own folder is the one entry added, explicitly),
 so a module left in the run directory or the working directory cannot stand in for anything the
 reward imports; no state of the parent is inherited. The child reports which reward it is calling

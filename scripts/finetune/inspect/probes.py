@@ -1,6 +1,6 @@
 """Hack probes: synthetic adversarial completions built from a prompt and its gold answer.
 
-Each probe targets a role (contract 4): a probe that breaks correctness must not pass any
+Each probe targets a role (probes contract): a probe that breaks correctness must not pass any
 correctness reward (a format reward may score it); a probe that breaks the format too must pass no
 format reward either. A passing probe fails the gate and cannot be waived. The probes are the
 published ways rewards get hacked: substring matching (Visual-RFT#176: an empty answer or
@@ -303,7 +303,7 @@ def reading_probes(style: str, layout: Layout, gold: str, wrong: str) -> list[tu
         return []
     return [
         ("text_or_hedge", layout(f"{gold} \\text{{ or }} {wrong}", REASONING),
-         "two candidates inside one container, the 'or' written in \\text{} (issue 12)"),
+         "two candidates inside one container, the 'or' written in \\text{}"),
         ("parenthetical_alternative", layout(f"{gold} \\text{{ (or {wrong})}}", REASONING),
          "the gold with a parenthetical alternative"),
         ("retraction_after_answer", layout(gold, REASONING) + f"\n\nNo wait, it is {wrong}.",

@@ -1,4 +1,4 @@
-"""Shapes of the run files `inspect score` writes, checked on every read (issue 18 item 9).
+"""Shapes of the run files `inspect score` writes, checked on every read.
 
 A hand-edited or truncated scored.jsonl / score_report.json used to surface as a KeyError or
 TypeError deep in the gate or the review. Readers validate here first: a file that does not have

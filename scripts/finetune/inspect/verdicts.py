@@ -2,7 +2,7 @@
 
 A verdict says what the reader saw in one scored sample: ``accept`` (the output fully does what the
 task asks), optionally ``correct`` / ``well_formed``, a note, and who read it (``human`` or
-``agent``). Verdicts map to rewards role-wise (contract 3): ``well_formed`` ↔ format rewards,
+``agent``). Verdicts map to rewards role-wise (reward-roles contract): ``well_formed`` ↔ format rewards,
 ``correct`` ↔ correctness rewards, ``accept`` ↔ every format and correctness reward passes.
 Everything here is written through commands (``finetune inspect verdict|confirm|ack``) so nobody
 edits JSON by hand.
@@ -232,7 +232,7 @@ def _gated_excuse(meta: dict[str, Any], verdict: Verdict) -> bool:
 
 
 def compare(row: dict[str, Any], verdict: Verdict, metas: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Role-wise disagreements between a scored sample and its verdict (contract 3).
+    """Role-wise disagreements between a scored sample and its verdict (reward-roles contract).
 
     false_positive: a reward passes what the reader rejects (reward-hacking risk);
     false_negative: a reward fails what the reader accepts (lost learning signal).
@@ -405,7 +405,7 @@ def acks_for(run_dir: str | Path, flags: list[dict[str, Any]]) -> dict[str, dict
 
 def acknowledge(run_dir: str | Path, flag_id: str, reason: str, by: str | None,
                 flags: list[dict[str, Any]], probe_ids: list[str]) -> Path:
-    """Acknowledge a red flag with a written reason. Passing probes cannot be waived (contract 4)."""
+    """Acknowledge a red flag with a written reason. Passing probes cannot be waived (probes contract)."""
     run_dir = Path(run_dir)
     known_flags = [f["id"] for f in flags]
     if flag_id in probe_ids or flag_id.startswith("probe:"):

@@ -43,7 +43,8 @@ class FigureCheck:
 
 
 def published_checks() -> list[FigureCheck]:
-    """Every figure of ../shared/reference/memory-figures.md with this module's value for its setup."""
+    """Every published memory figure (references/sources.md says where each comes from) with this module's value
+    for its setup."""
     return [*_formula_checks(), *_trl3162_checks(), *_engine_checks(), *_unsloth_checks(), *_spark_checks()]
 
 

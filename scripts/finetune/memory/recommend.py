@@ -32,7 +32,7 @@ from finetune.vllm_layout import VllmLayout, split_generation_gpus, tp_choices
 class Recommendation:
     """Per-scale keyword values for a model on a hardware setup, each with a reason from the estimate.
 
-    THE one source of these values (DESIGN.md contract 8): the renderer writes them into the GRPOConfig
+    THE one source of these values (DESIGN.md's per-scale contract): the renderer writes them into the GRPOConfig
     and references/grpo-memory.md tabulates them. ``fits`` is False when nothing tried fits; the values
     are then the most memory-saving configuration tried, and the reasons say by how much it misses.
     """
@@ -136,7 +136,7 @@ def server_layout(model: ModelInfo, hardware: Hardware, seq_len: int) -> VllmLay
 
 def recommend(model: ModelInfo, hardware: Hardware, method: str | None = None,
               workload: Knobs | None = None) -> Recommendation:
-    """Per-scale GRPO keyword values (contract 8), the first configuration in preference order that fits.
+    """Per-scale GRPO keyword values (per-scale contract), the first configuration in preference order that fits.
 
     ``workload`` fixes completions per prompt, lengths, beta and the LoRA rank (default: the seed's recipe);
     recommend() chooses the rest. Preference: full fine-tuning over LoRA over QLoRA (when ``method`` is None);

@@ -1,4 +1,4 @@
-"""Phase 1 refuses inputs that cannot work (issue 12 item 5): every column a reward reads, and the
+"""Phase 1 refuses inputs that cannot work: every column a reward reads, and the
 prompt column, must exist in the dataset and in the samples — else exit 2 naming the column and the
 columns that exist, before anything is written. A typo must never read as "the base model never
 succeeds" (which routes the user to SFT)."""

@@ -489,7 +489,7 @@ def reward_functions_doc() -> str:
         mathpool=_render_helper("mathpool").strip())
 
 
-# The rules a careful reader applies, each with its reason (issue 12); the code is rewards_answers.py.
+# The rules a careful reader applies, each with its reason; the code is rewards_answers.py.
 READING_RULES = (
     ("The final answer is the LAST answer container (`\\boxed{}`, `<answer>`, a `####` line, a \"the answer is "
      "...\" sentence, per `pattern` / `extract`).", "A reader takes the conclusion, not a value mentioned on the way."),

@@ -1,6 +1,6 @@
 """Run-spec schema of the ``rewards:`` section (one model per reward type, discriminated by ``type``).
 
-Each reward has a role (DESIGN.md contract 3): ``format``, ``correctness`` or ``shaping``, and a pass
+Each reward has a role (DESIGN.md's reward-roles contract): ``format``, ``correctness`` or ``shaping``, and a pass
 threshold (default: the reward's maximum). The gate maps reader verdicts to rewards by role.
 
 The composite ordering (correct-and-formatted > formatted-but-wrong > malformed) is guaranteed by
@@ -25,7 +25,7 @@ from typing import Any, ClassVar, Literal, TypeVar
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
-from finetune.types import STRICT_MODEL
+from finetune.fieldtypes import STRICT_MODEL
 
 Role = Literal["format", "correctness", "shaping"]
 Extract = Literal["answer_tag", "boxed", "hash_answer", "answer_is", "last_number", "none"]

@@ -1,7 +1,7 @@
 """Local sandbox for untrusted code (unit-test rewards): isolated, tamper-proof verdicts, parallel.
 
 This file is standalone and stdlib-only on purpose: ``finetune rewards render`` copies it verbatim
-beside ``rewards.py`` as ``rewards_sandbox.py`` (DESIGN.md contract 2), and the plugin imports it as
+beside ``rewards.py`` as ``rewards_sandbox.py`` (self-contained-output contract), and the plugin imports it as
 ``finetune.sandbox.runner``. It is also its own child-side program: ``python -I -c BOOT --zygote`` runs
 this module's compiled code, sent by the parent on stdin (never the file on disk, which may have
 changed since the parent loaded and hashed it; nothing is found by module search in a run directory).

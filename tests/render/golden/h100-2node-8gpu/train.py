@@ -40,7 +40,7 @@ REWARD_WEIGHTS_RENDERED = [0.2, 1.0]
 
 TRL_VERSION = '1.16.0'  # every algorithm field below assumes this TRL's semantics
 
-# --- the Phase 1 gate record this config relies on (DESIGN.md contract 5) ---
+# --- the Phase 1 gate record this config relies on (DESIGN.md's gate-record contract) ---
 GATE_REQUIRED = False
 UNGATED_OVERRIDE = 'I train on rewards no one read'  # without a gate: FINETUNE_UNGATED_OVERRIDE must say exactly this to train
 UNGATED_SMOKE_STEPS = 2  # without a gate: --cpu --max-steps at most this (a smoke test)
@@ -53,7 +53,7 @@ DATA_FILTER_SHA256 = None  # sha256 of the spec's dataset.filter (finetune data 
 INSPECT_EVERY_STEPS = 5  # 5 × logging_steps (1): each inspection sees 5 new log points; the reward-hacking rule runs on the last 30 log points and stops a run when it fires on 2 inspections in a row
 INSPECT_SAMPLE_ROWS = 50  # inspection.min_read: a step file holds as many completions as the gate needs read (the top-reward ones always among them)
 MAX_COMPLETION_LENGTH = 1024  # a completion this long was truncated
-WATCH_SHA256 = 'b0ac666391bd3d2fbcd74b07603074d3845677b243ce958934ab4a60d3732612'  # config/watch.py as rendered: an edited inspection callback does not train
+WATCH_SHA256 = '09775de800d31453e011a46db5edeed283b5e3057d855c6a98e0992086a57214'  # config/watch.py as rendered: an edited inspection callback does not train
 STOPPED_EXIT = 3  # exit status when the inspection callback stopped the run (launch.sh passes it on)
 
 
@@ -426,10 +426,10 @@ def main(argv=None) -> None:
     from trl import GRPOConfig, GRPOTrainer
 
     grpo_args = GRPOConfig(
-        # algorithm: variant 'grpo' (the base recipe); every field pinned (contract 9)
+        # algorithm: variant 'grpo' (the base recipe); every field pinned (explicit-fields contract)
         loss_type='grpo',  # sequence-mean GRPO loss (TRL 1.16's default is 'dapo')
         scale_rewards='group',  # advantages scaled by the group's reward std, as in the GRPO paper
-        beta=0.01,  # the seed's base recipe: KL coefficient 0.01 vs the reference policy (contract 7)
+        beta=0.01,  # the seed's base recipe: KL coefficient 0.01 vs the reference policy (base-recipe contract)
         epsilon=0.2,  # PPO clip range of the GRPO paper
         epsilon_high=0.2,  # symmetric clipping (decoupled clipping is DAPO)
         delta=None,  # no two-sided (INTELLECT-2) clipping: none of these recipes uses it
@@ -457,7 +457,7 @@ def main(argv=None) -> None:
         max_completion_length=1024,  # generation.max_completion_length, checked against the dataset's answers
         gradient_checkpointing=False,  # memory.recommend(): off: activations fit without recomputation (faster)
         # optimisation
-        learning_rate=5e-07,  # the seed's settled GRPO learning rate (contract 7)
+        learning_rate=5e-07,  # the seed's settled GRPO learning rate (base-recipe contract)
         lr_scheduler_type='constant_with_warmup',  # flat after a short warm-up: RL rewards move slowly
         warmup_steps=10,  # training.warmup_steps: a short warm-up before the flat learning rate (the run-length check keeps it within 20% of the steps)
         weight_decay=0.0,  # no decay: the update is already KL/clip-bounded

@@ -1,4 +1,4 @@
-"""Number types for spec fields (issue 18 item 6); the CLI's counterpart is finetune/cli/argtypes.py.
+"""Number types for spec fields; the CLI's counterpart is finetune/cli/argtypes.py.
 
 ``float("inf")``, ``float("nan")`` and YAML's ``.inf`` are floats to Python and to pydantic's plain
 ``float``; rendered into train.py they become ``inf`` (a NameError on the GPU box). Every float a user
