@@ -95,8 +95,8 @@ def render(folder: Path) -> dict[str, Any]:
     sys.path.insert(0, str(ROOT / "scripts"))
     from pydantic import TypeAdapter
 
-    from finetune.rewards.render import render_sources
     from finetune.rewards.registry import RewardSpec
+    from finetune.rewards.render import render_sources
 
     adapter: TypeAdapter[Any] = TypeAdapter(RewardSpec)
     common = {"type": "unit_tests", "tests_column": "tests", "hidden_tests_column": "hidden_tests",

@@ -43,8 +43,8 @@ def render(folder: Path, entries: list[dict[str, Any]] | None = None) -> Any:
     """The spec's rewards.py rendered into ``folder`` and imported by path, as train.py loads it."""
     from pydantic import TypeAdapter
 
-    from finetune.rewards.render import render_sources
     from finetune.rewards.registry import RewardSpec
+    from finetune.rewards.render import render_sources
 
     specs = [TypeAdapter(RewardSpec).validate_python(e) for e in entries or SPEC]
     for name, text in render_sources(specs, run_name="bench_json").items():

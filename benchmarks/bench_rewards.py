@@ -19,8 +19,8 @@ from pathlib import Path
 
 from pydantic import TypeAdapter
 
-from finetune.rewards.render import render_sources
 from finetune.rewards.registry import RewardSpec
+from finetune.rewards.render import render_sources
 
 SCHEMA = {"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer", "minimum": 0}},
           "required": ["name", "age"]}

@@ -38,8 +38,8 @@ def render_reward(rules: dict[str, Any], folder: Path) -> Any:
     """rewards.py of a one-reward spec (tool_call, tools from the `tools` column), imported by path."""
     from pydantic import TypeAdapter
 
-    from finetune.rewards.render import render_sources
     from finetune.rewards.registry import RewardSpec
+    from finetune.rewards.render import render_sources
 
     entry = {"name": "tool_ok", "type": "tool_call", "tools_column": "tools", "arguments": rules}
     spec = TypeAdapter(RewardSpec).validate_python(entry)

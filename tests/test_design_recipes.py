@@ -86,7 +86,7 @@ def test_reward_kind_registry():
     union = typing.get_args(typing.get_args(registry.RewardSpec)[0])
     assert list(union) == [k.spec for k in specs.KINDS.values()]
     models = [c for c in vars(specs).values()
-              if isinstance(c, type) and issubclass(c, specs._RewardBase) and c is not specs._RewardBase]
+              if isinstance(c, type) and issubclass(c, specs.RewardBase) and c is not specs.RewardBase]
     assert sorted(m.__name__ for m in models) == sorted(k.spec.__name__ for k in specs.KINDS.values())
 
 
@@ -100,7 +100,7 @@ def test_a_model_declared_with_kind_is_registered(monkeypatch):
 
     @specs.kind("Recipe probe", example={"name": "probe", "type": "recipe_probe"},
                 reading=lambda r: specs.Reading(), fix="nothing to set")
-    class RecipeProbe(specs._RewardBase):
+    class RecipeProbe(specs.RewardBase):
         type: Literal["recipe_probe"]
 
     assert specs.KINDS["recipe_probe"].spec is RecipeProbe and specs.KINDS["recipe_probe"].title == "Recipe probe"

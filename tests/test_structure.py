@@ -101,6 +101,7 @@ def test_test_and_helper_module_basenames_are_unique():
 
     names = Counter(p.name for p in _importable_test_modules())
     assert not [n for n, c in names.items() if c > 1]
+    assert "reward_helpers.py" in names and "test_structure.py" in names  # the walk sees helpers and tests
 
 
 # ----------------------------------------------------------------------------------------------- import cycles
@@ -220,7 +221,6 @@ def test_the_import_graph_sees_lazy_relative_and_dynamic_imports(tmp_path: Path)
     assert graph["pkg.a"] == {"pkg.sub.b": 1, "pkg.sub": 1} and graph["pkg.sub.b"] == {"pkg.c": 2}
     assert graph["pkg.c"] == {"pkg.a": 2} and graph["pkg.d"] == {} and graph["pkg.e"] == {"pkg.d": 1, "pkg": 1}
     assert import_cycles(graph) == [frozenset({"pkg.a", "pkg.sub.b", "pkg.c"})]  # the type-only d <-> e is none
-    assert "reward_helpers.py" in names and "test_structure.py" in names  # the walk sees helpers and tests
 
 
 def test_no_test_imports_through_a_tests_package():

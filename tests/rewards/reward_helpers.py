@@ -11,8 +11,8 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
-from finetune.rewards.render import render_sources
 from finetune.rewards.registry import RewardSpec
+from finetune.rewards.render import render_sources
 
 _ADAPTER = TypeAdapter(RewardSpec)
 _COUNTER = itertools.count()

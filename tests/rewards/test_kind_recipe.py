@@ -35,7 +35,7 @@ DUMMY_MODEL = '''
       reading=lambda r: Reading(style="answer_tag", extract="answer_tag", gold=r.answer_column, reads_answer=True),
       fix="`answer_column` (the keyword column)",
       example={"name": "keyword", "type": "keyword", "answer_column": "word"})
-class KeywordReward(_RewardBase):
+class KeywordReward(RewardBase):
     """The last <answer> block is exactly the row's keyword (binary)."""
 
     type: Literal["keyword"]
@@ -191,7 +191,7 @@ def test_a_kind_without_a_required_hook_is_refused(monkeypatch: pytest.MonkeyPat
 
     monkeypatch.setattr(specs, "KINDS", dict(specs.KINDS))
 
-    class Incomplete(specs._RewardBase):
+    class Incomplete(specs.RewardBase):
         type: Literal["incomplete"]
 
     with pytest.raises(ValueError, match="lacks the hook"):

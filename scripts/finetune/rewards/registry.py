@@ -40,7 +40,11 @@ KINDS: dict[str, Kind] = specs.KINDS
 
 TYPE_ORDER = tuple(KINDS)
 # a Union built from the registry at import time: `X | Y` spelling cannot express it
-RewardSpec = Annotated[Union[tuple(k.spec for k in KINDS.values())], Field(discriminator="type")]  # type: ignore  # noqa: UP007
+if typing.TYPE_CHECKING:
+    # what every kind's model shares (name, weight, role, ...); pydantic sees the discriminated union below
+    RewardSpec = specs.RewardBase
+else:
+    RewardSpec = Annotated[Union[tuple(k.spec for k in KINDS.values())], Field(discriminator="type")]  # noqa: UP007
 REWARD_TYPES: dict[str, type[Any]] = {t: k.spec for t, k in KINDS.items()}
 
 # ------------------------------------------------------------------------------------ reasons --

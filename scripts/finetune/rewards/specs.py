@@ -21,7 +21,7 @@ import math
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
@@ -163,7 +163,10 @@ def reading_of(reward: Any) -> Reading:
 _READING_PROBES = ("text_or_hedge", "parenthetical_alternative", "retraction_after_answer", "several_answers")
 
 
-class _RewardBase(BaseModel):
+class RewardBase(BaseModel):
+    if TYPE_CHECKING:  # every kind's model sets it as a Literal; the union's discriminator
+        type: str
+
     model_config = STRICT_MODEL  # unknown keys and NaN/±inf refused
 
     name: str = Field(description="Python identifier; TRL logs the reward as rewards/<name>/mean.")
@@ -206,7 +209,7 @@ class _RewardBase(BaseModel):
         return v
 
     @model_validator(mode="after")
-    def _partial_credit_threshold(self) -> _RewardBase:
+    def _partial_credit_threshold(self) -> RewardBase:
         if self.threshold is not None and self.effective_role != "shaping":
             if self.has_partial_credit and self.threshold <= PARTIAL_CEILING:
                 raise ValueError(f"threshold {self.threshold} must be above {PARTIAL_CEILING}: partial "
@@ -266,7 +269,7 @@ def _prefill_contradiction(r: FormatReward, opens_think: bool) -> tuple[str, str
           "remarks after the final box / `</answer>` are allowed (instruct models write \"Therefore "
           "\\\\(\\\\boxed{72}\\\\) clips.\"); `trailing_text: forbid` restores the bare format.",
       ))
-class FormatReward(_RewardBase):
+class FormatReward(RewardBase):
     """The required structure parses: tags, a final `\\boxed{}`, `#### N`, or a JSON object (binary)."""
 
     type: Literal["format"]
@@ -297,7 +300,7 @@ class FormatReward(_RewardBase):
           "`numeric` makes `1,000`, `1\\\\,000`, `1000`, `1000.0` and `1e3` equal; `punct` drops surrounding `$`, "
           "`.`, brackets, quotes and `**`; a gold cell may be a list of acceptable answers.",
       ))
-class ExactMatchReward(_RewardBase):
+class ExactMatchReward(RewardBase):
     """The last extracted answer equals the gold answer after normalisation (binary)."""
 
     type: Literal["exact_match"]
@@ -333,7 +336,7 @@ class ExactMatchReward(_RewardBase):
           "several boxes naming exactly those values are correct; several different boxes for a single gold "
           "are a hedge (0).",
       ))
-class MathReward(_RewardBase):
+class MathReward(RewardBase):
     """math-verify equivalence with the gold answer, in worker processes with per-item deadlines."""
 
     type: Literal["math"]
@@ -369,7 +372,7 @@ class MathReward(_RewardBase):
           "The inline schema is checked when the spec is loaded; a bad per-row schema (`schema_column`) "
           "returns None for that row.",
       ))
-class JsonSchemaReward(_RewardBase):
+class JsonSchemaReward(RewardBase):
     """The completion's JSON validates against a schema (jsonschema); optional partial credit."""
 
     type: Literal["json_schema"]
@@ -462,7 +465,7 @@ class JsonFieldRule(BaseModel):
           "PARTIAL_CEILING × the share of fields right. Each row's reason names the first field at fault "
           "(`wrong_value:vendor`), which the gate groups disagreements by.",
       ))
-class JsonMatchReward(_RewardBase):
+class JsonMatchReward(RewardBase):
     """The answer's JSON object against the gold JSON object, field by field (or, role format, its shape)."""
 
     type: Literal["json_match"]
@@ -534,7 +537,7 @@ class JsonMatchReward(_RewardBase):
           "that hard-codes the prompt's examples fails. Without it, the gate raises a `no hidden tests` red "
           "flag when the prompt quotes the visible tests.",
       ))
-class UnitTestReward(_RewardBase):
+class UnitTestReward(RewardBase):
     """The completion's code passes the row's tests in the sandbox (fraction passed, or all-or-nothing)."""
 
     type: Literal["unit_tests"]
@@ -606,7 +609,7 @@ class ArgumentRule(BaseModel):
           "for 7 and `2.50` for 2.5, and misses Llama's `parameters` key: "
           "`benchmarks/bench_tool_reward.py` measures both on the same labelled rows.",
       ))
-class ToolCallReward(_RewardBase):
+class ToolCallReward(RewardBase):
     """The model's tool call (chat-template format) matches the row's expected call: name, schema, values."""
 
     type: Literal["tool_call"]
@@ -669,7 +672,7 @@ class ToolCallReward(_RewardBase):
           "inside `<think>`, a skipped step) must not pass it: an environment whose reward is reachable "
           "without doing the task FAILs the gate.",
       ))
-class EnvironmentReward(_RewardBase):
+class EnvironmentReward(RewardBase):
     """The spec environment's own `get_reward()` for the rollout (TRL's instance, or a replay of the calls)."""
 
     type: Literal["environment"]
@@ -693,7 +696,7 @@ class EnvironmentReward(_RewardBase):
           "Answers are cached by (endpoint, model, rubric, prompt, completion); `disable_caches()` bypasses the "
           "cache so the gate's determinism re-score asks the judge again.",
       ))
-class JudgeReward(_RewardBase):
+class JudgeReward(RewardBase):
     """Rubric-as-reward: an OpenAI-compatible chat endpoint scores the completion 0..max_points."""
 
     type: Literal["judge"]
@@ -749,7 +752,7 @@ class JudgeReward(_RewardBase):
           "query on an in-memory SQLite database built from the row's `schema` column and compares the "
           "rows with the `expected` column.",
       ))
-class PythonReward(_RewardBase):
+class PythonReward(RewardBase):
     """Your own verifier: a function in a Python file of yours, wrapped in the common guard.
 
     The renderer copies the file beside rewards.py as ``rewards_user_<name>.py`` (the gate binds its
@@ -799,7 +802,7 @@ class PythonReward(_RewardBase):
           "trl#5697: a completion cap far below what the task needs truncates almost every completion; keep "
           "`generation.max_completion_length` realistic before adding this penalty.",
       ))
-class LengthPenaltyReward(_RewardBase):
+class LengthPenaltyReward(RewardBase):
     """Length shaping (≤ 0): DAPO soft overlong punishment, or a penalty beyond a budget.
 
     Its floor is scaled by the renderer so the penalty can never reorder the composite ordering.
