@@ -25,7 +25,9 @@ import yaml
 from test_finetune_command import Invocation, _argv, _bash, _command, _plugin_data, _substitute, _verb
 
 ROOT = Path(__file__).resolve().parents[1]
-SLUG = "invoice-field-extraction"  # the command's slug rule for "extract invoice fields from OCR text to JSON"
+TASK = ("fine-tune Qwen2.5-1.5B-Instruct to extract invoice fields (vendor, date, total, currency, invoice_number) "
+        "from OCR text into JSON; 2,000 labelled examples; one A100 80GB")  # what the user typed after /finetune
+SLUG = "qwen2.5-1.5b-invoice-json"  # the name `finetune status --task` proposes for it
 FIELDS = {"vendor": "text", "date": "date", "total": {"match": "number", "tolerance": 0.01}, "currency": "code",
           "invoice_number": "code"}
 USER = "Test User"
@@ -174,9 +176,14 @@ def test_agent_walks_an_extraction_task_from_an_empty_folder_to_a_rendered_confi
         assert line.startswith(f"resume: {phase}"), out
         return out
 
-    # Before Phase 0: the bootstrap (a real bash run of the line), then status on the new run directory
+    # Before Phase 0: the bootstrap (a real bash run of the line), the run's name from the task the user typed, then
+    # status on the new run directory
     boot = _bash(_substitute(_line(calls, "bootstrap").line, data, run_dir), {})
     assert boot.returncode == 0 and "up to date" in boot.stdout, boot.stdout + boot.stderr
+    walk.values["TASK"] = TASK
+    out = walk.run(_line(calls, "status", "--task", conditional=True))
+    assert out.startswith(f"slug: {SLUG} (proposed run directory: runs/{SLUG})"), out
+    assert run_dir.name == SLUG
     out = resume("Phase 0 - route (missing)")
     machine = next(x for x in out.splitlines() if x.startswith("machine: "))
     if "no CUDA GPU" in machine:  # (a CI box with a GPU still walks the import path: the user's box samples)
