@@ -226,6 +226,7 @@ def test_agent_walks_an_extraction_task_from_an_empty_folder_to_a_rendered_confi
     out = walk.run(review_md)
     walk.assert_next(out, "record the verdicts, then:", key)
     sheet = (run_dir / "review.md").read_text(encoding="utf-8")
+    assert "a non-ISO date of the right day is correct but malformed" in " ".join(sheet.split())  # field by field
     ids = [sid for sid in labels if f"`{sid}`" in sheet]
     assert len(ids) == 60 and "| score |" not in sheet and "Rewards' view" not in sheet  # blind: no score yet
     kinds = {(labels[sid]["correct"], labels[sid]["well_formed"]) for sid in ids}

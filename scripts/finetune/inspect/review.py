@@ -154,7 +154,17 @@ def how_to_judge(meta: dict[str, Any]) -> list[str]:
                   "malformed). Judge what you see anyway: a right answer without the required format is "
                   "`\"correct\": true, \"well_formed\": false, \"accept\": false`; the gate counts it as "
                   "agreement with a note, not as a false negative."]
+    if any(m.get("type") == "json_match" for m in meta["rewards"]):  # a structured answer: the rule field by field
+        lines += ["", STRUCTURED]
     return lines
+
+
+STRUCTURED = ("A JSON answer, field by field: `correct` when every field names the gold value however written "
+              "(capitals, accents, a final period, a total as the string \"1,234.50\", a date in the document's own "
+              "format); a missing, invented or different field is incorrect. `well_formed` when it is one strict JSON "
+              "object after any `<think>` block (no trailing comma, no comment), each field in the schema's shape (a "
+              "number, an ISO `YYYY-MM-DD` date, a code such as `EUR`) and no extra key. So a non-ISO date of the "
+              "right day is correct but malformed; the gold JSON only inside `<think>`, then a refusal, is neither.")
 
 
 def markdown(run_dir: Path, items: list[dict[str, Any]], meta: dict[str, Any]) -> str:
