@@ -25,7 +25,9 @@ import yaml
 from test_finetune_command import Invocation, _argv, _bash, _command, _plugin_data, _substitute, _verb
 
 ROOT = Path(__file__).resolve().parents[1]
-SLUG = "invoice-field-extraction"  # the command's slug rule for "extract invoice fields from OCR text to JSON"
+TASK = ("fine-tune Qwen2.5-1.5B-Instruct to extract invoice fields (vendor, date, total, currency, invoice_number) "
+        "from OCR text into JSON; 2,000 labelled examples; one A100 80GB")  # what the user typed after /finetune
+SLUG = "qwen2.5-1.5b-invoice-json"  # the name `finetune status --task` proposes for it
 FIELDS = {"vendor": "text", "date": "date", "total": {"match": "number", "tolerance": 0.01}, "currency": "code",
           "invoice_number": "code"}
 USER = "Test User"
@@ -94,7 +96,7 @@ def _empty_project(tmp: Path, corpus) -> tuple[Path, Path]:
     return project, run_dir
 
 
-def _write_spec(run_dir: Path, model: Path) -> None:
+def _write_spec(run_dir: Path, model: Path, fields: dict | None = None, held_back: int = 0) -> None:
     spec = {
         "name": SLUG, "model": str(model),
         "dataset": {"path": "data.jsonl", "prompt_column": "prompt", "answer_column": "gold"},
@@ -102,11 +104,11 @@ def _write_spec(run_dir: Path, model: Path) -> None:
             {"name": "json_shape", "type": "json_match", "role": "format", "answer_column": "gold", "weight": 0.2,
              "fields": json.loads(json.dumps(FIELDS))},  # copies: a spec refuses YAML aliases
             {"name": "json_fields", "type": "json_match", "answer_column": "gold",
-             "fields": json.loads(json.dumps(FIELDS))}],
+             "fields": json.loads(json.dumps(fields or FIELDS))}],
         "hardware": {"profile": "a100-80gb", "gpus": 1},
         "generation": {"max_completion_length": 256},
         "training": {"num_generations": 8},
-        "inspection": {"prompts": 10, "per_prompt": 6, "min_read": 50, "probe_prompts": 2,
+        "inspection": {"prompts": 10, "per_prompt": 6, "min_read": 50, "probe_prompts": 2, "held_back_prompts": held_back,
                        "base_success": {"prompts": 10, "samples_per_prompt": 8}},
     }
     (run_dir / "spec.yaml").write_text(yaml.safe_dump(spec, sort_keys=False, allow_unicode=True), encoding="utf-8")
@@ -128,7 +130,7 @@ def _sample_on_the_gpu_box(run_dir: Path, corpus) -> dict[str, dict]:
         out = []
         for line in (requests / source).read_text(encoding="utf-8").splitlines():
             req = json.loads(line)
-            styles = pool[req["row"]]
+            styles = pool[req["row"] % len(corpus.INVOICES)]  # a second phrasing of an invoice: the same answers
             for i, sid in enumerate(req["ids"]):
                 answer = styles[(4 * i + req["row"] + shift) % len(styles)]  # a spread of styles per prompt
                 labels[sid] = {**answer["label"], "note": answer["reason"]}
@@ -174,9 +176,14 @@ def test_agent_walks_an_extraction_task_from_an_empty_folder_to_a_rendered_confi
         assert line.startswith(f"resume: {phase}"), out
         return out
 
-    # Before Phase 0: the bootstrap (a real bash run of the line), then status on the new run directory
+    # Before Phase 0: the bootstrap (a real bash run of the line), the run's name from the task the user typed, then
+    # status on the new run directory
     boot = _bash(_substitute(_line(calls, "bootstrap").line, data, run_dir), {})
     assert boot.returncode == 0 and "up to date" in boot.stdout, boot.stdout + boot.stderr
+    walk.values["TASK"] = TASK
+    out = walk.run(_line(calls, "status", "--task", conditional=True))
+    assert out.startswith(f"slug: {SLUG} (proposed run directory: runs/{SLUG})"), out
+    assert run_dir.name == SLUG
     out = resume("Phase 0 - route (missing)")
     machine = next(x for x in out.splitlines() if x.startswith("machine: "))
     if "no CUDA GPU" in machine:  # (a CI box with a GPU still walks the import path: the user's box samples)
@@ -219,6 +226,7 @@ def test_agent_walks_an_extraction_task_from_an_empty_folder_to_a_rendered_confi
     out = walk.run(review_md)
     walk.assert_next(out, "record the verdicts, then:", key)
     sheet = (run_dir / "review.md").read_text(encoding="utf-8")
+    assert "a non-ISO date of the right day is correct but malformed" in " ".join(sheet.split())  # field by field
     ids = [sid for sid in labels if f"`{sid}`" in sheet]
     assert len(ids) == 60 and "| score |" not in sheet and "Rewards' view" not in sheet  # blind: no score yet
     kinds = {(labels[sid]["correct"], labels[sid]["well_formed"]) for sid in ids}
@@ -269,3 +277,77 @@ def test_agent_walks_an_extraction_task_from_an_empty_folder_to_a_rendered_confi
     assert steps == sorted(steps), [walk.ran]
     skipped = {_verb(c.line) for c in calls[:max(steps)] if c.condition is None and c not in walk.ran}
     assert skipped == {"bootstrap", "inspect sample", "inspect confirm"}, skipped  # bootstrap ran through bash
+
+
+PHRASING = "Return the fields of this invoice as a JSON object (vendor, date, total, currency, invoice_number).\n\n{ocr}"
+
+
+@pytest.mark.slow
+def test_agent_fixes_the_reward_then_reads_a_fresh_blind_set(cli, tiny_model_dir, tmp_path, monkeypatch):
+    """Phase 1 with a fix: a first reward design the reading disagrees with FAILs; after the fix the same reading
+    PASSes but the gate says first that it was not blind and prints the command file's fresh-set line; the agent runs
+    it, reads the held-back samples blind, and the gate PASSes on a blind reading."""
+    monkeypatch.setenv("COLUMNS", "1000")
+    _, _, calls = _command()
+    corpus = _corpus()
+    project, run_dir = _empty_project(tmp_path, corpus)
+    with (run_dir / "data.jsonl").open("a", encoding="utf-8") as f:  # the user's data: two phrasings per invoice
+        for gold, ocr, *_ in corpus.INVOICES:
+            f.write(json.dumps({"prompt": PHRASING.format(ocr=ocr), "gold": gold}, ensure_ascii=False) + "\n")
+    monkeypatch.chdir(project)
+    data = _plugin_data(tmp_path)
+    walk = Walk(cli, data, run_dir, {"BASE_TEMPERATURE": "0.3", "USER_NAME": USER,
+                                     "STATEMENT": "I checked the agent's verdicts on the sheet and agree."})
+    (run_dir / "answers.yaml").write_text(yaml.safe_dump({
+        "verifiable": True, "signal_kind": "exact_match", "demonstrations": False, "preference_pairs": False,
+        "human_judged": False, "base_success": "sometimes"}))
+    walk.run(_line(calls, "route"))
+    strict = {**FIELDS, "vendor": "exact"}  # the first design: the vendor character for character
+    _write_spec(run_dir, tiny_model_dir, fields=strict, held_back=9)  # ceil(min_read 50 / per_prompt 6)
+    walk.run(_line(calls, "rewards render"))
+    walk.run(_line(calls, "inspect sample", "--emit-requests", conditional=True))
+    labels = _sample_on_the_gpu_box(run_dir, corpus)
+    walk.run(_line(calls, "inspect sample", "--import-base", conditional=True))
+    score, review_md, verdict, key, confirm, gate = (
+        _line(calls, "inspect score"), _line(calls, "inspect review", "--format md"), _line(calls, "inspect verdict"),
+        _line(calls, "inspect review", "--key"), _line(calls, "inspect confirm"), _line(calls, "inspect gate"))
+    walk.run(score)
+
+    def read_sheet() -> set[str]:
+        sheet = (run_dir / "review.md").read_text(encoding="utf-8")
+        ids = {sid for sid in labels if f"`{sid}`" in sheet}
+        (run_dir / "reading.jsonl").write_text("".join(json.dumps({"id": sid, **labels[sid]}) + "\n"
+                                                       for sid in sorted(ids)))
+        walk.run(verdict)
+        walk.run(key)
+        walk.run(confirm)  # the user checked the reading (the one step here Claude Code asks them to approve)
+        return ids
+
+    walk.run(review_md)
+    first = read_sheet()
+    held = set(json.loads((run_dir / "sample_info.json").read_text())["held_back"])
+    assert len(first) == 60 and len(held) == 54 and not first & held
+    out = walk.run(gate, code=1)
+    assert "false negative" in out and "NOT BLIND" not in out, out
+
+    # the fix in the spec, re-rendered and re-scored: the same reading agrees, but it is no test of the fixed reward
+    _write_spec(run_dir, tiny_model_dir, held_back=9)
+    walk.run(_line(calls, "rewards render"))
+    walk.run(score)
+    status = walk.run(_line(calls, "status"))
+    assert "not blind" in status and "--fresh" in status, status
+    out = walk.run(gate)
+    assert out.splitlines()[0].startswith("PASS on a reading that was NOT BLIND: the reward changed after the reader "
+                                          "saw the scores of 60 of 60 samples"), out
+    fresh = _line(calls, "inspect review", "--fresh", conditional=True)
+    assert walk.prefix + " " + shlex.join(walk.argv(fresh)) in " ".join(out.split())  # the file's line, offered
+
+    # the fresh blind set: the held-back samples, read before their key
+    out = walk.run(fresh)
+    assert "54 held-back samples" in out
+    assert read_sheet() == held
+    out = walk.run(gate)
+    assert "gate PASS" in out and "NOT BLIND" not in out, out
+    record = json.loads((run_dir / "gate.json").read_text())
+    assert record["blind"]["reading"] == "fresh" and record["blind"]["reading_blind"] is True
+    assert record["counts"]["disagreements"] == 0

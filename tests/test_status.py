@@ -328,7 +328,7 @@ def test_samples_that_sample_info_does_not_describe_are_not_current(cli, demo_ru
 
 def test_re_reading_samples_whose_scores_were_revealed_is_named_not_blind(tmp_path):
     """After a reward fix re-scores the same samples, status says a re-read is not blind when the reader saw
-    their scores, and how to get a blind set (fresh samples); without a reveal it only asks to read again."""
+    their scores, and how to get a blind set (a re-sample when nothing was held back); without a reveal it only asks to read again."""
     import os
 
     from finetune import rundir, status
@@ -340,4 +340,5 @@ def test_re_reading_samples_whose_scores_were_revealed_is_named_not_blind(tmp_pa
     assert state == status.STALE and "not blind" not in text
     (tmp_path / "reveals.json").write_text('{"s1": {"time": "2026-01-01T00:00:00+00:00", "via": "key"}}')
     state, text = status._verdicts(status._Run(tmp_path))
-    assert state == status.STALE and "not blind" in text and "fresh samples" in text
+    assert state == status.STALE and "not blind" in text and "a fresh blind set" in text and "training.seed" in text
+    assert "--fresh" not in text  # nothing was held back: the fresh set is re-sampled

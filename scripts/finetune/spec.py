@@ -186,6 +186,11 @@ class InspectionSpec(_Strict):
     prompts: int = Field(16, ge=1, description="Prompts sampled for Phase 1.")
     per_prompt: int = Field(4, ge=1, description="Completions per prompt.")
     min_read: int = Field(50, ge=50, le=100, description="Samples a reader must judge (the seed: 50-100).")
+    held_back_prompts: int = Field(0, ge=0, le=10_000, description="Prompts sampled beyond `prompts` (or, on an "
+                                   "import, taken from the imported prompts) and held back from the first reading: "
+                                   "after a reward fix, `finetune inspect review RUN --fresh` switches the reading to "
+                                   "them, a blind set the fixed reward was not tuned on. Enough for one reading: "
+                                   "ceil(min_read / per_prompt). 0: none (a fresh set is then re-sampled).")
     probe_prompts: int = Field(4, ge=1, description="Prompts used for the reward probes.")
     every_steps: int | None = Field(None, ge=1, le=1_000_000, description="Training: the inspection "
                                        "callback in train.py samples, flags and may stop the run every N "

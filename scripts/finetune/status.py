@@ -201,10 +201,11 @@ def _verdicts(run: _Run) -> tuple[str, str]:
         return MISSING, "no verdicts: write the reading sheet (`finetune inspect review`) and record a reading"
     if run.newer(rundir.SCORED, rundir.VERDICTS):
         if _seen_scores(run):
+            from finetune.inspect.readingset import fresh_offer
+
             return STALE, ("the samples were scored again after the last verdict, and their reward scores were "
                            "shown to the reader (reveals.json): re-reading them is not blind — for a blind reading "
-                           "of the fixed reward draw fresh samples (`finetune inspect sample SPEC` after changing "
-                           "`training.seed`, Phase 1's sampling seed; then score, review, verdict before the key)")
+                           "of the fixed reward offer " + fresh_offer(run.dir))
         return STALE, "the samples were scored again after the last verdict: read the new sheet"
     return OK, "verdicts recorded"
 
@@ -241,7 +242,16 @@ def gate_state(folder: Path, spec: RunSpec, fix: str = "fix the reward, repeat P
 
 
 def _gate(run: _Run) -> tuple[str, str]:
-    return gate_state(run.dir, run.loaded)
+    state, detail = gate_state(run.dir, run.loaded)
+    record, _ = run.read(rundir.GATE)
+    found = record.get("blind")
+    blind: dict[str, Any] = found if isinstance(found, dict) else {}
+    if state == OK and blind.get("reading_blind") is False:  # a PASS holds, but say plainly what it rests on
+        from finetune.inspect.readingset import fresh_offer
+
+        return OK, one_line(f"gate PASS holds on a reading that was NOT BLIND ({blind.get('statement')}); "
+                            f"offer the user {fresh_offer(run.dir)}", 900)
+    return state, detail
 
 
 def _config(run: _Run) -> tuple[str, str]:

@@ -55,6 +55,10 @@ def review_arguments(p: argparse.ArgumentParser) -> None:
                    help="write review_key.md (scores, flags, agreement) — open it only after recording verdicts")
     p.add_argument("-n", type=count(1, 100000), default=None,
                    help="samples to select (default: all when ≤ 100 are scored, else 100 stratified)")
+    p.add_argument("--fresh", action="store_true",
+                   help="after a reward fix: switch the reading to the samples held back at sampling "
+                        "(inspection.held_back_prompts), a blind set the fixed reward was not tuned on; then write "
+                        "the sheet")
 
 
 def verdict_arguments(p: argparse.ArgumentParser) -> None:
@@ -232,6 +236,17 @@ def _review(args: argparse.Namespace) -> int:
 
     spec, run_dir = _run_dir_and_spec(args.run)
     console = _console()
+    if args.fresh:
+        if args.key:
+            raise UserError("--fresh starts a new blind reading; --key shows the rewards' view", where="--fresh",
+                            fix="switch with --fresh, read and record the verdicts, then write the key")
+        from finetune.inspect import readingset
+
+        doc = readingset.switch_to_fresh(run_dir, spec)
+        console.print(f"the reading is now the {len(doc['ids'])} held-back samples no one has seen (recorded in "
+                      f"{run_dir / readingset.FILE}); verdicts on them, given before their key, are a blind reading "
+                      "of the reward as it is now" + (f" — {doc['short']} short of inspection.min_read: re-sample "
+                                                       "for more" if doc.get("short") else ""), markup=False)
     if args.key:
         from finetune.inspect import reviewkey
 
@@ -339,7 +354,12 @@ def _gate(args: argparse.Namespace) -> int:
     set_gate = checkpoint.gate_set(run_dir, spec, extra) if in_set else None  # gate + comparison: one commit
     record = set_gate.record if set_gate else gate.run_gate(run_dir, spec)
     c = record["counts"]
-    print(f"read {c['read']}/{c['min_read']} required, {c['disagreements']} disagreement(s), "
+    blind = record.get("blind") or {}
+    if blind.get("reading_blind") is False:  # first: a PASS on a reading that was not blind says so at once
+        print(f"{'PASS' if record['status'] == 'PASS' else 'FAIL'} on a reading that was NOT BLIND: "
+              f"{blind.get('statement')}")
+    print(f"read {blind.get('reading_read', c['read'])}/{c['min_read']} required, "
+          f"{c['disagreements']} disagreement(s), "
           f"{sum(f['status'] == 'open' for f in record['flags'])} open flag(s), "
           f"{sum(bool(p['passing']) for p in record['probes'])} passing probe(s)")
     _print_some(record["disagreements"], 20, _disagreement_line)
@@ -347,7 +367,8 @@ def _gate(args: argparse.Namespace) -> int:
         print(f"{len(record['gated_agreements'])} correct-but-malformed sample(s) count as agreement: the "
               "correctness reward is gated on format, so it gives malformed output no credit by design")
         _print_some(record["gated_agreements"], 10, lambda g: f"  {g['id']}: {g['reward']} = {g['score']}")
-    blind = record.get("blind") or {}
+    if blind.get("earlier_readings"):
+        print(f"{blind['earlier_readings']} verdict(s) of an earlier reading still count for disagreements")
     for key, what in (("judged_after_reveal", "verdict(s) recorded after the reader saw the rewards"),
                       ("changed_after_reveal", "verdict(s) changed after the reveal")):
         if blind.get(key):
@@ -365,11 +386,16 @@ def _gate(args: argparse.Namespace) -> int:
     elif base.get("verdict"):
         print(f"base success: {base['verdict']}" + (f" (PROVISIONAL: {'; '.join(base['missing'])})"
                                                      if base.get("provisional") else ""))
+    if blind.get("reading_blind") is False and not in_set:
+        from finetune.inspect import readingset
+
+        print("for a blind reading of the reward as it is now, " + readingset.fresh_offer(run_dir))
     if record["status"] != "PASS":
         for r in record["reasons"]:
             print(f"  - {r}", file=sys.stderr)
         raise CheckFailed(f"gate FAIL: {run_dir / rundir.GATE}")
-    print(f"gate PASS: {run_dir / rundir.GATE}")
+    not_blind = " (not a blind reading: see above)" if blind.get("reading_blind") is False else ""
+    print(f"gate PASS{not_blind}: {run_dir / rundir.GATE}")
     return 0
 
 

@@ -10,8 +10,13 @@ from finetune.status import Report, SetState, Stop, machine, one_line, report
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("run", metavar="RUN", help="run directory (holds spec.yaml and what the phases wrote)")
+    parser.add_argument("run", metavar="RUN", nargs="?",
+                        help="run directory (holds spec.yaml and what the phases wrote); optional with --task")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.add_argument("--task", metavar="TEXT", help="a new run's task, as the user wrote it: propose a readable "
+                                                       "run-directory name (model family and size, the task's key "
+                                                       "words), e.g. runs/qwen2.5-1.5b-invoice-json")
+    parser.add_argument("--model", help="with --task: the policy's hub id or path (default: a model the task names)")
 
 
 def _pct(v: object) -> str:
@@ -59,14 +64,41 @@ def _text(r: Report) -> list[str]:
     return lines
 
 
+def _slug_line(args: argparse.Namespace) -> str | None:
+    """``slug: NAME (runs/NAME)`` for --task, or None."""
+    from finetune.errors import UserError
+    from finetune.slug import propose
+
+    if args.model is not None and args.task is None:
+        raise UserError("--model names the policy of a --task", where="--model", fix="give --task TEXT with it")
+    if args.task is None:
+        return None
+    if not args.task.strip():
+        raise UserError("--task is empty", where="--task", fix="pass the task as the user described it")
+    name = propose(args.task, args.model)
+    return f"slug: {name} (proposed run directory: runs/{name})"
+
+
 def run(args: argparse.Namespace) -> int:
+    from finetune.errors import UserError
+
+    slug = _slug_line(args)
+    if args.run is None:
+        if slug is None:
+            raise UserError("no run directory", where="RUN", fix="pass RUN, or --task TEXT to propose a name")
+        if args.json:
+            print(json.dumps({"slug": slug.split()[1]}))
+        else:
+            print(slug)
+        return 0
     r = report(args.run)
     if args.json:
-        print(json.dumps({"run": str(args.run), "ungated": r.ungated, "machine": machine(),
+        named = {"slug": slug.split()[1]} if slug else {}
+        print(json.dumps({"run": str(args.run), **named, "ungated": r.ungated, "machine": machine(),
                           "steps": [asdict(s) for s in r.steps],
                           "resume": asdict(r.resume) if r.resume else None,
                           "stopped": asdict(r.stopped) if r.stopped else None,
                           "checkpoints": [asdict(s) for s in r.checkpoints]}, indent=2))
         return 0
-    print("\n".join(_text(r)))
+    print("\n".join(([slug] if slug else []) + _text(r)))
     return 0

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from finetune import __version__, commit, jsonio, rundir
 from finetune.errors import UserError
 from finetune.hashing import SAMPLING, bound_hashes, sha256_file
+from finetune.inspect import readingset
 from finetune.inspect import verdicts as V
 
 if TYPE_CHECKING:
@@ -29,7 +30,7 @@ if TYPE_CHECKING:
 
 # Files the gate judged but that the gate-record contract does not bind; recorded and re-checked by verify_gate too,
 # so editing the samples or the report behind the gate's back is caught.
-EXTRA_INPUTS = (rundir.SAMPLES, rundir.BASE_SAMPLES, rundir.SCORE_REPORT, V.CONFIRMATION, V.ACKS)
+EXTRA_INPUTS = (rundir.SAMPLES, rundir.BASE_SAMPLES, rundir.SCORE_REPORT, V.CONFIRMATION, V.ACKS, readingset.FILE)
 
 
 @dataclass
@@ -224,14 +225,16 @@ def verdicts_against(run_dir: Path, by_id: dict[str, Record], metas: list[Record
     return out
 
 
-def _reading_reasons(n_rows: int, reading: Reading, min_read: int) -> list[str]:
+def _reading_reasons(n_rows: int, reading: Reading, min_read: int, current: set[str]) -> list[str]:
+    """``current``: the ids the reading covers (all but the held-back samples, or those after `review --fresh`);
+    min_read counts verdicts there, disagreements count on every sample read."""
     reasons: list[str] = []
     if n_rows < min_read:
-        reasons.append(f"only {n_rows} samples scored but {min_read} must be read; sample more "
+        reasons.append(f"only {n_rows} samples in the reading but {min_read} must be read; sample more "
                        "(inspection.prompts × inspection.per_prompt)")
-    if len(reading.read) < min_read:
+    if sum(v.id in current for v in reading.read) < min_read:
         stale = reading.stale
-        reasons.append(f"{len(reading.read)} of the required {min_read} samples read"
+        reasons.append(f"{sum(v.id in current for v in reading.read)} of the required {min_read} samples read"
                        + (f" ({len(stale)} verdict(s) judged samples that changed or are gone since)" if stale else ""))
     if reading.disagreements:
         fp = sum(d["kind"] == "false_positive" for d in reading.disagreements)
@@ -318,7 +321,8 @@ def evaluate(run_dir: str | Path, spec: RunSpec, rescore: bool = True, extra_rea
         reasons.append(f"{', '.join(moved)} changed while the gate ran; run `finetune inspect gate` again")
     reading = verdicts_against(run_dir, {r["id"]: r for r in rows}, report["rewards"])
     min_read = spec.inspection.min_read
-    reasons += _reading_reasons(len(rows), reading, min_read)
+    current = readingset.reading_ids(run_dir, [str(r["id"]) for r in rows])
+    reasons += _reading_reasons(len(current), reading, min_read, current)
     flags, flag_reasons = _flag_statuses(run_dir, report)
     probes, probe_reasons = _probe_statuses(report)
     humans = sum(V.is_person(v) for v in reading.read)
@@ -335,7 +339,7 @@ def evaluate(run_dir: str | Path, spec: RunSpec, rescore: bool = True, extra_rea
         "disagreements": reading.disagreements,
         "causes": reading.causes,
         "gated_agreements": reading.gated_agreements,
-        "blind": {**_blind_record(run_dir, reading.read),
+        "blind": {**_blind_record(run_dir, reading.read), **readingset.blind_record(run_dir, reading.read, current),
                   "mirrors_rewards": mirrors_rewards(reading.read, {r["id"]: r for r in rows}, report["rewards"])},
         "flags": flags,
         "probes": probes,

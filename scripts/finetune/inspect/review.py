@@ -92,8 +92,12 @@ def prompt_text(prompt: Any) -> str:
 
 def review_items(run_dir: Path, spec: RunSpec, n: int | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The selected samples as plain dicts for the sheets, plus page metadata."""
+    from finetune.inspect import readingset
+
     report = load_report(run_dir)
-    rows = load_scored(run_dir)
+    every = load_scored(run_dir)
+    current = readingset.reading_ids(run_dir, [str(r["id"]) for r in every])
+    rows = [r for r in every if r["id"] in current]  # held-back samples stay unseen until `review --fresh`
     metas = report["rewards"]
     gcol = gold_column(spec)
     picked = select(rows, _count(spec, rows, n), spec.training.seed)
@@ -111,6 +115,7 @@ def review_items(run_dir: Path, spec: RunSpec, n: int | None = None) -> tuple[li
             "truncated": r.get("truncated"),
         })
     meta = {"run": spec.name, "min_read": spec.inspection.min_read, "selected": len(items), "scored": len(rows),
+            "held_back": len(every) - len(rows), "fresh": readingset.switched(run_dir) is not None,
             "rewards": metas, "flags": report.get("flags", []),
             "passing_probes": sorted({p["probe"] for p in report.get("probes", []) if p["passing"]}),
             "base_success": {k: report["base_success"].get(k)
@@ -130,10 +135,14 @@ def _fmt(v: Any) -> str:
 
 
 def coverage(meta: dict[str, Any]) -> str:
+    which = "held-back samples (a fresh blind reading)" if meta.get("fresh") else "scored samples"
+    aside = (f" ({meta['held_back']} other samples are not in this reading)" if meta.get("fresh") else
+             f" ({meta['held_back']} more held back for a fresh blind reading after a reward fix)"
+             ) if meta.get("held_back") else ""
     if meta["selected"] == meta["scored"]:
-        return f"All {meta['scored']} scored samples"
-    return (f"{meta['selected']} of {meta['scored']} scored samples (stratified over the rewards' values; every "
-            "flagged sample included)")
+        return f"All {meta['scored']} {which}{aside}"
+    return (f"{meta['selected']} of {meta['scored']} {which} (stratified over the rewards' values; every "
+            f"flagged sample included){aside}")
 
 
 def how_to_judge(meta: dict[str, Any]) -> list[str]:
@@ -145,7 +154,17 @@ def how_to_judge(meta: dict[str, Any]) -> list[str]:
                   "malformed). Judge what you see anyway: a right answer without the required format is "
                   "`\"correct\": true, \"well_formed\": false, \"accept\": false`; the gate counts it as "
                   "agreement with a note, not as a false negative."]
+    if any(m.get("type") == "json_match" for m in meta["rewards"]):  # a structured answer: the rule field by field
+        lines += ["", STRUCTURED]
     return lines
+
+
+STRUCTURED = ("A JSON answer, field by field: `correct` when every field names the gold value however written "
+              "(capitals, accents, a final period, a total as the string \"1,234.50\", a date in the document's own "
+              "format); a missing, invented or different field is incorrect. `well_formed` when it is one strict JSON "
+              "object after any `<think>` block (no trailing comma, no comment), each field in the schema's shape (a "
+              "number, an ISO `YYYY-MM-DD` date, a code such as `EUR`) and no extra key. So a non-ISO date of the "
+              "right day is correct but malformed; the gold JSON only inside `<think>`, then a refusal, is neither.")
 
 
 def markdown(run_dir: Path, items: list[dict[str, Any]], meta: dict[str, Any]) -> str:

@@ -58,6 +58,26 @@ def _pick(n_rows: int, n: int, seed: int) -> list[int]:
     return sorted(random.Random(seed).sample(range(n_rows), min(n, n_rows)))
 
 
+def held_back_rows(n_rows: int, reading: list[int], n: int, seed: int) -> list[int]:
+    """``n`` more rows, none of the reading's, seeded apart from it (``seed + 2``): the prompts held back for a
+    fresh blind reading after a reward fix (``inspection.held_back_prompts``)."""
+    rest = sorted(set(range(n_rows)) - set(reading))
+    return sorted(random.Random(seed + 2).sample(rest, min(n, len(rest))))
+
+
+def _hold_back_imported(rows: list[dict[str, Any]], n: int, seed: int) -> list[str]:
+    """The ids of the imported samples held back: every sample of ``n`` of the imported prompts (seeded), as long
+    as at least one prompt stays for the first reading; none when ``n`` is 0."""
+    groups: dict[str, list[str]] = {}
+    for r in rows:
+        groups.setdefault(repr(r.get("row", r["id"])), []).append(str(r["id"]))
+    keys = sorted(groups)
+    if n <= 0 or len(keys) < 2:
+        return []
+    held = random.Random(seed + 2).sample(keys, min(n, len(keys) - 1))
+    return [sid for k in sorted(held) for sid in groups[k]]
+
+
 def _requests(spec: RunSpec, rows: list[dict[str, Any]], indices: list[int], k: int,
               prefix: str) -> list[dict[str, Any]]:
     out = []
@@ -215,9 +235,11 @@ def _import_all(import_file: str | None, import_base: str | None, run_dir: Path,
         check_dataset(spec, required=False)  # the prompt and reward columns exist in the dataset too
         for (rows, record) in loaded.values():
             check_samples(spec, rows, record["file"])
-    for target, (_, record) in loaded.items():
+    for target, (rows, record) in loaded.items():
         if target == rundir.SAMPLES:
             info["imported"], info["samples"] = record, record["rows"]
+            held = spec.inspection.held_back_prompts if spec is not None else 0
+            info["held_back"] = _hold_back_imported(rows, held, spec.training.seed if spec is not None else 0)
         else:
             # the temperature the imported base samples were drawn at, as the user states it (None: unknown,
             # which makes base success provisional)
@@ -258,7 +280,10 @@ def run_sample(spec: RunSpec, run_dir: str | Path, *, import_file: str | None = 
     except UserError as exc:
         raise UserError(exc.what, where=exc.where,
                         fix=f"{exc.fix} (or import completions with --import FILE)") from None
-    reqs = _requests(spec, rows, _pick(len(rows), insp.prompts, seed), insp.per_prompt, "p")
+    reading = _pick(len(rows), insp.prompts, seed)
+    held = held_back_rows(len(rows), reading, insp.held_back_prompts, seed) if insp.held_back_prompts else []
+    reqs = _requests(spec, rows, reading, insp.per_prompt, "p")
+    held_reqs = _requests(spec, rows, held, insp.per_prompt, "p")  # after the reading's: its samples stay as they were
     b = insp.base_success
     base_reqs = _requests(spec, rows, _pick(len(rows), b.prompts, seed + 1), b.samples_per_prompt, "b") if base else []
 
@@ -274,8 +299,9 @@ def run_sample(spec: RunSpec, run_dir: str | Path, *, import_file: str | None = 
     else:
         sampler = _TransformersSampler(str(model_path), device, g.max_prompt_length)
     with Progress(console=console, transient=True, disable=console is None) as bar:
-        task = bar.add_task(f"sampling ({chosen})", total=len(reqs) + len(base_reqs))
+        task = bar.add_task(f"sampling ({chosen})", total=len(reqs) + len(held_reqs) + len(base_reqs))
         samples = _generate(sampler, reqs, insp.per_prompt, g, g.temperature, bar, task)
+        samples += _generate(sampler, held_reqs, insp.per_prompt, g, g.temperature, bar, task) if held_reqs else []
         torch.manual_seed(seed + 1)
         base_rows = _generate(sampler, base_reqs, b.samples_per_prompt, g, b.temperature, bar, task) if base else []
 
@@ -284,6 +310,7 @@ def run_sample(spec: RunSpec, run_dir: str | Path, *, import_file: str | None = 
         "device": getattr(sampler, "device", "cuda"),
         "generation": g.model_dump(), "base_success": b.model_dump() if base else None,
         "prompts": [r["row"] for r in reqs], "base_prompts": [r["row"] for r in base_reqs],
+        "held_back": [sid for r in held_reqs for sid in r["ids"]],
         "samples": len(samples), "base_samples": len(base_rows),
         "truncated": sum(bool(s["truncated"]) for s in samples),
         "versions": {p: metadata.version(p) for p in ("torch", "transformers")},

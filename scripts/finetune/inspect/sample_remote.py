@@ -127,14 +127,17 @@ def emit_requests(spec: RunSpec, run_dir: str | Path, *, spec_path: str = "spec.
                   base: bool = True) -> dict[str, Any]:
     """Write RUN/requests/ (requests, base requests, the sampling script, a README); return a summary."""
     from finetune.dataset import load_rows
-    from finetune.inspect.sample import _pick, _requests
+    from finetune.inspect.sample import _pick, _requests, held_back_rows
     from finetune.invocation import command
 
     run_dir = Path(run_dir)
     insp, seed = spec.inspection, spec.training.seed
     rows = load_rows(spec)
     tok = _tokenizer(spec)
-    reqs = _requests(spec, rows, _pick(len(rows), insp.prompts, seed), insp.per_prompt, "p")
+    reading = _pick(len(rows), insp.prompts, seed)
+    # the held-back prompts travel too; the import holds back a seeded share of the prompts it receives
+    reqs = _requests(spec, rows, reading + held_back_rows(len(rows), reading, insp.held_back_prompts, seed)
+                     if insp.held_back_prompts else reading, insp.per_prompt, "p")
     b = insp.base_success
     base_reqs = _requests(spec, rows, _pick(len(rows), b.prompts, seed + 1), b.samples_per_prompt, "b") if base else []
     main = _lines(spec, tok, reqs, insp.per_prompt, spec.generation.temperature)

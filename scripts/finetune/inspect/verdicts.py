@@ -202,11 +202,29 @@ def _merge_verdicts(run_dir: Path, new: list[Verdict], source: str) -> Path:
     return run_dir / rundir.VERDICTS
 
 
+def rewards_digest(run_dir: str | Path) -> str:
+    """One sha256 over the reward files now (rewards.py and its helpers): the reward whose view a reveal showed."""
+    import hashlib
+
+    from finetune.hashing import reward_files, sha256_file
+
+    parts = [f"{p.name}:{sha256_file(p)}" for p in reward_files(run_dir)]
+    return hashlib.sha256("\n".join(parts).encode("utf-8")).hexdigest()
+
+
 def _with_reveals(run_dir: Path, new: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """reveals.json plus ``new`` (caller holds the run directory's lock); the first reveal of a sample is kept."""
+    """reveals.json plus ``new`` (caller holds the run directory's lock); the first reveal of a sample is kept,
+    and ``rewards`` accumulates every reward (``rewards_digest``) whose view of the sample was shown: a reward
+    changed after its reader saw a sample's scores was fixed looking at that sample."""
     reveals: dict[str, Any] = load_json(run_dir / REVEALS) or {}
+    digest = rewards_digest(run_dir)
     for sid, entry in new.items():
-        reveals.setdefault(sid, entry)
+        kept = reveals.setdefault(sid, entry)
+        if not isinstance(kept, dict):
+            continue
+        listed = kept.get("rewards")
+        seen: list[Any] = listed if isinstance(listed, list) else []
+        kept["rewards"] = seen + ([digest] if digest not in seen else [])
     return reveals
 
 

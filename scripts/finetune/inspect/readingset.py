@@ -1,0 +1,156 @@
+"""Which samples the reading covers, and whether the reading is blind for the reward as it is now.
+
+A reading is blind when every verdict was given before its sample's reward scores were shown and the reward has
+not changed since the reader saw them. After a reward fix the samples whose disagreements led to the fix are no
+test of the fixed reward: it was tuned on them. ``inspection.held_back_prompts`` keeps samples of other prompts
+out of the first reading (``inspect sample`` records their ids in sample_info.json as ``held_back``);
+``finetune inspect review RUN --fresh`` switches the reading to them (``reading_set.json``), and verdicts on them,
+given before their key, are a blind reading of the fixed reward. Without held-back samples the fresh set is
+re-sampled with another ``training.seed``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from finetune import atomic, jsonio, locks, rundir
+from finetune.errors import UserError
+from finetune.inspect import verdicts as V
+
+if TYPE_CHECKING:
+    from finetune.spec import RunSpec
+
+FILE = "reading_set.json"  # written by `inspect review --fresh`: the reading is the held-back samples
+SAMPLE_INFO = "sample_info.json"
+
+
+def held_back(run_dir: str | Path) -> list[str]:
+    """The ids ``inspect sample`` held back from the first reading (sample_info.json's ``held_back``)."""
+    path = Path(run_dir) / SAMPLE_INFO
+    if not path.is_file():
+        return []
+    info = jsonio.read_json_object(path, what=SAMPLE_INFO, fix="sample again (`finetune inspect sample`)")
+    ids = info.get("held_back")
+    return [str(i) for i in ids] if isinstance(ids, list) else []
+
+
+def switched(run_dir: str | Path) -> dict[str, Any] | None:
+    """reading_set.json when the reading was switched to the held-back samples (None: the first reading)."""
+    path = Path(run_dir) / FILE
+    if not path.is_file():
+        return None
+    doc = jsonio.read_json_object(path, what=FILE, fix=f"remove {FILE} and run `finetune inspect review RUN --fresh`")
+    if doc.get("reading") != "fresh" or not isinstance(doc.get("ids"), list):
+        raise UserError(f"{FILE} names no fresh reading", where=str(path),
+                        fix=f"remove it and run `finetune inspect review {run_dir} --fresh`")
+    return doc
+
+
+def reading_ids(run_dir: str | Path, ids: list[str]) -> set[str]:
+    """The scored ids the current reading covers: the held-back ones after a switch, else all but them."""
+    fresh = switched(run_dir)
+    if fresh is not None:
+        return {str(i) for i in fresh["ids"]} & set(ids)
+    return set(ids) - set(held_back(run_dir))
+
+
+def unrevealed_held_back(run_dir: str | Path) -> list[str]:
+    """Held-back ids whose scores no one has seen (what a fresh reading can still use)."""
+    reveals = V.load_reveals(run_dir)
+    return [i for i in held_back(run_dir) if i not in reveals]
+
+
+def switch_to_fresh(run_dir: str | Path, spec: RunSpec) -> dict[str, Any]:
+    """Make the held-back samples the reading (reading_set.json); refuse when there are none to switch to."""
+    run_dir = Path(run_dir)
+    with locks.file_lock(run_dir):
+        if switched(run_dir) is not None:
+            raise UserError("the reading is already the held-back samples", where="--fresh",
+                            fix=f"for another blind set re-sample: {resample_line(run_dir)}")
+        held = held_back(run_dir)
+        if not held:
+            raise UserError("no samples were held back from the first reading (inspection.held_back_prompts is 0)",
+                            where="--fresh", fix=f"re-sample for a fresh blind set: {resample_line(run_dir)}")
+        seen = [i for i in held if i in V.load_reveals(run_dir)]
+        if seen:
+            raise UserError(f"{len(seen)} held-back sample(s) had their scores shown already (e.g. {seen[0]})",
+                            where="--fresh", fix=f"re-sample for a fresh blind set: {resample_line(run_dir)}")
+        doc: dict[str, Any] = {"reading": "fresh", "ids": held, "rewards": V.rewards_digest(run_dir), "time": V.now()}
+        atomic.write_text(run_dir / FILE, jsonio.json_text(run_dir / FILE, doc))
+    if len(held) < spec.inspection.min_read:
+        doc["short"] = spec.inspection.min_read - len(held)
+    return doc
+
+
+def resample_line(run_dir: Path) -> str:
+    """How to draw a fresh blind set when none is held back: another seed, then Phase 1's sampling again."""
+    from finetune.invocation import command
+
+    return (f"change `training.seed` in spec.yaml (it seeds Phase 1's sampling), then "
+            f"`{command('inspect', 'sample', Path(run_dir) / rundir.SPEC)}`, score, review and record the new "
+            "reading before opening the key")
+
+
+def fresh_offer(run_dir: str | Path) -> str:
+    """The fresh blind set this run can offer: its held-back samples, or a re-sample."""
+    from finetune.invocation import command
+
+    run_dir = Path(run_dir)
+    try:
+        free = [] if switched(run_dir) is not None else unrevealed_held_back(run_dir)
+    except UserError:
+        free = []
+    if free:
+        return (f"a fresh blind set: `{command('inspect', 'review', run_dir, '--fresh')}` switches the reading to "
+                f"the {len(free)} held-back samples no one has seen (then read them, record the verdicts, "
+                f"open the key, gate); or {resample_line(run_dir)}")
+    return f"a fresh blind set: {resample_line(run_dir)}"
+
+
+def blind_record(run_dir: str | Path, read: list[V.Verdict], current: set[str]) -> dict[str, Any]:
+    """Whether the current reading (the counted verdicts on ``current``) is blind for the reward now.
+
+    ``after_reveal``: verdicts recorded after the reader saw the rewards' view of that sample (no first, blind
+    verdict kept); ``earlier_reward``: samples whose scores were shown under another reward than the one now
+    (the reward changed after the reader saw them). ``earlier_readings``: verdicts outside the current reading
+    (a first reading before a switch to the held-back samples): they still count for disagreements."""
+    reveals = V.load_reveals(run_dir)
+    digest = V.rewards_digest(run_dir)
+    now = [v for v in read if v.id in current]
+    after = [v.id for v in now if v.id in reveals and v.first_verdict is None
+             and _later(v.time, _field(reveals[v.id], "time"))]
+    earlier = [v.id for v in now if v.id in reveals and any(d != digest for d in _seen(reveals[v.id]))]
+    blind = not after and not earlier
+    fresh = switched(run_dir) is not None
+    return {"reading": "fresh" if fresh else "first", "reading_read": len(now), "reading_blind": blind,
+            "after_reveal": after, "earlier_reward": earlier,
+            "earlier_readings": len(read) - len(now), "statement": statement(len(now), after, earlier)}
+
+
+def statement(total: int, after: list[str], earlier: list[str]) -> str:
+    """One plain sentence on whether the reading was blind (gate output, gate.json, status)."""
+    parts = []
+    if after:
+        parts.append(f"{len(after)} of {total} verdicts were recorded after the reader saw the rewards' view")
+    if earlier:
+        parts.append(f"the reward changed after the reader saw the scores of {len(earlier)} of {total} samples "
+                     "(it was fixed looking at them)")
+    if not parts:
+        return f"a blind reading: {total} verdicts, each given before its sample's scores were shown"
+    return "; ".join(parts) + ": not a blind reading"
+
+
+def _field(entry: Any, key: str) -> Any:
+    return entry.get(key) if isinstance(entry, dict) else None
+
+
+def _seen(entry: Any) -> list[str]:
+    seen = _field(entry, "rewards")
+    return [str(d) for d in seen] if isinstance(seen, list) else []
+
+
+def _later(a: Any, b: Any) -> bool:
+    from finetune.inspect.gate import _later as later
+
+    return later(a, b)
