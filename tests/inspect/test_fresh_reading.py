@@ -12,6 +12,7 @@ import json
 import shutil
 import time
 
+import pytest
 from inspect_helpers import CORRECTNESS, MODULES, craft_samples, write_jsonl
 
 from finetune.inspect import readingset
@@ -70,6 +71,7 @@ def _status_line(cli, run, step: str) -> str:
     return f"{state} {detail}"
 
 
+@pytest.mark.slow  # four gates and a re-score over 128 samples
 def test_a_fix_then_the_held_back_set_gives_a_blind_pass(cli, tmp_path):
     run = _run(tmp_path, cli)
     held = set(readingset.held_back(run))
