@@ -6,6 +6,7 @@ crashed or refused stage never leaves a half-written file and the gate can bind 
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from finetune.errors import UserError
@@ -53,3 +54,33 @@ def _recovered(run_dir: Path) -> Path:
 
     commit.recover(run_dir)
     return run_dir
+
+
+# ---------------------------------------------------------------------------------------------
+# checkpoint sample sets (finetune.inspect.checkpoint): RUN/inspect/checkpoints/NAME, a run directory of its own
+# for score / review / gate, told from a run directory by its place (the scorer and the CLI both ask)
+
+SETS_DIR = ("inspect", "checkpoints")
+SET_INFO = "checkpoint.json"  # the set's record: model, settings, Phase 1 files it re-sampled
+_SET_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+
+
+def set_name_ok(name: str) -> bool:
+    return bool(_SET_NAME.match(name)) and name not in (".", "..")
+
+
+def run_of(path: Path) -> Path | None:
+    """The run directory of set folder ``path`` (``RUN/inspect/checkpoints/NAME``), or None when
+    ``path`` is not one: it must hold SET_INFO and no spec of its own, under a run that has a spec."""
+    if not path.is_dir() or (path / SPEC).exists() or not (path / SET_INFO).is_file():
+        return None
+    if not set_name_ok(path.name):  # a killed write's stage folder (.NAME.<pid>.<token>.stage) is not a set
+        return None
+    run = path.parent.parent.parent
+    if (path.parent.name, path.parent.parent.name) != tuple(reversed(SETS_DIR)):
+        return None
+    return run if (run / SPEC).is_file() else None
+
+
+def is_set(run_dir: Path) -> bool:
+    return run_of(Path(run_dir)) is not None

@@ -518,7 +518,7 @@ def checkpoint_sets(run: _Run) -> list[SetState]:
     if not root.is_dir() or run.spec is None:
         return []
     sets = []
-    for folder in sorted(p for p in root.iterdir() if checkpoint.run_of(p) is not None):
+    for folder in sorted(p for p in root.iterdir() if rundir.run_of(p) is not None):
         gate, detail = _set_gate(folder, run.spec)
         comparison, cstate, cdetail = _comparison(folder, run.spec)
         sets.append(SetState(folder.name, str(folder), GATE_LABEL[gate], detail, comparison, cstate, cdetail))

@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 from inspect_helpers import CORRECTNESS, MODULES, SPEC, craft_samples, write_jsonl
 
-from finetune import commit, status
+from finetune import commit, rundir, status
 from finetune.inspect.score import report_is_current
 from finetune.spec import load_spec
 
@@ -361,7 +361,7 @@ def test_checkpoint_set_import_killed_mid_switch(runs, tmp_path, cli, step):
     assert r.returncode == -9, r.stderr[-2000:]
     stages = [p for p in ck.parent.iterdir() if p.name.startswith(".ck.")]
     assert len(stages) == 1 and (stages[0] / checkpoint.SET_INFO).is_file()
-    assert not checkpoint.is_set(stages[0])
+    assert not rundir.is_set(stages[0])
     assert [s.name for s in status.checkpoint_sets(status._Run(run))] == ["ck"]
     after, held = _visible(ck, ("samples.jsonl",)), _visible(stages[0], ("samples.jsonl",))
     assert old != after if step == "ck:switched" else old == after != held  # the stage: the new set, unswitched

@@ -47,7 +47,7 @@ def test_hub_checkpoint_resamples_phase1_prompts_into_its_own_set(cli, make_run,
     r = cli("inspect", "sample", run, "--model", HUB_ID)
     assert r.code == 0, r
     target = run / "inspect" / "checkpoints" / "finetune-tests--tiny-qwen3"
-    assert checkpoint.run_of(target) == run and checkpoint.is_set(target) and not checkpoint.is_set(run)
+    assert rundir.run_of(target) == run and rundir.is_set(target) and not rundir.is_set(run)
     after = _tree(run)
     assert {k: v for k, v in after.items() if not k.startswith("inspect")} == before  # Phase 1 untouched
 
@@ -188,9 +188,9 @@ def test_a_run_directory_is_never_taken_for_a_set(cli, make_run):
     inner.mkdir(parents=True)
     (inner / checkpoint.SET_INFO).write_text("{}")
     (inner / rundir.SPEC).write_text((run / rundir.SPEC).read_text())  # a spec of its own: a run, not a set
-    assert checkpoint.run_of(inner) is None and checkpoint.run_of(run) is None
+    assert rundir.run_of(inner) is None and rundir.run_of(run) is None
     (inner / rundir.SPEC).unlink()
-    assert checkpoint.run_of(inner) == run
+    assert rundir.run_of(inner) == run
     r = cli("inspect", "compare", run)
     assert r.code == 2 and "not a checkpoint sample set" in r.err
 

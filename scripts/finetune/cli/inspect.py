@@ -111,10 +111,9 @@ def _verdict_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _run_dir_and_spec(arg: str, out: str | None = None) -> tuple[RunSpec, Path]:
-    from finetune.inspect import checkpoint
     from finetune.spec import load_spec
 
-    run = checkpoint.run_of(Path(arg)) if out is None else None
+    run = rundir.run_of(Path(arg)) if out is None else None
     if run is not None:  # a checkpoint sample set: the run's spec, the set's files
         rundir.resolve(run)  # finish or clear what a crashed commit left, as every verb does
         return load_spec(run / rundir.SPEC), Path(arg)
@@ -220,7 +219,7 @@ def _score(args: argparse.Namespace) -> int:
 
     spec, run_dir = _run_dir_and_spec(args.run)
     console = _console()
-    if checkpoint.is_set(run_dir):  # a checkpoint set judges the reward the run trains with, as it is now
+    if rundir.is_set(run_dir):  # a checkpoint set judges the reward the run trains with, as it is now
         refreshed = checkpoint.sync_rewards(run_dir)
         if refreshed:
             console.print(f"reward files copied from the run: {', '.join(refreshed)}", markup=False)
@@ -347,7 +346,7 @@ def _gate(args: argparse.Namespace) -> int:
     from finetune.inspect import checkpoint, gate
 
     spec, run_dir = _run_dir_and_spec(args.run)
-    in_set = checkpoint.is_set(run_dir)
+    in_set = rundir.is_set(run_dir)
     drift = checkpoint.reward_drift(run_dir) if in_set else []
     extra = [f"the run's reward files changed since this set was scored ({', '.join(drift)}); re-run "
              f"`finetune inspect score {run_dir}`"] if drift else []
@@ -400,10 +399,9 @@ def _gate(args: argparse.Namespace) -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from finetune.inspect import checkpoint
 
     spec, set_path = _run_dir_and_spec(args.set)
-    if not checkpoint.is_set(set_path):
+    if not rundir.is_set(set_path):
         raise UserError(f"{args.set} is not a checkpoint sample set", where=args.set,
                         fix="give RUN/inspect/checkpoints/NAME (made by `finetune inspect sample RUN --model CKPT`)")
     _print_comparison(set_path, spec)

@@ -29,18 +29,16 @@ from typing import TYPE_CHECKING, Any
 from finetune import atomic, commit, jsonio, rundir
 from finetune.errors import UserError
 from finetune.hashing import reward_files, sha256_file
+from finetune.rundir import SET_INFO, SETS_DIR, run_of, set_name_ok
 
 if TYPE_CHECKING:
     from rich.console import Console
 
     from finetune.spec import GenerationSpec, RunSpec
 
-SETS_DIR = ("inspect", "checkpoints")
-SET_INFO = "checkpoint.json"  # the set's record: model, settings, Phase 1 files it re-sampled
 SAMPLE_INFO = "sample_info.json"
 COMPARISON = "comparison.json"
 COMPARISON_MD = "comparison.md"
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model")
 Row = dict[str, Any]
 
@@ -58,7 +56,7 @@ def set_dir(run_dir: Path, name: str) -> Path:
 
 
 def check_name(name: str) -> str:
-    if not _NAME.match(name) or name in (".", ".."):
+    if not set_name_ok(name):
         raise UserError(f"set name {name!r} is not a plain folder name", where="--name",
                         fix="use letters, digits, '.', '_' and '-' (e.g. --name step-500)")
     return name
@@ -71,23 +69,6 @@ def default_name(model: str) -> str:
     p = Path(model).expanduser()
     raw = model.replace("/", "--") if hub.is_repo_id(model) and not p.exists() else p.resolve().name
     return (re.sub(r"[^A-Za-z0-9._-]+", "-", raw).strip("-.") or "checkpoint")[:100]
-
-
-def run_of(path: Path) -> Path | None:
-    """The run directory of set folder ``path`` (``RUN/inspect/checkpoints/NAME``), or None when
-    ``path`` is not one: it must hold SET_INFO and no spec of its own, under a run that has a spec."""
-    if not path.is_dir() or (path / rundir.SPEC).exists() or not (path / SET_INFO).is_file():
-        return None
-    if not _NAME.match(path.name):  # a killed write's stage folder (.NAME.<pid>.<token>.stage) is not a set
-        return None
-    run = path.parent.parent.parent
-    if (path.parent.name, path.parent.parent.name) != tuple(reversed(SETS_DIR)):
-        return None
-    return run if (run / rundir.SPEC).is_file() else None
-
-
-def is_set(run_dir: Path) -> bool:
-    return run_of(Path(run_dir)) is not None
 
 
 # ---------------------------------------------------------------------------------------------

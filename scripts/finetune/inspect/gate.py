@@ -102,18 +102,6 @@ def group_causes(disagreements: list[dict[str, Any]], rows: dict[str, dict[str, 
     return out
 
 
-def _later(a: Any, b: Any) -> bool:
-    """Is ISO time ``a`` after ``b``? (False when either is missing or unreadable.)"""
-    from datetime import datetime, timezone
-
-    try:
-        ta, tb = (datetime.fromisoformat(str(t)) for t in (a, b))
-    except ValueError:
-        return False
-    ta, tb = (t if t.tzinfo else t.replace(tzinfo=timezone.utc) for t in (ta, tb))
-    return ta > tb
-
-
 def mirrors_rewards(read: list[V.Verdict], by_id: dict[str, Record], metas: list[Record]) -> bool:
     """Is the reading the rewards' view, field for field, on every sample, with not one note?
 
@@ -142,7 +130,7 @@ def _blind_record(run_dir: Path, read: list[V.Verdict]) -> dict[str, Any]:
     verdict; changed_after_reveal: the reader changed a blind verdict after seeing the rewards."""
     reveals = V.load_reveals(run_dir)
     after = [v.id for v in read if v.id in reveals and v.first_verdict is None
-             and _later(v.time, reveals[v.id].get("time"))]
+             and V.later(v.time, reveals[v.id].get("time"))]
     return {"revealed": sum(v.id in reveals for v in read), "judged_after_reveal": after,
             "changed_after_reveal": [v.id for v in read if v.changed_after_reveal]}
 

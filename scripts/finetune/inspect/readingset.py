@@ -119,7 +119,7 @@ def blind_record(run_dir: str | Path, read: list[V.Verdict], current: set[str]) 
     digest = V.rewards_digest(run_dir)
     now = [v for v in read if v.id in current]
     after = [v.id for v in now if v.id in reveals and v.first_verdict is None
-             and _later(v.time, _field(reveals[v.id], "time"))]
+             and V.later(v.time, _field(reveals[v.id], "time"))]
     earlier = [v.id for v in now if v.id in reveals and any(d != digest for d in _seen(reveals[v.id]))]
     blind = not after and not earlier
     fresh = switched(run_dir) is not None
@@ -150,7 +150,3 @@ def _seen(entry: Any) -> list[str]:
     return [str(d) for d in seen] if isinstance(seen, list) else []
 
 
-def _later(a: Any, b: Any) -> bool:
-    from finetune.inspect.gate import _later as later
-
-    return later(a, b)

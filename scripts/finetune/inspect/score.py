@@ -23,7 +23,6 @@ from finetune.hashing import reward_files, reward_section_digest, sha256_file
 from finetune.inspect import flags as flags_mod
 from finetune.inspect import probes as probes_mod
 from finetune.inspect import runfiles
-from finetune.inspect.checkpoint import is_set
 from finetune.inspect.rewardmod import RewardInfo, RewardModule, load_rewards, score_items
 from finetune.inspect.samplesio import load_samples
 from finetune.inspect.verdicts import load_json, read_jsonl
@@ -298,7 +297,7 @@ def compute(run_dir: str | Path, spec: RunSpec, *, caches: bool = True,
     base = _base_report(rm, spec, rows, base_samples, base_scores, _base_temperature(run_dir))
     # a checkpoint set (finetune.inspect.checkpoint) measures a trained policy: its success rate is the
     # training's result, not a flag about the reward
-    flag_list = flags_mod.detect(rm, spec, rows, rescored, probe_result, None if is_set(run_dir) else base)
+    flag_list = flags_mod.detect(rm, spec, rows, rescored, probe_result, None if rundir.is_set(run_dir) else base)
     for row in rows:
         row["flags"] = [f["id"] for f in flag_list if row["id"] in f["sample_ids"]]
     report = {

@@ -446,3 +446,15 @@ def acknowledge(run_dir: str | Path, flag_id: str, reason: str, by: str | None,
         acks = load_acks(run_dir)
         acks[flag_id] = Ack.model_validate(entry).model_dump()
         return jsonio.write_json(run_dir / ACKS, acks)
+
+
+def later(a: Any, b: Any) -> bool:
+    """Is ISO time ``a`` after ``b``? (False when either is missing or unreadable.)"""
+    from datetime import datetime, timezone
+
+    try:
+        ta, tb = (datetime.fromisoformat(str(t)) for t in (a, b))
+    except ValueError:
+        return False
+    ta, tb = (t if t.tzinfo else t.replace(tzinfo=timezone.utc) for t in (ta, tb))
+    return ta > tb
