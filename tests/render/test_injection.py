@@ -178,8 +178,8 @@ def test_config_render_every_target_with_hostile_strings(tmp_path, cli, target):
     train = (config / "train.py").read_text(encoding="utf-8")
     tree = ast.parse(train)
     consts = {t.id: ast.literal_eval(n.value) for n in tree.body if isinstance(n, ast.Assign)
-              for t in n.targets if isinstance(t, ast.Name) and t.id in ("MODEL", "SYSTEM_PROMPT", "DATASET")}
-    assert consts["SYSTEM_PROMPT"] == spec["dataset"]["system_prompt"]
+              for t in n.targets if isinstance(t, ast.Name) and t.id in ("MODEL", "SAMPLING", "DATASET")}
+    assert consts["SAMPLING"]["system_prompt"] == spec["dataset"]["system_prompt"]  # SYSTEM_PROMPT reads it
     assert consts["DATASET"]["prompt_column"] == spec["dataset"]["prompt_column"]
     assert consts["MODEL"] == spec["model"]
     for name in sorted(p.name for p in config.iterdir()):

@@ -22,6 +22,7 @@ TEMPLATE_DIRS = [PKG / "templates", PKG / "rewards" / "templates"]
 
 # Values computed by the plugin, never copied from a spec string: numbers, digests, versions.
 CODE_VALUES = {
+    "cache",  # a module-global name from the kind registry (Kind.caches), never a spec string
     "version", "trl_version", "partial_ceiling", "margin", "section_digest", "limit", "floor", "vllm_port",
     "zero_stage", "generation_batch_size", "ungated_smoke_steps", "topo.training_processes", "topo.training_nodes", "topo.nodes",
     "topo.gpus_per_node", "topo.processes_per_node", "topo.vllm_gpus", "topo.vllm_tp", "topo.vllm_dp", "digest", "r.max_points", "r.retries",
