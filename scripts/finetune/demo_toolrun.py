@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 TOOL_STEPS = 20
 HELDOUT_K = 4
-TOOL_LR = 2e-4  # DEMO ONLY, as the digit task's rate: a toy model does not move at 5e-7; at 1e-3 it stops calling by step 4
+TOOL_LR = 2e-4  # DEMO ONLY: a toy model does not move at 5e-7; at 1e-3 it stops calling by step 4
 _QUESTION = re.compile(r"What is (\d+) plus (\d+)\?")
 _CALL = re.compile(r"<tool_call>\s*(\{.*?\})\s*</tool_call>", re.S)
 
