@@ -71,12 +71,15 @@ def rows(n: int, seed: int) -> list[dict[str, Any]]:
 
 @dataclass(frozen=True)
 class ToolWarmup:
-    steps: int = 150
+    steps: int = 250
     batch: int = 16
     lr: float = 3e-3
     wrong_share: float = 0.35  # targets that call add with a wrong number
     skip_share: float = 0.15  # targets that answer without calling
     seed: int = 0
+    # 128 wide: at 64 the copy of the two numbers into the call has not formed after 300 steps
+    hidden: int = 128
+    intermediate: int = 256
 
 
 def _trajectory(a: int, b: int, rng: random.Random, recipe: ToolWarmup) -> list[dict[str, Any]]:
@@ -141,10 +144,15 @@ def warm_up(model_dir: Path, recipe: ToolWarmup = ToolWarmup(),
     return loss_value
 
 
-def build_model(out: Path, recipe: ToolWarmup = ToolWarmup()) -> Path:
-    """The tool-calling tiny model, built and warmed up in ``out``."""
+def build_base(out: Path, recipe: ToolWarmup = ToolWarmup()) -> Path:
+    """The tool-calling tiny model before its warm-up."""
     from finetune.tinymodel import build_tiny_model
 
-    build_tiny_model(out, seed=recipe.seed, extra_words=EXTRA_WORDS, tools=True)
-    warm_up(out, recipe)
+    return build_tiny_model(out, seed=recipe.seed, extra_words=EXTRA_WORDS, tools=True, hidden=recipe.hidden,
+                            intermediate=recipe.intermediate)
+
+
+def build_model(out: Path, recipe: ToolWarmup = ToolWarmup()) -> Path:
+    """The tool-calling tiny model, built and warmed up in ``out``."""
+    warm_up(build_base(out, recipe), recipe)
     return out

@@ -38,8 +38,9 @@ def vocabulary(extra_words: Sequence[str] = ()) -> list[str]:
 
 
 # The tool-calling variant writes calls as Qwen / Hermes do (`<tool_call>{"name", "arguments"}</tool_call>`,
-# results in `<tool_response>`), with a compact system block (the tool schemas alone: a tiny model on CPU
-# pays for every prompt token) and TRL's own Qwen response template, saved with the tokenizer, so
+# results in `<tool_response>`), with a compact system block (each tool's signature, `add(a: integer, b: integer)`,
+# not its whole JSON schema: a tiny model on CPU pays for every prompt token, and learns to copy arguments
+# across 20 tokens in seconds where 170 take minutes) and TRL's own Qwen response template, saved with the tokenizer, so
 # `GRPOTrainer(environment_factory=...)` parses its calls with transformers' `parse_response` as on Qwen.
 TOOL_SPECIAL = ["<|pad|>", "<|im_end|>", "<|im_start|>", "<|unk|>"]
 TOOL_TAGS = ["<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>", "<tools>", "</tools>"]
@@ -49,8 +50,9 @@ TOOL_PRE_TOKENIZE_PATTERN = r"<\|[a-z_]+\|>|</?[a-z_]+>|[A-Za-z]+|\d|\s|."
 
 
 TOOL_CHAT_TEMPLATE = (
-    "{% if tools %}<|im_start|>system\n<tools>{% for tool in tools %}{{ tool | tojson }}{% endfor %}</tools>"
-    "<|im_end|>\n{% endif %}"
+    "{% if tools %}<|im_start|>system\n<tools>{% for tool in tools %}{% set f = tool.function or tool %}"
+    "{{ f.name }}({% for arg, schema in f.parameters.properties.items() %}{{ arg }}: {{ schema.type }}"
+    "{% if not loop.last %}, {% endif %}{% endfor %}){% endfor %}</tools><|im_end|>\n{% endif %}"
     "{% for message in messages %}"
     "{% if message.role == 'assistant' and message.tool_calls %}<|im_start|>assistant\n"
     "{% if message.content %}{{ message.content }}\n{% endif %}"

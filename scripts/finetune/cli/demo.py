@@ -21,6 +21,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"GRPO seeds for the before/after measurement (default {len(DEFAULT_SEEDS)})")
     parser.add_argument("--steps", type=count(1, 100000), default=DEMO_STEPS,
                         help=f"GRPO steps per seed (default {DEMO_STEPS})")
+    parser.add_argument("--tools", action="store_true",
+                        help="run the calculator tool task instead (TRL environment_factory, tool calls executed; "
+                             "default folder ./runs/demo-tools)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -29,7 +32,13 @@ def run(args: argparse.Namespace) -> int:
                         where="--seeds/--steps", fix="e.g. --seeds 2 --steps 40")
     seeds = tuple(DEFAULT_SEEDS[0] + i for i in range(args.seeds))
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    result = run_demo(args.out, reader=args.reader, seeds=seeds, steps=args.steps)
+    if args.tools:
+        from finetune.demo_toolrun import TOOL_STEPS, run_tool_demo
+
+        out = "runs/demo-tools" if args.out == "runs/demo" else args.out
+        result = run_tool_demo(out, seeds=seeds, steps=TOOL_STEPS if args.steps == DEMO_STEPS else args.steps)
+    else:
+        result = run_demo(args.out, reader=args.reader, seeds=seeds, steps=args.steps)
     if result.facts.get("stopped_at"):
         raise CheckFailed(f"demo stopped at '{result.facts['stopped_at']['phase']}'; see {result.out / 'report.md'}")
     return 0

@@ -216,6 +216,46 @@ def _generate(sampler: _TransformersSampler | _VllmSampler, reqs: list[dict[str,
     return rows
 
 
+def _rollout_generator(spec: RunSpec, run_dir: Path, sampler: _TransformersSampler | _VllmSampler) -> Any:
+    """For a spec ``environment``: whole rollouts (every turn, tool call and result) with the run's rendered
+    environment (rewards.py, bound by the gate), as TRL's environment_factory runs them in training; each row
+    goes through the import's own validation, so generated and imported trajectories have one shape."""
+    from finetune.inspect.rewardmod import load_rewards
+    from finetune.inspect.rollout import RolloutSampler, trajectory_row
+    from finetune.inspect.samplesio import normalise_row
+
+    if not isinstance(sampler, _TransformersSampler):
+        raise UserError("multi-turn tool rollouts are generated with transformers", where="--backend",
+                        fix="use --backend transformers for a spec with an environment (or import the rollouts)")
+    env = spec.environment
+    assert env is not None  # only called for a spec with an environment
+    module = load_rewards(run_dir).module
+    if not hasattr(module, "environment_factory"):
+        raise UserError(f"{rundir.REWARDS} has no environment", where=str(run_dir / rundir.REWARDS),
+                        fix="re-render it with `finetune rewards render SPEC` (the spec names an environment)")
+    rollouts = RolloutSampler(sampler.model, sampler.tok, module.environment_factory, module.environment_tools,
+                              env.max_tool_calling_iterations, spec.generation.max_completion_length)
+
+    def generate(_: Any, reqs: list[dict[str, Any]], k: int, g: GenerationSpec, temperature: float,
+                 progress: Progress, task: TaskID) -> list[dict[str, Any]]:
+        settings = {"temperature": temperature, "top_p": g.top_p, "top_k": g.top_k, "min_p": g.min_p,
+                    "repetition_penalty": g.repetition_penalty}
+        rows: list[dict[str, Any]] = []
+        for start in range(0, len(reqs), PROMPT_BATCH):
+            batch = reqs[start:start + PROMPT_BATCH]
+            groups = rollouts.run([r["prompt"] for r in batch], [r["columns"] for r in batch], k, settings)
+            for req, group in zip(batch, groups):
+                for sid, ep in zip(req["ids"], group):
+                    obj = {"id": sid, "row": req["row"], "prompt": req["prompt"], "completion": trajectory_row(ep),
+                           "conversational": True, "columns": req["columns"],
+                           "completion_tokens": len(ep.completion_ids), "truncated": ep.truncated, "source": "model"}
+                    rows.append(normalise_row(obj, f"rollout {sid}", len(rows)))
+            progress.advance(task, len(batch))
+        return rows
+
+    return generate
+
+
 def _load_import(path: str, prompt_column: str = "prompt") -> tuple[list[dict[str, Any]], dict[str, Any]]:
     src = Path(path)
     rows = load_samples(src, prompt_column)  # validates every line; a bad line → UserError file:line
@@ -298,12 +338,13 @@ def run_sample(spec: RunSpec, run_dir: str | Path, *, import_file: str | None = 
         sampler = _VllmSampler(str(model_path), seed, g.max_prompt_length, g.max_completion_length)
     else:
         sampler = _TransformersSampler(str(model_path), device, g.max_prompt_length)
+    generate = _generate if spec.environment is None else _rollout_generator(spec, run_dir, sampler)
     with Progress(console=console, transient=True, disable=console is None) as bar:
         task = bar.add_task(f"sampling ({chosen})", total=len(reqs) + len(held_reqs) + len(base_reqs))
-        samples = _generate(sampler, reqs, insp.per_prompt, g, g.temperature, bar, task)
-        samples += _generate(sampler, held_reqs, insp.per_prompt, g, g.temperature, bar, task) if held_reqs else []
+        samples = generate(sampler, reqs, insp.per_prompt, g, g.temperature, bar, task)
+        samples += generate(sampler, held_reqs, insp.per_prompt, g, g.temperature, bar, task) if held_reqs else []
         torch.manual_seed(seed + 1)
-        base_rows = _generate(sampler, base_reqs, b.samples_per_prompt, g, b.temperature, bar, task) if base else []
+        base_rows = generate(sampler, base_reqs, b.samples_per_prompt, g, b.temperature, bar, task) if base else []
 
     info.update({
         "model": str(model_path), "backend": chosen,

@@ -1,0 +1,330 @@
+"""`finetune demo --tools`: the calculator tool task (:mod:`finetune.demo_tools`) end to end on CPU.
+
+The same product stages as the digit task, on a spec with an ``environment``: render rewards (env.py copied
+and bound) → ``inspect sample`` generates whole rollouts (tool calls executed) → score → the demo's
+independent tool checker reads the review sheet (it reads the two numbers from the prompt text and the call
+from the trajectory, sharing no code with the environment) → gate PASS. A second run directory carries the
+broken environment (any ``add`` call is rewarded): the same rollouts imported, the gate FAILs and Phase 2
+refuses. Then GRPO through TRL's ``environment_factory`` per seed, tool calls executed, with the held-out
+tool-call success (the environment's own reward on fresh rollouts of prompts never trained on) measured
+before and after — reported whichever way it moves.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import yaml
+
+from finetune import atomic, demo_tools, jsonio, rundir
+
+if TYPE_CHECKING:
+    from finetune.demo import Phase, _Runner
+    from finetune.spec import RunSpec
+
+TOOL_STEPS = 20
+HELDOUT_K = 4
+TOOL_LR = 2e-4  # DEMO ONLY: a toy model does not move at 5e-7; at 1e-3 it stops calling by step 4
+_QUESTION = re.compile(r"What is (\d+) plus (\d+)\?")
+_CALL = re.compile(r"<tool_call>\s*(\{.*?\})\s*</tool_call>", re.S)
+
+
+def spec_doc() -> dict[str, Any]:
+    return {
+        "name": "demo-calculator", "model": "../model",
+        "dataset": {"path": "../data/train.jsonl", "prompt_column": "prompt"},
+        "environment": {"file": "env.py", "class": demo_tools.ENV_CLASS, "max_tool_calling_iterations": 2},
+        "rewards": [{"name": "solved", "type": "environment"}],
+        "hardware": {"profile": "rtx-4090-24gb", "gpus": 1, "nodes": 1},
+        "generation": {"max_prompt_length": 64, "max_completion_length": 64, "temperature": 1.0},
+        "training": {"num_generations": 8, "seed": 3407, "logging_steps": 1},
+        "inspection": {"prompts": 16, "per_prompt": 4, "min_read": 50, "probe_prompts": 4,
+                       "base_success": {"prompts": 8, "samples_per_prompt": 8, "temperature": 0.3}},
+    }
+
+
+def splits() -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """(training pairs, held-out pairs): all 100 single-digit pairs, a fixed fifth held out."""
+    import random
+
+    pairs = [(a, b) for a in range(10) for b in range(10)]
+    random.Random(7).shuffle(pairs)
+    return pairs[20:], pairs[:20]
+
+
+def _row(a: int, b: int) -> dict[str, Any]:
+    return {"prompt": demo_tools.question(a, b), "a": a, "b": b}
+
+
+def check(prompt: Any, completion: str) -> tuple[bool, str]:
+    """The tool checker: accept when the trajectory called add with the prompt's two numbers (either order)."""
+    text = prompt if isinstance(prompt, str) else " ".join(m.get("content", "") for m in prompt)
+    asked = _QUESTION.search(text)
+    if asked is None:
+        return False, "no question in the prompt"
+    want = sorted(int(x) for x in asked.groups())
+    calls = []
+    for block in _CALL.findall(completion):
+        try:
+            calls.append(json.loads(block))
+        except ValueError:
+            continue
+    if not calls:
+        return False, "no parseable tool call"
+    for c in calls:
+        args = c.get("arguments") if isinstance(c, dict) else None
+        if c.get("name") == "add" and isinstance(args, dict) and sorted(
+                [args.get("a"), args.get("b")], key=str) == sorted(want, key=str):
+            return True, f"add called with {want[0]} and {want[1]}"
+    return False, f"no add call with {want[0]} and {want[1]} ({len(calls)} call(s))"
+
+
+def checker_verdicts(run_dir: Path, spec: RunSpec) -> tuple[Path, dict[str, int]]:
+    from finetune.demo_checker import READER_LABEL
+    from finetune.inspect import review
+
+    items, _ = review.review_items(run_dir, spec)
+    scored = {row["id"]: row for _, row in jsonio.read_jsonl(run_dir / rundir.SCORED)}
+    rows, counts = [], {"read": 0, "accept": 0, "reject": 0}
+    for it in items:
+        row = scored[it["id"]]
+        ok, note = check(row["prompt"], row["completion"])
+        rows.append({"id": it["id"], "accept": ok, "correct": ok, "well_formed": "<tool_call>" in row["completion"],
+                     "note": f"[{READER_LABEL}] {note}", "reader": "agent"})
+        counts["read"] += 1
+        counts["accept" if ok else "reject"] += 1
+    return atomic.write_jsonl(run_dir / "checker_verdicts.jsonl", rows), counts
+
+
+def heldout_success(model: Any, tok_dir: Path, module: Any, pairs: list[tuple[int, int]], seed: int,
+                    max_completion_length: int) -> dict[str, float]:
+    """The environment's reward on ``HELDOUT_K`` fresh rollouts per held-out prompt, and the calls made."""
+    import torch
+    from transformers import AutoTokenizer
+
+    from finetune.inspect.rollout import RolloutSampler
+
+    tok = AutoTokenizer.from_pretrained(tok_dir)
+    was_training = model.training
+    model.eval()
+    torch.manual_seed(seed)
+    sampler = RolloutSampler(model, tok, module.environment_factory, module.environment_tools, 2,
+                             max_completion_length)
+    rows = [_row(a, b) for a, b in pairs]
+    groups = sampler.run([r["prompt"] for r in rows], [{"a": r["a"], "b": r["b"]} for r in rows], HELDOUT_K,
+                         {"temperature": 1.0, "top_k": 0, "top_p": 1.0})
+    episodes = [ep for g in groups for ep in g]
+    if was_training:
+        model.train()
+    return {"success": sum(ep.env._finetune_get_reward() for ep in episodes) / len(episodes),
+            "calls_per_rollout": sum(ep.tool_calls for ep in episodes) / len(episodes),
+            "rollouts": float(len(episodes))}
+
+
+def train(run_dir: Path, spec: RunSpec, seed: int, output_dir: Path, steps: int) -> tuple[Any, list[dict[str, Any]]]:
+    """GRPO with the gated rewards.py's environment_factory (the rendered config + the demo CPU profile)."""
+    import warnings
+
+    from datasets import load_dataset
+    from trl import GRPOConfig, GRPOTrainer
+
+    from finetune.demo import demo_training_kwargs
+    from finetune.errors import CheckFailed
+    from finetune.inspect.gate import verify_gate
+    from finetune.inspect.rewardmod import load_rewards
+
+    gate = verify_gate(run_dir, spec)
+    if not gate.ok:
+        raise CheckFailed(f"refusing to train: {gate.reason}")
+    kwargs, changes = demo_training_kwargs(run_dir, seed, output_dir, steps)
+    kwargs["learning_rate"] = TOOL_LR
+    changes.append({"field": "learning_rate", "rendered": "(the profile's 3e-4)", "demo": TOOL_LR,
+                    "why": "the tool task's 20-step toy run (at 1e-3 the tiny model stops calling within 4 steps)"})
+    module = load_rewards(run_dir, [r.name for r in spec.rewards]).module
+    assert spec.environment is not None
+    kwargs["max_tool_calling_iterations"] = spec.environment.max_tool_calling_iterations
+    dataset = load_dataset("json", data_files=str(spec.training_data_path()), split="train")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        trainer = GRPOTrainer(model=str(spec.resolve_path(spec.model)), args=GRPOConfig(**kwargs),
+                              reward_funcs=list(module.REWARD_FUNCS), train_dataset=dataset,
+                              environment_factory=module.environment_factory)
+        from transformers.trainer_callback import PrinterCallback, ProgressCallback
+
+        for callback in (PrinterCallback, ProgressCallback):
+            trainer.remove_callback(callback)
+        trainer.train()
+    trainer.save_state()
+    return trainer, changes
+
+
+def _prepare(out: Path) -> tuple[Path, Path, list[tuple[int, int]]]:
+    train_pairs, held = splits()
+    atomic.write_jsonl(out / "data" / "train.jsonl", [_row(a, b) for a, b in train_pairs])
+    atomic.write_jsonl(out / "data" / "heldout.jsonl", [_row(a, b) for a, b in held])
+    good, bad = out / "pass", out / "fail"
+    for d, source in ((good, demo_tools.ENV_SOURCE), (bad, demo_tools.BROKEN_ENV_SOURCE)):
+        d.mkdir(parents=True, exist_ok=True)
+        atomic.write_text(d / "env.py", source)
+        atomic.write_text(d / rundir.SPEC, yaml.safe_dump(spec_doc(), sort_keys=False))
+    return good, bad, held
+
+
+def _reads(run: _Runner, run_dir: Path, facts: dict[str, Any], key: str) -> None:
+    from finetune.demo import CHECKER_STATEMENT, CHECKER_USER
+    from finetune.spec import load_spec
+
+    holder: dict[str, Any] = {}
+
+    def read(p: Phase) -> str:
+        holder["path"], counts = checker_verdicts(run_dir, load_spec(run_dir / rundir.SPEC))
+        facts.setdefault("checker", {})[key] = counts
+        return f"read {counts['read']} trajectories: {counts['accept']} accept, {counts['reject']} reject"
+
+    label = f"tools {key.upper()}"
+    run.step(f"{label}: the tool checker reads the review sheet", read)
+    run.stage(f"{label}: record the verdicts", ["inspect", "verdict", str(run_dir), "--file", str(holder["path"])])
+    run.stage(f"{label}: confirmation (the demo's own, no person)",
+              ["inspect", "confirm", str(run_dir), "--user", CHECKER_USER, "--statement", CHECKER_STATEMENT])
+
+
+def run_tool_phases(run: _Runner, out: Path, seeds: tuple[int, ...], steps: int = TOOL_STEPS) -> dict[str, Any]:
+    """Every stage of the tool task into ``out`` (its own pass/ and fail/ run directories); returns the facts."""
+    from finetune.spec import load_spec
+
+    facts: dict[str, Any] = {}
+    good, bad, held = _prepare(out)
+
+    def make_model(p: Phase) -> str:
+        recipe = demo_tools.ToolWarmup()
+        losses: list[float] = []
+        demo_tools.warm_up(demo_tools.build_base(out / "model", recipe), recipe, lambda i, loss: losses.append(loss))
+        facts["model"] = {"recipe": {k: getattr(recipe, k) for k in recipe.__dataclass_fields__},
+                          "loss_first": losses[0], "loss_last": losses[-1]}
+        return f"tool-calling tiny Qwen3, {recipe.steps} noisy warm-up steps, loss {losses[0]:.2f} → {losses[-1]:.2f}"
+
+    run.step("tools: build the calculator model and warm it up (noisy SFT on trajectories)", make_model)
+    spec_path = good / rundir.SPEC
+    run.stage("tools PASS: render rewards (env.py bound)", ["rewards", "render", str(spec_path)])
+    run.stage("tools PASS: sample whole rollouts (tool calls executed)", ["inspect", "sample", str(spec_path)])
+    samples = [row for _, row in jsonio.read_jsonl(good / rundir.SAMPLES)]
+    facts["sampled"] = {"rollouts": len(samples), "with_tool_calls": sum(
+        any(m.get("tool_calls") for m in s.get("trajectory") or []) for s in samples),
+        "checker_accept": sum(check(s["prompt"], s["completion"])[0] for s in samples) / len(samples)}
+    run.stage("tools PASS: score", ["inspect", "score", str(good)])
+    run.stage("tools PASS: review sheet", ["inspect", "review", str(good), "--format", "md"])
+    _reads(run, good, facts, "pass")
+    run.stage("tools PASS: gate", ["inspect", "gate", str(good)])
+    facts["gate_pass"] = jsonio.read_json(good / rundir.GATE)["status"]
+
+    bad_spec = bad / rundir.SPEC
+    run.stage("tools FAIL: render rewards (broken env.py)", ["rewards", "render", str(bad_spec)])
+    run.stage("tools FAIL: import the same rollouts", ["inspect", "sample", str(bad_spec), "--import",
+                                                       str(good / rundir.SAMPLES), "--import-base",
+                                                       str(good / rundir.BASE_SAMPLES)])
+    run.stage("tools FAIL: score", ["inspect", "score", str(bad)])
+    run.stage("tools FAIL: review sheet", ["inspect", "review", str(bad), "--format", "md"])
+    _reads(run, bad, facts, "fail")
+    gate = run.stage("tools FAIL: gate", ["inspect", "gate", str(bad)], expect=1)
+    fail = jsonio.read_json(bad / rundir.GATE)
+    facts["gate_fail"] = {"status": fail["status"], "reasons": [r.split(":")[0] for r in fail["reasons"]]}
+    gate.detail = "FAIL — " + "; ".join(facts["gate_fail"]["reasons"])
+    run.stage("tools FAIL: Phase 2 refuses", ["config", "render", str(bad_spec)], expect=1)
+
+    run.stage("tools PASS: render the validated config", ["config", "render", str(spec_path)])
+    _train_seeds(run, good, load_spec(spec_path), held, seeds, steps, facts)
+    atomic.write_json(out / "tools.json", facts)
+    return facts
+
+
+def _train_seeds(run: _Runner, good: Path, spec: RunSpec, held: list[tuple[int, int]], seeds: tuple[int, ...],
+                 steps: int, facts: dict[str, Any]) -> None:
+    from finetune.inspect.rewardmod import load_rewards
+
+    module = load_rewards(good, [r.name for r in spec.rewards]).module
+    model_dir = spec.resolve_path(spec.model)
+    budget = spec.generation.max_completion_length
+    runs: list[dict[str, Any]] = []
+    for n, seed in enumerate(seeds):
+        target = good / (rundir.TRAIN_DIR if n == 0 else f"{rundir.TRAIN_DIR}_seed{seed}")
+
+        def train_one(p: Phase, seed: int = seed, target: Path = target) -> str:
+            from transformers import AutoModelForCausalLM
+
+            before = heldout_success(AutoModelForCausalLM.from_pretrained(model_dir), model_dir, module, held, seed,
+                                     budget)
+            trainer, changes = train(good, spec, seed, target, steps)
+            after = heldout_success(trainer.model, model_dir, module, held, seed, budget)
+            log = [e for e in trainer.state.log_history if "tools/call_frequency" in e]
+            executed = sum(e["tools/call_frequency"] for e in log)
+            runs.append({"seed": seed, "output_dir": str(target.relative_to(good)), "before": before,
+                         "after": after, "steps": len(log), "tool_call_frequency_sum": executed,
+                         "reward_first": log[0].get("reward") if log else None,
+                         "reward_last": log[-1].get("reward") if log else None, "profile_changes": changes})
+            moved = ("rose" if after["success"] > before["success"] else
+                     "fell" if after["success"] < before["success"] else "did not move")
+            return (f"{len(log)} GRPO steps, tool calls executed (call frequency {executed / max(1, len(log)):.2f} "
+                    f"per rollout); held-out tool-call success {before['success']:.0%} → {after['success']:.0%} "
+                    f"({moved} on this machine)")
+
+        run.step(f"tools: GRPO with environment_factory, seed {seed} (held-out before/after)", train_one)
+    facts["heldout"] = {"prompts": len(held), "k": HELDOUT_K, "runs": runs}
+
+
+def _report(result: Any) -> str:
+    f = result.facts
+    lines = ["# finetune demo --tools — the calculator tool task", "",
+             f"Wall time: {f.get('wall_seconds', '?')} s. Reader: {result.reader} (no person read these "
+             "trajectories; a real run needs the user's reading or confirmation).", "",
+             "| phase | status | seconds | detail |", "|---|---|---|---|"]
+    lines += [f"| {p.name} | {p.status} | {p.seconds:.1f} | {(p.detail or p.command or '').replace('|', '/')} |"
+              for p in result.phases]
+    held = f.get("heldout", {})
+    if held.get("runs"):
+        lines += ["", f"Held-out tool-call success ({held['prompts']} prompts never trained on × {held['k']} "
+                      "rollouts, the environment's own reward):", "", "| seed | before | after | GRPO steps |",
+                  "|---|---|---|---|"]
+        lines += [f"| {r['seed']} | {r['before']['success']:.0%} | {r['after']['success']:.0%} | {r['steps']} |"
+                  for r in held["runs"]]
+        lines += ["", "Two seeds on one machine show a direction, not an effect: floating point (CPU kernels, "
+                      "threads) moves each run."]
+    if "stopped_at" in f:
+        lines += ["", f"Stopped at '{f['stopped_at']['phase']}': {f['stopped_at']['detail']}"]
+    return "\n".join(lines) + "\n"
+
+
+def run_tool_demo(out: str | Path, *, seeds: tuple[int, ...], steps: int = TOOL_STEPS,
+                  console: Any = None) -> Any:
+    """`finetune demo --tools`: the tool task into ``out`` with its report (report.md, tools.json)."""
+    import sys
+    import time
+
+    import torch
+    from rich.console import Console
+
+    from finetune.demo import DemoResult, _prepare_out, _quiet_libraries, _Runner, _Stop
+    from finetune.demo_checker import READER_LABEL
+
+    console = console or Console(highlight=False, file=sys.stdout)
+    out = Path(out).resolve()
+    _prepare_out(out)
+    result = DemoResult(out=out, reader=READER_LABEL)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    console.rule("finetune demo --tools — the calculator tool task on CPU")
+    try:
+        with _quiet_libraries():
+            result.facts.update(run_tool_phases(_Runner(result, console), out, seeds, steps))
+    except _Stop as stop:
+        result.facts["stopped_at"] = {"phase": stop.phase.name, "detail": stop.phase.detail}
+    finally:
+        torch.set_num_threads(threads)
+        result.facts["wall_seconds"] = round(time.perf_counter() - result.started, 1)
+        atomic.write_text(out / "report.md", _report(result))
+        atomic.write_json(out / "demo.json", {"facts": result.facts, "phases": [
+            {"name": p.name, "status": p.status, "seconds": p.seconds, "detail": p.detail} for p in result.phases]})
+    console.print(f"report: {out / 'report.md'} ({result.facts['wall_seconds']} s)")
+    return result
