@@ -228,7 +228,7 @@ def test_a_kill_while_writing_leaves_the_run_before_or_after_the_filter(demo_run
     """The outputs (filtered file, report, summary, PNG, spec, gate record) switch as one commit: killed before
     its commit point the run is untouched and its gate still holds; killed after it, the next command finishes
     the switch. Either way `data filter` again completes without re-sampling."""
-    from finetune.commit import CRASH_ENV
+    from finetune.atomic import CRASH_ENV
     from finetune.inspect.gate import verify_gate
     from finetune.spec import load_spec
 

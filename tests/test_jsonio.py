@@ -79,12 +79,11 @@ def test_read_json_object_problems_are_one_line(tmp_path, setup, msg):
 
 
 def test_atomic_writers_go_through_jsonio(tmp_path):
-    from finetune import atomic
 
-    path = atomic.write_jsonl(tmp_path / "a.jsonl", [{"n": "a\u2028b"}])
+    path = jsonio.write_jsonl(tmp_path / "a.jsonl", [{"n": "a\u2028b"}])
     assert "\\u2028" in path.read_text(encoding="utf-8")
     with pytest.raises(UserError):
-        atomic.write_json(tmp_path / "b.json", {"x": math.nan})
+        jsonio.write_json(tmp_path / "b.json", {"x": math.nan})
 
 
 def test_verdict_note_with_line_separator_keeps_the_run_usable(tmp_path):

@@ -108,10 +108,8 @@ def test_test_and_helper_module_basenames_are_unique():
 
 # Import cycles in the package when this check landed, as their modules: the list only shrinks. A cycle hidden
 # in a function-level import is still a cycle (the two modules cannot be understood or loaded apart); break it
-# by moving the shared part into a module both import, never by making the import lazy. Edges then:
-#   atomic:49 -> jsonio, atomic:66 -> commit, commit:39 -> jsonio, jsonio:102 -> atomic
+# by moving the shared part into a module both import, never by making the import lazy.
 KNOWN_CYCLES: list[frozenset[str]] = [
-    frozenset({"finetune.atomic", "finetune.commit", "finetune.jsonio"}),
 ]
 
 

@@ -9,11 +9,18 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import signal
 import stat
 import tempfile
-from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+
+CRASH_ENV = "FINETUNE_TEST_CRASH_AT"
+
+
+def crash_point(step: str) -> None:
+    """Tests only: die here, as a power cut or OOM kill would, when CRASH_ENV names this step."""
+    if os.environ.get(CRASH_ENV) == step:
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def write_bytes(path: str | Path, data: bytes, mode: int | None = None) -> Path:
@@ -26,10 +33,7 @@ def write_bytes(path: str | Path, data: bytes, mode: int | None = None) -> Path:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
-        if os.environ.get("FINETUNE_TEST_CRASH_AT"):  # tests only: die with the temp file written
-            from finetune.commit import crash_point
-
-            crash_point(f"write:{path.name}")
+        crash_point(f"write:{path.name}")  # tests only: die with the temp file written
         if mode is not None:
             os.chmod(tmp, mode)
         os.replace(tmp, path)
@@ -42,30 +46,6 @@ def write_bytes(path: str | Path, data: bytes, mode: int | None = None) -> Path:
 
 def write_text(path: str | Path, text: str, mode: int | None = None) -> Path:
     return write_bytes(path, text.encode("utf-8"), mode=mode)
-
-
-def write_json(path: str | Path, obj: Any) -> Path:
-    """Kept for callers; the encoding rules live in :mod:`finetune.jsonio` (the one JSON writer)."""
-    from finetune import jsonio
-
-    return jsonio.write_json(path, obj)
-
-
-def write_jsonl(path: str | Path, rows: Iterable[Any]) -> Path:
-    """Kept for callers; see :func:`finetune.jsonio.write_jsonl`."""
-    from finetune import jsonio
-
-    return jsonio.write_jsonl(path, rows)
-
-
-def staged_dir(target: str | Path) -> contextlib.AbstractContextManager[Path]:
-    """A stage folder inside ``target``'s parent, switched in as a whole (:func:`finetune.commit.staged_dir`).
-
-    Files already in ``target`` that the stage does not write are carried over.
-    """
-    from finetune import commit
-
-    return commit.staged_dir(target)
 
 
 def append_bytes(path: str | Path, data: bytes) -> None:

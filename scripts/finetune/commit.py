@@ -31,15 +31,14 @@ import os
 import re
 import secrets
 import shutil
-import signal
 import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path, PurePosixPath
 
 from finetune import jsonio, locks
+from finetune.atomic import crash_point  # the one crash hook, shared with every atomic write
 from finetune.errors import UserError
 
-CRASH_ENV = "FINETUNE_TEST_CRASH_AT"
 STALE_UNOWNED_S = 3600  # temp files without a pid in their name (older versions) count as stale after this
 _STAGE = re.compile(r"^\..+\.(\d+)\.[0-9a-f]{8}\.stage$")
 _OLD = re.compile(r"^\..+\.(\d+)\.[0-9a-f]{8}\.old$")
@@ -47,12 +46,6 @@ _JOURNAL = re.compile(r"^\.commit\.(\d+)\.[0-9a-f]{8}\.journal$")
 _TMP = re.compile(r"^\..+\.tmp$")
 _TMP_PID = re.compile(r"^\..+\.(\d+)\.[^.]+\.tmp$")
 _RENAME_EXCHANGE = 2
-
-
-def crash_point(step: str) -> None:
-    """Tests only: die here, as a power cut or OOM kill would, when FINETUNE_TEST_CRASH_AT names this step."""
-    if os.environ.get(CRASH_ENV) == step:
-        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def _name(base: str, kind: str) -> str:

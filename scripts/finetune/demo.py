@@ -252,7 +252,7 @@ def checker_verdicts(run_dir: Path, spec: RunSpec) -> tuple[Path, dict[str, int]
                      "note": f"[{demo_checker.READER_LABEL}] {c.note}", "reader": "agent"})
         counts["read"] += 1
         counts["accept" if c.accept else "reject"] += 1
-    path = atomic.write_jsonl(run_dir / "checker_verdicts.jsonl", rows)
+    path = jsonio.write_jsonl(run_dir / "checker_verdicts.jsonl", rows)
     return path, counts
 
 
@@ -327,7 +327,7 @@ def train_toy(run_dir: Path, spec: RunSpec, seed: int, output_dir: Path, steps: 
         trainer.train()
     trainer.save_model(str(output_dir))
     trainer.save_state()
-    atomic.write_json(output_dir / "demo_profile.json", {
+    jsonio.write_json(output_dir / "demo_profile.json", {
         "note": "DEMO CPU PROFILE — the toy run's departures from config/grpo_config.yaml "
                 "(finetune.demo.DEMO_CPU_PROFILE)",
         "dataset": str(data), "changes": changes})
@@ -398,7 +398,7 @@ def _prepare_out(out: Path) -> None:
         for child in out.iterdir():
             shutil.rmtree(child) if child.is_dir() else child.unlink()
     out.mkdir(parents=True, exist_ok=True)
-    atomic.write_json(out / MARKER, {"made_by": "finetune demo",
+    jsonio.write_json(out / MARKER, {"made_by": "finetune demo",
                                      "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
 
 
@@ -629,7 +629,7 @@ def _phase3(run: _Runner, good: Path, spec: Any, held_strings: list[str], seeds:
 
         run.step(f"Phase 3: toy GRPO run, seed {seed} (held-out before/after)", train_one)
     facts["heldout"] = {"prompts": len(held), "k": HELDOUT_K, "temperature": g.temperature, "runs": runs}
-    atomic.write_json(good / "heldout.json", facts["heldout"])
+    jsonio.write_json(good / "heldout.json", facts["heldout"])
     brief = good / rundir.CONFIG_DIR / "BRIEF.md"
     atomic.write_text(brief, brief.read_text() + _brief_addendum(facts.get("profile_changes", [])))
 
@@ -925,7 +925,7 @@ def write_report(result: DemoResult) -> None:
     md = report_markdown(result)
     atomic.write_text(result.out / "report.md", md)
     atomic.write_text(result.out / "report.html", report_html(md))
-    atomic.write_json(result.out / "demo.json", {
+    jsonio.write_json(result.out / "demo.json", {
         "reader": result.reader, "facts": result.facts,
         "phases": [dataclasses.asdict(p) for p in result.phases]})
 

@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from finetune import atomic
+from finetune import jsonio
 
 if TYPE_CHECKING:
     from finetune.inspect.rewardmod import RewardModule
@@ -51,7 +51,7 @@ def splits(seed: int = SPLIT_SEED) -> tuple[list[str], list[str]]:
 
 def write_dataset(path: str | Path, strings: list[str]) -> Path:
     """JSONL rows ``{"prompt": [messages], "answer": digits}`` (prompt column + gold answer column)."""
-    return atomic.write_jsonl(path, [{"prompt": digits_prompt(s), "answer": s} for s in strings])
+    return jsonio.write_jsonl(path, [{"prompt": digits_prompt(s), "answer": s} for s in strings])
 
 
 # ----------------------------------------------------------------------------------------------
@@ -164,7 +164,7 @@ def build_demo_model(out_dir: str | Path, train_strings: list[str], recipe: Warm
     model.eval()
     model.save_pretrained(out)
     tok.save_pretrained(out)
-    atomic.write_json(out / "DEMO_MODEL.json", {
+    jsonio.write_json(out / "DEMO_MODEL.json", {
         "built_by": "finetune.demo_task.build_demo_model",
         "task": f"{INSTRUCTION} (3 digits) -> <answer>DIGITS</answer>",
         "recipe": asdict(recipe), "train_prompts": len(train_strings),

@@ -96,7 +96,7 @@ def checker_verdicts(run_dir: Path, spec: RunSpec) -> tuple[Path, dict[str, int]
                      "note": f"[{READER_LABEL}] {note}", "reader": "agent"})
         counts["read"] += 1
         counts["accept" if ok else "reject"] += 1
-    return atomic.write_jsonl(run_dir / "checker_verdicts.jsonl", rows), counts
+    return jsonio.write_jsonl(run_dir / "checker_verdicts.jsonl", rows), counts
 
 
 def heldout_success(model: Any, tok_dir: Path, module: Any, pairs: list[tuple[int, int]], seed: int,
@@ -163,8 +163,8 @@ def train(run_dir: Path, spec: RunSpec, seed: int, output_dir: Path, steps: int)
 
 def _prepare(out: Path) -> tuple[Path, Path, list[tuple[int, int]]]:
     train_pairs, held = splits()
-    atomic.write_jsonl(out / "data" / "train.jsonl", [_row(a, b) for a, b in train_pairs])
-    atomic.write_jsonl(out / "data" / "heldout.jsonl", [_row(a, b) for a, b in held])
+    jsonio.write_jsonl(out / "data" / "train.jsonl", [_row(a, b) for a, b in train_pairs])
+    jsonio.write_jsonl(out / "data" / "heldout.jsonl", [_row(a, b) for a, b in held])
     good, bad = out / "pass", out / "fail"
     for d, source in ((good, demo_tools.ENV_SOURCE), (bad, demo_tools.BROKEN_ENV_SOURCE)):
         d.mkdir(parents=True, exist_ok=True)
@@ -236,7 +236,7 @@ def run_tool_phases(run: _Runner, out: Path, seeds: tuple[int, ...], steps: int 
 
     run.stage("tools PASS: render the validated config", ["config", "render", str(spec_path)])
     _train_seeds(run, good, load_spec(spec_path), held, seeds, steps, facts)
-    atomic.write_json(out / "tools.json", facts)
+    jsonio.write_json(out / "tools.json", facts)
     return facts
 
 
@@ -324,7 +324,7 @@ def run_tool_demo(out: str | Path, *, seeds: tuple[int, ...], steps: int = TOOL_
         torch.set_num_threads(threads)
         result.facts["wall_seconds"] = round(time.perf_counter() - result.started, 1)
         atomic.write_text(out / "report.md", _report(result))
-        atomic.write_json(out / "demo.json", {"facts": result.facts, "phases": [
+        jsonio.write_json(out / "demo.json", {"facts": result.facts, "phases": [
             {"name": p.name, "status": p.status, "seconds": p.seconds, "detail": p.detail} for p in result.phases]})
     console.print(f"report: {out / 'report.md'} ({result.facts['wall_seconds']} s)")
     return result

@@ -320,10 +320,10 @@ def _from_disk(path: Path) -> ModelInfo | None:
 def _to_disk(path: Path, info: ModelInfo) -> None:
     from dataclasses import asdict
 
-    from finetune import atomic
+    from finetune import jsonio
 
     try:
-        atomic.write_json(path, asdict(info))
+        jsonio.write_json(path, asdict(info))
     except OSError:
         pass  # a read-only home is no reason to fail an estimate
 

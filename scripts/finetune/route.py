@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from finetune import __version__, atomic, jsonio, rundir
+from finetune import __version__, jsonio, rundir
 from finetune.errors import UserError
 
 ROUTE_FILE = rundir.ROUTE
@@ -329,4 +329,4 @@ def record(decision: Decision, out_dir: Path) -> Path:
     """Write ``out_dir/route.json`` atomically; a file where the run directory should be → UserError."""
     if out_dir.exists() and not out_dir.is_dir():
         raise UserError(f"not a directory: {out_dir}", where="-o", fix="name a run directory")
-    return atomic.write_json(out_dir / ROUTE_FILE, decision.to_json())
+    return jsonio.write_json(out_dir / ROUTE_FILE, decision.to_json())

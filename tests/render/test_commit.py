@@ -12,7 +12,7 @@ import pytest
 import yaml
 from render_fixtures import write_run
 
-from finetune import commit
+from finetune import atomic, commit
 
 ROOT = Path(__file__).resolve().parents[2]
 HUB_MODEL = "Qwen/Qwen3-1.7B"  # bundled config: no weights needed to render
@@ -27,8 +27,8 @@ def _leftovers(run: Path) -> list[str]:
 
 
 def _finetune(*args, crash: str | None = None) -> subprocess.CompletedProcess:
-    env = {**os.environ, **({commit.CRASH_ENV: crash} if crash else {})}
-    env.pop(commit.CRASH_ENV, None) if not crash else None
+    env = {**os.environ, **({atomic.CRASH_ENV: crash} if crash else {})}
+    env.pop(atomic.CRASH_ENV, None) if not crash else None
     return subprocess.run([sys.executable, "-m", "finetune", *map(str, args)], capture_output=True, text=True,
                           env=env, timeout=600)
 
@@ -152,7 +152,7 @@ def test_commit_files_into_a_sub_folder_killed_mid_switch_rolls_forward(tmp_path
     run.mkdir()
     (run / "filter_report.md").write_text("old\n")
     r = subprocess.run([sys.executable, "-c", COMMIT_IN_CHILD, str(run)], capture_output=True, text=True,
-                       env={**os.environ, commit.CRASH_ENV: "files:rename:data/filtered.jsonl"})
+                       env={**os.environ, atomic.CRASH_ENV: "files:rename:data/filtered.jsonl"})
     assert r.returncode == -9, r.stderr
     assert (run / "filter_report.md").read_text() == "old\n" and commit.pending(run) == [
         "filter_report.md", "data/pass_rates.png"]

@@ -7,7 +7,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from finetune import atomic, jsonio, rundir
+from finetune import commit, jsonio, rundir
 from finetune.diagnose.detectors import detector, symptoms
 from finetune.diagnose.logs import (
     K_CLIP_REGION,
@@ -141,7 +141,7 @@ def report_md(doc: dict[str, Any]) -> str:
 def write_outputs(out_dir: Path, doc: dict[str, Any], logs: Logs, correctness: Series | None) -> Path:
     """DIR/diagnosis/{diagnosis.json, report.md, curves.png}, all three or none."""
     target = out_dir / rundir.DIAGNOSIS_DIR
-    with atomic.staged_dir(target) as tmp:
+    with commit.staged_dir(target) as tmp:
         plot(logs, doc, correctness, tmp / "curves.png")
         (tmp / "report.md").write_text(report_md(doc), encoding="utf-8")
         # an evidence value that overflowed (a ±1e308 loss minus another) is null, not a crash

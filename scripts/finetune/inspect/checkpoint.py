@@ -411,7 +411,7 @@ def write_comparison(set_path: Path, spec: RunSpec) -> Row:
     gate_path = set_path / rundir.GATE
     seen = gate_path.read_bytes() if gate_path.is_file() else None
     c = compare(set_path, spec)
-    commit.crash_point("comparison:computed")  # tests only: the moment between comparing and the commit
+    atomic.crash_point("comparison:computed")  # tests only: the moment between comparing and the commit
 
     def gate_unchanged() -> None:
         if (gate_path.read_bytes() if gate_path.is_file() else None) != seen:

@@ -21,7 +21,7 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from finetune import atomic, commit
+from finetune import commit, jsonio
 from finetune.errors import UserError
 
 if TYPE_CHECKING:
@@ -148,9 +148,9 @@ def emit_requests(spec: RunSpec, run_dir: str | Path, *, spec_path: str = "spec.
     # --no-base) goes, what the user copied back (samples.jsonl from the GPU machine) stays
     emitted = {REQUESTS, BASE_REQUESTS, SCRIPT, "README.md"}
     with commit.staged_dir(out, keep=lambda name: name not in emitted) as tmp:
-        atomic.write_jsonl(tmp / REQUESTS, main)
+        jsonio.write_jsonl(tmp / REQUESTS, main)
         if base_lines:
-            atomic.write_jsonl(tmp / BASE_REQUESTS, base_lines)
+            jsonio.write_jsonl(tmp / BASE_REQUESTS, base_lines)
         (tmp / SCRIPT).write_text(script, encoding="utf-8")
         (tmp / SCRIPT).chmod(0o755)
         back = command("inspect", "sample", spec_path, "--import", out / "samples.jsonl",

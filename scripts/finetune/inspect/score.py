@@ -17,7 +17,7 @@ from math import comb
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from finetune import commit, jsonio, rundir
+from finetune import atomic, commit, jsonio, rundir
 from finetune.errors import UserError
 from finetune.hashing import reward_files, reward_section_digest, sha256_file
 from finetune.inspect import flags as flags_mod
@@ -382,7 +382,7 @@ def score_run(run_dir: str | Path, spec: RunSpec, console: Console | None = None
     with Progress(console=console, transient=True, disable=console is None) as bar:
         task = bar.add_task("scoring", total=steps)
         rows, report = compute_isolated(run_dir, spec, on_progress=lambda: bar.advance(task))
-    commit.crash_point("score:computed")  # tests only: the moment between scoring and the commit
+    atomic.crash_point("score:computed")  # tests only: the moment between scoring and the commit
     write_score(run_dir, spec, rows, report, before)
     return report
 

@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from finetune import atomic, commit, jsonio, locks, rundir
+from finetune import commit, jsonio, locks, rundir
 from finetune.errors import UserError
 from finetune.hashing import canonical_json, sha256_file
 
@@ -229,7 +229,7 @@ def _with_reveals(run_dir: Path, new: dict[str, dict[str, Any]]) -> dict[str, An
 
 
 def _merge_reveals(run_dir: Path, new: dict[str, dict[str, Any]]) -> None:
-    atomic.write_json(run_dir / REVEALS, _with_reveals(run_dir, new))
+    jsonio.write_json(run_dir / REVEALS, _with_reveals(run_dir, new))
 
 
 def record_reveals(run_dir: str | Path, ids: list[str], via: str) -> None:
