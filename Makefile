@@ -13,7 +13,7 @@ VLLM_VENV ?= .venv-vllm
 VLLM_BIN := $(VLLM_VENV)/bin
 VLLM_STAMP := $(VLLM_VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
 
-.PHONY: demo test test-fast test-vllm lint venv clean
+.PHONY: demo demo-tools test test-fast test-vllm lint venv clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -42,6 +42,10 @@ test-vllm: $(VLLM_STAMP)
 
 demo: $(STAMP)
 	$(BIN)/finetune demo
+
+# the tool-calling task (a calculator environment through TRL's environment_factory): minutes on 2 cores
+demo-tools: $(STAMP)
+	$(BIN)/finetune demo --tools
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

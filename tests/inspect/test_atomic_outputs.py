@@ -3,13 +3,13 @@
 `inspect sample` (samples.jsonl, base_samples.jsonl, sample_info.json) and `inspect score`
 (scored.jsonl, score_report.json) each commit through :func:`finetune.commit.commit_files`. These
 tests run the real command in a subprocess and SIGKILL it between two of its file writes, through the
-crash hook the helper already has (``FINETUNE_TEST_CRASH_AT``, :func:`finetune.commit.crash_point`).
+crash hook the helper already has (``FINETUNE_TEST_CRASH_AT``, :func:`finetune.atomic.crash_point`).
 Then: before any recovery `finetune status` never calls a half-switched pair current; the next verb
 (`inspect gate`) finishes or discards the commit, leaving exactly the old or exactly the new files and
 no staging leftovers; and `status` and `gate` then agree on the state.
 
 Pausing (for the concurrency tests) has no hook in the helper, so those children monkeypatch
-``commit.crash_point`` in the child itself (``python -c PRELUDE``, then the real ``finetune.cli.main``):
+``atomic.crash_point`` (and commit's name for it) in the child itself (``python -c PRELUDE``, then the real ``finetune.cli.main``):
 a step can leave a marker file and wait there for a release file. Nothing in the package knows of it.
 """
 
@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 from inspect_helpers import CORRECTNESS, MODULES, SPEC, craft_samples, write_jsonl
 
-from finetune import commit, rundir, status
+from finetune import atomic, commit, rundir, status
 from finetune.inspect.score import report_is_current
 from finetune.spec import load_spec
 
@@ -38,8 +38,8 @@ SCORE_FILES = ("scored.jsonl", "score_report.json")
 PRELUDE = """
 import os, sys, time
 from pathlib import Path
-from finetune import commit
-_real = commit.crash_point
+from finetune import atomic, commit
+_real = atomic.crash_point
 def crash_point(step):
     marks = os.environ.get("ATOMIC_TEST_MARKS")
     if marks:
@@ -49,7 +49,7 @@ def crash_point(step):
         while not release.exists() and time.time() < deadline:
             time.sleep(0.05)
     _real(step)
-commit.crash_point = crash_point
+commit.crash_point = atomic.crash_point = crash_point
 from finetune.cli import main
 sys.exit(main(sys.argv[1:]))
 """
@@ -60,12 +60,12 @@ def _rows(seed: int) -> list[dict]:
 
 
 def _env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k != commit.CRASH_ENV}
+    env = {k: v for k, v in os.environ.items() if k != atomic.CRASH_ENV}
     return {**env, **extra}
 
 
 def _finetune(*args: object, crash: str | None = None) -> subprocess.CompletedProcess[str]:
-    env = _env(**({commit.CRASH_ENV: crash} if crash else {}))
+    env = _env(**({atomic.CRASH_ENV: crash} if crash else {}))
     return subprocess.run([sys.executable, "-m", "finetune", *map(str, args)], capture_output=True, text=True,
                           env=env, timeout=600)
 
