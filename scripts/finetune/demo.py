@@ -237,8 +237,21 @@ def _shell_quote(arg: str) -> str:
 # the reader: the independent checker (non-interactive) or the user (terminal review)
 
 
-def checker_verdicts(run_dir: Path, spec: RunSpec) -> tuple[Path, dict[str, int]]:
-    """The checker reads the review selection; returns (verdicts JSONL for `inspect verdict --file`, counts)."""
+# what a checker makes of one scored row and its review item: (accept, correct, well_formed, note)
+CheckerReading = Callable[[dict[str, Any], dict[str, Any]], tuple[bool, bool, bool, str]]
+
+
+def _digits_reading(row: dict[str, Any], item: dict[str, Any]) -> tuple[bool, bool, bool, str]:
+    from finetune import demo_checker
+
+    c = demo_checker.check(row["prompt"], row["completion"], item["gold"])
+    return c.accept, c.correct, c.well_formed, c.note
+
+
+def checker_verdicts(run_dir: Path, spec: RunSpec,
+                     read: CheckerReading = _digits_reading) -> tuple[Path, dict[str, int]]:
+    """The checker reads the review selection; returns (verdicts JSONL for `inspect verdict --file`, counts).
+    ``read`` is the task's checker (the digits task's by default; the tool task passes its own)."""
     from finetune import demo_checker
     from finetune.inspect import review
 
@@ -246,12 +259,11 @@ def checker_verdicts(run_dir: Path, spec: RunSpec) -> tuple[Path, dict[str, int]
     scored = {row["id"]: row for _, row in jsonio.read_jsonl(run_dir / rundir.SCORED)}
     rows, counts = [], {"read": 0, "accept": 0, "reject": 0}
     for it in items:
-        row = scored[it["id"]]
-        c = demo_checker.check(row["prompt"], row["completion"], it["gold"])
-        rows.append({"id": it["id"], "accept": c.accept, "correct": c.correct, "well_formed": c.well_formed,
-                     "note": f"[{demo_checker.READER_LABEL}] {c.note}", "reader": "agent"})
+        accept, correct, well_formed, note = read(scored[it["id"]], it)
+        rows.append({"id": it["id"], "accept": accept, "correct": correct, "well_formed": well_formed,
+                     "note": f"[{demo_checker.READER_LABEL}] {note}", "reader": "agent"})
         counts["read"] += 1
-        counts["accept" if c.accept else "reject"] += 1
+        counts["accept" if accept else "reject"] += 1
     path = jsonio.write_jsonl(run_dir / "checker_verdicts.jsonl", rows)
     return path, counts
 

@@ -82,21 +82,10 @@ def check(prompt: Any, completion: str) -> tuple[bool, str]:
     return False, f"no add call with {want[0]} and {want[1]} ({len(calls)} call(s))"
 
 
-def checker_verdicts(run_dir: Path, spec: RunSpec) -> tuple[Path, dict[str, int]]:
-    from finetune.demo_checker import READER_LABEL
-    from finetune.inspect import review
-
-    items, _ = review.review_items(run_dir, spec)
-    scored = {row["id"]: row for _, row in jsonio.read_jsonl(run_dir / rundir.SCORED)}
-    rows, counts = [], {"read": 0, "accept": 0, "reject": 0}
-    for it in items:
-        row = scored[it["id"]]
-        ok, note = check(row["prompt"], row["completion"])
-        rows.append({"id": it["id"], "accept": ok, "correct": ok, "well_formed": "<tool_call>" in row["completion"],
-                     "note": f"[{READER_LABEL}] {note}", "reader": "agent"})
-        counts["read"] += 1
-        counts["accept" if ok else "reject"] += 1
-    return jsonio.write_jsonl(run_dir / "checker_verdicts.jsonl", rows), counts
+def _tool_reading(row: dict[str, Any], item: dict[str, Any]) -> tuple[bool, bool, bool, str]:
+    """The tool task's checker for demo.checker_verdicts: the call read from the prompt's two numbers."""
+    ok, note = check(row["prompt"], row["completion"])
+    return ok, ok, "<tool_call>" in row["completion"], note
 
 
 def heldout_success(model: Any, tok_dir: Path, module: Any, pairs: list[tuple[int, int]], seed: int,
@@ -174,13 +163,13 @@ def _prepare(out: Path) -> tuple[Path, Path, list[tuple[int, int]]]:
 
 
 def _reads(run: _Runner, run_dir: Path, facts: dict[str, Any], key: str) -> None:
-    from finetune.demo import CHECKER_STATEMENT, CHECKER_USER
+    from finetune.demo import CHECKER_STATEMENT, CHECKER_USER, checker_verdicts
     from finetune.spec import load_spec
 
     holder: dict[str, Any] = {}
 
     def read(p: Phase) -> str:
-        holder["path"], counts = checker_verdicts(run_dir, load_spec(run_dir / rundir.SPEC))
+        holder["path"], counts = checker_verdicts(run_dir, load_spec(run_dir / rundir.SPEC), _tool_reading)
         facts.setdefault("checker", {})[key] = counts
         return f"read {counts['read']} trajectories: {counts['accept']} accept, {counts['reject']} reject"
 

@@ -12,22 +12,15 @@ import json
 import shutil
 import time
 
+import inspect_helpers as helpers
 import pytest
 from inspect_helpers import CORRECTNESS, MODULES, craft_samples, write_jsonl
 
 from finetune.inspect import readingset
 
-SPEC = """\
-name: toy-arith
-model: ./model
-dataset: {{path: data.jsonl, prompt_column: prompt, answer_column: answer}}
-rewards:
-  - {{name: format_ok, type: format, pattern: answer_tag, weight: 0.2}}
-  - {correctness}
-generation: {{max_completion_length: 64}}
-training: {{num_generations: 8}}
-inspection: {{prompts: 16, per_prompt: 4, min_read: 50, probe_prompts: 4, held_back_prompts: {held}}}
-"""
+# the inspect tests' toy spec, with a held-back set of {held} prompts
+SPEC = helpers.SPEC.replace("probe_prompts: 4}}", "probe_prompts: 4, held_back_prompts: {held}}}")
+assert SPEC != helpers.SPEC
 SAMPLES = craft_samples(n_prompts=32)  # 128 samples of 32 prompts: 16 prompts (64 samples) held back
 
 
@@ -126,6 +119,7 @@ def test_a_fix_then_the_held_back_set_gives_a_blind_pass(cli, tmp_path):
     assert r.code == 2 and "already" in r.err and "training.seed" in r.err
 
 
+@pytest.mark.slow  # two gates and a 1.1 s wait for the key's second to pass: near the 5 s budget
 def test_a_reading_recorded_after_the_key_is_stated_as_not_blind(cli, tmp_path):
     run = _run(tmp_path, cli, held=0)  # nothing held back: the offer is a re-sample
     assert cli("inspect", "review", run).code == 0
