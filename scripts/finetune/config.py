@@ -14,6 +14,7 @@ from __future__ import annotations
 import difflib
 import math
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -266,6 +267,31 @@ def _remote_code(value: Any) -> bool:
     return isinstance(value, (list, tuple)) and any(_remote_code(v) for v in value)
 
 
+_DEPRECATED_ALIAS = re.compile(r"^Deprecated(?: alias of|, use|\. Use) `(\w+)`")
+
+
+def deprecated_aliases() -> dict[str, str]:
+    """GRPOConfig fields the installed TRL marks as a deprecated alias of another field: alias -> field.
+
+    TRL copies an alias over its field in ``__post_init__`` (``vllm_importance_sampling_cap`` becomes
+    ``vllm_importance_sampling_clip_max``), so an override of the alias would set the field behind every check
+    that names the field. Read from the installed TRL's own field help, not kept by hand.
+
+    >>> deprecated_aliases()["vllm_importance_sampling_cap"]
+    'vllm_importance_sampling_clip_max'
+    """
+    import dataclasses
+
+    from trl.trainer.grpo_config import GRPOConfig
+
+    out: dict[str, str] = {}
+    for f in dataclasses.fields(GRPOConfig):
+        match = _DEPRECATED_ALIAS.match(str(f.metadata.get("help", "")))
+        if match:
+            out[f.name] = match.group(1)
+    return out
+
+
 def _check_overrides(spec: RunSpec) -> dict[str, Setting]:
     import dataclasses
 
@@ -273,6 +299,7 @@ def _check_overrides(spec: RunSpec) -> dict[str, Setting]:
 
     version = _trl_version()
     fields = {f.name for f in dataclasses.fields(GRPOConfig)}
+    aliases = deprecated_aliases()
     out: dict[str, Setting] = {}
     for key, value in spec.overrides.items():
         where = f"overrides.{key}"
@@ -280,6 +307,9 @@ def _check_overrides(spec: RunSpec) -> dict[str, Setting]:
             close = difflib.get_close_matches(key, sorted(fields), n=1, cutoff=0.5)
             raise UserError(f"'{key}' is not a GRPOConfig field in TRL {version}", where=where,
                             fix=f"did you mean '{close[0]}'?" if close else "see TRL's GRPOConfig reference")
+        if key in aliases:
+            raise UserError(f"'{key}' is a deprecated alias of '{aliases[key]}' in TRL {version}, which copies it "
+                            f"over that field", where=where, fix=f"remove it; the field itself is '{aliases[key]}'")
         if key in ALGORITHM_FIELDS:
             raise UserError(f"'{key}' is algorithm-defining and pinned per variant (explicit-fields contract)",
                             where=where,

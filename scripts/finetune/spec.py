@@ -219,7 +219,9 @@ class RunSpec(_Strict):
     overrides: dict[str, Any] = Field(default_factory=dict, description="Extra GRPOConfig kwargs, "
                                       "validated against the installed TRL; never sampling (generation_kwargs, "
                                       "temperature, top_k, ...), the reference model (sync_ref_model, ...) or "
-                                      "remote code (trust_remote_code): config.GATED_OVERRIDES.")
+                                      "remote code (trust_remote_code): config.GATED_OVERRIDES; never an "
+                                      "algorithm-defining field or a deprecated alias TRL copies over another field "
+                                      "(vllm_importance_sampling_cap).")
     environment: EnvironmentSpec | None = Field(None, description="Multi-turn tool environment (TRL "
                                                 "`environment_factory`); score it with a `type: environment` "
                                                 "reward (references/reward-functions.md).")

@@ -114,6 +114,21 @@ def test_override_cannot_change_algorithm_fields(cli, tiny_run, tmp_path):
     assert res.code == 2 and "overrides.loss_type" in res.err and "explicit-fields contract" in res.err
 
 
+@pytest.mark.parametrize("alias", ["vllm_importance_sampling_cap", "gradient_checkpointing_kwargs"])
+def test_override_cannot_set_a_field_through_its_deprecated_alias(cli, tiny_run, tmp_path, alias):
+    """TRL copies a deprecated alias over its field after every check that names the field (the cap becomes the
+    importance-sampling clip_max, an algorithm-defining field), so the alias itself is refused."""
+    from finetune.config import deprecated_aliases
+
+    target = deprecated_aliases()[alias]
+    model = yaml.safe_load(tiny_run.read_text())["model"]
+    spec = write_run(tmp_path / "r", model, overrides={alias: 10.0 if "cap" in alias else {"use_reentrant": True}})
+    res = cli("config", "render", spec, "--no-gate")
+    assert res.code == 2 and not (spec.parent / "config").exists()
+    line = _one_line(res.err)
+    assert f"overrides.{alias}" in line and f"'{target}'" in line and "deprecated alias" in line
+
+
 def test_valid_override_is_rendered(cli, tiny_run, tmp_path):
     model = yaml.safe_load(tiny_run.read_text())["model"]
     spec = write_run(tmp_path / "r", model, overrides={"save_total_limit": 3})
