@@ -205,7 +205,7 @@ def test_rewards_edited_after_the_gate_refuse(demo_run, tmp_path, cli):
 
 def test_the_fresh_check_resumes_and_samples_only_new_rows(demo_run, tmp_path, cli):
     """A re-run re-samples nothing; a wider keep range samples only the check rows not yet in the file."""
-    from finetune.datafilter import DEFAULT_CHECK_PROMPTS, check_subset
+    from finetune.datafilter import DEFAULT_CHECK_PROMPTS, SUMMARY, check_subset
 
     spec_path = _pass_run(demo_run, tmp_path)
     check_file = spec_path.parent / "data" / "zero_std_check.jsonl"
@@ -216,6 +216,10 @@ def test_the_fresh_check_resumes_and_samples_only_new_rows(demo_run, tmp_path, c
     assert cli(*_args(spec_path, "--max-prompts", "32", "--keep", "0.25-1")).code == 0
     rates = {e["row"]: e["successes"] / K for e in _lines(spec_path.parent / "data" / "pass_rates.jsonl")}
     kept = [r for r in sorted(rates) if 0.25 <= rates[r] <= 1]
+    summary = json.loads((spec_path.parent / SUMMARY).read_text())
+    # a range that includes k/k keeps those prompts: none is counted as dropped, and the counts add up
+    assert summary["kept"] == len(kept) and summary["dropped_always"] == 0
+    assert summary["kept"] + summary["dropped_never"] + summary["dropped_other"] == summary["assessed"] == 32
     subset = check_subset(kept, DEFAULT_CHECK_PROMPTS, 3407)
     lines = _lines(check_file)
     assert check_file.read_text().startswith(first)  # earlier lines kept as they were

@@ -593,7 +593,6 @@ def _finish(spec: RunSpec, spec_path: Path, run_dir: Path, a: _Assessed, fmt: st
         "spec_name": spec.name, "k": k, "keep": list(keep), "source": spec.dataset.path, "source_rows": len(rows),
         "assessed": len(indices), "kept": len(kept), "temperature": spec.generation.temperature,
         "seed": spec.training.seed, "num_generations": spec.training.num_generations,
-        "dropped_never": sum(rates[i] == 0 for i in indices), "dropped_always": sum(rates[i] == 1 for i in indices),
         "unassessed_note": (f"; the {len(rows) - len(indices)} prompts past --max-prompts are not in the filtered "
                             "file" if len(indices) < len(rows) else ""),
         "mean_before": sum(before) / len(before), "mean_after": sum(after) / len(after), **predictions,
@@ -602,8 +601,11 @@ def _finish(spec: RunSpec, spec_path: Path, run_dir: Path, a: _Assessed, fmt: st
         "filtered": filtered[0], "filtered_sha256": section["sha256"],
         "kept_rows": kept,
     }
-    kept_set = set(kept)
-    summary["dropped_other"] = sum(i not in kept_set and 0 < rates[i] < 1 for i in indices)
+    # Dropped counts exclude kept prompts: with --keep 0-1 (or 0-0.9) a 0/k prompt is kept, not dropped.
+    dropped = [i for i in indices if i not in set(kept)]
+    summary["dropped_never"] = sum(rates[i] == 0 for i in dropped)
+    summary["dropped_always"] = sum(rates[i] == 1 for i in dropped)
+    summary["dropped_other"] = sum(0 < rates[i] < 1 for i in dropped)
     from finetune import jsonio
 
     outputs: dict[str, str | bytes] = {filtered[0]: filtered[1], HISTOGRAM: histogram(before, after, k),
