@@ -47,7 +47,9 @@ PATHS = (AGENT_PATH, *PERSON_PATHS)
 
 
 def now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+    # Microseconds: an agent can open the key and record a verdict within one second, and at one-second
+    # resolution that verdict would read as given before the reveal (a blind one).
+    return datetime.now(timezone.utc).isoformat(timespec="microseconds")
 
 
 class Judgement(BaseModel):
@@ -449,12 +451,21 @@ def acknowledge(run_dir: str | Path, flag_id: str, reason: str, by: str | None,
 
 
 def later(a: Any, b: Any) -> bool:
-    """Is ISO time ``a`` after ``b``? (False when either is missing or unreadable.)"""
-    from datetime import datetime, timezone
+    """Was ISO time ``a`` recorded after ``b``, as far as their resolution tells? (False when either is missing
+    or unreadable.) Equal times count as after: a verdict stamped in the same instant as a reveal cannot be
+    shown to come first. A time without fractional seconds (an older record, a hand-written one) is compared
+    at whole seconds, so its truncation cannot place it before a reveal it followed.
 
+    >>> later("2026-01-01T10:00:05+00:00", "2026-01-01T10:00:05.300000+00:00")
+    True
+    >>> later("2026-01-01T10:00:05.100000+00:00", "2026-01-01T10:00:05.300000+00:00")
+    False
+    """
     try:
         ta, tb = (datetime.fromisoformat(str(t)) for t in (a, b))
     except ValueError:
         return False
     ta, tb = (t if t.tzinfo else t.replace(tzinfo=timezone.utc) for t in (ta, tb))
-    return ta > tb
+    if not (ta.microsecond and tb.microsecond):
+        ta, tb = ta.replace(microsecond=0), tb.replace(microsecond=0)
+    return ta >= tb
