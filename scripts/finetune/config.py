@@ -219,19 +219,16 @@ def _check_lr_beta(spec: RunSpec, diagnosis: dict[str, Any] | None, gate_ok: boo
 def _target_hardware(spec: RunSpec, info: ModelInfo) -> Hardware:
     """The spec's hardware, with the generation GPUs fixed where the layout demands it (several nodes), and the
     spec's ``vllm_gpus`` held against vLLM's TP × DP rules for the model's heads."""
+    from finetune.hardware import with_generation_node
+
     h = spec.hardware
     hw = _hardware(spec)
     if hw.profile.is_cpu:
         return hw
     if h.nodes > 1:
-        # the first node serves generation, the others train: accelerate needs the same number of
-        # processes on every training node, so the generation node is a whole node (filled by DP replicas)
-        if h.vllm_gpus is not None and h.vllm_gpus != h.gpus:
-            raise UserError(f"with {h.nodes} nodes the first node is the generation node: vllm_gpus {h.vllm_gpus} "
-                            f"must be its {h.gpus} GPUs (vLLM fills them with tensor × data parallel replicas)",
-                            where="hardware.vllm_gpus", fix=f"set hardware.vllm_gpus: {h.gpus}, or remove it")
+        hw = with_generation_node(hw)
         _check_generation_node(info, spec, hw)
-        return hw.with_vllm_gpus(h.gpus)
+        return hw
     if h.vllm_gpus:
         _check_split(h.vllm_gpus, info, spec, hw)
     return hw

@@ -150,3 +150,22 @@ def resolve_hardware(section: HardwareSpec | Mapping[str, Any] | str | None = No
                             where="hardware.vllm_gpus", fix="give vLLM fewer GPUs than the run has")
     # a CPU run is one process whatever `gpus` says (0 is the natural spelling there)
     return Hardware(profile=profile, gpus=max(gpus, 1), nodes=nodes, memory_gib=float(memory), vllm_gpus=vllm_gpus)
+
+
+def with_generation_node(hw: Hardware) -> Hardware:
+    """Several GPU nodes: the first node serves generation whole and the others train, because accelerate needs
+    the same number of processes on every training node (vLLM fills the generation node with tensor × data
+    parallel replicas). The one placement rule `config render` lays out and `finetune memory` sizes: training
+    GPUs are (nodes - 1) × gpus, not every GPU but the server's. One node (or a CPU target): unchanged.
+
+    >>> h = with_generation_node(resolve_hardware({"profile": "h100-80gb", "gpus": 8, "nodes": 2}))
+    >>> h.vllm_gpus, h.training_gpus
+    (8, 8)
+    """
+    if hw.nodes == 1 or hw.profile.is_cpu:
+        return hw
+    if hw.vllm_gpus is not None and hw.vllm_gpus != hw.gpus:
+        raise UserError(f"with {hw.nodes} nodes the first node is the generation node: vllm_gpus {hw.vllm_gpus} "
+                        f"must be its {hw.gpus} GPUs (vLLM fills them with tensor × data parallel replicas)",
+                        where="hardware.vllm_gpus", fix=f"set hardware.vllm_gpus: {hw.gpus}, or remove it")
+    return hw.with_vllm_gpus(hw.gpus)

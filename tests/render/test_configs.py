@@ -295,3 +295,22 @@ def test_qlora_on_a_24gb_card(cli, tmp_path):
     cfg = yaml.safe_load((config_dir / "grpo_config.yaml").read_text())
     assert cfg["load_in_4bit"] is True and cfg["use_peft"] is True
     assert "BitsAndBytesConfig(load_in_4bit=True" in (config_dir / "train.py").read_text()
+
+
+def test_memory_sizes_the_placement_config_render_lays_out_on_two_nodes(cli, tmp_path):
+    """Two nodes: render makes node 0 the generation node and trains on node 1 only (8 processes). The standalone
+    `finetune memory` must size that placement too, not 15 training GPUs (ZeRO shards over 15 would understate
+    the optimizer states per GPU by about half)."""
+    spec = write_run(tmp_path / "r", HUB_MODEL, hardware={"profile": "h100-80gb", "gpus": 8, "nodes": 2})
+    mem = cli("memory", spec, "--json")
+    assert mem.code == 0, mem
+    data = json.loads(mem.out)
+    rec, est = data["recommendation"], data["estimate"]
+    assert rec["training_processes"] == 8 and rec["vllm_gpus"] == 8 and est["settings"]["vllm_gpus"] == 8
+    assert cli("config", "render", spec, "--no-gate").code == 0
+    brief = (spec.parent / "config" / "BRIEF.md").read_text()
+    assert f"during training: **{est['training_peak_gib']:.1f} GiB**" in brief and "8 training GPU(s)" in brief
+    accelerate = yaml.safe_load((spec.parent / "config" / "accelerate.yaml").read_text())
+    assert accelerate["num_processes"] == rec["training_processes"]
+    bad = cli("memory", spec, "--vllm-gpus", "3")
+    assert bad.code == 2 and "generation node" in bad.err and bad.err.count("\n") == 1

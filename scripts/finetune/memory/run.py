@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from finetune.errors import UserError
-from finetune.hardware import Hardware, resolve_hardware
+from finetune.hardware import Hardware, resolve_hardware, with_generation_node
 from finetune.memory.estimate import Knobs, estimate, workload_of
 from finetune.memory.recommend import Recommendation, accumulation_for, recommend
 from finetune.memory.result import Estimate
@@ -63,7 +63,8 @@ def estimate_for_spec(spec: RunSpec, **explicit: Any) -> tuple[Recommendation, E
     method = explicit.pop("method", None) or spec.method
     workload = _with_explicit(workload_of(spec), explicit)
     chosen.update({k: v for k, v in explicit.items() if v is not None})
-    return _recommend_and_estimate(model, resolve_hardware(spec.hardware), method, workload, chosen)
+    return _recommend_and_estimate(model, with_generation_node(resolve_hardware(spec.hardware)), method, workload,
+                                   chosen)
 
 
 def estimate_for_model(model: ModelInfo, hardware: Hardware, **explicit: Any) -> tuple[Recommendation, Estimate]:
@@ -75,7 +76,7 @@ def estimate_for_model(model: ModelInfo, hardware: Hardware, **explicit: Any) ->
     problem = lora_target_problem(model, workload.lora_target_modules)
     if problem:
         raise UserError(problem[0], where="--target-modules", fix=problem[1])
-    return _recommend_and_estimate(model, hardware, method, workload, explicit)
+    return _recommend_and_estimate(model, with_generation_node(hardware), method, workload, explicit)
 
 
 def _recommend_and_estimate(model: ModelInfo, hardware: Hardware, method: str | None, workload: Knobs,
