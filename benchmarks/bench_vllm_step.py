@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT / "tests" / "vllm_cpu"), str(ROOT / "tests" / "render")]
+sys.path[:0] = [str(ROOT / "tests" / "vllm_cpu"), str(ROOT / "tests")]
 
 
 def step_times(run: Path) -> list[float]:

@@ -5,4 +5,4 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "render"))  # render_fixtures
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # render_fixtures

@@ -95,7 +95,7 @@ def test_train_py_refuses_a_damaged_gate_record_in_one_line(tmp_path, content):
     """Family 9 on the GPU box: the rendered train.py reading a hand-damaged gate.json."""
     import importlib.util
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "render"))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from render_fixtures import write_run
 
     from finetune.cli import main

@@ -178,7 +178,7 @@ def test_train_py_does_not_import_modules_left_beside_it(tmp_path):
     be what train.py imports (its --help runs the module's imports)."""
     from finetune.cli import main
 
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "render"))
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     from render_fixtures import write_run
 
     spec = write_run(tmp_path / "run", "Qwen/Qwen3-1.7B")

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "render"))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from render_fixtures import write_run  # noqa: E402
 
 HUB_MODEL = "Qwen/Qwen3-1.7B"  # bundled config: no weights needed to render

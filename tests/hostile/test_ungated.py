@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "render"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from render_fixtures import write_run  # noqa: E402
 from test_command_permissions import _command, bash_rules, covers  # noqa: E402

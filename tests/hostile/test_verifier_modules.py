@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "render"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from render_fixtures import pass_phase1, write_run  # noqa: E402
 
 CHECKER = '''

@@ -12,7 +12,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from test_inspect_sample import _lines, _run
+from test_sample_local import _lines, _run
 
 # vLLM's offline API as the emitted script uses it, backed by transformers and the tiny model. It records the
 # token ids it was given so the test can compare them with what the local sampler feeds the model.

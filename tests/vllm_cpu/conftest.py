@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "render"))  # render_fixtures
+sys.path.insert(0, str(HERE.parent))  # render_fixtures
 sys.path.insert(0, str(HERE))  # vllm_tier
 
 

@@ -235,7 +235,7 @@ def test_instrument_returns_the_rewards_own_scores_and_draws_no_random_numbers(t
 
 
 def _render(tmp_path: Path, **changes) -> Path:
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "render"))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from render_fixtures import write_run
 
     from finetune.cli import main
@@ -258,7 +258,7 @@ def test_every_steps_defaults_to_five_log_intervals_and_is_reasoned(tmp_path):
 
 @pytest.mark.parametrize("value", [0, -5, "often", 10_000_001])
 def test_every_steps_out_of_range_is_bad_input(tmp_path, cli, value):
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "render"))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     import yaml
     from render_fixtures import write_run
 
@@ -295,7 +295,7 @@ def test_launch_exits_nonzero_when_the_run_was_stopped(tmp_path):
 
 
 def test_render_warns_when_inspections_cannot_judge_or_their_files_cannot_pass_the_gate(tmp_path, cli):
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "render"))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from render_fixtures import write_run
 
     # 8 completions per step (batch 8 × accumulation 1) × every 5 steps = 40 < min_read 50; 8 steps < first stop 15

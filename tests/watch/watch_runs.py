@@ -25,7 +25,7 @@ from typing import Any
 import yaml
 
 TESTS = Path(__file__).resolve().parents[1]
-for sub in ("diagnose", "render"):
+for sub in ("diagnose", "."):  # make_runs; render_fixtures (tests/)
     if str(TESTS / sub) not in sys.path:
         sys.path.insert(0, str(TESTS / sub))
 

@@ -90,7 +90,7 @@ def pass_phase1(cli, spec_path: Path) -> dict:
     Returns the gate record."""
     import importlib.util
 
-    helpers_path = Path(__file__).resolve().parents[1] / "inspect" / "inspect_helpers.py"
+    helpers_path = Path(__file__).resolve().parent / "inspect" / "inspect_helpers.py"
     spec = importlib.util.spec_from_file_location("inspect_helpers_for_render", helpers_path)
     helpers = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(helpers)

@@ -14,7 +14,7 @@ from render_fixtures import write_run
 
 from finetune import atomic, commit
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 HUB_MODEL = "Qwen/Qwen3-1.7B"  # bundled config: no weights needed to render
 
 

@@ -213,7 +213,7 @@ def test_inspect_score_killed_between_writes(runs, tmp_path, cli, step):
 @pytest.mark.slow
 def test_inspect_sample_generating_killed_mid_switch_rolls_forward(cli, tiny_model_dir, tmp_path):
     """The default mode (generation on the tiny model) commits the same way."""
-    from test_inspect_sample import _run
+    from test_sample_local import _run
 
     run = _run(tmp_path, tiny_model_dir)
     write_jsonl(run / "samples.jsonl", _rows(0))  # an older imported set, with its info
@@ -374,7 +374,7 @@ def test_checkpoint_set_import_killed_mid_switch(runs, tmp_path, cli, step):
 
 
 def test_emit_requests_switches_requests_whole_and_drops_what_it_no_longer_writes(cli, tiny_model_dir, tmp_path):
-    from test_inspect_sample import _run
+    from test_sample_local import _run
 
     run = _run(tmp_path, tiny_model_dir)
     assert cli("inspect", "sample", run / "spec.yaml", "--emit-requests").code == 0
