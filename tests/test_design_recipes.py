@@ -112,6 +112,7 @@ def test_gpu_profile_registry(monkeypatch):
     from finetune import hardware
 
     assert RECIPES["A GPU profile"]["Files"] == [_rel(hardware.GpuProfile)] == ["scripts/finetune/hardware.py"]
+    assert _rel(hardware._entries) == "scripts/finetune/hardware.py"  # the entries PROFILES is built from
     probe = hardware.GpuProfile("recipe-probe-16gb", "Recipe probe 16GB", 16.0, 500, True)
     monkeypatch.setitem(hardware.PROFILES, probe.name, probe)
     hw = hardware.resolve_hardware({"profile": probe.name, "gpus": 2})
@@ -147,3 +148,6 @@ def test_cli_verb_registry():
         assert _rel(__import__(module, fromlist=["run"])) == f"scripts/finetune/cli/{module.rsplit('.', 1)[1]}.py"
         for verb in cli.shape(group).verbs:  # a verb its module adds shows in the generated README table
             assert f"| `finetune {group} {verb}` |" in table
+        for verb, entry in cli.verbs(group).items():  # its entry and both its functions live in the group module
+            module_file = f"scripts/finetune/cli/{module.rsplit('.', 1)[1]}.py"
+            assert _rel(entry.arguments) == _rel(entry.run) == module_file, f"{group} {verb}"
