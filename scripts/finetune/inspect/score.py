@@ -26,7 +26,7 @@ from finetune.inspect import runfiles
 from finetune.inspect.rewardmod import RewardInfo, RewardModule, load_rewards, score_items
 from finetune.inspect.samplesio import load_samples
 from finetune.inspect.verdicts import load_json
-from finetune.rewards.specs import reading_of
+from finetune.rewards.kinds import reading_of
 
 if TYPE_CHECKING:
     from rich.console import Console
