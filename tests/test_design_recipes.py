@@ -73,45 +73,46 @@ def test_the_regenerated_files_are_generated():
 
 
 def test_reward_kind_registry():
-    from finetune.rewards import registry, render, specs
+    from finetune.rewards import kinds, registry, render, specs
 
     assert RECIPES["A reward kind"]["Files"] == ["scripts/finetune/rewards/specs.py",
                                                  "scripts/finetune/rewards/templates/<type>.py.j2"]
-    assert registry.KINDS is specs.KINDS and render.KINDS is specs.KINDS  # the one table every reader uses
+    assert render.KINDS is kinds.KINDS and tuple(kinds.KINDS) == registry.TYPE_ORDER  # the one table
     templates = Path(specs.__file__).parent / "templates"
-    for name, entry in specs.KINDS.items():
+    for name, entry in kinds.KINDS.items():
         assert _rel(entry.spec) == "scripts/finetune/rewards/specs.py", f"{name}'s model lives elsewhere"
         assert (templates / entry.template).is_file() and entry.template == f"{name}.py.j2"
     # the spec union is derived from the table, in its order, and no reward model is left unregistered
     union = typing.get_args(typing.get_args(registry.RewardSpec)[0])
-    assert list(union) == [k.spec for k in specs.KINDS.values()]
+    assert list(union) == [k.spec for k in kinds.KINDS.values()]
     models = [c for c in vars(specs).values()
               if isinstance(c, type) and issubclass(c, specs.RewardBase) and c is not specs.RewardBase]
-    assert sorted(m.__name__ for m in models) == sorted(k.spec.__name__ for k in specs.KINDS.values())
+    assert sorted(m.__name__ for m in models) == sorted(k.spec.__name__ for k in kinds.KINDS.values())
 
 
 def test_a_model_declared_with_kind_is_registered(monkeypatch):
     """The decorator is the registration: a new model needs nothing else to enter the table."""
     from typing import Literal
 
-    from finetune.rewards import specs
+    from finetune.rewards import kinds, specs
 
-    monkeypatch.setattr(specs, "KINDS", dict(specs.KINDS))
+    monkeypatch.setattr(kinds, "KINDS", dict(kinds.KINDS))
 
-    @specs.kind("Recipe probe", example={"name": "probe", "type": "recipe_probe"},
-                reading=lambda r: specs.Reading(), fix="nothing to set")
+    @kinds.kind("Recipe probe", example={"name": "probe", "type": "recipe_probe"},
+                reading=lambda r: kinds.Reading(), fix="nothing to set")
     class RecipeProbe(specs.RewardBase):
         type: Literal["recipe_probe"]
 
-    assert specs.KINDS["recipe_probe"].spec is RecipeProbe and specs.KINDS["recipe_probe"].title == "Recipe probe"
+    assert kinds.KINDS["recipe_probe"].spec is RecipeProbe and kinds.KINDS["recipe_probe"].title == "Recipe probe"
     with pytest.raises(ValueError, match="registered twice"):
-        specs.kind("again", reading=lambda r: specs.Reading(), fix="nothing to set")(RecipeProbe)
+        kinds.kind("again", reading=lambda r: kinds.Reading(), fix="nothing to set")(RecipeProbe)
 
 
 def test_gpu_profile_registry(monkeypatch):
     from finetune import hardware
 
     assert RECIPES["A GPU profile"]["Files"] == [_rel(hardware.GpuProfile)] == ["scripts/finetune/hardware.py"]
+    assert _rel(hardware._entries) == "scripts/finetune/hardware.py"  # the entries PROFILES is built from
     probe = hardware.GpuProfile("recipe-probe-16gb", "Recipe probe 16GB", 16.0, 500, True)
     monkeypatch.setitem(hardware.PROFILES, probe.name, probe)
     hw = hardware.resolve_hardware({"profile": probe.name, "gpus": 2})
@@ -147,3 +148,6 @@ def test_cli_verb_registry():
         assert _rel(__import__(module, fromlist=["run"])) == f"scripts/finetune/cli/{module.rsplit('.', 1)[1]}.py"
         for verb in cli.shape(group).verbs:  # a verb its module adds shows in the generated README table
             assert f"| `finetune {group} {verb}` |" in table
+        for verb, entry in cli.verbs(group).items():  # its entry and both its functions live in the group module
+            module_file = f"scripts/finetune/cli/{module.rsplit('.', 1)[1]}.py"
+            assert _rel(entry.arguments) == _rel(entry.run) == module_file, f"{group} {verb}"

@@ -8,12 +8,16 @@ in GiB, not the marketing "GB" on the box; bandwidths are the vendor's peak HBM/
 
 from __future__ import annotations
 
+import inspect
+import math
 import os
-from collections.abc import Mapping
+import re
+import traceback
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from finetune.errors import UserError
+from finetune.errors import RegistryError, UserError
 
 if TYPE_CHECKING:
     from finetune.spec import HardwareSpec
@@ -40,9 +44,8 @@ class GpuProfile:
 
 # nvidia-smi totals: H100 SXM 81559 MiB, A100-80GB 81920 MiB, A100-40GB 40960 MiB, RTX 4090 24564 MiB,
 # L40S 46068 MiB, H200 143771 MiB; DGX Spark (GB10) exposes ~119.7 GiB of its 128 GB to the GPU.
-PROFILES: dict[str, GpuProfile] = {
-    p.name: p
-    for p in (
+def _entries() -> tuple[GpuProfile, ...]:
+    return (
         GpuProfile("h100-80gb", "NVIDIA H100 80GB (SXM)", 79.6, 3350, True),
         GpuProfile("a100-80gb", "NVIDIA A100 80GB (SXM)", 80.0, 2039, True),
         GpuProfile("a100-40gb", "NVIDIA A100 40GB", 40.0, 1555, True),
@@ -55,7 +58,53 @@ PROFILES: dict[str, GpuProfile] = {
         GpuProfile("cpu", "CPU only (host RAM)", 0.0, 0.0, False, is_cpu=True,
                    note="memory is the host RAM detected at run time; training in fp32, no vLLM"),
     )
-}
+
+
+_FIELDS = "GpuProfile(name, label, memory_gib, bandwidth_gbs, bf16, unified=False, is_cpu=False, note='')"
+
+
+def _problem(p: GpuProfile) -> str | None:
+    """What is wrong with one entry (None: nothing). Names are looked up lower-cased, so an entry must be too."""
+    if not isinstance(p.name, str) or not re.fullmatch(r"[a-z0-9][a-z0-9.-]*", p.name):
+        return f"name {p.name!r} is not a lower-case profile name (letters, digits, '-', '.')"
+    if not isinstance(p.label, str) or not p.label.strip() or "\n" in p.label or "|" in p.label:
+        return f"label {p.label!r} is not one line of text (it is a cell of the profile table)"
+    for field in ("memory_gib", "bandwidth_gbs"):
+        value = getattr(p, field)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+            return f"{field}={value!r} is not a finite number ≥ 0"
+        if value == 0 and not p.is_cpu:
+            return f"{field}=0 on a GPU (only the cpu profile reads its memory from the host)"
+    flags = {f: getattr(p, f) for f in ("bf16", "unified", "is_cpu")}
+    if (wrong := next((f for f, v in flags.items() if not isinstance(v, bool)), None)) is not None:
+        return f"{wrong}={flags[wrong]!r} is not True or False"
+    return None if isinstance(p.note, str) and "\n" not in p.note else f"note {p.note!r} is not one line of text"
+
+
+def _table(entries: Callable[[], tuple[GpuProfile, ...]]) -> dict[str, GpuProfile]:
+    """:data:`PROFILES` from its entries, each checked: an incomplete or invalid one is refused in one line
+    naming its line in this file (every command that reads the table refuses to run on it)."""
+    source, first = inspect.getsourcelines(entries)
+    where = f"{__file__}:{first}"
+    try:
+        profiles = entries()
+    except TypeError as exc:  # a missing or unknown field: the dataclass names it, the traceback names the line
+        line = next((f.lineno for f in reversed(traceback.extract_tb(exc.__traceback__)) if f.name == entries.__name__),
+                    None)
+        raise RegistryError(f"a GPU profile entry: {exc}", where=f"{__file__}:{line}" if line else where,
+                            fix=f"give every field of {_FIELDS}") from None
+    table: dict[str, GpuProfile] = {}
+    for p in profiles:
+        problem = "registered twice" if p.name in table else _problem(p)
+        if problem:
+            line = next((first + i for i, text in enumerate(source) if f'"{p.name}"' in text), None)
+            raise RegistryError(f"GPU profile {p.name!r}: {problem}", where=f"{__file__}:{line}" if line else where,
+                                fix=f"write it as {_FIELDS}")
+        table[p.name] = p
+    return table
+
+
+PROFILES: dict[str, GpuProfile] = _table(_entries)
 
 
 def host_ram_gib() -> float:

@@ -16,8 +16,8 @@ from pydantic_core import ErrorDetails
 
 from finetune.errors import UserError
 from finetune.fieldtypes import STRICT_MODEL
+from finetune.rewards.kinds import KINDS
 from finetune.rewards.registry import RewardSpec
-from finetune.rewards.specs import KINDS
 from finetune.yamlio import line_for, load_with_lines
 
 BASE_LEARNING_RATE = 5e-7  # the seed's settled GRPO learning rate (base-recipe contract)

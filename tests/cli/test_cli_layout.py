@@ -66,24 +66,25 @@ def test_each_group_is_a_module_of_finetune_cli(group):
     module_name = cli.GROUPS[group][0]
     assert module_name.startswith("finetune.cli."), f"'{group}' is registered in {module_name}, outside finetune/cli/"
     module = importlib.import_module(module_name)
-    if group in cli.VERBS:  # the table names each verb's functions: they exist, and nothing else adds verbs
-        for verb, entry in cli.VERBS[group].items():
-            assert callable(getattr(module, entry.arguments)) and callable(getattr(module, entry.run)), verb
+    if cli.verbs(group):  # the module's table names its own functions, and nothing else adds verbs
+        for verb, entry in cli.verbs(group).items():
+            for function in (entry.arguments, entry.run):
+                assert function.__module__ == module_name and getattr(module, function.__name__) is function, verb
         assert not hasattr(module, "add_arguments")
     else:
         assert callable(module.add_arguments) and callable(module.run)
     shape = cli.shape(group)
     assert shape.help == cli.GROUPS[group][1] and "--help" in shape.options
-    assert list(shape.verbs) == list(cli.VERBS.get(group, {}))  # the parser's verbs are the table's
+    assert list(shape.verbs) == list(cli.verbs(group))  # the parser's verbs are the table's
 
 
 def test_dispatch_runs_the_handler_the_table_names(monkeypatch, tmp_path):
     """A verb added to the table is parsed and dispatched with no other change (here: a handler swapped in)."""
     from finetune.cli import inspect as inspect_cli
 
-    seen = []
-    monkeypatch.setitem(cli.VERBS["inspect"], "probe-verb", cli.Verb("gate_arguments", "_probe", "a test verb"))
-    monkeypatch.setattr(inspect_cli, "_probe", lambda args: seen.append((args.verb, args.run)) or 7, raising=False)
+    seen: list[tuple[str, str]] = []
+    probe = cli.Verb(inspect_cli.gate_arguments, lambda args: seen.append((args.verb, args.run)) or 7, "a test verb")
+    monkeypatch.setitem(inspect_cli.VERBS, "probe-verb", probe)
     assert cli.main(["inspect", "probe-verb", str(tmp_path)]) == 7
     assert seen == [("probe-verb", str(tmp_path))]
     assert ("inspect", "probe-verb") in cli.commands() and ("route",) in cli.commands()

@@ -169,16 +169,16 @@ def test_the_reading_probes_run_against_the_new_kind(added_kind: dict[str, Any])
 # ----------------------------------------------------------------------------------- completeness --
 
 def test_every_kind_declares_the_hooks_the_package_asks_for() -> None:
-    from finetune.rewards import registry, render, specs
+    from finetune.rewards import kinds, registry, render
 
     adapter = TypeAdapter(registry.RewardSpec)
-    declared = {f.name for f in dataclasses.fields(specs.Kind)}
-    assert set(specs.REQUIRED_HOOKS) <= declared
-    for name, entry in specs.KINDS.items():
+    declared = {f.name for f in dataclasses.fields(kinds.Kind)}
+    assert set(kinds.REQUIRED_HOOKS) <= declared
+    for name, entry in kinds.KINDS.items():
         assert callable(entry.reading) and entry.fix.strip(), f"{name}: a required hook is empty"
         example = adapter.validate_python(entry.example)
         reading = entry.reading(example)
-        assert isinstance(reading, specs.Reading), f"{name}: its reading hook returns {reading!r}"
+        assert isinstance(reading, kinds.Reading), f"{name}: its reading hook returns {reading!r}"
         for column in (reading.gold, reading.expected_call):  # a column it names is a column field of its entry
             assert column is None or column in entry.example.values() or column in {
                 f.default for f in type(example).model_fields.values()}, f"{name}: {column}"
@@ -187,18 +187,18 @@ def test_every_kind_declares_the_hooks_the_package_asks_for() -> None:
 
 
 def test_a_kind_without_a_required_hook_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
-    from finetune.rewards import specs
+    from finetune.rewards import kinds, specs
 
-    monkeypatch.setattr(specs, "KINDS", dict(specs.KINDS))
+    monkeypatch.setattr(kinds, "KINDS", dict(kinds.KINDS))
 
     class Incomplete(specs.RewardBase):
         type: Literal["incomplete"]
 
     with pytest.raises(ValueError, match="lacks the hook"):
-        specs.kind("Incomplete", fix="a field")(Incomplete)
-    assert "incomplete" not in specs.KINDS
-    specs.kind("Complete", fix="a field", reading=lambda r: specs.Reading())(Incomplete)
-    assert specs.KINDS["incomplete"].reading(None) == specs.Reading()
+        kinds.kind("Incomplete", fix="a field")(Incomplete)
+    assert "incomplete" not in kinds.KINDS
+    kinds.kind("Complete", fix="a field", reading=lambda r: kinds.Reading())(Incomplete)
+    assert kinds.KINDS["incomplete"].reading(None) == kinds.Reading()
 
 
 # Reward behaviour is asked of the kind's entry, never of its `type` string: a comparison of a reward's type
@@ -229,9 +229,9 @@ def test_no_reward_type_branches_outside_the_registry() -> None:
 
 
 def _kind_names() -> list[str]:
-    from finetune.rewards import specs
+    from finetune.rewards import registry
 
-    return [typing.cast(str, t) for t in specs.KINDS]
+    return [typing.cast(str, t) for t in registry.TYPE_ORDER]
 
 
 def test_the_scan_sees_a_type_branch() -> None:
@@ -253,15 +253,15 @@ def _spec_text(reward: dict[str, Any]) -> str:
                           sort_keys=False)
 
 
-@pytest.mark.parametrize("kind_name", sorted(__import__("finetune.rewards.specs", fromlist=["KINDS"]).KINDS))
+@pytest.mark.parametrize("kind_name", sorted(__import__("finetune.rewards.registry", fromlist=["_"]).TYPE_ORDER))
 def test_every_kind_reports_a_field_error_at_its_own_path_and_line(kind_name: str, tmp_path: Path) -> None:
     """An unknown key in any kind's entry: `rewards[0].<key>`, on the key's own line (the union tag pydantic puts
     in the error location is no key of the file)."""
     from finetune.errors import UserError
-    from finetune.rewards import specs
+    from finetune.rewards import kinds
     from finetune.spec import load_spec
 
-    reward = {**specs.KINDS[kind_name].example, "zz_unknown": 1}
+    reward = {**kinds.KINDS[kind_name].example, "zz_unknown": 1}
     path = tmp_path / "spec.yaml"
     path.write_text(_spec_text(reward), encoding="utf-8")
     line = next(i for i, text in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if "zz_unknown" in text)

@@ -6,11 +6,11 @@ Every command group is one module of this package (``finetune.cli.<group>``): it
 into the domain module that does the work; domain modules never import argparse (tests/test_cli_layout.py).
 Groups are imported lazily: `finetune lint` must not pay for importing torch/TRL.
 
-The commands are one table: :data:`GROUPS` (group → module, help) and :data:`VERBS` (group → verb → the
-functions of the group's module that add the verb's arguments and run it). A group without verbs exposes
-``add_arguments(parser)`` and ``run(args) -> int``. Dispatch, ``--help``, the docs' command table, lint's check
-of `finetune ...` lines and the hostile-input tests (tests/hostile) all read this table: a verb added here is
-parsed, documented and attacked without another list to update.
+The commands are one table: :data:`GROUPS` (group → module, help), and in each group's module its ``VERBS``
+(verb → :class:`Verb`: the module's functions that add the verb's arguments and run it), read by :func:`verbs`.
+A group without verbs exposes ``add_arguments(parser)`` and ``run(args) -> int``. Dispatch, ``--help``, the docs'
+command table, lint's check of `finetune ...` lines and the hostile-input tests (tests/hostile) all read this
+table: a verb added to its group's ``VERBS`` is parsed, documented and attacked without another list to update.
 Docs and lint read the commands through :func:`shape` (plain data), never through argparse.
 """
 
@@ -47,62 +47,44 @@ GROUPS: dict[str, tuple[str, str]] = {
 
 @dataclass(frozen=True)
 class Verb:
-    """One `finetune <group> <verb>`: ``arguments(parser)`` and ``run(args) -> int`` are functions of the group's
-    module, named here so that the table is read without importing the group (and torch behind it)."""
+    """One `finetune <group> <verb>`: ``arguments(parser)`` adds its options to the verb's parser, ``run(args)``
+    calls the domain function and prints (exit code). Both are functions of the group's module, whose ``VERBS``
+    (verb → Verb, in the order `--help` lists them) sits beside them: a verb is one entry in one file."""
 
-    arguments: str
-    run: str
+    arguments: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.Namespace], int]
     help: str
 
 
-# group -> verb -> Verb, in the order `--help` lists them. A group absent here takes no verb.
-VERBS: dict[str, dict[str, Verb]] = {
-    "rewards": {"render": Verb("render_arguments", "run", "render rewards.py (+ rewards_*.py helpers) from the spec")},
-    "inspect": {
-        "sample": Verb("sample_arguments", "_sample",
-                       "generate completions (and base-success samples), or import them"),
-        "score": Verb("score_arguments", "_score", "run rewards.py on every sample; flags, probes, base success"),
-        "review": Verb("review_arguments", "_review", "write the blind reading sheet (md, html) or review in the "
-                       "terminal; --key: the rewards' view, after the verdicts"),
-        "verdict": Verb("verdict_arguments", "_verdict",
-                        "record the agent's verdicts (one, or a JSONL file) — never edit JSON by hand"),
-        "human-verdict": Verb("human_verdict_arguments", "_verdict", "record a person's verdicts (review.html's "
-                              "export, or one) — run by the person, never pre-approved for an agent"),
-        "confirm": Verb("confirm_arguments", "_confirm",
-                        "the user confirms the agent's reading (needed for an agent-only reading)"),
-        "ack": Verb("ack_arguments", "_ack", "acknowledge a red flag with a written reason (probes cannot be waived)"),
-        "gate": Verb("gate_arguments", "_gate", "PASS/FAIL: write gate.json (exit 0 PASS, 1 FAIL)"),
-        "compare": Verb("compare_arguments", "_compare", "a checkpoint sample set against Phase 1: agreement and "
-                        "success per reward, new disagreements (comparison.md)"),
-    },
-    "data": {"filter": Verb("filter_arguments", "run",
-                            "keep the prompts whose pass rate (k samples, gated rewards) is in LO-HI")},
-    "config": {"render": Verb("render_arguments", "run",
-                              "validate the run spec for its target hardware and write config/")},
-    "env": {"check": Verb("check_arguments", "run", "check Python, torch/CUDA, GPUs, TRL, vLLM, DeepSpeed and reward "
-                          "packages against RUN's config/target.json; print the install line of each missing piece")},
-}
+def verbs(group: str) -> dict[str, Verb]:
+    """The verbs of ``group`` (its module's ``VERBS``); empty for a group that takes none (it has
+    ``add_arguments``/``run``). Imports the group's module: the group modules import their domain lazily."""
+    table: dict[str, Verb] = vars(importlib.import_module(GROUPS[group][0])).get("VERBS", {})
+    return table
 
 
 def commands() -> list[tuple[str, ...]]:
     """Every command as argv words: ``("inspect", "score")``, ``("route",)`` — what the hostile suite covers."""
-    return [(g, v) if v else (g,) for g in GROUPS for v in VERBS.get(g, {"": None})]
+    out: list[tuple[str, ...]] = []
+    for group in GROUPS:
+        out += [(group, verb) for verb in verbs(group)] or [(group,)]
+    return out
 
 
 def _add_group_arguments(name: str, parser: argparse.ArgumentParser) -> None:
-    module = importlib.import_module(GROUPS[name][0])
-    if name not in VERBS:
-        module.add_arguments(parser)
+    table = verbs(name)
+    if not table:
+        importlib.import_module(GROUPS[name][0]).add_arguments(parser)
         return
     sub = parser.add_subparsers(dest="verb", metavar="<verb>", required=True, parser_class=_Parser)
-    for verb, entry in VERBS[name].items():
-        getattr(module, entry.arguments)(sub.add_parser(verb, help=entry.help, description=entry.help))
+    for verb, entry in table.items():
+        entry.arguments(sub.add_parser(verb, help=entry.help, description=entry.help))
 
 
 def _handler(args: argparse.Namespace) -> Callable[[argparse.Namespace], int]:
-    module = importlib.import_module(GROUPS[args.group][0])
-    run: Callable[[argparse.Namespace], int] = (getattr(module, VERBS[args.group][args.verb].run)
-                                                 if args.group in VERBS else module.run)
+    table = verbs(args.group)
+    run: Callable[[argparse.Namespace], int] = (table[args.verb].run if table
+                                                 else importlib.import_module(GROUPS[args.group][0]).run)
     return run
 
 

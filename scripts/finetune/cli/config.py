@@ -6,11 +6,12 @@ from __future__ import annotations
 import argparse
 import sys
 
+from finetune.cli import Verb
 from finetune.config_render import render
 
 
 def render_arguments(p: argparse.ArgumentParser) -> None:
-    """`config render` (finetune.cli.VERBS)."""
+    """`config render` (VERBS below)."""
     p.description = "Validate SPEC for its target hardware and write DIR/config/ atomically."
     p.add_argument("spec", help="run spec (spec.yaml) or a run directory")
     p.add_argument("-o", "--out", help="run directory (default: the spec's folder)")
@@ -33,3 +34,7 @@ def run(args: argparse.Namespace) -> int:
     for w in plan.warnings:
         print(f"warning: {w}")
     return 0
+
+
+# verb -> its arguments and handler (finetune.cli.verbs reads this; the order is --help's)
+VERBS = {"render": Verb(render_arguments, run, "validate the run spec for its target hardware and write config/")}

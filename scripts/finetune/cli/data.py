@@ -7,6 +7,7 @@ import argparse
 from pathlib import Path
 
 from finetune import rundir
+from finetune.cli import Verb
 from finetune.datafilter import (
     DEFAULT_CHECK_PROMPTS,
     DEFAULT_K,
@@ -20,7 +21,7 @@ from finetune.errors import UserError
 
 
 def filter_arguments(p: argparse.ArgumentParser) -> None:
-    """`data filter` (finetune.cli.VERBS)."""
+    """`data filter` (VERBS below)."""
     p.add_argument("spec", help="run spec (spec.yaml) or run directory")
     p.add_argument("-o", "--out", help="run directory (default: the spec's folder)")
     p.add_argument("--k", type=int, default=DEFAULT_K, help=f"completions per prompt (default {DEFAULT_K})")
@@ -56,3 +57,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"note: pass rates barely differ between prompts (dispersion index {s['dispersion']['index']:.2f}); "
               f"most 0/k and k/k prompts are luck and the filter helps little — see {FILTER_REPORT}")
     return 0
+
+
+# verb -> its arguments and handler (finetune.cli.verbs reads this; the order is --help's)
+VERBS = {"filter": Verb(filter_arguments, run,
+                        "keep the prompts whose pass rate (k samples, gated rewards) is in LO-HI")}

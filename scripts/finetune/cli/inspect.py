@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from finetune import rundir
+from finetune.cli import Verb
 from finetune.cli.argtypes import count, real
 from finetune.errors import CheckFailed, UserError
 from finetune.inspect.sample_remote import SAMPLE_FORMATS
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
     from finetune.spec import RunSpec
 
 
-# The verbs' arguments; finetune.cli.VERBS names these and the handlers below (the parser it passes is the verb's).
+# The verbs' arguments; VERBS at the end names these and the handlers below (the parser it passes is the verb's).
 def sample_arguments(p: argparse.ArgumentParser) -> None:
     p.formatter_class, p.description = argparse.RawDescriptionHelpFormatter, SAMPLE_FORMATS
     p.add_argument("spec", help="run spec (spec.yaml) or run directory")
@@ -433,3 +434,22 @@ def _print_some(items: list[Any], limit: int, line: Callable[[Any], str]) -> Non
         print(line(item))
     if len(items) > limit:
         print(f"  and {len(items) - limit} more — see gate.json")
+
+
+# verb -> its arguments and handler (finetune.cli.verbs reads this; the order is --help's)
+VERBS = {
+    "sample": Verb(sample_arguments, _sample, "generate completions (and base-success samples), or import them"),
+    "score": Verb(score_arguments, _score, "run rewards.py on every sample; flags, probes, base success"),
+    "review": Verb(review_arguments, _review, "write the blind reading sheet (md, html) or review in the terminal; "
+                   "--key: the rewards' view, after the verdicts"),
+    "verdict": Verb(verdict_arguments, _verdict,
+                    "record the agent's verdicts (one, or a JSONL file) — never edit JSON by hand"),
+    "human-verdict": Verb(human_verdict_arguments, _verdict, "record a person's verdicts (review.html's export, or "
+                          "one) — run by the person, never pre-approved for an agent"),
+    "confirm": Verb(confirm_arguments, _confirm,
+                    "the user confirms the agent's reading (needed for an agent-only reading)"),
+    "ack": Verb(ack_arguments, _ack, "acknowledge a red flag with a written reason (probes cannot be waived)"),
+    "gate": Verb(gate_arguments, _gate, "PASS/FAIL: write gate.json (exit 0 PASS, 1 FAIL)"),
+    "compare": Verb(compare_arguments, _compare, "a checkpoint sample set against Phase 1: agreement and success "
+                    "per reward, new disagreements (comparison.md)"),
+}

@@ -11,7 +11,7 @@ from typing import Any
 from finetune import rundir
 from finetune.cli.argtypes import count, real  # every numeric option range-checked: bad → one line, exit 2
 from finetune.errors import UserError
-from finetune.hardware import resolve_hardware
+from finetune.hardware import PROFILES, resolve_hardware
 from finetune.memory.formulas import METHODS, OPTIMIZERS, VLLM_MODES
 from finetune.memory.recommend import Recommendation
 from finetune.memory.result import Estimate
@@ -29,7 +29,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", help="hub id (HF cache, bundled config, or config.json alone from the hub) or local "
                         "model folder, instead of a spec")
     parser.add_argument("--model-config", help="config.json for a model that is not bundled")
-    parser.add_argument("--profile", help="hardware profile (h100-80gb, a100-40gb, rtx-4090-24gb, dgx-spark, ...)")
+    parser.add_argument("--profile", help="hardware profile: " + ", ".join(PROFILES))
     parser.add_argument("--gpus", type=count(1, 1024), help="GPUs per node")
     parser.add_argument("--nodes", type=count(1, 4096))
     parser.add_argument("--gpu-memory-gib", type=real(0, 16384, above=True),

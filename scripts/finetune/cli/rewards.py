@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import argparse
 
+from finetune.cli import Verb
 from finetune.errors import UserError
 
 
 def render_arguments(p: argparse.ArgumentParser) -> None:
-    """`rewards render` (finetune.cli.VERBS)."""
+    """`rewards render` (VERBS below)."""
     p.description = ("Render rewards.py and the helpers it needs into the run directory "
                      "(the spec's folder unless -o names another). All files or none.")
     p.add_argument("spec", help="run spec (spec.yaml) or a run directory holding one")
@@ -30,3 +31,7 @@ def run(args: argparse.Namespace) -> int:
     for path in render_rewards(spec, run_dir):
         print(path)
     return 0
+
+
+# verb -> its arguments and handler (finetune.cli.verbs reads this; the order is --help's)
+VERBS = {"render": Verb(render_arguments, run, "render rewards.py (+ rewards_*.py helpers) from the spec")}

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from finetune.inspect.probes import extract_answer, extract_style_of, prompt_text
 from finetune.inspect.rewardmod import RewardInfo, RewardModule
-from finetune.rewards.specs import kind_of, reading_of
+from finetune.rewards.kinds import kind_of, reading_of
 
 if TYPE_CHECKING:
     from finetune.spec import RunSpec

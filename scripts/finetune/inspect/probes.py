@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from finetune.inspect.rewardmod import RewardModule, score_items
-from finetune.rewards.specs import READING_STYLES, reading_of
+from finetune.rewards.kinds import READING_STYLES, reading_of
 
 if TYPE_CHECKING:
     from finetune.spec import RunSpec

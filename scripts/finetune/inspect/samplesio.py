@@ -20,8 +20,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from finetune import jsonio
 from finetune.errors import UserError
-from finetune.inspect.verdicts import read_jsonl
 
 FIX = ('one JSON object per line: {"prompt": str or [{"role","content"}...], "completion": str, '
        '"id"?: str, "columns"?: {...} or extra top-level columns}')
@@ -154,7 +154,7 @@ def load_samples(path: Path, prompt_column: str = "prompt") -> list[dict[str, An
     rows: list[dict[str, Any]] = []
     seen: dict[str, int] = {}
     per_group: dict[Any, int] = {}
-    for n, obj in read_jsonl(path):
+    for n, obj in jsonio.read_jsonl(path):
         row = normalise_row(obj, f"{path}:{n}", len(rows), prompt_column)
         k = per_group[row["row"]] = per_group.get(row["row"], -1) + 1
         row["id"] = row["id"] or f"{row['row']}-s{k:02d}"  # stable: same file, same ids

@@ -25,8 +25,8 @@ from finetune.inspect import probes as probes_mod
 from finetune.inspect import runfiles
 from finetune.inspect.rewardmod import RewardInfo, RewardModule, load_rewards, score_items
 from finetune.inspect.samplesio import load_samples
-from finetune.inspect.verdicts import load_json, read_jsonl
-from finetune.rewards.specs import reading_of
+from finetune.inspect.verdicts import load_json
+from finetune.rewards.kinds import reading_of
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -74,7 +74,7 @@ def load_scored(run_dir: Path) -> list[dict[str, Any]]:
     path = Path(run_dir) / rundir.SCORED
     if not path.is_file():
         raise UserError(f"no {rundir.SCORED} in {run_dir}", fix="run `finetune inspect score RUN` first")
-    return runfiles.check_scored(read_jsonl(path), path)
+    return runfiles.check_scored(jsonio.read_jsonl(path), path)
 
 
 def _score_all(rm: RewardModule, samples: list[dict[str, Any]], progress: Callable[[], None] | None = None,

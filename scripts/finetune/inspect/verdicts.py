@@ -100,17 +100,12 @@ def is_person(v: Verdict) -> bool:
     return v.reader == "human" and v.via in PERSON_PATHS
 
 
-def read_jsonl(path: Path) -> list[tuple[int, Any]]:
-    """(line number, parsed JSON) for each non-blank line; a bad line → UserError file:line."""
-    return jsonio.read_jsonl(path)
-
-
 def parse_verdicts(path: Path, reader: str | None = None, unique: bool = False) -> list[Verdict]:
     """Every line validated before anything is used. ``reader`` fills lines that name none and refuses
     lines that name another; ``unique`` refuses an id given twice (a reading file is one verdict per sample)."""
     verdicts: list[Verdict] = []
     seen: dict[str, int] = {}
-    for n, obj in read_jsonl(path):
+    for n, obj in jsonio.read_jsonl(path):
         if reader is not None and isinstance(obj, dict):
             if obj.get("reader", reader) != reader:
                 raise UserError(f"reader is '{obj['reader']}' but --reader says '{reader}'", where=f"{path}:{n}",
@@ -153,7 +148,7 @@ def scored_digests(run_dir: str | Path) -> dict[str, str]:
         raise UserError(f"no {rundir.SCORED} in {run_dir}", fix="run `finetune inspect score RUN` first")
     from finetune.inspect.runfiles import check_scored
 
-    return {obj["id"]: sample_digest(obj) for obj in check_scored(read_jsonl(path), path)}
+    return {obj["id"]: sample_digest(obj) for obj in check_scored(jsonio.read_jsonl(path), path)}
 
 
 def record_verdicts(run_dir: str | Path, new: list[Verdict], source: str = "verdict", *, via: str,

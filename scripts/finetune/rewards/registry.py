@@ -1,6 +1,6 @@
 """One entry per reward kind: spec model, template, imports, helpers, doc text, probes.
 
-Everything that varies by reward kind is read from :data:`KINDS`: the spec union
+Everything that varies by reward kind is read from :data:`finetune.rewards.kinds.KINDS`: the spec union
 (:data:`RewardSpec`), the render order, the imports of a rendered rewards.py, the helpers copied
 beside it, and the reward reference (references/reward-functions.md). Each kind's entry is declared
 on its spec model (``@kind(...)`` in specs.py), so adding a kind = one decorated model in specs.py + its
@@ -19,8 +19,8 @@ from typing import Annotated, Any, Union
 
 from pydantic import Field
 
-from finetune.rewards import specs
-from finetune.rewards.specs import Kind
+from finetune.rewards import specs  # its decorated models fill KINDS: import it before reading the table
+from finetune.rewards.kinds import KINDS
 
 LIB = Path(__file__).resolve().parent / "lib"
 
@@ -35,9 +35,7 @@ HELPERS: dict[str, tuple[str, Path]] = {
 }
 
 
-# Each kind's entry (`Kind`) sits on its spec model in specs.py (`@kind(...)`); this module derives the rest.
-KINDS: dict[str, Kind] = specs.KINDS
-
+# Each kind's entry (`kinds.Kind`) sits on its spec model in specs.py (`@kind(...)`); this module derives the rest.
 TYPE_ORDER = tuple(KINDS)
 # a Union built from the registry at import time: `X | Y` spelling cannot express it
 if typing.TYPE_CHECKING:

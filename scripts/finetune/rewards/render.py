@@ -15,8 +15,9 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from finetune import __version__, literals, rundir
 from finetune.errors import UserError
-from finetune.rewards.registry import HELPERS, KINDS, TYPE_ORDER
-from finetune.rewards.specs import PARTIAL_CEILING, PlanError, ordering_margin, penalty_floors
+from finetune.rewards.kinds import KINDS, PlanError
+from finetune.rewards.registry import HELPERS, TYPE_ORDER
+from finetune.rewards.specs import PARTIAL_CEILING, ordering_margin, penalty_floors
 
 if TYPE_CHECKING:
     import jinja2

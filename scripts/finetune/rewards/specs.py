@@ -1,5 +1,8 @@
 """Run-spec schema of the ``rewards:`` section (one model per reward type, discriminated by ``type``).
 
+Each model is declared with its reward-kind entry (``@kind(...)``, :mod:`finetune.rewards.kinds`): adding a kind
+is one decorated model here plus its ``templates/<type>.py.j2``; the decorated models' order is the render order.
+
 Each reward has a role (DESIGN.md's reward-roles contract): ``format``, ``correctness`` or ``shaping``, and a pass
 threshold (default: the reward's maximum). The gate maps reader verdicts to rewards by role.
 
@@ -16,16 +19,13 @@ construction, and these models reject the settings that would break it:
 
 from __future__ import annotations
 
-import builtins
 import math
-import typing
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
 from finetune.fieldtypes import STRICT_MODEL
+from finetune.rewards.kinds import READING_STYLES, CodeTests, PlanError, Reading, kind
 
 Role = Literal["format", "correctness", "shaping"]
 Extract = Literal["answer_tag", "boxed", "hash_answer", "answer_is", "last_number", "none"]
@@ -36,128 +36,6 @@ _TRAILING_DOC = ("allow: prose, punctuation, markdown and closing remarks may fo
 # Partial credit never reaches this fraction of a full pass, so a partly-right answer can never
 # outrank a fully right one in the composite, whatever the weights.
 PARTIAL_CEILING = 0.5
-
-
-# The answer containers a reader takes the final answer from (hedge / retraction probes and the expected-pass
-# controls apply to rewards whose layout is one of these).
-READING_STYLES = ("boxed", "answer_tag", "think_answer", "hash_answer")
-
-
-@dataclass(frozen=True)
-class CodeTests:
-    """The unit-test columns a reward runs (code probes, the no_hidden_tests flag, the tests report)."""
-
-    column: str
-    format: str  # stdin_stdout | function_call | assert
-    hidden: str | None = None  # tests never shown in the prompt
-    entry_point: str | None = None  # column naming the function the tests call
-
-
-@dataclass(frozen=True)
-class Reading:
-    """How a reward reads a completion: what the probes, flags and reading sheets need to know of it.
-
-    Returned by each kind's ``reading`` hook for one spec entry; every field defaults to "none of this"."""
-
-    style: str | None = None  # the answer layout it expects (inspect.probes.layouts); None: no opinion
-    extract: str | None = None  # the extraction it claims (a pass with nothing there is flagged)
-    gold: str | None = None  # the gold-answer column it compares with (probes, gold controls, the reader's sheet)
-    reads_answer: bool = False  # reads the final answer: reading probes and expected-pass controls apply
-    tests: CodeTests | None = None  # the unit tests it runs (code hack probes)
-    expected_call: str | None = None  # the column holding the row's expected tool call (agent probes)
-    agent: bool = False  # scores tool calls: the agent hack probes apply
-    extra_keys_forbidden: bool = False  # an invented JSON key fails it (the invented-field probe applies)
-
-
-class PlanError(ValueError):
-    """A cross-reward setting a kind's ``plan`` hook refuses: ``field`` of that reward, what, how to fix."""
-
-    def __init__(self, field: str, what: str, fix: str) -> None:
-        super().__init__(what)
-        self.field, self.what, self.fix = field, what, fix
-
-
-def _gated_args(planned: Any) -> tuple[Any, ...]:
-    """The template's ``reward(r, gated)`` macro: gated on the format rewards or not."""
-    return (planned.gated,)
-
-
-# Hooks every entry must declare (no default): a kind that leaves one out is refused when it registers.
-REQUIRED_HOOKS = ("reading", "fix")
-
-
-@dataclass(frozen=True)
-class Kind:
-    """A reward kind: how it is specified, rendered, documented, probed and explained.
-
-    Everything else in the package that varies by reward kind asks this entry (its hooks), never the
-    ``type`` string: a new kind gets probes, gold controls, error paths and fixes from its entry alone."""
-
-    type: str
-    spec: builtins.type[Any]
-    title: str
-    # --- required hooks
-    reading: Callable[[Any], Reading]  # how it reads a completion (see Reading)
-    fix: str  # what changes its judgement when no per-row reason does (a reason it does not log, `unexplained`)
-    # --- rendering
-    stdlib: tuple[str, ...] = ()  # modules the rendered per-kind code imports
-    imports: tuple[str, ...] = ()  # third-party modules rewards.py imports for this kind
-    packages: tuple[str, ...] = ()  # pip requirements of the rendered code
-    helpers: tuple[str, ...] = ()  # keys of registry.HELPERS
-    macro_args: Callable[[Any], tuple[Any, ...]] = _gated_args  # planned reward -> the `reward` macro's args after r
-    plan: Callable[[Any, list[Any], dict[str, float], int], dict[str, Any]] | None = None  # (r, rewards, floors,
-    # max_completion_length) -> _Planned fields to set; raises PlanError
-    caches: tuple[str, ...] = ()  # module-level caches of its template that disable_caches() clears
-    copies_verifier: bool = False  # the user's own file is copied beside rewards.py (rewards_user_<name>.py)
-    needs_environment: bool = False  # the spec's `environment:` section must be present
-    template_check: Callable[[Any, bool], tuple[str, str, str] | None] | None = None  # (r, chat template opens
-    # <think>) -> (field, what is wrong, fix) when the model's chat template contradicts the entry
-    # --- documentation and explanations
-    notes: tuple[str, ...] = ()  # failure modes the code closes (reference doc)
-    example: dict[str, Any] = field(default_factory=dict)  # one spec entry, rendered in the doc
-    probes: tuple[str, ...] = ()  # the kind-specific probes it must withstand (reference doc)
-    reason_text: dict[str, str] = field(default_factory=lambda: {"ok": "the reward passed these rows"})
-    reason_fixes: dict[str, str] = field(default_factory=dict)  # reason id -> this kind's fix for it
-    remedies: dict[str, str] = field(default_factory=dict)  # red flag -> this kind's remedy (inspect.flags)
-
-    @property
-    def template(self) -> str:
-        return f"{self.type}.py.j2"
-
-
-# One entry per reward kind, in render order: the order of the @kind-decorated models below.
-KINDS: dict[str, Kind] = {}
-
-_Model = TypeVar("_Model", bound=type[BaseModel])
-
-
-def kind(title: str, **entry: Any) -> Callable[[_Model], _Model]:
-    """Register the decorated spec model as a reward kind (its ``type`` literal names it); ``entry``: the
-    other :class:`Kind` fields, the :data:`REQUIRED_HOOKS` among them. Adding a kind = one decorated model
-    here + ``templates/<type>.py.j2``."""
-
-    def register(model: _Model) -> _Model:
-        spec: type[BaseModel] = model
-        (name,) = typing.get_args(spec.model_fields["type"].annotation)
-        if name in KINDS:
-            raise ValueError(f"reward kind '{name}' registered twice")
-        missing = [h for h in REQUIRED_HOOKS if h not in entry]
-        if missing:
-            raise ValueError(f"reward kind '{name}' lacks the hook(s) {', '.join(missing)} (see specs.Kind)")
-        KINDS[name] = Kind(name, model, title, **entry)
-        return model
-
-    return register
-
-
-def kind_of(reward: Any) -> Kind:
-    """The registry entry of one spec entry (a reward model instance)."""
-    return KINDS[reward.type]
-
-
-def reading_of(reward: Any) -> Reading:
-    """How ``reward`` (a spec entry) reads a completion: its kind's ``reading`` hook."""
-    return kind_of(reward).reading(reward)
 
 
 _READING_PROBES = ("text_or_hedge", "parenthetical_alternative", "retraction_after_answer", "several_answers")
