@@ -50,8 +50,8 @@ def main() -> int:
             print(f"    ! {p}")
     total, good = sum(runs.values()), sum(ok.values())
     print(f"{'all':<24} {total:>11} {good:>8}  ({elapsed:.1f} s, {elapsed / max(total, 1) * 1000:.0f} ms per invocation)")
-    print("families 5 (concurrent writers) and 10 (crash injection) run as tests/inspect/test_locks.py and "
-          "tests/render/test_commit.py + tests/hostile/test_hostile.py::test_family_10_*")
+    print("families 5 (concurrent writers) and 10 (crash injection) run as tests/inspect/test_verdicts_locks.py and "
+          "tests/test_commit.py + tests/hostile/test_hostile.py::test_family_10_*")
     return 0 if good == total else 1
 
 

@@ -290,3 +290,102 @@ def test_code_docs_and_test_names_cite_nothing_outside_the_repository():
             for m in FOREIGN_REFERENCE.finditer(line) if p.name != "test_structure.py"]
     assert not hits, f"say what is meant instead (DESIGN.md names the binding contracts): {hits[:20]}"
     assert FOREIGN_REFERENCE.search("see Issue 12") and not FOREIGN_REFERENCE.search("trl#4563, issuer 3")
+
+
+# ------------------------------------------------------------------------------------- tests mirror modules
+
+# Test files that test no single module, each with why. Everything else sits where the module it tests says:
+# tests/test_<module>*.py for scripts/finetune/<module>.py, tests/<package>/test_<module>*.py for a module of a
+# package (see ``module_tested_by``). An entry ending in "/" covers a folder.
+PLACEMENT_EXCEPTIONS: dict[str, str] = {
+    "hostile/": "the hostile-input contract over every command; its cases are data (tests/hostile/README.md)",
+    "vllm_cpu/": "the vLLM tier: real vLLM on CPU through render, sample and filter, in its own environment",
+    "test_command_permissions.py": "commands/finetune.md: its allowed-tools against the calls its body makes",
+    "test_design_recipes.py": "DESIGN.md's 'How to add' recipes against the code (docs drift)",
+    "test_example_code_tests.py": "examples/code-tests walked through the gate end to end",
+    "test_finetune_command.py": "commands/finetune.md run as written, in order: the whole walk",
+    "test_finetune_walk_json.py": "an agent's whole walk through /finetune on a JSON-extraction task",
+    "test_gpu_check.py": "benchmarks/gpu_check.py, a script outside the package",
+    "test_plugin.py": "the plugin as Claude Code sees it: manifest, skills, validators",
+    "test_seed_traceability.py": "references/seed-traceability.md against the seed spec (docs drift)",
+    "test_slow_budget.py": "tests/slow_budget.py, the suite's own pytest plugin",
+    "test_structure.py": "the package's and the suite's structure",
+}
+
+
+def _names(stem: str, candidates: set[str]) -> str | None:
+    """The longest candidate the file stem names: ``gate_forged_pass`` names ``gate``."""
+    named = [c for c in candidates if stem == c or stem.startswith(c + "_")]
+    return max(named, key=len) if named else None
+
+
+def module_tested_by(test: Path, tests: Path = TESTS, package: Path = PACKAGE) -> str | None:
+    """What a test file's place says it tests (a path under the package, without suffix), or None.
+
+    - ``tests/test_<m>*.py``: the top-level module ``<m>.py`` (a package's tests go in its folder);
+    - ``tests/<pkg>[/<sub>]/test_<m>*.py``: the module ``<m>.py`` of that package, a template it renders
+      (``templates/<m>.py.j2``: the reward kinds), or the package as a whole (``<m>`` is the package's name);
+    - ``tests/<m>/test_<m2>*.py``: a top-level module family with fixtures of its own (``watch``, ``config``:
+      ``<m2>`` is ``<m>`` or ``<m>_*``).
+    """
+    rel = test.relative_to(tests)
+    stem, folders = rel.stem, rel.parts[:-1]
+    if not stem.startswith("test_"):
+        return None
+    stem = stem[len("test_"):]
+    where = package.joinpath(*folders)
+    top_level = {p.stem for p in package.glob("*.py") if p.stem not in ("__init__", "__main__")}
+    if not folders:
+        found = _names(stem, top_level)
+    elif (where / "__init__.py").is_file():
+        found = _names(stem, {p.stem for p in where.glob("*.py") if p.stem != "__init__"}
+                       | {p.name.removesuffix(".py.j2") for p in where.glob("templates/*.py.j2")} | {where.name})
+    elif len(folders) == 1 and folders[0] in top_level:
+        found = _names(stem, {m for m in top_level if m == folders[0] or m.startswith(folders[0] + "_")})
+    else:
+        return None
+    return "/".join([*folders, found]) if found else None
+
+
+def misplaced_tests(tests: Path = TESTS, package: Path = PACKAGE,
+                    exceptions: dict[str, str] = PLACEMENT_EXCEPTIONS) -> list[str]:
+    files = sorted(p for pattern in ("test_*.py", "*_test.py") for p in tests.rglob(pattern)
+                   if "golden" not in p.relative_to(tests).parts)
+    return [p.relative_to(tests).as_posix() for p in files
+            if not any(p.relative_to(tests).as_posix().startswith(e) for e in exceptions)
+            and module_tested_by(p, tests, package) is None]
+
+
+def test_test_files_sit_where_the_module_they_test_says():
+    bad = misplaced_tests()
+    assert not bad, ("a test file sits where the module it tests says: tests/test_<module>*.py for "
+                     "scripts/finetune/<module>.py, tests/<package>/test_<module>*.py for a package's module (move "
+                     f"or rename it; PLACEMENT_EXCEPTIONS only for suites that test no single module): {bad}")
+
+
+def test_placement_exceptions_name_existing_files_and_give_a_reason():
+    stale = [e for e in PLACEMENT_EXCEPTIONS if not (TESTS / e).exists()]
+    assert not stale, f"remove from PLACEMENT_EXCEPTIONS in tests/test_structure.py: {stale}"
+    assert all(len(why) > 20 for why in PLACEMENT_EXCEPTIONS.values())
+
+
+def test_the_placement_rule_flags_a_misplaced_test(tmp_path: Path):
+    pkg, tests = tmp_path / "pkg", tmp_path / "tests"
+    for name in ("spec.py", "watch.py", "config.py", "config_render.py", "rewards/__init__.py", "rewards/render.py",
+                 "rewards/templates/math.py.j2", "rewards/lib/__init__.py", "rewards/lib/answers.py",
+                 "memory/__init__.py", "memory/estimate.py"):
+        (pkg / name).parent.mkdir(parents=True, exist_ok=True)
+        (pkg / name).write_text("")
+    good = {"test_spec.py": "spec", "test_spec_loader.py": "spec", "rewards/test_render_e2e.py": "rewards/render",
+            "rewards/test_math.py": "rewards/math", "rewards/test_rewards_corpus.py": "rewards/rewards",
+            "rewards/lib/test_answers.py": "rewards/lib/answers", "memory/test_estimate_lora.py": "memory/estimate",
+            "watch/test_watch_runs.py": "watch/watch", "config/test_config_render_docs.py": "config/config_render"}
+    bad = ["test_memory.py", "test_render.py", "rewards/test_answers.py", "memory/test_spec.py", "render/test_x.py",
+           "watch/test_config.py", "test_specs.py", "hostile/test_y.py", "rewards/lib/test_math.py", "spec_test.py"]
+    for name in [*good, *bad]:
+        (tests / name).parent.mkdir(parents=True, exist_ok=True)
+        (tests / name).write_text("")
+    assert {n: module_tested_by(tests / n, tests, pkg) for n in good} == good
+    assert misplaced_tests(tests, pkg, {}) == sorted(bad)
+    assert misplaced_tests(tests, pkg, {"hostile/": "why", "spec_test.py": "why"}) == sorted(
+        set(bad) - {"hostile/test_y.py", "spec_test.py"})

@@ -4,7 +4,7 @@ A spec string is data, never code. Each filter turns a value into a form that th
 reads back as exactly that value (a Python literal, a shell word, a YAML scalar, JSON) or into text
 that cannot leave the place it is put in (a comment, a docstring, Markdown). Every Jinja environment
 the project builds registers these filters (:func:`register`) and is strict about unknown names;
-tests/render/test_injection.py renders every template with hostile strings and a static test fails
+tests/test_literals_injection.py renders every template with hostile strings and a static test fails
 when a template prints a spec-derived value without one of these filters.
 """
 

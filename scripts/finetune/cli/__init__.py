@@ -3,7 +3,7 @@
 Exit codes (DESIGN.md's exit-code contract): 0 ok, 1 a check failed, 2 bad input (one line, nothing written).
 
 Every command group is one module of this package (``finetune.cli.<group>``): its argparse and the call
-into the domain module that does the work; domain modules never import argparse (tests/test_cli_layout.py).
+into the domain module that does the work; domain modules never import argparse (tests/cli/test_cli_layout.py).
 Groups are imported lazily: `finetune lint` must not pay for importing torch/TRL.
 
 The commands are one table: :data:`GROUPS` (group → module, help), and in each group's module its ``VERBS``

@@ -83,7 +83,7 @@ def layer_activation_bytes_per_token(model: ModelInfo) -> int:
     keeps gate, up, act(gate) and their product (4I). An MoE layer keeps those for each of the k
     routed experts plus each token's k copies in and out (2kh) and the router logits (2E). Per-head
     q/k norms (Qwen3) keep another q + kv. Checked against the bytes autograd actually saves
-    (tests/test_memory.py, benchmarks/bench_memory.py).
+    (tests/memory/test_memory.py, benchmarks/bench_memory.py).
     """
     h, q, kv = model.hidden, model.q_dim, model.kv_dim
     if model.is_moe:
