@@ -107,6 +107,7 @@ def test_stale_temp_files_of_dead_writers_are_removed(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([live.name, unowned_new.name])
 
 
+@pytest.mark.slow  # a scoring child (it imports torch for the zero-std prediction): 2-3.5 s CPU
 def test_inspect_score_killed_mid_write_leaves_nothing_after_the_next_run(tmp_path):
     """kill -9 during `inspect score` used to leave 12-43 MB .scored.jsonl.*.tmp files forever."""
     sys.path.insert(0, str(ROOT / "tests" / "inspect"))

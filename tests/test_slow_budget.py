@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 HERE = Path(__file__).resolve().parent
 
 SUITE = '''
@@ -55,6 +57,7 @@ def _run(tmp_path: Path, *options: str, suite: str = SUITE) -> subprocess.Comple
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
 
 
+@pytest.mark.slow  # runs an inner pytest whose tests burn CPU on purpose (2.4 s CPU)
 def test_unmarked_cpu_burners_fail_and_waiting_or_marked_tests_pass(tmp_path):
     r = _run(tmp_path, "-o", "slow_budget_seconds=0.2", "--cpu-log", str(tmp_path / "cpu.jsonl"))
     failed = sorted(line.split("::")[1].split()[0] for line in r.stdout.splitlines() if line.startswith("FAILED"))

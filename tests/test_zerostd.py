@@ -12,15 +12,19 @@ import math
 import random
 
 import pytest
-import torch
-from trl.trainer.utils import nanstd
 
 from finetune import zerostd
+
+# torch and TRL are imported by the tests that use them, not at collection (every xdist worker collects
+# every file: TRL's import alone is seconds of CPU)
 
 
 def trl_zero_std(groups: list[list[list[float | None]]], weights: list[float]) -> list[bool]:
     """TRL 1.16's _generate_and_score_completions on a batch of groups (sum_then_normalize, scale_rewards
     'group'): rewards_per_func (B*G, F) float32, weighted nansum, all-None rows NaN, nanstd per group, isclose."""
+    import torch
+    from trl.trainer.utils import nanstd
+
     g = len(groups[0])
     flat = [[math.nan if v is None else v for v in row] for group in groups for row in group]
     per_func = torch.tensor(flat, dtype=torch.float32)
@@ -35,6 +39,9 @@ def _trl_is_zero(group: list[list[float | None]], weights: list[float]) -> bool:
 
 
 def test_std_is_trl_nanstd_bit_for_bit():
+    import torch
+    from trl.trainer.utils import nanstd
+
     gen = torch.Generator().manual_seed(1)
     x = torch.rand(64, 8, generator=gen, dtype=torch.float32)
     x[3, 2] = math.nan

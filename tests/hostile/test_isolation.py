@@ -147,6 +147,7 @@ def test_sandbox_children_run_the_loaded_code_not_the_file(outside_run):
 
 # ------------------------------------------------------------------------------ the scoring child --
 
+@pytest.mark.slow  # a scoring child (it imports torch for the zero-std prediction): 2-3.5 s CPU
 def test_scoring_child_is_isolated_and_sees_no_run_dir_module(base_run, tmp_path, monkeypatch):
     """`inspect score` run from inside the run dir: the child that imports rewards.py has -I, no cwd and no
     run dir on its path, so a module left in the run dir is not what the reward code imports."""

@@ -174,6 +174,7 @@ def test_a_verdict_file_with_no_recorded_path_is_the_agents(unread):
     assert any("has not confirmed" in r for r in record["reasons"])
 
 
+@pytest.mark.slow  # a scoring child (it imports torch for the zero-std prediction): 2-3.5 s CPU
 def test_a_reading_copied_from_the_rewards_view_is_reported_as_such(unread):
     """Verdicts copied from scored.jsonl's passes: 0 disagreements, nothing revealed - and the gate says the
     reading is the rewards' view, field for field, with no note (a blind reading cannot be proven)."""

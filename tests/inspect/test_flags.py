@@ -45,6 +45,7 @@ def test_empty_completion_rewarded(cli, make_run):
     assert flags["empty_rewarded:format_ok"]["sample_ids"] == [samples[5]["id"]]
 
 
+@pytest.mark.slow  # a scoring child (it imports torch for the zero-std prediction): 2-3.5 s CPU
 def test_nan_and_all_none(cli, make_run):
     run = make_run("good")
     _patch(run, "        out.append(1.0 if got is not None and _norm(got) == _norm(gold) else 0.0)",
@@ -54,6 +55,7 @@ def test_nan_and_all_none(cli, make_run):
     assert "non_finite:correctness" in flags and "all_none:format_ok" in flags
 
 
+@pytest.mark.slow  # a scoring child (it imports torch for the zero-std prediction): 2-3.5 s CPU
 def test_flag_ids_are_attached_to_scored_rows(cli, make_run):
     run = make_run("substring")
     flags = _flags(cli, run)

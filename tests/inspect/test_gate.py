@@ -142,6 +142,7 @@ def test_flags_need_a_written_reason_and_probes_cannot_be_waived(cli, make_run):
     assert all(f["status"] == "acknowledged" and f["ack"]["by"] == "Ada" for f in gate["flags"])
 
 
+@pytest.mark.slow  # a scoring child (it imports torch for the zero-std prediction): 2-3.5 s CPU
 def test_a_changed_reward_makes_the_report_stale(cli, make_run):
     run = _pass_run(cli, make_run)
     (run / "rewards.py").write_text((run / "rewards.py").read_text() + "\n# tweak\n")
@@ -164,6 +165,7 @@ def test_bad_input_is_one_line_and_exit_2(cli, make_run, args, message):
     assert not (run / "gate.json").exists() and not (run / "verdicts.jsonl").exists()
 
 
+@pytest.mark.slow  # a scoring child (it imports torch for the zero-std prediction): 2-3.5 s CPU
 def test_bad_verdict_line_names_file_and_line(cli, make_run):
     run = make_run("good")
     assert cli("inspect", "score", run).code == 0
@@ -217,6 +219,7 @@ def test_verdicts_bind_the_sample_they_judged(cli, make_run):
     assert r.code == 2 and "different completion" in r.err
 
 
+@pytest.mark.slow  # a scoring child (it imports torch for the zero-std prediction): 2-3.5 s CPU
 def test_bare_answer_task_gets_bare_probes(cli, make_run):
     """extract: none compares the whole completion: the probes must use bare answers, or every
     correct answer would look unreachable (gold_answer_fails) and the probes would prove nothing."""

@@ -83,6 +83,7 @@ def test_long_lists_end_with_how_many_more(cli, make_run):
     assert listing([f"p{i}" for i in range(11)], 8) == "p0, p1, p2, p3, p4, p5, p6, p7 and 3 more — see gate.json"
 
 
+@pytest.mark.slow  # a scoring child (it imports torch for the zero-std prediction): 2-3.5 s CPU
 def test_batch_agent_verdicts_are_validated_whole_then_recorded_at_once(cli, make_run):
     run = make_run("good")
     assert cli("inspect", "score", run).code == 0

@@ -60,6 +60,7 @@ def test_reading_alone_misses_the_substring_bug(cli, make_run):
     assert gate["disagreements"] == [] and any(p["passing"] for p in gate["probes"])
 
 
+@pytest.mark.slow  # a scoring child (it imports torch for the zero-std prediction): 2-3.5 s CPU
 def test_judge_rescore_bypasses_its_cache(cli, make_run, judge_endpoint):
     """A noisy judge behind a cache looks deterministic unless the re-score disables the cache."""
     judge_endpoint.noisy = True
@@ -69,6 +70,7 @@ def test_judge_rescore_bypasses_its_cache(cli, make_run, judge_endpoint):
     assert "nondeterministic:judge_correct" in {f["id"] for f in report["flags"]}
 
 
+@pytest.mark.slow  # a scoring child (it imports torch for the zero-std prediction): 2-3.5 s CPU
 def test_exceptions_and_out_of_range_are_flagged(cli, make_run, tmp_path):
     run = make_run("good")
     src = (run / "rewards.py").read_text().replace(

@@ -114,6 +114,7 @@ def test_key_after_verdicts_and_a_verdict_after_the_key_is_reported(cli, make_ru
     assert "4 verdict(s) recorded after the reader saw the rewards" in r.out
 
 
+@pytest.mark.slow  # a scoring child (it imports torch for the zero-std prediction): 2-3.5 s CPU
 def test_coverage_above_100_is_stratified_and_keeps_every_flagged_sample(cli, make_run):
     samples = craft_samples(n_prompts=30, per_prompt=4)  # 120 scored samples
     run = make_run("substring", samples=samples)
@@ -127,6 +128,7 @@ def test_coverage_above_100_is_stratified_and_keeps_every_flagged_sample(cli, ma
     assert flagged and flagged <= on_sheet
 
 
+@pytest.mark.slow  # a scoring child (it imports torch for the zero-std prediction): 2-3.5 s CPU
 def test_terminal_review_verdict_first_then_reveal_then_resumable(cli, make_run, monkeypatch):
     import io
 

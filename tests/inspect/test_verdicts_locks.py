@@ -46,6 +46,7 @@ V.acknowledge(sys.argv[2], f"flag{i}", f"writer {i} read every sample and accept
 """
 
 
+@pytest.mark.slow  # several writer interpreters, each importing the inspect stack: 2.5 s CPU
 def test_concurrent_acks_lose_nothing(tmp_path):
     code = ACK_WRITER % WRITERS
     procs = [subprocess.Popen([sys.executable, "-c", code, str(i), str(tmp_path)], stderr=subprocess.PIPE, text=True)

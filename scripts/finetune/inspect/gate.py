@@ -303,19 +303,21 @@ def evaluate(run_dir: str | Path, spec: RunSpec, rescore: bool = True, extra_rea
     hashes, inputs = _snapshot(run_dir, spec)
     report = load_report(run_dir)
     rows = load_scored(run_dir)
-    reasons = _score_reasons(run_dir, spec, rows, report, rescore)
-    moved = _moved(run_dir, spec, hashes, inputs)
-    if moved:
-        reasons.append(f"{', '.join(moved)} changed while the gate ran; run `finetune inspect gate` again")
+    # the reading, the acknowledgements and the confirmation are read (a bad one refused in one line) before the
+    # re-score, which takes seconds: bad input is refused at once
     reading = verdicts_against(run_dir, {r["id"]: r for r in rows}, report["rewards"])
     min_read = spec.inspection.min_read
     current = readingset.reading_ids(run_dir, [str(r["id"]) for r in rows])
-    reasons += _reading_reasons(len(current), reading, min_read, current)
     flags, flag_reasons = _flag_statuses(run_dir, report)
     probes, probe_reasons = _probe_statuses(report)
     humans = sum(V.is_person(v) for v in reading.read)
     agents = len(reading.read) - humans
     confirmation, confirmed, confirm_reasons = _confirmation(run_dir, agents)
+    reasons = _score_reasons(run_dir, spec, rows, report, rescore)
+    moved = _moved(run_dir, spec, hashes, inputs)
+    if moved:
+        reasons.append(f"{', '.join(moved)} changed while the gate ran; run `finetune inspect gate` again")
+    reasons += _reading_reasons(len(current), reading, min_read, current)
     reasons += flag_reasons + probe_reasons + confirm_reasons + _sampled_with(run_dir, spec) + list(extra_reasons)
     return {
         "status": "FAIL" if reasons else "PASS",
