@@ -52,14 +52,22 @@ def _dataset_stats(spec: RunSpec) -> tuple[DatasetStats, str]:
         return len(tokenizer(text, add_special_tokens=False)["input_ids"]) if tokenizer else max(1, len(text) // 4)
 
     tools = _environment_tools(spec, tokenizer)
+    if tools is not None and not d.system_prompt and any(isinstance(r.get(d.prompt_column), str) for r in rows):
+        from finetune.inspect.rollout import PLAIN_PROMPT, PLAIN_PROMPT_FIX
+
+        raise UserError(PLAIN_PROMPT, where="dataset.prompt_column", fix=PLAIN_PROMPT_FIX)
 
     def prompt_text(p: Any) -> str:
+        if d.system_prompt:  # as train.py sends it: the system message first, a text prompt as the user's
+            p = [{"role": "system", "content": d.system_prompt}] + ([{"role": "user", "content": p}]
+                                                                    if isinstance(p, str) else list(p))
         if isinstance(p, list):  # conversational
             if tokenizer is not None and getattr(tokenizer, "chat_template", None):
                 # with an environment the template also renders its tool schemas: part of every prompt
                 return str(tokenizer.apply_chat_template(p, tokenize=False, add_generation_prompt=True,
                                                          tools=tools))
-            return "\n".join(str(m.get("content", "")) for m in p if isinstance(m, dict))
+            text = "\n".join(str(m.get("content", "")) for m in p if isinstance(m, dict))
+            return text + (_schemas_text(tools) if tools else "")  # estimated: the schemas the template adds
         return str(p)
 
     prompts = [prompt_text(r.get(d.prompt_column, "")) for r in rows]
@@ -68,6 +76,22 @@ def _dataset_stats(spec: RunSpec) -> tuple[DatasetStats, str]:
     p_max, p95 = _length_stats(prompts, n_tokens)
     a_max, a95 = _length_stats(answers, n_tokens) if answers else (None, None)
     return DatasetStats(len(rows), tokenizer is not None, p_max, p95, a_max, a95, answer_col, columns), fmt
+
+
+def _schemas_text(tools: list[Any]) -> str:
+    """The tools' JSON schemas as TRL hands them to the chat template (for a length estimate without the
+    model's tokenizer: the template renders them into every prompt)."""
+    import json
+
+    from transformers.utils.chat_template_utils import get_json_schema
+
+    schemas = []
+    for tool in tools:
+        try:
+            schemas.append(get_json_schema(tool))
+        except Exception:  # noqa: BLE001 — an undocumented tool: its name and signature still take room
+            schemas.append({"name": getattr(tool, "__name__", "tool")})
+    return "\n" + json.dumps(schemas)
 
 
 def _environment_tools(spec: RunSpec, tokenizer: Any) -> list[Any] | None:
