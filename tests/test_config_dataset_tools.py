@@ -58,3 +58,18 @@ def test_plain_text_prompts_with_an_environment_are_refused(tmp_path):
         _dataset_stats(spec)
     with pytest.raises(UserError, match="plain-text prompt with an environment"):
         training_prompt(spec, "What is 3 plus 4?")
+
+
+def test_a_chat_template_trl_cannot_parse_is_refused_before_training(tmp_path):
+    """TRL reads tool calls through a response template; a template it has none for stops its trainer at the
+    start (on the training box), so the render refuses it."""
+    from finetune.config_dataset import _environment_tools
+    from finetune.tinymodel import build_tokenizer
+
+    spec = _spec(tmp_path, False, True)
+    tok = build_tokenizer(tools=True)
+    assert len(_environment_tools(spec, tok)) == 1  # its own response_template: parsed
+    tok.response_template = None
+    tok.chat_template = tok.chat_template + "{# a fine-tuned variant's template #}"
+    with pytest.raises(UserError, match="no response parser for the chat template"):
+        _environment_tools(spec, tok)

@@ -94,6 +94,31 @@ def _schemas_text(tools: list[Any]) -> str:
     return "\n" + json.dumps(schemas)
 
 
+def _require_response_parser(spec: RunSpec, tokenizer: Any) -> None:
+    """TRL reads the model's tool calls with the tokenizer's response template (or one it knows for the chat
+    template: Qwen2.5/3/3.5, Llama 3.1/3.2, GLM-4-MoE, GPT-OSS, Gemma 4, ...); for any other template its
+    trainer refuses to start — on the training box, after the gate. Refused here instead."""
+    if getattr(tokenizer, "response_template", None) is not None or getattr(tokenizer, "response_schema", None):
+        return
+    import copy
+
+    from trl.chat_template_utils import add_response_schema
+
+    try:
+        add_response_schema(copy.copy(tokenizer))
+    except ValueError:
+        raise UserError(f"TRL {_trl_version()} has no response parser for the chat template of {spec.model}: "
+                        "it cannot read the model's tool calls, and its trainer refuses to start", where="environment",
+                        fix="use a model TRL parses (Qwen2.5/3/3.5, Llama 3.1/3.2, GLM-4, GPT-OSS, Gemma 4) or set "
+                        "the tokenizer's response_template (transformers' response parsing docs)") from None
+
+
+def _trl_version() -> str:
+    import trl
+
+    return str(trl.__version__)
+
+
 def _environment_tools(spec: RunSpec, tokenizer: Any) -> list[Any] | None:
     """The environment's tools (methods of one instance, as TRL lists them), so prompt lengths include the tool
     schemas the chat template renders; a model whose template cannot render a tool-calling conversation is
@@ -106,7 +131,8 @@ def _environment_tools(spec: RunSpec, tokenizer: Any) -> list[Any] | None:
         if not supports_tool_calling(tokenizer):
             raise UserError(f"the chat template of {spec.model} cannot render tool calls and tool results",
                             where="environment", fix="use a model whose chat template supports tools (Qwen, "
-                            "Llama 3.1+, Mistral, ...) or set its chat template")
+                            "Llama 3.1+, ...) or set its chat template")
+        _require_response_parser(spec, tokenizer)
     import importlib.util
     import inspect
 
