@@ -183,3 +183,26 @@ def test_argument_typing_is_transformers(schema):
         want = _coerce(raw, _schema_types(schema))
         got = rewards_toolcall._coerce(raw, schema)
         assert (type(got), got) == (type(want), want) or (got != got and want != want), (raw, schema, got, want)
+
+
+def test_adversarial_completions_are_read_in_linear_time():
+    """Long runs a policy can emit (spaces with no closing tag, thousands of openers, deep nesting) are read
+    at once: TRL's own XML parameter pattern backtracks cubically on the first of these (minutes at 5,000
+    spaces), and a reward that hangs stalls the training step. A regression shows as this test hanging."""
+    from finetune.rewards.lib import rewards_toolcall as rt
+
+    n = 200_000
+    cases = {
+        "<tool_call><function=get_weather><parameter=city>" + " " * n + "x": {"name": "get_weather", "arguments": {}},
+        "<tool_call><function=get_weather>" + "<parameter=city>" * (n // 16) + " " * n:
+            {"name": "get_weather", "arguments": {}},
+        "<tool_call><function=get_weather>" + "<parameter=c\n>" * (n // 16) + "</parameter>" * 3:
+            {"name": "get_weather", "arguments": {}},
+    }
+    for text, want in cases.items():
+        assert rt.text_calls(text) == [want]
+    assert rt.text_calls("<tool_call>" + '{"a":' * n)[0]["error"]
+    assert rt.text_calls("[TOOL_CALLS]" + "a" * n + " " * n) == [{"name": "a" * n, "arguments": {}}]
+    assert rt.text_calls("<think>" * n + "</think>" * n) == []
+    assert rt.score("<tool_call><function=get_weather>\n<parameter=city>\n Paris \n</parameter>\n"
+                    "<parameter=days>\n3\n</parameter>\n</function></tool_call>", EXPECTED, TOOLS) == (1.0, "ok")

@@ -135,9 +135,7 @@ def _raw_json(text: str) -> tuple[bool, Any]:
 
 
 _XML_FUNCTION = re.compile(r"\s*<function=(?P<name>[^\n>]+)>")
-_XML_PARAMETER = re.compile(r"<parameter=(?P<key>[^>\n]+)>\s*(?P<value>.*?)\s*</parameter>", re.DOTALL)
-
-
+_XML_OPEN, _XML_CLOSE = "<parameter=", "</parameter>"
 def _xml_call(body: str) -> Call | None:
     """Qwen3.5 / Qwen3-Coder's ``<function=NAME><parameter=KEY>VALUE</parameter>...</function>`` body, read as
     TRL's response template reads it: each value is text (the tool's schema types it when judged); None when
@@ -146,8 +144,21 @@ def _xml_call(body: str) -> Call | None:
     if head is None:
         return None
     args: dict[str, Any] = {}
-    for m in _XML_PARAMETER.finditer(body, head.end()):
-        args[m.group("key")] = m.group("value")
+    pos = head.end()
+    # What TRL's `<parameter=(?P<key>[^>\n]+)>\s*(?P<value>.*?)\s*</parameter>` reads, found with str.find:
+    # that regex backtracks cubically on a long run of spaces with no closing tag (5,000 spaces: minutes), and
+    # a reward must not hang a training step.
+    while (start := body.find(_XML_OPEN, pos)) >= 0:
+        key_end = body.find(">", start)
+        key = body[start + len(_XML_OPEN):key_end] if key_end >= 0 else ""
+        if not key or "\n" in key:
+            pos = start + len(_XML_OPEN)
+            continue
+        end = body.find(_XML_CLOSE, key_end)
+        if end < 0:
+            break
+        args[key] = body[key_end + 1:end].strip()
+        pos = end + len(_XML_CLOSE)
     return {"name": head.group("name").strip(), "arguments": args}
 
 
