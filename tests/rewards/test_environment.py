@@ -148,3 +148,32 @@ def test_a_symlink_inside_the_spec_folder_is_fine(cli, tmp_path):
     run = _hostile_run(tmp_path, {"file": "env.py"}, layout)
     assert cli("rewards", "render", run / "spec.yaml").code == 0
     assert (run / "rewards_env.py").read_text() == demo_tools.ENV_SOURCE
+
+
+def test_replay_runs_only_the_calls_trl_ran(tmp_path):
+    """At max_tool_calling_iterations TRL stops without running the last turn's calls: the replay must not
+    run them either (it would credit an episode training scored 0); below the cap a last turn's calls ran
+    (their results were dropped for the length budget) and are replayed."""
+    def rollout(*pairs, answered_last=True):
+        messages = []
+        for n, (x, y) in enumerate(pairs):
+            messages.append({"role": "assistant", "content": "", "tool_calls": [
+                {"type": "function", "function": {"name": "add", "arguments": {"a": x, "b": y}}}]})
+            if answered_last or n < len(pairs) - 1:
+                messages.append({"role": "tool", "name": "add", "content": str(x + y)})
+        return messages
+
+    (tmp_path / "env.py").write_text(demo_tools.ENV_SOURCE)
+    results = {}
+    for cap in (1, 2):
+        env = EnvironmentSpec.model_validate({"file": "env.py", "class": "Calculator", "max_tool_calling_iterations": cap})
+        out = tmp_path / f"cap{cap}"
+        out.mkdir()
+        for name, text in render_sources(REWARD, source_path=tmp_path / "spec.yaml", tool_env=env).items():
+            (out / name).write_text(text)
+        spec = importlib.util.spec_from_file_location(f"rw_cap{cap}", out / "rewards.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        completions = [rollout((3, 5), (3, 4), answered_last=False), rollout((3, 5), (3, 4)), rollout((3, 4))]
+        results[cap] = module.solved(prompts=["p"] * 3, completions=completions, a=[3] * 3, b=[4] * 3)
+    assert results == {1: [0.0, 1.0, 1.0], 2: [1.0, 1.0, 1.0]}

@@ -277,6 +277,28 @@ def completion_calls(completion: Any, fmt: str = "auto") -> list[Call]:
     return calls
 
 
+def executed_calls(completion: Any, max_rounds: int, fmt: str = "auto") -> list[Call]:
+    """The calls the runtime executed in a rollout, in order — what an environment replay must run. In TRL's
+    messages a turn's calls ran when tool results follow them; the last turn's calls with no result after
+    them ran only while rounds were left (at ``max_tool_calling_iterations`` TRL stops without running them;
+    below it they ran and their results were dropped for the length budget). Text is one turn: all its calls."""
+    if not isinstance(completion, (list, dict)):
+        return completion_calls(completion, fmt)
+    messages = [completion] if isinstance(completion, dict) else list(completion)
+    calls: list[Call] = []
+    rounds = 0
+    for i, message in enumerate(messages):
+        if not isinstance(message, dict) or message.get("role", "assistant") != "assistant":
+            continue
+        turn = completion_calls([message], fmt)
+        answered = i + 1 < len(messages) and isinstance(messages[i + 1], dict) and \
+            messages[i + 1].get("role") == "tool"
+        if turn and (answered or rounds < max_rounds):
+            calls += turn
+            rounds += 1
+    return calls
+
+
 # ---------------------------------------------------------------------------------------- judging --
 
 def _as_json(value: Any) -> Any:
