@@ -104,3 +104,25 @@ def test_agent_probes_fire_on_hackable_rewards_only(tmp_path, source, rewards, f
         assert set(passing) >= fired, passing
     else:
         assert set(passing) == fired, passing
+
+
+LLAMA_ONLY = '''import json
+
+
+def llama_names_add(completion: str, **_: object) -> float:
+    """A lenient check that reads Llama 3's JSON reply only: the function's name."""
+    try:
+        return 1.0 if json.loads(completion).get("name") == "add" else 0.0
+    except (ValueError, AttributeError):
+        return 0.0
+'''
+
+
+def test_probes_are_written_in_the_spec_format(tmp_path):
+    """A reward that reads only Llama 3's syntax is probed in that syntax (Hermes probes would miss its hack)."""
+    (tmp_path / "llama_only.py").write_text(LLAMA_ONLY)
+    rewards = [{"name": "called", "type": "tool_call", "format": "llama3"},
+               {"name": "named", "type": "python", "file": "llama_only.py", "function": "llama_names_add"}]
+    passing = _probes(tmp_path, HONEST, ENV + rewards)
+    assert set(passing) == {"right_function_wrong_arguments", "hallucinated_argument", "junk_arguments:add"}
+    assert all(names == ["named", "named"] for names in passing.values()), passing
