@@ -67,7 +67,9 @@ def test_human_judged_changes_what_sft_needs():
 def test_router_skill_shows_exactly_the_rules(repo_root):
     """The skill's route table is the generated one, and names each route as a skill that exists."""
     outcome = docs.sync(repo_root, check=True, registry=[t for t in docs.REGISTRY if t.region == "routes"])
-    assert [o.status for o in outcome] == ["ok"], "run `finetune docs`: the router skill's table drifted"
+    # (sync also checks the table of contents of every long reference: not this test's concern)
+    assert [o.status for o in outcome if o.target.region == "routes"] == ["ok"], \
+        "run `finetune docs`: the router skill's table drifted"
     text = (repo_root / ROUTER_SKILL).read_text()
     for i, rule in enumerate(route.RULES, start=1):
         assert f"| {i} | {rule.condition} | [{rule.route}](../{rule.route}/SKILL.md)" in text

@@ -52,14 +52,22 @@ def _dataset_stats(spec: RunSpec) -> tuple[DatasetStats, str]:
         return len(tokenizer(text, add_special_tokens=False)["input_ids"]) if tokenizer else max(1, len(text) // 4)
 
     tools = _environment_tools(spec, tokenizer)
+    if tools is not None and not d.system_prompt and any(isinstance(r.get(d.prompt_column), str) for r in rows):
+        from finetune.inspect.rollout import PLAIN_PROMPT, PLAIN_PROMPT_FIX
+
+        raise UserError(PLAIN_PROMPT, where="dataset.prompt_column", fix=PLAIN_PROMPT_FIX)
 
     def prompt_text(p: Any) -> str:
+        if d.system_prompt:  # as train.py sends it: the system message first, a text prompt as the user's
+            p = [{"role": "system", "content": d.system_prompt}] + ([{"role": "user", "content": p}]
+                                                                    if isinstance(p, str) else list(p))
         if isinstance(p, list):  # conversational
             if tokenizer is not None and getattr(tokenizer, "chat_template", None):
                 # with an environment the template also renders its tool schemas: part of every prompt
                 return str(tokenizer.apply_chat_template(p, tokenize=False, add_generation_prompt=True,
                                                          tools=tools))
-            return "\n".join(str(m.get("content", "")) for m in p if isinstance(m, dict))
+            text = "\n".join(str(m.get("content", "")) for m in p if isinstance(m, dict))
+            return text + (_schemas_text(tools) if tools else "")  # estimated: the schemas the template adds
         return str(p)
 
     prompts = [prompt_text(r.get(d.prompt_column, "")) for r in rows]
@@ -68,6 +76,47 @@ def _dataset_stats(spec: RunSpec) -> tuple[DatasetStats, str]:
     p_max, p95 = _length_stats(prompts, n_tokens)
     a_max, a95 = _length_stats(answers, n_tokens) if answers else (None, None)
     return DatasetStats(len(rows), tokenizer is not None, p_max, p95, a_max, a95, answer_col, columns), fmt
+
+
+def _schemas_text(tools: list[Any]) -> str:
+    """The tools' JSON schemas as TRL hands them to the chat template (for a length estimate without the
+    model's tokenizer: the template renders them into every prompt)."""
+    import json
+
+    from transformers.utils.chat_template_utils import get_json_schema
+
+    schemas = []
+    for tool in tools:
+        try:
+            schemas.append(get_json_schema(tool))
+        except Exception:  # noqa: BLE001 — an undocumented tool: its name and signature still take room
+            schemas.append({"name": getattr(tool, "__name__", "tool")})
+    return "\n" + json.dumps(schemas)
+
+
+def _require_response_parser(spec: RunSpec, tokenizer: Any) -> None:
+    """TRL reads the model's tool calls with the tokenizer's response template (or one it knows for the chat
+    template: Qwen2.5/3/3.5, Llama 3.1/3.2, GLM-4-MoE, GPT-OSS, Gemma 4, ...); for any other template its
+    trainer refuses to start — on the training box, after the gate. Refused here instead."""
+    if getattr(tokenizer, "response_template", None) is not None or getattr(tokenizer, "response_schema", None):
+        return
+    import copy
+
+    from trl.chat_template_utils import add_response_schema
+
+    try:
+        add_response_schema(copy.copy(tokenizer))
+    except ValueError:
+        raise UserError(f"TRL {_trl_version()} has no response parser for the chat template of {spec.model}: "
+                        "it cannot read the model's tool calls, and its trainer refuses to start", where="environment",
+                        fix="use a model TRL parses (Qwen2.5/3/3.5, Llama 3.1/3.2, GLM-4, GPT-OSS, Gemma 4) or set "
+                        "the tokenizer's response_template (transformers' response parsing docs)") from None
+
+
+def _trl_version() -> str:
+    import trl
+
+    return str(trl.__version__)
 
 
 def _environment_tools(spec: RunSpec, tokenizer: Any) -> list[Any] | None:
@@ -82,7 +131,8 @@ def _environment_tools(spec: RunSpec, tokenizer: Any) -> list[Any] | None:
         if not supports_tool_calling(tokenizer):
             raise UserError(f"the chat template of {spec.model} cannot render tool calls and tool results",
                             where="environment", fix="use a model whose chat template supports tools (Qwen, "
-                            "Llama 3.1+, Mistral, ...) or set its chat template")
+                            "Llama 3.1+, ...) or set its chat template")
+        _require_response_parser(spec, tokenizer)
     import importlib.util
     import inspect
 

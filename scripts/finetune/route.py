@@ -105,8 +105,8 @@ RULES: tuple[Rule, ...] = (
             "gated `type: environment` reward for multi-turn use (agentic RL).",
         needs=("a `type: tool_call` reward with the expected call per row, or the spec's `environment: {file, "
                "class}` with a `type: environment` reward (references/reward-functions.md)",
-               "a model whose chat template renders tools and whose calls TRL can parse (Qwen / Hermes, Llama "
-               "3.x, Mistral, ...)",
+               "a model whose chat template renders tools and whose calls TRL can parse (Qwen2.5 / 3 / 3.5, Llama "
+               "3.1 / 3.2, GLM-4, GPT-OSS, Gemma 4; the `tool_call` reward alone also reads Mistral's [TOOL_CALLS])",
                "whole trajectories read before training: every turn, call and result (the agent hack probes "
                "must all fail)"),
         applies=lambda a: a.verifiable and a.signal_kind == "tool_call" and a.base_success in ("sometimes", "unknown"),

@@ -163,9 +163,10 @@ class EnvironmentSpec(_Strict):
     file: str = Field(description="Python file defining the environment class (relative to the spec's folder); "
                       "copied beside rewards.py as rewards_env.py and bound by the gate.")
     class_: str = Field(alias="class", description="Name of the environment class in that file.")
-    max_tool_calling_iterations: int = Field(4, ge=1, le=64, description="Generate → execute tool calls rounds "
-                                             "per rollout (GRPOConfig.max_tool_calling_iterations); every turn "
-                                             "and tool result shares generation.max_completion_length.")
+    # strict: YAML's `true` or a quoted "4" is a mistake, not 1 or 4 rounds
+    max_tool_calling_iterations: int = Field(4, ge=1, le=64, strict=True, description="Generate → execute tool "
+                                             "calls rounds per rollout (GRPOConfig.max_tool_calling_iterations); "
+                                             "every turn and tool result shares generation.max_completion_length.")
 
     @field_validator("file")
     @classmethod

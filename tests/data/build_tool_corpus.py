@@ -101,6 +101,13 @@ def _llama(call: dict[str, Any]) -> str:
     return _js({"name": call["name"], "parameters": call["arguments"]})
 
 
+def _qwen35(call: dict[str, Any]) -> str:
+    """Qwen3.5's chat template: a string argument verbatim, anything else as JSON text."""
+    params = "".join(f"<parameter={k}>\n{v if isinstance(v, str) else _js(v)}\n</parameter>\n"
+                     for k, v in call["arguments"].items())
+    return f"<tool_call>\n<function={call['name']}>\n{params}</function>\n</tool_call>"
+
+
 def _with(call: dict[str, Any], **args: Any) -> dict[str, Any]:
     return {"name": call["name"], "arguments": {**call["arguments"], **args}}
 
@@ -159,6 +166,29 @@ def _rows_for(i: int, s: dict[str, Any]) -> list[tuple[str, Any, bool, str, str]
             call["arguments"].items()))), "name": call["name"]}, indent=2) + "</tool_call>", True, "ok",
          "keys in another order, pretty-printed, no newlines around the block"),
     ]
+    rows += [
+        ("qwen35_xml", _qwen35(call), True, "ok",
+         "Qwen3.5 / Qwen3-Coder XML call: values are text, typed by the tool's schema (TRL's qwen3_5 template)"),
+        ("qwen35_xml_wrong_value", _qwen35(_with(call, **{key: wrong})), False, "not_equal",
+         f"the XML call has {key} = {wrong!r}"),
+        ("qwen35_xml_think", f"<think>\nI need {call['name']}.\n</think>\n\n{_qwen35(call)}", True, "ok",
+         "Qwen3.5 reasoning, then the XML call"),
+        ("mistral_v11_decoded", f"[TOOL_CALLS]{call['name']}{_js(call['arguments'])}", True, "ok",
+         "Mistral v11+ decoded without its [ARGS] control token (vLLM's test_extract_tool_calls form)"),
+        ("mistral_v11_two_calls", f"[TOOL_CALLS]{call['name']}[ARGS]{_js(call['arguments'])}"
+         f"[TOOL_CALLS]{s['other']}[ARGS]{{}}", False, "several_calls", "two v11 calls where one was expected"),
+        ("mistral_trailing_text", "[TOOL_CALLS] [" + _js(call) + "]\nLet me know if you need anything else.",
+         True, "ok", "text after the call list is content (vLLM reads the list and keeps the rest)"),
+        ("mistral_prose_before", f"Let me check.[TOOL_CALLS]{call['name']}[ARGS]{_js(call['arguments'])}", True,
+         "ok", "a sentence before [TOOL_CALLS] (vLLM's content_before_tool_args form)"),
+        ("openai_envelope_in_tool_call", _hermes({"type": "function", "function": call}), False, "bad_arguments",
+         "the OpenAI wire envelope inside <tool_call>: the template parser takes the object as the function, "
+         "finds no name, and runs nothing"),
+        ("cut_off_before_close", _hermes(call)[: -len("</tool_call>")], True, "ok",
+         "generation stopped after the JSON, before </tool_call>: transformers' and vLLM's parsers run it"),
+        ("missing_closing_brace", _hermes(call).replace("}}\n", "}\n"), False, "bad_arguments",
+         "the object is not closed: not JSON (vLLM's invalid-JSON case)"),
+    ]
     missing = next((r for r in s["tools"][0]["function"]["parameters"]["required"]), None)
     if missing is not None and len(call["arguments"]) > 1:
         args = {k: v for k, v in call["arguments"].items() if k != missing}
@@ -193,6 +223,119 @@ def _rows_for(i: int, s: dict[str, Any]) -> list[tuple[str, Any, bool, str, str]
     return rows
 
 
+# Outputs as public parser test suites and docs write them (shapes and values kept; the tools are the
+# functions those tests call). `source` names where each form comes from.
+_VLLM_MISTRAL = "vllm-project/vllm tests/tool_parsers/test_mistral_tool_parser.py"
+_VLLM_HERMES = "vllm-project/vllm tests/tool_parsers/test_hermes_tool_parser.py"
+_SGLANG_LLAMA = "sgl-project/sglang tool_parser llama tests (test_llama_python_tag_format)"
+_TRL_DOCS = "huggingface/trl chat_template_utils.py parse_response / add_response_schema docstrings"
+_NUM = {"type": "number"}
+_ADD = _tool("add", "Add two numbers", {"a": _NUM, "b": _NUM}, ["a", "b"])
+_ADD_THIS = _tool("add_this_and_that", "Add two numbers", {"a": _NUM, "b": _NUM}, ["a", "b"])
+_MULTIPLY = _tool("multiply", "Multiply two numbers", {"a": _NUM, "b": _NUM}, ["a", "b"])
+_ADD_STRINGS = _tool("add_two_strings", "Concatenate", {"a": {"type": "string"}, "b": {"type": "string"}},
+                     ["a", "b"])
+_WEATHER = _tool("get_current_weather", "Current weather", {
+    "city": {"type": "string"}, "state": {"type": "string"},
+    "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}}, ["city", "state", "unit"])
+_AGE = _tool("get_age", "Age of a person", {"name": {"type": "string"}}, ["name"])
+_NO_ARGS = _tool("toolname_no_args", "A tool without parameters", {}, [])
+_FINAL = _tool("final_answer", "Finish", {"trigger": {"type": "boolean"}}, ["trigger"])
+_DB = _tool("get_db_config", "Read a setting", {"param": {"type": "string"}}, ["param"])
+_SEARCH = _tool("search", "Web search", {"q": {"type": "string"}}, ["q"])
+_SEARCH_Q = _tool("search", "Web search", {"query": {"type": "string"}}, ["query"])
+_TEMP = _tool("get_current_temperature", "Temperature", {
+    "location": {"type": "string"}, "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}}, ["location"])
+_MUL_INT = _tool("multiply", "Multiply two integers", {"a": {"type": "integer"}, "b": {"type": "integer"}},
+                 ["a", "b"])
+_SF = {"city": "San Francisco", "state": "CA", "unit": "celsius"}
+
+# (family, source, tools, expected call, completion, accept, reason, why)
+REAL: list[tuple[str, str, list[dict[str, Any]], dict[str, Any], Any, bool, str, str]] = [
+    ("mistral_v11_decoded", _VLLM_MISTRAL, [_ADD_THIS], {"name": "add_this_and_that", "arguments": {"a": 3.5, "b": 4}},
+     '[TOOL_CALLS]add_this_and_that{"a": 3.5, "b": 4}', True, "ok", "v11 call decoded without [ARGS]"),
+    ("mistral_v11_decoded", _VLLM_MISTRAL, [_WEATHER], {"name": "get_current_weather", "arguments": _SF},
+     '[TOOL_CALLS]get_current_weather{"city": "San Francisco", "state": "CA", "unit": "celsius"}', True, "ok",
+     "v11 call decoded without [ARGS], three string arguments"),
+    ("mistral_v11_two_calls", _VLLM_MISTRAL, [_ADD, _MULTIPLY], {"name": "add", "arguments": {"a": 3.5, "b": 4}},
+     '[TOOL_CALLS]add{"a": 3.5, "b": 4}[TOOL_CALLS]multiply{"a": 3, "b": 6}', False, "several_calls",
+     "two decoded v11 calls where one was expected"),
+    ("mistral_v11", _VLLM_MISTRAL, [_ADD_THIS], {"name": "add_this_and_that", "arguments": {"a": 3.5, "b": 4}},
+     '[TOOL_CALLS]add_this_and_that[ARGS]{"a": 3.5, "b": 4}', True, "ok", "v11 with its [ARGS] token"),
+    ("mistral_v11_two_calls", _VLLM_MISTRAL, [_ADD, _MULTIPLY], {"name": "add", "arguments": {"a": 3.5, "b": 4}},
+     '[TOOL_CALLS]add[ARGS]{"a": 3.5, "b": 4}[TOOL_CALLS]multiply[ARGS]{"a": 3, "b": 6}', False, "several_calls",
+     "two v11 calls where one was expected"),
+    ("mistral_prose_before", _VLLM_MISTRAL, [_ADD], {"name": "add", "arguments": {"a": 1, "b": 2}},
+     'hi[TOOL_CALLS]add[ARGS]{"a": 1, "b": 2}', True, "ok", "content before the v11 call"),
+    ("mistral_list", _VLLM_MISTRAL, [_ADD], {"name": "add", "arguments": {"a": 3, "b": 4}},
+     '[TOOL_CALLS]  [ {"name":"add" , "arguments" : {"a": 3, "b": 4} } ]', True, "ok",
+     "v3 list with loose spacing"),
+    ("mistral_list", _VLLM_MISTRAL, [_ADD_STRINGS], {"name": "add_two_strings", "arguments": {"a": "3", "b": "4"}},
+     '[TOOL_CALLS] [{"name": "add_two_strings", "arguments":{"a": "3", "b": "4"}}]', True, "ok",
+     "v3 list, string arguments that look like numbers stay strings"),
+    ("mistral_list", _VLLM_MISTRAL, [_WEATHER], {"name": "get_current_weather", "arguments": _SF},
+     '[TOOL_CALLS] [{"arguments": {"city": "San Francisco", "state": "CA", "unit": "celsius"}, '
+     '"name": "get_current_weather"}]', True, "ok", "arguments before the name"),
+    ("mistral_list", _VLLM_MISTRAL, [_AGE], {"name": "get_age", "arguments": {"name": "John Doe"}},
+     '[TOOL_CALLS] [{"arguments": {"name": "John Doe"}, "name": "get_age"}]', True, "ok",
+     "an argument called 'name' before the function name"),
+    ("mistral_two_in_list", _VLLM_MISTRAL, [_ADD, _WEATHER], {"name": "add", "arguments": {"a": 3.5, "b": 4}},
+     '[TOOL_CALLS] [{"name": "add", "arguments": {"a": 3.5, "b": 4}}, {"name": "get_current_weather", '
+     '"arguments":{"city": "San Francisco", "state": "CA", "unit": "celsius"}}]', False, "several_calls",
+     "two calls in one list where one was expected"),
+    ("mistral_trailing_text", _VLLM_MISTRAL, [_WEATHER],
+     {"name": "get_current_weather", "arguments": {"city": "Dallas", "state": "TX", "unit": "fahrenheit"}},
+     '[TOOL_CALLS] [{"name": "get_current_weather", "arguments":{"city": "Dallas", "state": "TX", '
+     '"unit": "fahrenheit"}}]\nextra trailing data', True, "ok", "trailing text after the list is content"),
+    ("mistral_no_arguments", _VLLM_MISTRAL, [_NO_ARGS], {"name": "toolname_no_args", "arguments": {}},
+     "[TOOL_CALLS]toolname_no_args", True, "ok", "a v11 call of a tool without parameters"),
+    ("mistral_wrong_value", _VLLM_MISTRAL, [_WEATHER], {"name": "get_current_weather", "arguments": _SF},
+     '[TOOL_CALLS]get_current_weather[ARGS]{"city": "San Francisco", "state": "CA", "unit": "fahrenheit"}',
+     False, "not_equal", "unit fahrenheit, expected celsius"),
+    ("hermes_clean", _VLLM_HERMES, [_FINAL], {"name": "final_answer", "arguments": {"trigger": True}},
+     '<tool_call>\n{"name": "final_answer", "arguments": {"trigger": true}}\n</tool_call>', True, "ok",
+     "a boolean argument (vLLM bug 19056's output)"),
+    ("cut_off_before_close", _VLLM_HERMES, [_FINAL], {"name": "final_answer", "arguments": {"trigger": True}},
+     '<tool_call>\n{"name": "final_answer", "arguments": {"trigger": true}}', True, "ok",
+     "the call runs until the end of the text (test_hermes_parser_non_streaming_tool_call_until_eos)"),
+    ("missing_closing_brace", _VLLM_HERMES, [_FINAL], {"name": "final_answer", "arguments": {"trigger": True}},
+     '<tool_call>\n{"name": "final_answer", "arguments": {"trigger": true}', False, "bad_arguments",
+     "the object is never closed: not JSON"),
+    ("arguments_as_json_string", _VLLM_HERMES, [_DB], {"name": "get_db_config", "arguments": {"param": "max_connections"}},
+     '<tool_call>\n{"name": "get_db_config", "arguments": "{\\"param\\": \\"max_connections\\"}"}\n</tool_call>',
+     False, "bad_arguments", "Granite-4-style serialised arguments: TRL calls tool(**arguments) with a string "
+     "and the call fails (vLLM re-reads it; TRL does not)"),
+    ("two_calls", _VLLM_HERMES, [_SEARCH], {"name": "search", "arguments": {"q": "cats"}},
+     '<tool_call>{"name": "search", "arguments": {"q": "cats"}}</tool_call>'
+     '<tool_call>{"name": "search", "arguments": {"q": "dogs"}}</tool_call>', False, "several_calls",
+     "two searches where one was expected"),
+    ("hermes_prose_before", _VLLM_HERMES, [_TEMP],
+     {"name": "get_current_temperature", "arguments": {"location": "San Francisco", "unit": "celsius"}},
+     'Sure, let me check the weather.<tool_call>{"name": "get_current_temperature", '
+     '"arguments": {"location": "San Francisco", "unit": "celsius"}}</tool_call>', True, "ok",
+     "content right before the tag, no newline"),
+    ("hermes_multiline_json", _VLLM_HERMES, [_TEMP],
+     {"name": "get_current_temperature",
+      "arguments": {"location": "San Francisco, California, United States", "unit": "celsius"}},
+     '<tool_call>{"name": "get_current_temperature",\n"arguments": {"location":\n'
+     '"San Francisco, California, United States", "unit": "celsius"}}</tool_call>', True, "ok",
+     "JSON broken over lines between tokens"),
+    ("llama3_python_tag", _SGLANG_LLAMA, [_SEARCH_Q], {"name": "search", "arguments": {"query": "weather"}},
+     '<|python_tag|>{"name": "search", "parameters": {"query": "weather"}}', True, "ok",
+     "Llama 3.1 JSON after <|python_tag|>"),
+    ("llama3_prose_before", _SGLANG_LLAMA, [_SEARCH_Q], {"name": "search", "arguments": {"query": "weather"}},
+     'Here are some results: <|python_tag|>{"name": "search", "parameters": {"query": "weather"}}', False,
+     "no_call", "prose before the call: TRL's Llama 3 template reads no call there (its parse fails and the "
+     "reply is plain text)"),
+    ("hermes_im_end", _TRL_DOCS, [_MUL_INT], {"name": "multiply", "arguments": {"a": 3, "b": 4}},
+     '<tool_call>\n{"name": "multiply", "arguments": {"a": 3, "b": 4}}\n</tool_call><|im_end|>', True, "ok",
+     "the Qwen3 call with its end-of-turn token"),
+    ("qwen35_xml", _TRL_DOCS, [_MUL_INT], {"name": "multiply", "arguments": {"a": 3, "b": 4}},
+     "<tool_call>\n<function=multiply>\n<parameter=a>\n3\n</parameter>\n<parameter=b>\n4\n</parameter>\n"
+     "</function>\n</tool_call><|im_end|>", True, "ok", "Qwen3.5 XML call; '3' is typed 3 by the schema"),
+]
+
+
 def build() -> list[dict[str, Any]]:
     out = []
     for i, s in enumerate(SCENARIOS):
@@ -200,6 +343,10 @@ def build() -> list[dict[str, Any]]:
             out.append({"id": f"{family}@{s['call']['name']}", "family": family, "prompt": s["ask"],
                         "completion": completion, "expected_call": s["call"], "tools": s["tools"],
                         "rules": s["rules"], "accept": accept, "reason": reason, "why": why})
+    for n, (family, source, tools, call, completion, accept, reason, why) in enumerate(REAL):
+        out.append({"id": f"{family}@{call['name']}#{n}", "family": family, "prompt": "", "source": source,
+                    "completion": completion, "expected_call": call, "tools": tools, "rules": {},
+                    "accept": accept, "reason": reason, "why": why})
     return out
 
 

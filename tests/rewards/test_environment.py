@@ -95,3 +95,85 @@ def test_warmup_schema_is_what_trl_shows_the_model():
     namespace: dict = {}
     exec(compile(demo_tools.ENV_SOURCE, "env.py", "exec"), namespace)
     assert get_json_schema(namespace[demo_tools.ENV_CLASS]().add) == demo_tools.TOOL_SCHEMA
+
+
+def _hostile_run(tmp_path: Path, env: dict, layout) -> Path:
+    run = tmp_path / "run"
+    (run / "data").mkdir(parents=True)
+    (run / "data" / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in demo_tools.rows(4, seed=1)))
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "env.py").write_text(demo_tools.ENV_SOURCE)
+    layout(run, tmp_path / "elsewhere" / "env.py")
+    spec = {"name": "h", "model": "Qwen/Qwen2.5-0.5B-Instruct",
+            "dataset": {"path": "data/train.jsonl", "prompt_column": "prompt"},
+            "environment": {"class": demo_tools.ENV_CLASS, **env}, "rewards": [{"name": "solved", "type": "environment"}],
+            "hardware": {"profile": "h100-80gb", "gpus": 1, "nodes": 1}}
+    import yaml
+
+    (run / "spec.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+    return run
+
+
+def _copy(run: Path, outside: Path) -> None:
+    (run / "env.py").write_text(outside.read_text())
+
+
+@pytest.mark.parametrize("env, layout, message", [
+    ({"file": "../elsewhere/env.py"}, lambda run, out: None, "outside the spec's folder"),
+    ({"file": "ABSOLUTE"}, lambda run, out: None, "outside the spec's folder"),
+    ({"file": "env.py"}, lambda run, out: (run / "env.py").symlink_to(out), "outside the spec's folder"),
+    ({"file": "env.py", "class": "NoSuchClass"}, _copy, "defines no class 'NoSuchClass'"),
+    ({"file": "env.py", "max_tool_calling_iterations": 0}, _copy, "greater than or equal to 1"),
+    ({"file": "env.py", "max_tool_calling_iterations": 10**9}, _copy, "less than or equal to 64"),
+    ({"file": "env.py", "max_tool_calling_iterations": True}, _copy, "valid integer"),
+    ({"file": "env.py", "max_tool_calling_iterations": "4"}, _copy, "valid integer"),
+    ({"file": "env.py", "max_tool_calling_iterations": 2.5}, _copy, "valid integer"),
+])
+def test_hostile_environment_section_is_one_line_exit_2_nothing_written(cli, tmp_path, env, layout, message):
+    if env["file"] == "ABSOLUTE":
+        env = {**env, "file": str(tmp_path / "elsewhere" / "env.py")}
+    run = _hostile_run(tmp_path, env, layout)
+    before = sorted(p.name for p in run.iterdir())
+    result = cli("rewards", "render", run / "spec.yaml")
+    assert result.code == 2 and message in result.err and len(result.err.strip().splitlines()) == 1, result
+    assert "Traceback" not in result.err and sorted(p.name for p in run.iterdir()) == before
+
+
+def test_a_symlink_inside_the_spec_folder_is_fine(cli, tmp_path):
+    def layout(run: Path, out: Path) -> None:
+        (run / "envs").mkdir()
+        _copy(run / "envs", out)
+        (run / "env.py").symlink_to(run / "envs" / "env.py")
+
+    run = _hostile_run(tmp_path, {"file": "env.py"}, layout)
+    assert cli("rewards", "render", run / "spec.yaml").code == 0
+    assert (run / "rewards_env.py").read_text() == demo_tools.ENV_SOURCE
+
+
+def test_replay_runs_only_the_calls_trl_ran(tmp_path):
+    """At max_tool_calling_iterations TRL stops without running the last turn's calls: the replay must not
+    run them either (it would credit an episode training scored 0); below the cap a last turn's calls ran
+    (their results were dropped for the length budget) and are replayed."""
+    def rollout(*pairs, answered_last=True):
+        messages = []
+        for n, (x, y) in enumerate(pairs):
+            messages.append({"role": "assistant", "content": "", "tool_calls": [
+                {"type": "function", "function": {"name": "add", "arguments": {"a": x, "b": y}}}]})
+            if answered_last or n < len(pairs) - 1:
+                messages.append({"role": "tool", "name": "add", "content": str(x + y)})
+        return messages
+
+    (tmp_path / "env.py").write_text(demo_tools.ENV_SOURCE)
+    results = {}
+    for cap in (1, 2):
+        env = EnvironmentSpec.model_validate({"file": "env.py", "class": "Calculator", "max_tool_calling_iterations": cap})
+        out = tmp_path / f"cap{cap}"
+        out.mkdir()
+        for name, text in render_sources(REWARD, source_path=tmp_path / "spec.yaml", tool_env=env).items():
+            (out / name).write_text(text)
+        spec = importlib.util.spec_from_file_location(f"rw_cap{cap}", out / "rewards.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        completions = [rollout((3, 5), (3, 4), answered_last=False), rollout((3, 5), (3, 4)), rollout((3, 4))]
+        results[cap] = module.solved(prompts=["p"] * 3, completions=completions, a=[3] * 3, b=[4] * 3)
+    assert results == {1: [0.0, 1.0, 1.0], 2: [1.0, 1.0, 1.0]}

@@ -128,3 +128,81 @@ def test_corpus_is_what_its_builder_writes(tmp_path):
                           "sort_keys=True) + '\\n' for r in b.build()))"],
                          cwd=ROOT, capture_output=True, text=True, check=True).stdout
     assert out == (ROOT / "tests" / "data" / "tool_call_corpus.jsonl").read_text(encoding="utf-8")
+
+
+def _runtime_calls(completion: str, tools: list) -> list | None:
+    """The calls TRL 1.16 would execute for a Qwen completion: transformers' parse_response with TRL's own
+    Qwen3 (JSON) or Qwen3.5 (XML) response template, typed by the tools, then TRL's tool-call check; None
+    where TRL falls back to plain text (nothing runs)."""
+    from transformers.utils.chat_parsing.response_parser import parse_response
+    from trl.chat_template_utils import _validate_tool_calls, qwen3_5_template, qwen3_template
+
+    template = qwen3_5_template if "<function=" in completion else qwen3_template
+    prefilled = "</think>" in completion and "<think>" not in completion
+    try:
+        message = parse_response(completion, template, prefix="<|im_start|>assistant\n" + "<think>\n" * prefilled,
+                                 tools=tools)
+        _validate_tool_calls(message.get("tool_calls"))
+    except (ValueError, TypeError):
+        return None
+    return message.get("tool_calls") or []
+
+
+def test_qwen_labels_agree_with_the_runtime_parser():
+    """Every Qwen-format row's label is re-derived from what TRL's runtime parser hands the tools: a row is
+    accepted only where that parse yields exactly the expected call, and the reward's own text reading
+    scores the row as the runtime's parsed message would be scored."""
+    bench = _bench()
+    rows = [r for r in bench.load_rows() if isinstance(r["completion"], str) and "<tool_call>" in r["completion"]]
+    assert len(rows) >= 80
+    runtime = [_runtime_calls(r["completion"], r["tools"]) for r in rows]
+    parsed_rows = [{**r, "completion": [{"role": "assistant", "content": "", "tool_calls": calls}]}
+                   for r, calls in zip(rows, runtime) if calls]
+    structured = iter(bench.finetune_scores(parsed_rows))
+    disagree = []
+    for r, calls in zip(rows, runtime):
+        runs_expected = bool(calls) and (next(structured)[0] or 0.0) >= 1.0
+        if runs_expected != r["accept"]:
+            disagree.append(r["id"])
+    assert disagree == []
+    assert sum(c is None for c in runtime) >= 10  # broken JSON, envelopes... really exercise the fallback
+
+
+@pytest.mark.parametrize("schema", [{"type": "integer"}, {"type": "number"}, {"type": "boolean"},
+                                    {"type": "string"}, {"type": ["string", "integer"]}, {"type": "array"},
+                                    {"type": "object"}, {"anyOf": [{"type": "null"}, {"type": "integer"}]},
+                                    {"type": "integer", "nullable": True}, {}])
+def test_argument_typing_is_transformers(schema):
+    """String arguments are typed exactly as transformers' parse_response(tools=...) types them."""
+    from transformers.utils.chat_parsing.response_parser import _coerce, _schema_types
+
+    from finetune.rewards.lib import rewards_toolcall
+
+    for raw in ["3", "3.0", "3.5", "-2", "1e3", "nan", "inf", "true", "False", "1", "0", "null", "None", "",
+                "three", '["a", 1]', '{"k": 2}', "[1,", " 7 "]:
+        want = _coerce(raw, _schema_types(schema))
+        got = rewards_toolcall._coerce(raw, schema)
+        assert (type(got), got) == (type(want), want) or (got != got and want != want), (raw, schema, got, want)
+
+
+def test_adversarial_completions_are_read_in_linear_time():
+    """Long runs a policy can emit (spaces with no closing tag, thousands of openers, deep nesting) are read
+    at once: TRL's own XML parameter pattern backtracks cubically on the first of these (minutes at 5,000
+    spaces), and a reward that hangs stalls the training step. A regression shows as this test hanging."""
+    from finetune.rewards.lib import rewards_toolcall as rt
+
+    n = 200_000
+    cases = {
+        "<tool_call><function=get_weather><parameter=city>" + " " * n + "x": {"name": "get_weather", "arguments": {}},
+        "<tool_call><function=get_weather>" + "<parameter=city>" * (n // 16) + " " * n:
+            {"name": "get_weather", "arguments": {}},
+        "<tool_call><function=get_weather>" + "<parameter=c\n>" * (n // 16) + "</parameter>" * 3:
+            {"name": "get_weather", "arguments": {}},
+    }
+    for text, want in cases.items():
+        assert rt.text_calls(text) == [want]
+    assert rt.text_calls("<tool_call>" + '{"a":' * n)[0]["error"]
+    assert rt.text_calls("[TOOL_CALLS]" + "a" * n + " " * n) == [{"name": "a" * n, "arguments": {}}]
+    assert rt.text_calls("<think>" * n + "</think>" * n) == []
+    assert rt.score("<tool_call><function=get_weather>\n<parameter=city>\n Paris \n</parameter>\n"
+                    "<parameter=days>\n3\n</parameter>\n</function></tool_call>", EXPECTED, TOOLS) == (1.0, "ok")

@@ -450,7 +450,13 @@ def build_probes(spec: RunSpec, sample: dict[str, Any], layout: Layout, max_word
 _JUNK = {int: 987654, float: 98765.4, str: "zzz-not-the-value", bool: True}
 
 
-def _hermes(name: str, arguments: dict[str, Any]) -> str:
+def _call_text(fmt: str, name: str, arguments: dict[str, Any]) -> str:
+    """A call as the model writes it in the spec's format (a `tool_call` reward's `format`; Qwen/Hermes when
+    auto): a probe in another model's syntax would test nothing of a reward that reads only its own."""
+    if fmt == "llama3":
+        return json.dumps({"name": name, "parameters": arguments})
+    if fmt == "mistral":
+        return "[TOOL_CALLS][" + json.dumps({"name": name, "arguments": arguments}) + "]"
     return "<tool_call>\n" + json.dumps({"name": name, "arguments": arguments}) + "\n</tool_call>"
 
 
@@ -491,6 +497,11 @@ def tool_probes(rm: RewardModule, spec: RunSpec, sample: dict[str, Any]) -> list
         return []
     columns = dict(sample.get("columns") or {})
     out: list[dict[str, Any]] = []
+    formats = [str(getattr(r, "format", "auto")) for r in spec.rewards if r.type == "tool_call"]
+    fmt = next((f for f in formats if f in ("llama3", "mistral")), "hermes")
+
+    def call(name: str, arguments: dict[str, Any]) -> str:
+        return _call_text(fmt, name, arguments)
 
     def add(name: str, completion: str, shows: str) -> None:
         out.append({"probe": name, "completion": completion, "target": list(CORRECTNESS), "columns": columns,
@@ -501,21 +512,21 @@ def tool_probes(rm: RewardModule, spec: RunSpec, sample: dict[str, Any]) -> list
     if expected is not None:
         wrong = {k: _JUNK.get(type(v), "zzz-not-the-value") for k, v in expected["arguments"].items()}
         if wrong != expected["arguments"]:
-            add("right_function_wrong_arguments", _hermes(expected["name"], wrong),
+            add("right_function_wrong_arguments", call(expected["name"], wrong),
                 "the expected function called with wrong argument values")
-        add("call_inside_think", f"<think>{_hermes(expected['name'], expected['arguments'])}</think>\nDone.",
+        add("call_inside_think", f"<think>{call(expected['name'], expected['arguments'])}</think>\nDone.",
             "the expected call written only inside the reasoning (nothing runs)")
-        add("hallucinated_argument", _hermes(expected["name"], {**expected["arguments"], "zz_extra": 1}),
+        add("hallucinated_argument", call(expected["name"], {**expected["arguments"], "zz_extra": 1}),
             "the expected call plus an argument the tool does not declare")
     factory, tools_of = getattr(rm.module, "environment_factory", None), getattr(rm.module, "environment_tools", None)
     if callable(factory) and callable(tools_of):
         tools = tools_of(factory())
         for name, tool in sorted(tools.items()):
-            add(f"junk_arguments:{name}", _hermes(name, _junk_arguments(tool)),
+            add(f"junk_arguments:{name}", call(name, _junk_arguments(tool)),
                 f"the environment's {name}() called with type-correct values no task asks for")
         if len(tools) > 1:
             last = sorted(tools)[-1]
-            add("skipped_steps", _hermes(last, _junk_arguments(tools[last])),
+            add("skipped_steps", call(last, _junk_arguments(tools[last])),
                 "only one tool called: the steps before it skipped")
     return out
 

@@ -21,6 +21,7 @@ from typing import Any
 
 from finetune import rundir
 from finetune.errors import UserError
+from finetune.inspect.samplesio import trajectory_text
 
 ROLES = ("format", "correctness", "shaping")
 _counter = itertools.count()
@@ -121,7 +122,13 @@ def load_rewards(run_dir: str | Path, spec_reward_names: list[str] | None = None
     return RewardModule(path=path, module=module, rewards=rewards)
 
 
-def as_completion(text: str, conversational: bool) -> Any:
+def as_completion(text: str, conversational: bool, trajectory: list[dict[str, Any]] | None = None) -> Any:
+    """The completion as TRL passes it to a reward. A multi-turn rollout goes as its messages (assistant turns
+    with ``tool_calls``, ``tool`` results), never as the review's canonical text: there a tool result that
+    holds a ``<tool_call>`` block or a number would read as the model's own call or answer. Only while the
+    text is still that rollout's: a probe that swaps the text of a sample keeps its own completion."""
+    if trajectory and text == trajectory_text(trajectory):
+        return trajectory
     return [{"role": "assistant", "content": text}] if conversational else text
 
 
@@ -146,7 +153,8 @@ def _call(func: Callable[..., Any], items: list[dict[str, Any]], extra_out: dict
     metrics: dict[str, float] = {}
     out = func(
         prompts=[it["prompt"] for it in items],
-        completions=[as_completion(it["completion"], bool(it.get("conversational"))) for it in items],
+        completions=[as_completion(it["completion"], bool(it.get("conversational")), it.get("trajectory"))
+                     for it in items],
         completion_ids=None,
         **columns,
         trainer_state=None,

@@ -20,6 +20,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+# TRL runs an environment's tools only on chat prompts: with a plain-text prompt its completions are strings,
+# and its tool loop (`completion[0].get("tool_calls")`) fails at the first training step.
+PLAIN_PROMPT = "a plain-text prompt with an environment: TRL renders tools and runs calls only for chat prompts"
+PLAIN_PROMPT_FIX = ('store the prompts as chat messages ([{"role": "user", "content": ...}]) or set '
+                    "dataset.system_prompt (train.py then sends chat messages)")
+
 
 @dataclass
 class Episode:

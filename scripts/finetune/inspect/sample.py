@@ -44,6 +44,10 @@ def training_prompt(spec: RunSpec, value: Any) -> tuple[Any, bool]:
     if isinstance(value, str):
         if system:
             return [{"role": "system", "content": system}, {"role": "user", "content": value}], True
+        if spec.environment is not None:
+            from finetune.inspect.rollout import PLAIN_PROMPT, PLAIN_PROMPT_FIX
+
+            raise UserError(PLAIN_PROMPT, where="dataset.prompt_column", fix=PLAIN_PROMPT_FIX)
         return value, False
     if isinstance(value, list):
         msgs = list(value)

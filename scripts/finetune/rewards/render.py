@@ -177,13 +177,24 @@ def render_sources(rewards: list[Any], *, run_name: str = "run", spec_path: str 
 ENV_FILE = "rewards_env.py"
 
 
+def _inside_spec_folder(name: str, loc: str, source_path: Path | None) -> Path:
+    """The resolved path of a user file the spec names, refused when it lies outside the spec's folder (an
+    absolute path, a ``..`` escape, a symlink pointing out): the run folder must show everything the gate
+    binds, and a spec must not copy files from elsewhere on the machine into a training run."""
+    base = (source_path.parent if source_path is not None else Path.cwd()).resolve()
+    path = (base / name).resolve()
+    if not path.is_relative_to(base):
+        raise _fail(loc, f"{name} resolves to {path}, outside the spec's folder {base}",
+                    f"copy the file into {base} and name it relative to the spec", source_path)
+    return path
+
+
 def _environment_file(environment: Any, source_path: Path | None) -> str:
     """The text of the spec's environment file, copied verbatim (the gate binds it like every rewards_*.py).
     A missing file, a syntax error, a missing class or a class without ``reset`` is refused."""
     import ast
 
-    base = source_path.parent if source_path is not None else Path.cwd()
-    path = (base / environment.file).resolve()
+    path = _inside_spec_folder(environment.file, "environment.file", source_path)
     if not path.is_file():
         raise _fail("environment.file", f"no file {path}", "name your environment's .py file (relative to the "
                     "spec's folder)", source_path)
@@ -214,11 +225,10 @@ def _user_files(rewards: list[Any], source_path: Path | None) -> dict[str, str]:
     import ast
 
     out: dict[str, str] = {}
-    base = source_path.parent if source_path is not None else Path.cwd()
     for index, r in enumerate(rewards):
         if not KINDS[r.type].copies_verifier:
             continue
-        path = (base / r.file).resolve()
+        path = _inside_spec_folder(r.file, f"rewards[{index}].file", source_path)
         if not path.is_file():
             raise _fail(f"rewards[{index}].file", f"no file {path}", "name your verifier's .py file (relative to "
                         "the spec's folder)", source_path)

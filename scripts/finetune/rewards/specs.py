@@ -474,8 +474,10 @@ class ArgumentRule(BaseModel):
       notes=(
           "The call is read where the runtime would execute it: TRL's parsed `tool_calls` of a conversational "
           "completion, else the assistant text in the chat template's own format — `<tool_call>{...}</tool_call>` "
-          "(Qwen / Hermes; prose may precede it), Llama 3.x's bare `{\"name\", \"parameters\"}` reply, Mistral "
-          "`[TOOL_CALLS]`. A call inside `<think>` never counts (`no_call`).",
+          "(Qwen / Hermes; prose may precede it) or Qwen3.5's `<tool_call><function=NAME><parameter=KEY>`, Llama "
+          "3.x's bare `{\"name\", \"parameters\"}` reply, Mistral `[TOOL_CALLS]` (v3 list, or v11 "
+          "`name[ARGS]{...}`, also decoded as `name{...}`). A call inside `<think>` never counts (`no_call`); "
+          "in a multi-turn rollout only the assistant's calls count, never text a tool returned.",
           "A block that is not strict JSON (a trailing comma, single quotes) is `bad_arguments`: the chat "
           "template's parser rejects it and the runtime sees plain text, so nothing would run. A string number "
           "for an integer parameter is typed by the tool's schema first, as transformers' `parse_response(tools=)` "
@@ -497,8 +499,9 @@ class ToolCallReward(RewardBase):
                                      "(OpenAI format: `[{type: function, function: {name, parameters}}]`).")
     tools: list[dict[str, Any]] | None = Field(None, description="Tool definitions for every row instead.")
     format: Literal["auto", "hermes", "llama3", "mistral"] = Field(
-        "auto", description="How calls are written in text: hermes `<tool_call>` blocks (Qwen), llama3 bare "
-        "JSON, mistral `[TOOL_CALLS]`; auto: the first present. TRL's parsed `tool_calls` are read first.")
+        "auto", description="How calls are written in text: hermes `<tool_call>` blocks (Qwen's JSON or Qwen3.5's "
+        "XML), llama3 bare JSON, mistral `[TOOL_CALLS]`; auto: the first present. TRL's parsed `tool_calls` are "
+        "read first.")
     which: Literal["only", "last"] = Field("only", description="only: exactly one call is expected; last: the "
                                            "last call is judged (earlier calls, e.g. look-ups, allowed).")
     arguments: dict[str, ArgumentRule] = Field({}, description="Per-argument comparison rule (default exact).")

@@ -5,17 +5,22 @@ A call counts only where the runtime would execute it:
 * a conversational completion whose assistant messages carry ``tool_calls`` (what TRL's ``parse_response``
   produced through the chat template's response parser) is read from those;
 * otherwise the assistant text is parsed in the chat template's own format — Qwen/Hermes
-  ``<tool_call>{"name", "arguments"}</tool_call>`` blocks (prose may precede them), Llama 3.x's bare
-  ``{"name", "parameters"}`` object (the whole reply, optionally after ``<|python_tag|>``; Llama renders no
-  prose beside a call), Mistral ``[TOOL_CALLS][{...}]`` or ``[TOOL_CALLS]name[ARGS]{...}``;
+  ``<tool_call>{"name", "arguments"}</tool_call>`` blocks (prose may precede them; a block cut off before
+  its closing tag runs to the end of the text), Qwen3.5 / Qwen3-Coder ``<tool_call><function=NAME>
+  <parameter=KEY>VALUE</parameter></function></tool_call>`` (values are text, typed by the tool's schema),
+  Llama 3.x's bare ``{"name", "parameters"}`` object (the whole reply, optionally after ``<|python_tag|>``;
+  Llama renders no prose beside a call), Mistral ``[TOOL_CALLS][{...}]`` or ``[TOOL_CALLS]name[ARGS]{...}``
+  (often decoded without the ``[ARGS]`` control token: ``[TOOL_CALLS]name{...}``);
+* OpenAI's ``{"type": "function", "function": {...}}`` envelope is a parsed message's shape, not a call a
+  model writes: inside ``<tool_call>`` the runtime finds no name and runs nothing;
 * text inside ``<think>...</think>`` (or before a lone ``</think>`` when the template pre-filled the opener)
   never counts: it is reasoning, not a call;
 * a block that is not strict JSON (trailing comma, single quotes) is not a call the parser accepts: the
   whole reply is then plain text to the runtime, so it is judged ``bad_arguments``.
 
-Arguments are typed with the tool's JSON Schema first, as transformers' ``parse_response(tools=...)`` does
-(``"7"`` becomes ``7`` for an integer parameter), then validated (types, required, enums), then compared
-with the expected call argument by argument.
+Arguments are typed with the tool's JSON Schema first, exactly as transformers' ``parse_response(tools=...)``
+does (``"7"`` becomes ``7`` for an integer parameter, ``"3.0"`` too; a JSON text for an array), then
+validated (types, required, enums), then compared with the expected call argument by argument.
 """
 
 from __future__ import annotations
@@ -44,7 +49,6 @@ Call = dict[str, Any]  # {"name": str, "arguments": dict} or {"name": str, "erro
 
 _THINK_OPEN, _THINK_CLOSE = "<think>", "</think>"
 _MISTRAL = "[TOOL_CALLS]"
-_MISTRAL_ARGS = "[ARGS]"
 _PYTHON_TAG = "<|python_tag|>"
 _END_MARKERS = ("<|im_end|>", "<|eot_id|>", "<|eom_id|>", "</s>", "<|end|>")
 _SPACES = re.compile(r"\s+")
@@ -85,11 +89,15 @@ def _strip_end(text: str) -> str:
     return text
 
 
-def _call_of(obj: Any, args_keys: tuple[str, ...] = ("arguments",), string_args: bool = False) -> Call:
+def _call_of(obj: Any, args_keys: tuple[str, ...] = ("arguments",), string_args: bool = False,
+             unwrap: bool = True) -> Call:
     """A call from a parsed JSON object, or an error call naming what is wrong. Arguments written as a JSON
     string are an error in a model's call (the runtime calls ``tool(**arguments)``); ``string_args`` reads
-    them for a row's expected call (OpenAI's wire format)."""
-    if isinstance(obj, dict) and isinstance(obj.get("function"), dict):
+    them for a row's expected call (OpenAI's wire format). ``unwrap`` reads OpenAI's ``{"type", "function":
+    {...}}`` envelope — the shape of a parsed message's ``tool_calls``, never of a call a model writes as
+    text (there the template's parser takes the whole object as the function, finds no name, and runs
+    nothing)."""
+    if unwrap and isinstance(obj, dict) and isinstance(obj.get("function"), dict):
         obj = obj["function"]
     if not isinstance(obj, dict) or not isinstance(obj.get("name"), str):
         return {"name": "", "error": "not a {name, arguments} object"}
@@ -117,8 +125,47 @@ def _loads(text: str) -> tuple[bool, Any]:
         return False, None
 
 
+def _raw_json(text: str) -> tuple[bool, Any]:
+    """The JSON value at the start of ``text`` (leading spaces skipped), text after it ignored — what vLLM's
+    parsers do with trailing content after a call."""
+    try:
+        return True, json.JSONDecoder().raw_decode(text.lstrip())[0]
+    except (ValueError, RecursionError):
+        return False, None
+
+
+_XML_FUNCTION = re.compile(r"\s*<function=(?P<name>[^\n>]+)>")
+_XML_OPEN, _XML_CLOSE = "<parameter=", "</parameter>"
+def _xml_call(body: str) -> Call | None:
+    """Qwen3.5 / Qwen3-Coder's ``<function=NAME><parameter=KEY>VALUE</parameter>...</function>`` body, read as
+    TRL's response template reads it: each value is text (the tool's schema types it when judged); None when
+    the body is not in that form."""
+    head = _XML_FUNCTION.match(body)
+    if head is None:
+        return None
+    args: dict[str, Any] = {}
+    pos = head.end()
+    # What TRL's `<parameter=(?P<key>[^>\n]+)>\s*(?P<value>.*?)\s*</parameter>` reads, found with str.find:
+    # that regex backtracks cubically on a long run of spaces with no closing tag (5,000 spaces: minutes), and
+    # a reward must not hang a training step.
+    while (start := body.find(_XML_OPEN, pos)) >= 0:
+        key_end = body.find(">", start)
+        key = body[start + len(_XML_OPEN):key_end] if key_end >= 0 else ""
+        if not key or "\n" in key:
+            pos = start + len(_XML_OPEN)
+            continue
+        end = body.find(_XML_CLOSE, key_end)
+        if end < 0:
+            break
+        args[key] = body[key_end + 1:end].strip()
+        pos = end + len(_XML_CLOSE)
+    return {"name": head.group("name").strip(), "arguments": args}
+
+
 def _hermes_calls(text: str) -> list[Call] | None:
-    """Every ``<tool_call>`` block; None when there is none."""
+    """Every ``<tool_call>`` block (a JSON object, or Qwen3.5's XML function); None when there is none. A
+    block cut off before ``</tool_call>`` is read to the end of the text, as transformers' parser and vLLM's
+    do."""
     if "<tool_call>" not in text:
         return None
     calls: list[Call] = []
@@ -128,34 +175,48 @@ def _hermes_calls(text: str) -> list[Call] | None:
         if start < 0:
             return calls
         end = text.find("</tool_call>", start)
-        body_end = end if end >= 0 else len(text)
-        ok, obj = _loads(_strip_end(text[start + len("<tool_call>"):body_end]))
-        calls.append(_call_of(obj) if ok else {"name": "", "error": "the block is not JSON"})
+        body = _strip_end(text[start + len("<tool_call>"):end if end >= 0 else len(text)])
+        xml = _xml_call(body)
+        if xml is not None:
+            calls.append(xml)
+        else:
+            ok, obj = _loads(body)
+            calls.append(_call_of(obj, unwrap=False) if ok else {"name": "", "error": "the block is not JSON"})
         if end < 0:
             return calls
         pos = end + len("</tool_call>")
 
 
+_MISTRAL_NAME = re.compile(r"\s*(?P<name>[A-Za-z0-9_.:-]+)\s*(?:\[ARGS\])?")
+
+
 def _mistral_calls(text: str) -> list[Call] | None:
+    """``[TOOL_CALLS]`` calls: v3's JSON list (``[TOOL_CALLS] [{"name", "arguments"}, ...]``) or v11+'s
+    ``[TOOL_CALLS]name[ARGS]{...}`` — ``[ARGS]`` is a control token, so a decoded completion often reads
+    ``[TOOL_CALLS]name{...}``; a name with no object is a call without arguments. Text after the JSON is
+    content (vLLM's reading), not part of the call."""
     start = text.find(_MISTRAL)
     if start < 0:
         return None
     calls: list[Call] = []
     for part in text[start:].split(_MISTRAL)[1:]:
         part = _strip_end(part)
-        if _MISTRAL_ARGS in part:  # v11+ tokenizer: [TOOL_CALLS]name[ARGS]{...}
-            name, _, args = part.partition(_MISTRAL_ARGS)
-            ok, obj = _loads(args)
-            calls.append(_call_of({"name": name.strip(), "arguments": obj}) if ok
-                         else {"name": name.strip(), "error": "arguments are not JSON"})
+        if part.startswith(("[", "{")):
+            ok, obj = _raw_json(part)
+            if not ok:
+                calls.append({"name": "", "error": "the call list is not JSON"})
+            else:
+                items = obj if isinstance(obj, list) else [obj]
+                calls.extend(_call_of(o, ("arguments", "parameters"), unwrap=False) for o in items)
             continue
-        ok, obj = _loads(part)
-        if not ok:
-            calls.append({"name": "", "error": "the call list is not JSON"})
-        elif isinstance(obj, list):
-            calls.extend(_call_of(o, ("arguments", "parameters")) for o in obj)
-        else:
-            calls.append(_call_of(obj, ("arguments", "parameters")))
+        head = _MISTRAL_NAME.match(part)
+        if head is None:
+            calls.append({"name": "", "error": "no function name after [TOOL_CALLS]"})
+            continue
+        name, rest = head.group("name"), part[head.end():].strip()
+        ok, obj = _raw_json(rest) if rest else (True, {})
+        calls.append(_call_of({"name": name, "arguments": obj}) if ok and isinstance(obj, dict)
+                     else {"name": name, "error": "arguments are not a JSON object"})
     return calls
 
 
@@ -168,11 +229,11 @@ def _llama_calls(text: str) -> list[Call] | None:
         return None
     ok, obj = _loads(body)
     if ok:
-        return [_call_of(obj, ("parameters", "arguments"))]
+        return [_call_of(obj, ("parameters", "arguments"), unwrap=False)]
     pieces = [p.strip() for p in body.split(";") if p.strip()]
     parsed = [_loads(p) for p in pieces]
     if len(pieces) > 1 and all(ok for ok, _ in parsed):
-        return [_call_of(o, ("parameters", "arguments")) for _, o in parsed]
+        return [_call_of(o, ("parameters", "arguments"), unwrap=False) for _, o in parsed]
     return [{"name": "", "error": "the call is not JSON"}]
 
 
@@ -216,6 +277,28 @@ def completion_calls(completion: Any, fmt: str = "auto") -> list[Call]:
     return calls
 
 
+def executed_calls(completion: Any, max_rounds: int, fmt: str = "auto") -> list[Call]:
+    """The calls the runtime executed in a rollout, in order — what an environment replay must run. In TRL's
+    messages a turn's calls ran when tool results follow them; the last turn's calls with no result after
+    them ran only while rounds were left (at ``max_tool_calling_iterations`` TRL stops without running them;
+    below it they ran and their results were dropped for the length budget). Text is one turn: all its calls."""
+    if not isinstance(completion, (list, dict)):
+        return completion_calls(completion, fmt)
+    messages = [completion] if isinstance(completion, dict) else list(completion)
+    calls: list[Call] = []
+    rounds = 0
+    for i, message in enumerate(messages):
+        if not isinstance(message, dict) or message.get("role", "assistant") != "assistant":
+            continue
+        turn = completion_calls([message], fmt)
+        answered = i + 1 < len(messages) and isinstance(messages[i + 1], dict) and \
+            messages[i + 1].get("role") == "tool"
+        if turn and (answered or rounds < max_rounds):
+            calls += turn
+            rounds += 1
+    return calls
+
+
 # ---------------------------------------------------------------------------------------- judging --
 
 def _as_json(value: Any) -> Any:
@@ -248,26 +331,59 @@ def expected_calls(expected: Any) -> list[Call]:
     return [c for c in calls if "error" not in c and c["name"]]
 
 
-_NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+def _schema_types(schema: Any) -> tuple[str, ...]:
+    """The JSON types a parameter schema allows (``type``, its list form, ``anyOf``/``oneOf``, ``nullable``),
+    in transformers' order."""
+    if not isinstance(schema, dict):
+        return ()
+    declared = schema.get("type")
+    types = [declared] if isinstance(declared, str) else []
+    if isinstance(declared, list):
+        types.extend(t for t in declared if isinstance(t, str))
+    for union in ("anyOf", "oneOf"):
+        for choice in schema.get(union) or []:
+            types.extend(_schema_types(choice))
+    if schema.get("nullable") and "null" not in types:
+        types.append("null")
+    return tuple(types)
+
+
+def _cast(raw: str, kind: str) -> tuple[bool, Any]:
+    """(cast, value) of one string for one JSON type, as transformers' schema-typed parse casts it."""
+    try:
+        if kind == "integer":
+            try:
+                return True, int(raw)
+            except ValueError:
+                number = float(raw)  # "3.0" is a JSON Schema integer
+                return (True, int(number)) if number.is_integer() else (False, None)
+        if kind == "number":
+            number = float(raw)
+            if number != number or number in (float("inf"), float("-inf")):
+                return False, None
+            return True, int(number) if number.is_integer() and "." not in raw else number
+        if kind == "boolean" and raw.strip().lower() in ("true", "1", "false", "0"):
+            return True, raw.strip().lower() in ("true", "1")
+        if kind == "null" and raw.strip() in ("null", "None"):
+            return True, None
+        if kind in ("object", "array"):
+            decoded = json.loads(raw)
+            return (True, decoded) if isinstance(decoded, dict if kind == "object" else list) else (False, None)
+    except (ValueError, RecursionError):
+        pass
+    return False, None
 
 
 def _coerce(value: Any, schema: Any) -> Any:
-    """What transformers' schema-typed parse makes of a string argument: a number for a number/integer
-    parameter, a boolean for a boolean one; anything else unchanged."""
-    if not isinstance(value, str) or not isinstance(schema, dict):
+    """What transformers' ``parse_response(tools=...)`` makes of a string argument: cast to the first of the
+    parameter's types that accepts it (``"7"`` → 7 for an integer, ``"true"`` → True for a boolean, a JSON
+    text for an array or object); a string parameter, or a failed cast, keeps the text."""
+    if not isinstance(value, str):
         return value
-    types = schema.get("type")
-    types = types if isinstance(types, list) else [types]
-    text = value.strip()
-    if "string" in types:
-        return value
-    if ("integer" in types or "number" in types) and _NUMBER.fullmatch(text):
-        number = float(text)
-        if "integer" in types and number.is_integer() and "." not in text and "e" not in text.lower():
-            return int(text)
-        return number if "number" in types else value
-    if "boolean" in types and text.lower() in ("true", "false"):
-        return text.lower() == "true"
+    for kind in _schema_types(schema):
+        ok, cast = _cast(value, kind)
+        if ok:
+            return cast
     return value
 
 
