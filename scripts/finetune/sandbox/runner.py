@@ -131,7 +131,7 @@ from typing import IO, Any, cast
 __all__ = [
     "ISOLATION_LEVELS", "Isolation", "SandboxError", "SandboxUnavailable", "detect_isolation",
     "StdioTest", "StdioJob", "CallTest", "CallJob", "AssertJob", "Job", "Result", "SandboxPool",
-    "ExecJob", "Execution",
+    "ExecJob", "Execution", "TOOL_DEFAULTS", "tool_pool", "execute_python", "run_python",
 ]
 
 ISOLATION_LEVELS = ("process", "unprivileged", "namespaces")
@@ -2052,6 +2052,80 @@ def _result(statuses: list[str], detail: str, wall_s: float, report: dict[str, A
         status = min((s for s in statuses if s != "passed"), key=order.index)
     return Result(passed_n == total, passed_n / total, status, detail.replace("\n", " "), wall_s,
                   passed_n, total, tuple(statuses))
+
+
+# --------------------------------------------------------------------------------------------------
+# Tools: the code-running tool of a user's environment (env.py: ``from rewards_sandbox import run_python``)
+# --------------------------------------------------------------------------------------------------
+
+TOOL_DEFAULTS: dict[str, Any] = {"memory_mb": 512, "min_isolation": "namespaces", "workers": 2,
+                                 "timeout_s": 5.0, "max_output_bytes": 4096}
+# One pool per process (a forked child starts its own: the parent's worker threads are not in it), and the
+# one-line reason when the host cannot give one (asked once, not at every call).
+_TOOL_STATE: dict[str, Any] = {"pid": None, "pool": None, "settings": None, "unavailable": None}
+_TOOL_LOCK = threading.Lock()
+
+
+def tool_pool(*, memory_mb: int | None = None, min_isolation: str | None = None,
+              workers: int | None = None) -> SandboxPool:
+    """The sandbox pool every code-running tool of this process shares, started on first use (defaults:
+    ``TOOL_DEFAULTS``) and closed at exit. Call it in the environment's ``__init__`` to choose other
+    settings, and to fail when the trainer builds its first environment rather than at the first call.
+    Raises ``SandboxUnavailable`` (one line) when the host grants less than ``min_isolation``, and
+    ``ValueError`` when settings differ from those of the pool already running."""
+    asked = {"memory_mb": memory_mb, "min_isolation": min_isolation, "workers": workers}
+    with _TOOL_LOCK:
+        state = _TOOL_STATE
+        if state["pid"] != os.getpid() or (state["pool"] is not None and state["pool"]._is_closed()):
+            state.update(pid=os.getpid(), pool=None, settings=None, unavailable=None)
+        settings = state["settings"] or {k: TOOL_DEFAULTS[k] for k in asked}
+        wanted = {k: (settings[k] if v is None else v) for k, v in asked.items()}
+        if state["settings"] is not None and wanted != state["settings"]:
+            raise ValueError(f"the tool sandbox already runs with {state['settings']}, not {wanted}: choose the "
+                             "settings once (tool_pool(...) in the environment's __init__)")
+        if state["unavailable"] is not None:
+            raise SandboxUnavailable(state["unavailable"])
+        if state["pool"] is None:
+            try:
+                pool = SandboxPool(workers=min(int(wanted["workers"]), os.cpu_count() or 1),
+                                   timeout_s=TOOL_DEFAULTS["timeout_s"], memory_mb=int(wanted["memory_mb"]),
+                                   min_isolation=str(wanted["min_isolation"]),
+                                   max_output_bytes=TOOL_DEFAULTS["max_output_bytes"])
+            except SandboxError as exc:
+                state.update(settings=wanted, unavailable=" ".join(str(exc).split()))
+                raise SandboxUnavailable(state["unavailable"]) from None
+            state.update(pool=pool, settings=wanted)
+        pool = state["pool"]
+    assert isinstance(pool, SandboxPool)
+    return pool
+
+
+def execute_python(code: str, stdin: str = "", *, timeout_s: float | None = None,
+                   max_output_bytes: int | None = None) -> Execution:
+    """Run a Python snippet as a program in the shared tool sandbox (:func:`tool_pool`) and return its
+    :class:`Execution`. Raises ``SandboxUnavailable`` / ``SandboxError`` when the sandbox cannot run it."""
+    return tool_pool().execute(ExecJob(code, stdin or "", timeout_s or TOOL_DEFAULTS["timeout_s"],
+                                       max_output_bytes or TOOL_DEFAULTS["max_output_bytes"]))
+
+
+def run_python(code: str, stdin: str = "", *, timeout_s: float | None = None,
+               max_output_bytes: int | None = None) -> str:
+    """Run a Python snippet in the sandbox; the text a code-running tool returns to the model. Never
+    raises: a clean run is its stdout, exactly; anything else is stdout followed by bracketed notes
+    (``[stderr]`` and the traceback's end, ``[exit status N]``, ``[timed out after S s]``, ``[stdout
+    truncated ...]``); a sandbox that cannot run it is one line, ``[sandbox unavailable: ...]`` or
+    ``[sandbox error: ...]``. Limits: ``timeout_s`` wall seconds (default 5), ``max_output_bytes`` per
+    stream (default 4096: the program is stopped there), the pool's memory and isolation."""
+    # The model writes the arguments: a number or a list where a string belongs is its mistake, told back.
+    given: tuple[object, ...] = (code, stdin or "")
+    if not all(isinstance(value, str) for value in given):
+        return "[error: code and stdin must be strings]"
+    try:
+        return execute_python(code, stdin, timeout_s=timeout_s, max_output_bytes=max_output_bytes).as_text()
+    except SandboxUnavailable as exc:
+        return f"[sandbox unavailable: {exc}]"
+    except Exception as exc:  # noqa: BLE001 - a tool's failure is its result, never the rollout's crash
+        return f"[sandbox error: {_exception_line(exc)}]"
 
 
 def _main(argv: list[str]) -> int:
