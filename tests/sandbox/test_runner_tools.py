@@ -127,3 +127,25 @@ def test_a_host_that_cannot_isolate_is_one_line(run_dir):
     assert got["tool"].startswith("[sandbox unavailable: ")
     assert got["factory"].startswith("refusing to run the environment CodeInterpreter: ")
 
+
+
+@pytest.mark.skipif(not can_isolate, reason=f"host grants '{HOST.level}' isolation, below the tool default")
+def test_every_copy_of_the_runner_shares_one_tool_pool():
+    """Each run directory's rewards.py loads its own rewards_sandbox (again for every command that loads the
+    run): all of them use the one tool pool, never one more pool per load (a process may open 16)."""
+    import importlib.util
+
+    from finetune.sandbox import runner
+
+    copies = []
+    for name in ("_tool_copy_a", "_tool_copy_b"):
+        spec = importlib.util.spec_from_file_location(name, runner.__file__)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module  # as rewards.py registers its helpers (dataclasses look the module up)
+        spec.loader.exec_module(module)
+        copies.append(module)
+        del sys.modules[name]  # as the next load of the run directory drops it
+    assert [c.run_python("print(sum(range(10)))") for c in copies] == ["45\n", "45\n"]
+    assert runner.run_python("print('same')") == "same\n"
+    assert copies[0]._TOOL_STATE is copies[1]._TOOL_STATE is runner._TOOL_STATE
+    assert copies[0].tool_pool() is runner.tool_pool()

@@ -73,6 +73,21 @@ Jobs (the candidate is the model's code; tests come from the dataset and stay on
 ``exited_early``, ``error`` — the sandbox itself failed, not the candidate), ``detail`` (one line),
 ``wall_s``, ``tests_passed``, ``tests_total``, ``test_statuses``.
 
+Tools (a code-running tool of a user's environment: ``from rewards_sandbox import run_python``)
+===================================================================================================
+
+``run_python(code, stdin="", *, timeout_s=None, max_output_bytes=None) -> str``
+    Runs the snippet as an ``ExecJob`` in the process's one tool pool and returns the tool's result text
+    (``Execution.as_text()``): stdout exactly after a clean run, else stdout and bracketed notes; a sandbox
+    that cannot run it is one line (``[sandbox unavailable: ...]``). Never raises.
+``execute_python(...) -> Execution``
+    The same, for a tool that formats its own result; raises ``SandboxError`` when the sandbox cannot run it.
+``tool_pool(*, memory_mb=None, min_isolation=None, workers=None) -> SandboxPool``
+    The pool every copy of this module in the process shares (``TOOL_DEFAULTS``: 5 s, 512 MB, 4096 bytes
+    per stream, at least ``namespaces``, 2 workers), started on first use; settings are chosen once.
+    Raises ``SandboxUnavailable`` (one line, remembered) when the host grants less.
+Every call is a fresh process: nothing carries over between calls.
+
 Isolation levels (ordered; ``Isolation.level`` is the best the host grants)
 ==========================================================================
 
@@ -1905,6 +1920,12 @@ class SandboxPool:
         """Run one program and return its output; see :meth:`execute_batch`."""
         return self.execute_batch([job])[0]
 
+    def run_code(self, code: str, stdin: str = "", timeout_s: float | None = None,
+                 max_output_bytes: int | None = None) -> Execution:
+        """:meth:`execute` of an ``ExecJob`` built here: the tool API calls this, so a pool started by another
+        copy of this module (another run's rewards_sandbox) gets a job of its own class."""
+        return self.execute(ExecJob(code, stdin, timeout_s, max_output_bytes))
+
     def execute_batch(self, jobs: Sequence[ExecJob]) -> list[Execution]:
         """Run every program (in parallel, up to ``workers`` at once); executions in input order. What the
         program does (an exception, a timeout, a flood of output) is its Execution, never an exception here."""
@@ -2061,9 +2082,11 @@ def _result(statuses: list[str], detail: str, wall_s: float, report: dict[str, A
 TOOL_DEFAULTS: dict[str, Any] = {"memory_mb": 512, "min_isolation": "namespaces", "workers": 2,
                                  "timeout_s": 5.0, "max_output_bytes": 4096}
 # One pool per process (a forked child starts its own: the parent's worker threads are not in it), and the
-# one-line reason when the host cannot give one (asked once, not at every call).
-_TOOL_STATE: dict[str, Any] = {"pid": None, "pool": None, "settings": None, "unavailable": None}
-_TOOL_LOCK = threading.Lock()
+# one-line reason when the host cannot give one (asked once, not at every call). Kept on `sys`, like the pool
+# slots: every copy of this module in a process (finetune.sandbox.runner, each run's rewards_sandbox, re-loaded
+# per run directory) shares the one pool, so loading rewards again and again never opens pool after pool.
+_TOOL_STATE: dict[str, Any] = sys.__dict__.setdefault("_llm_finetuning_tool_sandbox", {
+    "pid": None, "pool": None, "settings": None, "unavailable": None, "lock": threading.Lock()})
 
 
 def tool_pool(*, memory_mb: int | None = None, min_isolation: str | None = None,
@@ -2074,8 +2097,8 @@ def tool_pool(*, memory_mb: int | None = None, min_isolation: str | None = None,
     Raises ``SandboxUnavailable`` (one line) when the host grants less than ``min_isolation``, and
     ``ValueError`` when settings differ from those of the pool already running."""
     asked = {"memory_mb": memory_mb, "min_isolation": min_isolation, "workers": workers}
-    with _TOOL_LOCK:
-        state = _TOOL_STATE
+    state = _TOOL_STATE
+    with state["lock"]:
         if state["pid"] != os.getpid() or (state["pool"] is not None and state["pool"]._is_closed()):
             state.update(pid=os.getpid(), pool=None, settings=None, unavailable=None)
         settings = state["settings"] or {k: TOOL_DEFAULTS[k] for k in asked}
@@ -2095,17 +2118,15 @@ def tool_pool(*, memory_mb: int | None = None, min_isolation: str | None = None,
                 state.update(settings=wanted, unavailable=" ".join(str(exc).split()))
                 raise SandboxUnavailable(state["unavailable"]) from None
             state.update(pool=pool, settings=wanted)
-        pool = state["pool"]
-    assert isinstance(pool, SandboxPool)
-    return pool
+        return cast(SandboxPool, state["pool"])  # a SandboxPool of this module or of another copy of it
 
 
 def execute_python(code: str, stdin: str = "", *, timeout_s: float | None = None,
                    max_output_bytes: int | None = None) -> Execution:
     """Run a Python snippet as a program in the shared tool sandbox (:func:`tool_pool`) and return its
     :class:`Execution`. Raises ``SandboxUnavailable`` / ``SandboxError`` when the sandbox cannot run it."""
-    return tool_pool().execute(ExecJob(code, stdin or "", timeout_s or TOOL_DEFAULTS["timeout_s"],
-                                       max_output_bytes or TOOL_DEFAULTS["max_output_bytes"]))
+    return tool_pool().run_code(code, stdin or "", timeout_s or TOOL_DEFAULTS["timeout_s"],
+                                max_output_bytes or TOOL_DEFAULTS["max_output_bytes"])
 
 
 def run_python(code: str, stdin: str = "", *, timeout_s: float | None = None,
