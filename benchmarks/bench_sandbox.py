@@ -3,7 +3,9 @@
 1. Per-execution overhead: the caller-visible latency of one sandboxed execution of a trivial program
    (``pool.run``: zygote fork, fresh namespaces, uid switch, limits, tmpfs, teardown, verdict) against
    spawning a bare ``python3 -I -c pass`` (same interpreter). Target: ratio ≤ 1.3.
-2. Throughput: a batch of CPU-bound executions with N workers (default: CPU count) against 1 worker.
+2. A code-running tool's call: ``run_python("print(6 * 7)")`` (the shared tool pool, output returned as the
+   tool's text) against ``python3 -I -c "print(6 * 7)"`` with its stdout captured. Target: ratio <= 1.3.
+3. Throughput: a batch of CPU-bound executions with N workers (default: CPU count) against 1 worker.
    Target on a 2-core machine: ≥ 1.7×.
 
     /work/venv/bin/python benchmarks/bench_sandbox.py [--runs 40] [--jobs 24] [--workers N]
@@ -21,7 +23,16 @@ import subprocess
 import sys
 import time
 
-from finetune.sandbox.runner import ISOLATION_LEVELS, CallJob, CallTest, SandboxPool, StdioJob, StdioTest
+from finetune.sandbox.runner import (
+    ISOLATION_LEVELS,
+    CallJob,
+    CallTest,
+    SandboxPool,
+    StdioJob,
+    StdioTest,
+    run_python,
+    tool_pool,
+)
 
 TRIVIAL = StdioJob("pass", [StdioTest("", "")])
 # ~80 ms of pure-Python CPU work per execution: long enough that scheduling dominates nothing.
@@ -50,6 +61,20 @@ def sandbox_exec_s(pool: SandboxPool, runs: int) -> list[float]:
         times.append(time.perf_counter() - started)
         assert result.passed, result
     return times
+
+
+def tool_call_s(runs: int) -> tuple[list[float], list[float]]:
+    """(bare captured spawns, run_python calls), interleaved so load from other processes hits both alike."""
+    bare, tool = [], []
+    for _ in range(runs):
+        started = time.perf_counter()
+        out = subprocess.run([sys.executable, "-I", "-c", "print(6 * 7)"], capture_output=True, text=True)
+        bare.append(time.perf_counter() - started)
+        started = time.perf_counter()
+        text = run_python("print(6 * 7)")
+        tool.append(time.perf_counter() - started)
+        assert text == out.stdout == "42\n", text
+    return bare, tool
 
 
 def batch_s(pool: SandboxPool, jobs: int, job=CPU_BOUND) -> float:
@@ -88,6 +113,9 @@ def main() -> None:
         speedup = min(one_rounds) / min(many_rounds)
         sleep_one, sleep_many = batch_s(one, 12, SLEEP_BOUND), batch_s(many, 12, SLEEP_BOUND)
         granted = one.isolation
+    tool_pool(min_isolation="process")  # the best level the host grants, as the pools above
+    tool_call_s(3)
+    tool_bare, tool_boxed = (statistics.median(t) * 1000 for t in tool_call_s(args.runs))
     # What each isolation layer costs (the overhead above is at the best level the host grants).
     per_level = {}
     for level in ISOLATION_LEVELS:
@@ -101,6 +129,11 @@ def main() -> None:
     print(f"{'bare `python -I -c pass` spawn (median)':<44}{bare_ms:>10.1f}ms")
     print(f"{'sandboxed trivial execution (median)':<44}{boxed_ms:>10.1f}ms")
     print(f"{'overhead ratio sandbox / bare spawn':<44}{ratio:>11.2f}x{'<= 1.3':>10}{'yes' if ratio <= 1.3 else 'NO':>6}")
+    print(f"{'bare `python -I -c print(6 * 7)`, captured':<44}{tool_bare:>10.1f}ms")
+    print(f"{'run_python tool call (median)':<44}{tool_boxed:>10.1f}ms")
+    tool_ratio = tool_boxed / tool_bare
+    print(f"{'tool call ratio run_python / bare spawn':<44}{tool_ratio:>11.2f}x{'<= 1.3':>10}"
+          f"{'yes' if tool_ratio <= 1.3 else 'NO':>6}")
     print(f"{f'{args.jobs} CPU-bound jobs, 1 worker (best of {args.rounds})':<44}{min(one_rounds):>11.2f}s"
           f"   rounds: {', '.join(f'{t:.2f}' for t in one_rounds)}")
     print(f"{f'{args.jobs} CPU-bound jobs, {args.workers} workers (best of {args.rounds})':<44}"

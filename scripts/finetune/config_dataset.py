@@ -141,12 +141,25 @@ def _environment_tools(spec: RunSpec, tokenizer: Any) -> list[Any] | None:
     if module_spec is None or module_spec.loader is None:
         raise UserError(f"cannot load {path}", where="environment.file", fix="name your environment's .py file")
     module = importlib.util.module_from_spec(module_spec)
+    import sys
+
+    from finetune.sandbox import runner as sandbox_runner
+
+    # A code-running tool's `from rewards_sandbox import run_python` finds the runner: the file `rewards render`
+    # copies beside rewards_env.py is this module's text, verbatim.
+    before = sys.modules.get("rewards_sandbox")
+    sys.modules["rewards_sandbox"] = sandbox_runner
     try:
         module_spec.loader.exec_module(module)
         instance = getattr(module, spec.environment.class_)()
     except Exception as exc:
         raise UserError(f"{path}: the environment does not load ({exc!r})", where="environment",
                         fix="make the class importable and constructible without arguments") from None
+    finally:
+        if before is None:
+            sys.modules.pop("rewards_sandbox", None)
+        else:
+            sys.modules["rewards_sandbox"] = before
     return [getattr(instance, name) for name, _ in inspect.getmembers(type(instance), predicate=inspect.isfunction)
             if not name.startswith("_") and name not in ("reset", "get_reward")]
 

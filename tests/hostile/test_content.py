@@ -60,16 +60,19 @@ def test_hostile_import_is_one_line_naming_file_and_line(case, damaged):
     assert not problem, problem
 
 
-def test_sandbox_names_import_from_the_package_without_recursion():
-    """`from finetune.sandbox import SandboxPool` in a fresh interpreter (the lazy __getattr__ recursed)."""
+def test_sandbox_names_import_from_the_runner_module_only():
+    """In a fresh interpreter the runner's names come from `finetune.sandbox.runner` (one module, loaded once);
+    the package re-exports none of them (a lazy re-export once recursed without end)."""
     import subprocess
     import sys
 
     scripts = str(Path(__file__).resolve().parents[2] / "scripts")
-    out = subprocess.run([sys.executable, "-I", "-c", f"import sys; sys.path.insert(0, {scripts!r}); "
-                          "from finetune.sandbox import SandboxPool, StdioJob; print(SandboxPool.__name__)"],
-                         capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0 and out.stdout.strip() == "SandboxPool", out.stderr[-500:]
+    code = (f"import sys; sys.path.insert(0, {scripts!r}); "
+            "from finetune.sandbox.runner import SandboxPool, StdioJob, run_python; "
+            "from finetune.sandbox import runner, runner_source; import finetune.sandbox as package; "
+            "print(SandboxPool.__name__, runner.SandboxPool is SandboxPool, hasattr(package, 'StdioJob'))")
+    out = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and out.stdout.strip() == "SandboxPool True False", out.stderr[-500:]
 
 
 # ------------------------------------------------------------------------------------- review.html --

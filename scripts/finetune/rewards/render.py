@@ -139,15 +139,19 @@ def render_sources(rewards: list[Any], *, run_name: str = "run", spec_path: str 
     planned = plan(rewards, max_completion_length, source_path)
     types_used = [t for t in TYPE_ORDER if any(r.type == t for r in rewards)]
     packages, helpers = _requirements(rewards)
+    env_text = _environment_file(tool_env, source_path) if tool_env is not None else None
     if tool_env is not None and "toolcall" not in helpers:
         helpers.append("toolcall")  # the replay reads the completion's calls
+    env_sandbox = env_text is not None and uses_sandbox(env_text)
+    if env_sandbox and "sandbox" not in helpers:
+        helpers.append("sandbox")  # before rewards_env: its `import rewards_sandbox` finds this very copy
     stdlib = sorted(set(STDLIB_IMPORTS).union(*(KINDS[t].stdlib for t in types_used), ("os", "sys") if helpers
                                               else ()))
     third_party = [m for t in types_used for m in KINDS[t].imports]
     helper_files = [HELPER_FILES[h] for h in helpers]
     user_files = _user_files(rewards, source_path)
-    if tool_env is not None:
-        user_files[ENV_FILE] = _environment_file(tool_env, source_path)
+    if env_text is not None:
+        user_files[ENV_FILE] = env_text
     elif any(KINDS[r.type].needs_environment for r in rewards):
         raise _fail("rewards", "a `type: environment` reward needs the spec's `environment: {file, class}`",
                     "add the environment section", source_path)
@@ -162,7 +166,7 @@ def render_sources(rewards: list[Any], *, run_name: str = "run", spec_path: str 
         helper_modules=[f[:-3] for f in helper_files if not f.startswith(LIB_PREFIX)],
         lib_modules=tuple(f[len(LIB_PREFIX):-3] for f in helper_files if f.startswith(LIB_PREFIX)),
         stdlib_imports=stdlib, package_imports=third_party,
-        library_templates=library_templates, environment=tool_env,
+        library_templates=library_templates, environment=tool_env, env_sandbox=env_sandbox,
         caches=[c for t in types_used for c in KINDS[t].caches],
         gated=any(p.role == "format" for p in planned), margin=ordering_margin(rewards) or 0.0)
     files = {rundir.REWARDS: text}
@@ -175,6 +179,15 @@ def render_sources(rewards: list[Any], *, run_name: str = "run", spec_path: str 
 
 
 ENV_FILE = "rewards_env.py"
+SANDBOX_MODULE = "rewards_sandbox"  # the name a code-running tool imports the sandbox by (its rendered copy)
+
+
+def uses_sandbox(source: str) -> bool:
+    """Whether an environment file imports the sandbox (``from rewards_sandbox import run_python``): then
+    the runner is copied beside it as rewards_sandbox.py, bound by the gate like every rewards_*.py."""
+    import ast
+
+    return SANDBOX_MODULE in _imported_names(ast.parse(source))
 
 
 def _inside_spec_folder(name: str, loc: str, source_path: Path | None) -> Path:

@@ -58,6 +58,13 @@ Jobs (the candidate is the model's code; tests come from the dataset and stay on
   end fails every test not yet recorded. Limit, inherent to running a test in the candidate's
   process: code that walks the harness' frames, ``gc`` referents or uses ``ctypes`` can forge an
   in-process pass; split tests are immune.
+* ``ExecJob(code, stdin="", timeout_s=None, max_output_bytes=None)`` — not a test: run a snippet as a
+  program and return what it did, for a tool that runs code (``pool.execute(job)`` /
+  ``pool.execute_batch(jobs)`` -> ``Execution``: ``status`` (``ok``, ``failed``, ``timeout``,
+  ``output_limit``, ``crashed``, ``error``), ``stdout`` exactly, ``stderr`` (its last part),
+  ``exit_code``, ``timed_out``, ``stdout_truncated`` / ``stderr_truncated``, ``detail``, ``wall_s``;
+  ``as_text()`` is what a tool returns to the model). Same isolation and limits as the test jobs; a
+  program writing past ``max_output_bytes`` (per stream) is stopped there. See *Tools* below.
 * Timeouts: ``timeout_s`` bounds one execution (one stdin test, or all calls / asserts of one job);
   a job's own ``timeout_s`` overrides the pool's.
 
@@ -65,6 +72,21 @@ Jobs (the candidate is the model's code; tests come from the dataset and stay on
 (``passed``, ``failed``, ``timeout``, ``crashed`` (runtime error, signal, memory), ``output_limit``,
 ``exited_early``, ``error`` — the sandbox itself failed, not the candidate), ``detail`` (one line),
 ``wall_s``, ``tests_passed``, ``tests_total``, ``test_statuses``.
+
+Tools (a code-running tool of a user's environment: ``from rewards_sandbox import run_python``)
+===================================================================================================
+
+``run_python(code, stdin="", *, timeout_s=None, max_output_bytes=None) -> str``
+    Runs the snippet as an ``ExecJob`` in the process's one tool pool and returns the tool's result text
+    (``Execution.as_text()``): stdout exactly after a clean run, else stdout and bracketed notes; a sandbox
+    that cannot run it is one line (``[sandbox unavailable: ...]``). Never raises.
+``execute_python(...) -> Execution``
+    The same, for a tool that formats its own result; raises ``SandboxError`` when the sandbox cannot run it.
+``tool_pool(*, memory_mb=None, min_isolation=None, workers=None) -> SandboxPool``
+    The pool every copy of this module in the process shares (``TOOL_DEFAULTS``: 5 s, 512 MB, 4096 bytes
+    per stream, at least ``namespaces``, 2 workers), started on first use; settings are chosen once.
+    Raises ``SandboxUnavailable`` (one line, remembered) when the host grants less.
+Every call is a fresh process: nothing carries over between calls.
 
 Isolation levels (ordered; ``Isolation.level`` is the best the host grants)
 ==========================================================================
@@ -124,6 +146,7 @@ from typing import IO, Any, cast
 __all__ = [
     "ISOLATION_LEVELS", "Isolation", "SandboxError", "SandboxUnavailable", "detect_isolation",
     "StdioTest", "StdioJob", "CallTest", "CallJob", "AssertJob", "Job", "Result", "SandboxPool",
+    "ExecJob", "Execution", "TOOL_DEFAULTS", "tool_pool", "execute_python", "run_python",
 ]
 
 ISOLATION_LEVELS = ("process", "unprivileged", "namespaces")
@@ -539,19 +562,24 @@ def _make_encoder() -> Callable[..., Any]:
     return enc
 
 
-def _run_script(code: str) -> int:
+def _run_script(code: str, filename: str = "<solution>") -> int:
     """A stdin/stdout program run as ``__main__``; its exit code, as the interpreter would give it."""
     ns: dict[str, Any] = {"__name__": "__main__", "__builtins__": __builtins__}
     try:
-        exec(compile(code, "<solution>", "exec"), ns)
+        exec(compile(code, filename, "exec"), ns)
     except SystemExit as exc:
         sys.stdout.flush()
         status = exc.code
+        if status is not None and not isinstance(status, int):
+            print(status, file=sys.stderr)  # sys.exit("message"): the interpreter prints it
         return status if isinstance(status, int) else (0 if status is None else 1)
-    except BaseException:  # noqa: BLE001 - report like the interpreter would
+    except BaseException as exc:  # noqa: BLE001 - report like the interpreter would
         import traceback
 
-        traceback.print_exc()
+        sys.stdout.flush()
+        # Without this frame: the traceback starts in the program, as `python file.py` prints it (the harness'
+        # own path is nothing the program's reader needs).
+        traceback.print_exception(type(exc), exc, exc.__traceback__.tb_next if exc.__traceback__ else None)
         return 1
     sys.stdout.flush()
     return 0
@@ -564,7 +592,7 @@ def _candidate_main(req: dict[str, Any], res_fd: int) -> int:
     random.seed()  # the zygote's random state must not be shared between executions
     write, dumps, exc_line = os.write, json.dumps, _exception_line
     if req["mode"] == "script":
-        return _run_script(req["code"])
+        return _run_script(req["code"], req.get("filename", "<solution>"))
 
     # "steps": load the candidate module, then evaluate each step; one JSON record per step on res_fd.
     # Test code runs in its own namespace over pristine builtins, and before each in-process test the
@@ -757,7 +785,8 @@ def _execute(req: dict[str, Any], cfg: dict[str, Any], base_dir: str, seq: int) 
         except OSError:
             pass
     shutil.rmtree(workdir, ignore_errors=True)
-    return _report({name: bufs[fd] for name, fd in pipes.items()}, candidate.status, timed_out, overflow, started)
+    return _report({name: bufs[fd] for name, fd in pipes.items()}, candidate.status, timed_out, overflow, started,
+                   req.get("stderr_keep", _STDERR_KEEP))
 
 
 def _make_workdir(workdir: str, level: str, uid: int) -> None:
@@ -887,15 +916,37 @@ def _read_ready(ready: list[int], pidfd: int | None, bufs: dict[int, bytearray],
     return None
 
 
+def _utf8(data: bytes | bytearray, head_cut: bool = False, tail_cut: bool = False) -> str:
+    """Text of a captured stream; where it was cut (a cap), a character split by the cut is dropped, not
+    shown as a replacement character."""
+    data = bytes(data)
+    if head_cut:
+        data = data[next((i for i, b in enumerate(data[:4]) if b & 0xC0 != 0x80), 0):]
+    if tail_cut:
+        for back in range(1, min(4, len(data)) + 1):
+            lead = data[-back]
+            if lead & 0xC0 == 0xC0:  # the last sequence's lead byte: keep the sequence only when whole
+                need = 2 if lead < 0xE0 else 3 if lead < 0xF0 else 4
+                if back < need:
+                    data = data[:-back]
+                break
+            if lead & 0x80 == 0:
+                break
+    return data.decode("utf-8", errors="replace")
+
+
 def _report(out: dict[str, bytearray], status: int, timed_out: bool, overflow: str | None,
-            started: float) -> dict[str, Any]:
-    """The execution report the zygote sends back (the wire format SandboxPool parses)."""
+            started: float, stderr_keep: int = _STDERR_KEEP) -> dict[str, Any]:
+    """The execution report the zygote sends back (the wire format SandboxPool parses). stderr keeps its
+    last ``stderr_keep`` bytes (a traceback's end); ``stderr_dropped`` counts the bytes before them."""
+    err = out["stderr"]
     report: dict[str, Any] = {
         "exit_code": os.WEXITSTATUS(status) if os.WIFEXITED(status) else None,
         "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
         "timed_out": timed_out, "overflow": overflow,
-        "stdout": out["stdout"].decode("utf-8", errors="replace"),
-        "stderr": out["stderr"][-_STDERR_KEEP:].decode("utf-8", errors="replace"),
+        "stdout": _utf8(out["stdout"], tail_cut=overflow == "stdout"),
+        "stderr": _utf8(err[-stderr_keep:], head_cut=len(err) > stderr_keep, tail_cut=overflow == "stderr"),
+        "stderr_dropped": max(0, len(err) - stderr_keep),
         "result": out["result"].decode("utf-8", errors="replace"),
         "wall_s": time.monotonic() - started,
         "error": None,
@@ -1030,6 +1081,85 @@ class AssertJob:
 
 
 Job = StdioJob | CallJob | AssertJob
+
+
+@dataclass(frozen=True)
+class ExecJob:
+    """Run ``code`` as a Python program (``__main__``) with ``stdin`` and return what it printed (a tool's
+    code interpreter, not a test): same isolation and limits as the test jobs. ``max_output_bytes`` caps
+    each stream (default: the pool's); a program that writes past it is stopped there."""
+
+    code: str
+    stdin: str = ""
+    timeout_s: float | None = None
+    max_output_bytes: int | None = None
+
+
+@dataclass(frozen=True)
+class Execution:
+    """What an :class:`ExecJob` did. ``status``: ``ok`` (exit 0), ``failed`` (non-zero exit: an exception,
+    ``sys.exit(1)``, MemoryError), ``timeout``, ``output_limit`` (stopped at the cap), ``crashed`` (killed
+    by a signal), ``error`` (the sandbox itself failed, not the program). ``stdout`` is exact (up to the
+    cap); ``stderr`` keeps its last ``max_output_bytes``. ``detail``: one line."""
+
+    status: str
+    stdout: str
+    stderr: str
+    exit_code: int | None
+    timed_out: bool
+    stdout_truncated: bool
+    stderr_truncated: bool
+    detail: str
+    wall_s: float
+    signal: int | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    def as_text(self) -> str:
+        """The execution as a tool returns it to the model: exactly stdout when the program exited 0 with
+        nothing on stderr; else stdout, then bracketed notes (truncation, stderr, exit status, timeout)."""
+        if self.status == "error":
+            return f"[sandbox error: {self.detail}]"
+        notes = []
+        if self.stdout_truncated:
+            notes.append("[stdout truncated: the program was stopped at the output cap]")
+        if self.stderr:
+            head = "[stderr, last part]" if self.stderr_truncated else "[stderr]"
+            notes.append(f"{head}\n{self.stderr.rstrip(chr(10))}")
+        status_note = {"ok": "", "failed": f"[exit status {self.exit_code}]", "timeout": f"[{self.detail}]",
+                       "output_limit": "" if self.stdout_truncated else f"[stopped: {self.detail}]",
+                       "crashed": f"[{self.detail}]"}
+        if status_note.get(self.status):
+            notes.append(status_note[self.status])
+        if not notes:
+            return self.stdout
+        return self.stdout + ("" if not self.stdout or self.stdout.endswith("\n") else "\n") + "\n".join(notes)
+
+
+def _execution(report: dict[str, Any], cap: int, timeout_s: float) -> Execution:
+    """The trusted reading of one exec report (candidate-controlled text stays text, never parsed)."""
+    stderr = str(report.get("stderr") or "")
+    overflow = report.get("overflow")
+    exit_code, sig = report.get("exit_code"), report.get("signal")
+    if report.get("error"):
+        status, detail = "error", str(report["error"])
+    elif report.get("timed_out"):
+        status, detail = "timeout", f"timed out after {timeout_s:g} s"
+    elif overflow:
+        status, detail = "output_limit", f"{overflow} passed the {cap}-byte output cap"
+    elif sig:
+        status, detail = "crashed", f"killed by signal {sig}"
+    elif exit_code != 0:
+        tail = stderr.strip().splitlines()
+        status, detail = "failed", (tail[-1][:300] if tail else f"exit status {exit_code}")
+    else:
+        status, detail = "ok", ""
+    return Execution(status=status, stdout=str(report.get("stdout") or ""), stderr=stderr, exit_code=exit_code,
+                     timed_out=status == "timeout", stdout_truncated=overflow == "stdout",
+                     stderr_truncated=overflow == "stderr" or bool(report.get("stderr_dropped")),
+                     detail=detail.replace("\n", " "), wall_s=float(report.get("wall_s") or 0.0), signal=sig)
 
 
 @dataclass(frozen=True)
@@ -1786,12 +1916,37 @@ class SandboxPool:
         """Run one job; see :meth:`run_batch`."""
         return self.run_batch([job])[0]
 
-    def run_batch(self, jobs: Sequence[Job]) -> list[Result]:
-        """Run every job (in parallel, up to ``workers`` at once); results in input order."""
+    def execute(self, job: ExecJob) -> Execution:
+        """Run one program and return its output; see :meth:`execute_batch`."""
+        return self.execute_batch([job])[0]
+
+    def run_code(self, code: str, stdin: str = "", timeout_s: float | None = None,
+                 max_output_bytes: int | None = None) -> Execution:
+        """:meth:`execute` of an ``ExecJob`` built here: the tool API calls this, so a pool started by another
+        copy of this module (another run's rewards_sandbox) gets a job of its own class."""
+        return self.execute(ExecJob(code, stdin, timeout_s, max_output_bytes))
+
+    def execute_batch(self, jobs: Sequence[ExecJob]) -> list[Execution]:
+        """Run every program (in parallel, up to ``workers`` at once); executions in input order. What the
+        program does (an exception, a timeout, a flood of output) is its Execution, never an exception here."""
         if self._closed:
             raise SandboxError("the sandbox pool is closed")
-        plans = [self._plan(job) for job in jobs]
-        requests = [req for plan in plans for req in plan[0]]
+        requests = []
+        for job in jobs:
+            if not isinstance(job, ExecJob):
+                raise TypeError(f"not an ExecJob: {type(job).__name__}")
+            cap = int(job.max_output_bytes or self._limits["max_output_bytes"])
+            if cap <= 0:
+                raise ValueError("max_output_bytes must be positive")
+            requests.append({**self._base_request(job.timeout_s), "mode": "script", "code": str(job.code),
+                             "stdin": str(job.stdin or ""), "max_output_bytes": cap, "stderr_keep": cap,
+                             "filename": "<snippet>"})
+        reports = self._dispatch(requests)
+        return [_execution(rep, req["max_output_bytes"], req["timeout_s"]) for rep, req in zip(reports, requests)]
+
+    def _dispatch(self, requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Every request through the workers' queue; the reports in input order (an error report for any
+        request the pool could not serve, never an exception)."""
         reports: list[dict[str, Any] | None] = [None] * len(requests)
         done = threading.Semaphore(0)
         for index, req in enumerate(requests):
@@ -1807,11 +1962,18 @@ class SandboxPool:
                     continue
         for _ in requests:
             done.acquire()
+        return [r if r is not None else {"error": "no report"} for r in reports]
+
+    def run_batch(self, jobs: Sequence[Job]) -> list[Result]:
+        """Run every job (in parallel, up to ``workers`` at once); results in input order."""
+        if self._closed:
+            raise SandboxError("the sandbox pool is closed")
+        plans = [self._plan(job) for job in jobs]
+        reports = self._dispatch([req for plan in plans for req in plan[0]])
         results: list[Result] = []
         offset = 0
         for reqs, finish in plans:
-            chunk: list[dict[str, Any]] = [r if r is not None else {"error": "no report"}
-                                           for r in reports[offset:offset + len(reqs)]]
+            chunk = reports[offset:offset + len(reqs)]
             try:
                 results.append(finish(chunk))
             except Exception as exc:  # noqa: BLE001 - one job's verdict never breaks the batch
@@ -1911,6 +2073,80 @@ def _result(statuses: list[str], detail: str, wall_s: float, report: dict[str, A
         status = min((s for s in statuses if s != "passed"), key=order.index)
     return Result(passed_n == total, passed_n / total, status, detail.replace("\n", " "), wall_s,
                   passed_n, total, tuple(statuses))
+
+
+# --------------------------------------------------------------------------------------------------
+# Tools: the code-running tool of a user's environment (env.py: ``from rewards_sandbox import run_python``)
+# --------------------------------------------------------------------------------------------------
+
+TOOL_DEFAULTS: dict[str, Any] = {"memory_mb": 512, "min_isolation": "namespaces", "workers": 2,
+                                 "timeout_s": 5.0, "max_output_bytes": 4096}
+# One pool per process (a forked child starts its own: the parent's worker threads are not in it), and the
+# one-line reason when the host cannot give one (asked once, not at every call). Kept on `sys`, like the pool
+# slots: every copy of this module in a process (finetune.sandbox.runner, each run's rewards_sandbox, re-loaded
+# per run directory) shares the one pool, so loading rewards again and again never opens pool after pool.
+_TOOL_STATE: dict[str, Any] = sys.__dict__.setdefault("_llm_finetuning_tool_sandbox", {
+    "pid": None, "pool": None, "settings": None, "unavailable": None, "lock": threading.Lock()})
+
+
+def tool_pool(*, memory_mb: int | None = None, min_isolation: str | None = None,
+              workers: int | None = None) -> SandboxPool:
+    """The sandbox pool every code-running tool of this process shares, started on first use (defaults:
+    ``TOOL_DEFAULTS``) and closed at exit. Call it in the environment's ``__init__`` to choose other
+    settings, and to fail when the trainer builds its first environment rather than at the first call.
+    Raises ``SandboxUnavailable`` (one line) when the host grants less than ``min_isolation``, and
+    ``ValueError`` when settings differ from those of the pool already running."""
+    asked = {"memory_mb": memory_mb, "min_isolation": min_isolation, "workers": workers}
+    state = _TOOL_STATE
+    with state["lock"]:
+        if state["pid"] != os.getpid() or (state["pool"] is not None and state["pool"]._is_closed()):
+            state.update(pid=os.getpid(), pool=None, settings=None, unavailable=None)
+        settings = state["settings"] or {k: TOOL_DEFAULTS[k] for k in asked}
+        wanted = {k: (settings[k] if v is None else v) for k, v in asked.items()}
+        if state["settings"] is not None and wanted != state["settings"]:
+            raise ValueError(f"the tool sandbox already runs with {state['settings']}, not {wanted}: choose the "
+                             "settings once (tool_pool(...) in the environment's __init__)")
+        if state["unavailable"] is not None:
+            raise SandboxUnavailable(state["unavailable"])
+        if state["pool"] is None:
+            try:
+                pool = SandboxPool(workers=min(int(wanted["workers"]), os.cpu_count() or 1),
+                                   timeout_s=TOOL_DEFAULTS["timeout_s"], memory_mb=int(wanted["memory_mb"]),
+                                   min_isolation=str(wanted["min_isolation"]),
+                                   max_output_bytes=TOOL_DEFAULTS["max_output_bytes"])
+            except SandboxError as exc:
+                state.update(settings=wanted, unavailable=" ".join(str(exc).split()))
+                raise SandboxUnavailable(state["unavailable"]) from None
+            state.update(pool=pool, settings=wanted)
+        return cast(SandboxPool, state["pool"])  # a SandboxPool of this module or of another copy of it
+
+
+def execute_python(code: str, stdin: str = "", *, timeout_s: float | None = None,
+                   max_output_bytes: int | None = None) -> Execution:
+    """Run a Python snippet as a program in the shared tool sandbox (:func:`tool_pool`) and return its
+    :class:`Execution`. Raises ``SandboxUnavailable`` / ``SandboxError`` when the sandbox cannot run it."""
+    return tool_pool().run_code(code, stdin or "", timeout_s or TOOL_DEFAULTS["timeout_s"],
+                                max_output_bytes or TOOL_DEFAULTS["max_output_bytes"])
+
+
+def run_python(code: str, stdin: str = "", *, timeout_s: float | None = None,
+               max_output_bytes: int | None = None) -> str:
+    """Run a Python snippet in the sandbox; the text a code-running tool returns to the model. Never
+    raises: a clean run is its stdout, exactly; anything else is stdout followed by bracketed notes
+    (``[stderr]`` and the traceback's end, ``[exit status N]``, ``[timed out after S s]``, ``[stdout
+    truncated ...]``); a sandbox that cannot run it is one line, ``[sandbox unavailable: ...]`` or
+    ``[sandbox error: ...]``. Limits: ``timeout_s`` wall seconds (default 5), ``max_output_bytes`` per
+    stream (default 4096: the program is stopped there), the pool's memory and isolation."""
+    # The model writes the arguments: a number or a list where a string belongs is its mistake, told back.
+    given: tuple[object, ...] = (code, stdin or "")
+    if not all(isinstance(value, str) for value in given):
+        return "[error: code and stdin must be strings]"
+    try:
+        return execute_python(code, stdin, timeout_s=timeout_s, max_output_bytes=max_output_bytes).as_text()
+    except SandboxUnavailable as exc:
+        return f"[sandbox unavailable: {exc}]"
+    except Exception as exc:  # noqa: BLE001 - a tool's failure is its result, never the rollout's crash
+        return f"[sandbox error: {_exception_line(exc)}]"
 
 
 def _main(argv: list[str]) -> int:

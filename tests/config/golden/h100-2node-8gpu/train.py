@@ -242,8 +242,9 @@ def load_gated_rewards():
             changed = sorted(k for k in set(got) | set(want) if got.get(k) != want.get(k))
             sys.exit(f"refusing to train: {', '.join(changed)} differ from what the gate PASSed; re-run Phase 1")
     install_verifier_modules({n[len("rewards_lib_"):-3]: blobs[n] for n in blobs if n.startswith("rewards_lib_")})
-    # helpers first (rewards.py finds them in sys.modules), rewards.py last, each under its own name
-    for name in sorted(blobs, key=lambda n: n == "rewards.py"):
+    # library helpers first (rewards.py finds them in sys.modules), then the user's environment (its
+    # `import rewards_sandbox` must find the gated copy already loaded), rewards.py last, each under its own name
+    for name in sorted(blobs, key=lambda n: (n == "rewards.py", n == "rewards_env.py")):
         if not name.startswith("rewards_lib_"):  # a verifier's own module: imported by its name, below
             load_by_path(name[:-3], RUN_DIR / name, blobs[name])
     return sys.modules["rewards"]
