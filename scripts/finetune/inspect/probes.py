@@ -497,7 +497,7 @@ def tool_probes(rm: RewardModule, spec: RunSpec, sample: dict[str, Any]) -> list
         return []
     columns = dict(sample.get("columns") or {})
     out: list[dict[str, Any]] = []
-    formats = [str(getattr(r, "format", "auto")) for r in spec.rewards if r.type == "tool_call"]
+    formats = [reading_of(r).call_format for r in spec.rewards]
     fmt = next((f for f in formats if f in ("llama3", "mistral")), "hermes")
 
     def call(name: str, arguments: dict[str, Any]) -> str:

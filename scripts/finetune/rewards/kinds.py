@@ -47,6 +47,7 @@ class Reading:
     tests: CodeTests | None = None  # the unit tests it runs (code hack probes)
     expected_call: str | None = None  # the column holding the row's expected tool call (agent probes)
     agent: bool = False  # scores tool calls: the agent hack probes apply
+    call_format: str | None = None  # the tool-call syntax it reads (agent probes write their calls in it)
     extra_keys_forbidden: bool = False  # an invented JSON key fails it (the invented-field probe applies)
 
 

@@ -463,7 +463,7 @@ class ArgumentRule(BaseModel):
 
 
 @kind("Tool call", helpers=("toolcall",), packages=("jsonschema==4.26.0",),
-      reading=lambda r: Reading(expected_call=r.expected_column, agent=True),
+      reading=lambda r: Reading(expected_call=r.expected_column, agent=True, call_format=r.format),
       fix="`arguments` (each argument's rule: exact / numeric with tolerance / text / unordered), "
       "`format` (the chat template's call syntax), `which` (only / last call), `tools` / `tools_column` (the schema)",
       reason_fixes={"not_equal": "arguments.<name> (exact | numeric with tolerance | text | unordered)"},
