@@ -70,7 +70,7 @@ def demo_run(tmp_path_factory):
     import subprocess
     import sys
 
-    from finetune.demo import DemoResult, Phase
+    from finetune.demo_runner import DemoResult, Phase
 
     if not os.environ.get("PYTEST_XDIST_WORKER"):
         root = tmp_path_factory.mktemp("demo")

@@ -22,7 +22,7 @@ import yaml
 from finetune import atomic, demo_tools, jsonio, rundir
 
 if TYPE_CHECKING:
-    from finetune.demo import Phase, _Runner
+    from finetune.demo_runner import Phase, Runner
     from finetune.spec import RunSpec
 
 TOOL_STEPS = 20
@@ -83,7 +83,7 @@ def check(prompt: Any, completion: str) -> tuple[bool, str]:
 
 
 def _tool_reading(row: dict[str, Any], item: dict[str, Any]) -> tuple[bool, bool, bool, str]:
-    """The tool task's checker for demo.checker_verdicts: the call read from the prompt's two numbers."""
+    """The tool task's checker for demo_runner.checker_verdicts: the call read from the prompt's two numbers."""
     ok, note = check(row["prompt"], row["completion"])
     return ok, ok, "<tool_call>" in row["completion"], note
 
@@ -120,7 +120,7 @@ def train(run_dir: Path, spec: RunSpec, seed: int, output_dir: Path, steps: int)
     from datasets import load_dataset
     from trl import GRPOConfig, GRPOTrainer
 
-    from finetune.demo import demo_training_kwargs
+    from finetune.demo_train import demo_training_kwargs
     from finetune.errors import CheckFailed
     from finetune.inspect.gate import verify_gate
     from finetune.inspect.rewardmod import load_rewards
@@ -162,8 +162,8 @@ def _prepare(out: Path) -> tuple[Path, Path, list[tuple[int, int]]]:
     return good, bad, held
 
 
-def _reads(run: _Runner, run_dir: Path, facts: dict[str, Any], key: str) -> None:
-    from finetune.demo import CHECKER_STATEMENT, CHECKER_USER, checker_verdicts
+def _reads(run: Runner, run_dir: Path, facts: dict[str, Any], key: str) -> None:
+    from finetune.demo_runner import CHECKER_STATEMENT, CHECKER_USER, checker_verdicts
     from finetune.spec import load_spec
 
     holder: dict[str, Any] = {}
@@ -180,7 +180,7 @@ def _reads(run: _Runner, run_dir: Path, facts: dict[str, Any], key: str) -> None
               ["inspect", "confirm", str(run_dir), "--user", CHECKER_USER, "--statement", CHECKER_STATEMENT])
 
 
-def run_tool_phases(run: _Runner, out: Path, seeds: tuple[int, ...], steps: int = TOOL_STEPS) -> dict[str, Any]:
+def run_tool_phases(run: Runner, out: Path, seeds: tuple[int, ...], steps: int = TOOL_STEPS) -> dict[str, Any]:
     """Every stage of the tool task into ``out`` (its own pass/ and fail/ run directories); returns the facts."""
     from finetune.spec import load_spec
 
@@ -229,7 +229,7 @@ def run_tool_phases(run: _Runner, out: Path, seeds: tuple[int, ...], steps: int 
     return facts
 
 
-def _train_seeds(run: _Runner, good: Path, spec: RunSpec, held: list[tuple[int, int]], seeds: tuple[int, ...],
+def _train_seeds(run: Runner, good: Path, spec: RunSpec, held: list[tuple[int, int]], seeds: tuple[int, ...],
                  steps: int, facts: dict[str, Any]) -> None:
     from finetune.inspect.rewardmod import load_rewards
 
@@ -294,20 +294,20 @@ def run_tool_demo(out: str | Path, *, seeds: tuple[int, ...], steps: int = TOOL_
     import torch
     from rich.console import Console
 
-    from finetune.demo import DemoResult, _prepare_out, _quiet_libraries, _Runner, _Stop
     from finetune.demo_checker import READER_LABEL
+    from finetune.demo_runner import DemoResult, Runner, Stop, prepare_out, quiet_libraries
 
     console = console or Console(highlight=False, file=sys.stdout)
     out = Path(out).resolve()
-    _prepare_out(out)
+    prepare_out(out)
     result = DemoResult(out=out, reader=READER_LABEL)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     console.rule("finetune demo --tools — the calculator tool task on CPU")
     try:
-        with _quiet_libraries():
-            result.facts.update(run_tool_phases(_Runner(result, console), out, seeds, steps))
-    except _Stop as stop:
+        with quiet_libraries():
+            result.facts.update(run_tool_phases(Runner(result, console), out, seeds, steps))
+    except Stop as stop:
         result.facts["stopped_at"] = {"phase": stop.phase.name, "detail": stop.phase.detail}
     finally:
         torch.set_num_threads(threads)

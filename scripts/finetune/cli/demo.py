@@ -6,7 +6,8 @@ import argparse
 import os
 
 from finetune.cli.argtypes import count
-from finetune.demo import DEFAULT_SEEDS, DEMO_STEPS, run_demo
+from finetune.demo import DEFAULT_SEEDS, run_demo
+from finetune.demo_train import DEMO_STEPS
 from finetune.errors import CheckFailed, UserError
 
 
