@@ -433,3 +433,39 @@ def test_a_stopped_toy_run_is_reported_as_the_callbacks_decision_not_a_demo_erro
             "([STOPPED.json](pass/train_seed3408/STOPPED.json)). This is the callback doing its job, not an error "
             "of the demo") in md
     assert "| [pass/train_seed3408](pass/train_seed3408/inspections/index.jsonl) | 3408 | 1 | probe_passing | empty_rewarded:correct (step 5) |" in md
+
+
+def test_demo_runs_the_digit_task_then_the_tool_task_unless_told_one(cli, tmp_path, monkeypatch):
+    """`finetune demo`: the digit task into DIR, then the tool task into DIR/tools; --no-tools / --tools run one;
+    a stopped digit task stops the demo before the tool task (exit 1). The tasks themselves run for real in the
+    session fixture (--no-tools) and in tests/test_demo_tools.py (--tools)."""
+    from finetune import demo_toolrun
+    from finetune.cli import demo as cli_demo
+
+    ran: list[tuple[str, Path, tuple[int, ...], int]] = []
+    stop: dict = {}
+
+    def digits(out, *, reader, seeds, steps):
+        ran.append(("digits", Path(out), seeds, steps))
+        return demo_runner.DemoResult(out=Path(out).resolve(), reader=reader, facts=dict(stop))
+
+    def tools(out, *, seeds, steps):
+        ran.append(("tools", Path(out), seeds, steps))
+        return demo_runner.DemoResult(out=Path(out), reader=LABEL)
+
+    monkeypatch.setattr(cli_demo, "run_demo", digits)
+    monkeypatch.setattr(demo_toolrun, "run_tool_demo", tools)
+    out = tmp_path / "d"
+    assert cli("demo", "-o", out).code == 0
+    assert ran == [("digits", out, (3407, 3408), demo_train.DEMO_STEPS),
+                   ("tools", out.resolve() / "tools", (3407, 3408), demo_toolrun.TOOL_STEPS)]
+    ran.clear()
+    assert cli("demo", "-o", out, "--no-tools", "--seeds", "1").code == 0
+    assert ran == [("digits", out, (3407,), demo_train.DEMO_STEPS)]
+    ran.clear()
+    assert cli("demo", "-o", out, "--tools").code == 0
+    assert ran == [("tools", out, (3407, 3408), demo_toolrun.TOOL_STEPS)]
+    ran.clear()
+    stop["stopped_at"] = {"phase": "Phase 1: gate"}
+    r = cli("demo", "-o", out)
+    assert r.code == 1 and "demo stopped at 'Phase 1: gate'" in r.err and [t for t, *_ in ran] == ["digits"]

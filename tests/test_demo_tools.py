@@ -177,3 +177,14 @@ def test_heldout_direction_is_stated_whichever_way():
         == ["rose", "fell", "did not move"]
     result = doctest.testmod(demo_toolrun)
     assert result.attempted > 0 and result.failed == 0
+
+
+def test_the_effect_benchmark_loads_and_its_sign_test_needs_five_seeds(repo_root):
+    """benchmarks/bench_tooldemo.py carries the tool demo's effect claim; fewer than 5 seeds can never show it."""
+    import importlib.util
+
+    loaded = importlib.util.spec_from_file_location("bench_tooldemo", repo_root / "benchmarks" / "bench_tooldemo.py")
+    assert loaded is not None and loaded.loader is not None
+    bench = importlib.util.module_from_spec(loaded)
+    loaded.loader.exec_module(bench)
+    assert bench.sign_test_p(5, 5) < 0.05 < bench.sign_test_p(4, 4)
