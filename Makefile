@@ -1,5 +1,5 @@
 # Two commands on a fresh machine (README):
-#   make demo   — set up .venv and run every phase on the embedded toy task (CPU)
+#   make demo   — set up .venv and run every phase on the embedded toy tasks (CPU): digits, then tool calls
 #   make test   — set up .venv (+ test tools, Debian chromium) and run lints + the test-suite
 PY ?= python3
 VENV ?= .venv
@@ -43,7 +43,8 @@ test-vllm: $(VLLM_STAMP)
 demo: $(STAMP)
 	$(BIN)/finetune demo
 
-# the tool-calling task (a calculator environment through TRL's environment_factory): minutes on 2 cores
+# the tool-calling task alone (a calculator environment through TRL's environment_factory); `make demo` runs it
+# after the digit task
 demo-tools: $(STAMP)
 	$(BIN)/finetune demo --tools
 

@@ -70,7 +70,7 @@ def demo_run(tmp_path_factory):
     import subprocess
     import sys
 
-    from finetune.demo import DemoResult, Phase
+    from finetune.demo_runner import DemoResult, Phase
 
     if not os.environ.get("PYTEST_XDIST_WORKER"):
         root = tmp_path_factory.mktemp("demo")
@@ -89,7 +89,7 @@ def demo_run(tmp_path_factory):
             # behind in torch's global state (threads, deterministic-algorithm flags, seeds), which varies with
             # how pytest-xdist happened to distribute the tests
             env = {**os.environ, "COLUMNS": "160", "TERM": "dumb"}
-            proc = subprocess.run([sys.executable, "-m", "finetune", "demo", "--reader", "checker", "-o", str(out)],
+            proc = subprocess.run([sys.executable, "-m", "finetune", "demo", "--no-tools", "--reader", "checker", "-o", str(out)],
                                   capture_output=True, text=True, env=env, timeout=1800)
             console_file.write_text(proc.stdout)
             assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]

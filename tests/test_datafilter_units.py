@@ -7,11 +7,11 @@ import random
 
 import pytest
 
-from finetune import datafilter, demo, demo_task
+from finetune import datafilter, demo_report, demo_task
 from finetune.datafilter import check_subset, dispersion, wilson
 
 
-@pytest.mark.parametrize("module", [datafilter, demo_task, demo])
+@pytest.mark.parametrize("module", [datafilter, demo_task, demo_report])
 def test_doctests(module):
     result = doctest.testmod(module)
     assert result.attempted > 0 and result.failed == 0

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from finetune import demo, demo_checker, rundir
+from finetune import demo, demo_checker, demo_report, demo_runner, demo_train, rundir
 
 LABEL = demo_checker.READER_LABEL
 
@@ -215,16 +215,15 @@ def test_an_unavailable_stage_is_named_not_pretended(tmp_path, monkeypatch):
     from rich.console import Console
 
     from finetune import cli as cli_mod
-    from finetune import demo
 
     monkeypatch.setitem(cli_mod.GROUPS, "diagnose", ("finetune.not_landed_yet", "Phase 4"))
-    result = demo.DemoResult(out=tmp_path, reader=LABEL)
-    runner = demo._Runner(result, Console(file=io.StringIO()))
-    with pytest.raises(demo._Stop) as stop:
+    result = demo_runner.DemoResult(out=tmp_path, reader=LABEL)
+    runner = demo_runner.Runner(result, Console(file=io.StringIO()))
+    with pytest.raises(demo_runner.Stop) as stop:
         runner.stage("Phase 4: diagnose", ["diagnose", str(tmp_path)])
     assert stop.value.phase.status == "unavailable" and "finetune.not_landed_yet" in stop.value.phase.detail
     result.facts["stopped_at"] = dataclasses.asdict(stop.value.phase) | {"phase": "Phase 4: diagnose"}
-    demo.write_report(result)
+    demo_report.write_report(result)
     md = (tmp_path / "report.md").read_text()
     assert "stopped at 'Phase 4: diagnose' (unavailable)" in md and "finetune.not_landed_yet" in md
 
@@ -234,7 +233,6 @@ def test_toy_training_refuses_once_the_gate_no_longer_holds(demo_run, tmp_path):
     """The demo trains only while the PASS still binds the files, as the rendered train.py does."""
     import shutil
 
-    from finetune import demo
     from finetune.errors import CheckFailed
     from finetune.spec import load_spec
 
@@ -246,7 +244,7 @@ def test_toy_training_refuses_once_the_gate_no_longer_holds(demo_run, tmp_path):
     with (run_dir / rundir.REWARDS).open("a") as fh:
         fh.write("\n# edited after the gate PASSed\n")
     with pytest.raises(CheckFailed, match="refusing to train: changed since the gate PASSed: rewards.py"):
-        demo.train_toy(run_dir, load_spec(run_dir / "spec.yaml"), 3407, run_dir / "train", 10, lambda i, n: None)
+        demo_train.train_toy(run_dir, load_spec(run_dir / "spec.yaml"), 3407, run_dir / "train", 10, lambda i, n: None)
     assert not (run_dir / "train").exists()
 
 
@@ -308,7 +306,7 @@ def test_demo_filters_and_shows_predicted_beside_measured_zero_std(demo_run):
         for key, folder in (("measured", r["output_dir"]), ("unfiltered", r["unfiltered_output_dir"])):
             state = _json(good / folder / "trainer_state.json")
             logged = [h["frac_reward_zero_std"] for h in state["log_history"] if "frac_reward_zero_std" in h]
-            measured[key] = (sum(logged) / len(logged), sum(logged[:demo.EARLY_STEPS]) / demo.EARLY_STEPS)
+            measured[key] = (sum(logged) / len(logged), sum(logged[:demo_train.EARLY_STEPS]) / demo_train.EARLY_STEPS)
         assert (r["measured_zero_std"], r["measured_zero_std_early"]) == pytest.approx(measured["measured"])
         assert (r["unfiltered_zero_std"], r["unfiltered_zero_std_early"]) == pytest.approx(measured["unfiltered"])
         assert (f"| seed {r['seed']} | {flt['predicted_zero_std_before']:.3f} | {flt['predicted_zero_std_after']:.3f} "
@@ -364,7 +362,7 @@ def test_every_toy_run_inspects_itself_during_training(demo_run):
     good = demo_run.out / "pass"
     spec = load_spec(good / rundir.SPEC)
     every = demo_run.facts["inspection_every"]["value"]
-    expected = list(range(every, demo.DEMO_STEPS + 1, every))
+    expected = list(range(every, demo_train.DEMO_STEPS + 1, every))
     assert every == 5 * spec.training.logging_steps and len(expected) == 8
     config = yaml.safe_load((good / rundir.CONFIG_DIR / "grpo_config.yaml").read_text())
     per_step = config["per_device_train_batch_size"] * config["gradient_accumulation_steps"]
@@ -420,18 +418,54 @@ def test_a_stopped_toy_run_is_reported_as_the_callbacks_decision_not_a_demo_erro
     state.global_step = 5
     cb.on_step_end(args, state, control)
     assert control.should_training_stop
-    record = demo.inspection_record(out, tmp_path / "pass")
+    record = demo_train.inspection_record(out, tmp_path / "pass")
     assert record["rules_fired"] == ["probe_passing"] and record["steps"] == [5]
     assert record["stopped"]["rule"] == "probe_passing" and record["stopped"]["reward"] == "correct"
-    assert demo._stop_words(record, "").endswith("stopped at step 5 by the inspection callback (probe_passing)")
+    assert demo_train.stop_words(record, "").endswith("stopped at step 5 by the inspection callback (probe_passing)")
     measured = {"reward": 0.5, "checker_accept": 0.5, "examples": []}
     facts = {"inspection_every": {"value": 5, "reason": "the test's"},
              "heldout": {"prompts": 1, "k": 1, "temperature": 1.0, "runs": [
                  {"seed": 3408, "output_dir": "train_seed3408", "before": measured, "after": measured,
                   "inspection": record}]}}
-    md = demo.report_markdown(demo.DemoResult(out=tmp_path, reader="checker", facts=facts))
+    md = demo_report.report_markdown(demo_runner.DemoResult(out=tmp_path, reader="checker", facts=facts))
     assert ("> **pass/train_seed3408 was stopped by the inspection callback at step 5**: rule `probe_passing`, "
             "reward correct — 1 completion(s) shaped like the 'empty_completion' hack probe pass correct "
             "([STOPPED.json](pass/train_seed3408/STOPPED.json)). This is the callback doing its job, not an error "
             "of the demo") in md
     assert "| [pass/train_seed3408](pass/train_seed3408/inspections/index.jsonl) | 3408 | 1 | probe_passing | empty_rewarded:correct (step 5) |" in md
+
+
+def test_demo_runs_the_digit_task_then_the_tool_task_unless_told_one(cli, tmp_path, monkeypatch):
+    """`finetune demo`: the digit task into DIR, then the tool task into DIR/tools; --no-tools / --tools run one;
+    a stopped digit task stops the demo before the tool task (exit 1). The tasks themselves run for real in the
+    session fixture (--no-tools) and in tests/test_demo_tools.py (--tools)."""
+    from finetune import demo_toolrun
+    from finetune.cli import demo as cli_demo
+
+    ran: list[tuple[str, Path, tuple[int, ...], int]] = []
+    stop: dict = {}
+
+    def digits(out, *, reader, seeds, steps):
+        ran.append(("digits", Path(out), seeds, steps))
+        return demo_runner.DemoResult(out=Path(out).resolve(), reader=reader, facts=dict(stop))
+
+    def tools(out, *, seeds, steps):
+        ran.append(("tools", Path(out), seeds, steps))
+        return demo_runner.DemoResult(out=Path(out), reader=LABEL)
+
+    monkeypatch.setattr(cli_demo, "run_demo", digits)
+    monkeypatch.setattr(demo_toolrun, "run_tool_demo", tools)
+    out = tmp_path / "d"
+    assert cli("demo", "-o", out).code == 0
+    assert ran == [("digits", out, (3407, 3408), demo_train.DEMO_STEPS),
+                   ("tools", out.resolve() / "tools", (3407, 3408), demo_toolrun.TOOL_STEPS)]
+    ran.clear()
+    assert cli("demo", "-o", out, "--no-tools", "--seeds", "1").code == 0
+    assert ran == [("digits", out, (3407,), demo_train.DEMO_STEPS)]
+    ran.clear()
+    assert cli("demo", "-o", out, "--tools").code == 0
+    assert ran == [("tools", out, (3407, 3408), demo_toolrun.TOOL_STEPS)]
+    ran.clear()
+    stop["stopped_at"] = {"phase": "Phase 1: gate"}
+    r = cli("demo", "-o", out)
+    assert r.code == 1 and "demo stopped at 'Phase 1: gate'" in r.err and [t for t, *_ in ran] == ["digits"]

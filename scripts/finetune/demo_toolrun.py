@@ -12,8 +12,13 @@ before and after — reported whichever way it moves.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+import inspect
 import json
 import re
+from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,7 +27,7 @@ import yaml
 from finetune import atomic, demo_tools, jsonio, rundir
 
 if TYPE_CHECKING:
-    from finetune.demo import Phase, _Runner
+    from finetune.demo_runner import Phase, Runner
     from finetune.spec import RunSpec
 
 TOOL_STEPS = 20
@@ -83,14 +88,15 @@ def check(prompt: Any, completion: str) -> tuple[bool, str]:
 
 
 def _tool_reading(row: dict[str, Any], item: dict[str, Any]) -> tuple[bool, bool, bool, str]:
-    """The tool task's checker for demo.checker_verdicts: the call read from the prompt's two numbers."""
+    """The tool task's checker for demo_runner.checker_verdicts: the call read from the prompt's two numbers."""
     ok, note = check(row["prompt"], row["completion"])
     return ok, ok, "<tool_call>" in row["completion"], note
 
 
 def heldout_success(model: Any, tok_dir: Path, module: Any, pairs: list[tuple[int, int]], seed: int,
-                    max_completion_length: int) -> dict[str, float]:
-    """The environment's reward on ``HELDOUT_K`` fresh rollouts per held-out prompt, and the calls made."""
+                    max_completion_length: int) -> dict[str, Any]:
+    """The environment's reward on ``HELDOUT_K`` fresh rollouts per held-out prompt, the calls made, and the
+    prompts asked (the before and after measurements of a seed ask the same ones)."""
     import torch
     from transformers import AutoTokenizer
 
@@ -110,17 +116,51 @@ def heldout_success(model: Any, tok_dir: Path, module: Any, pairs: list[tuple[in
         model.train()
     return {"success": sum(ep.env._finetune_get_reward() for ep in episodes) / len(episodes),
             "calls_per_rollout": sum(ep.tool_calls for ep in episodes) / len(episodes),
-            "rollouts": float(len(episodes))}
+            "rollouts": float(len(episodes)), "prompts": [r["prompt"][0]["content"] for r in rows]}
 
 
-def train(run_dir: Path, spec: RunSpec, seed: int, output_dir: Path, steps: int) -> tuple[Any, list[dict[str, Any]]]:
-    """GRPO with the gated rewards.py's environment_factory (the rendered config + the demo CPU profile)."""
+def counting_factory(factory: Callable[[], Any], counts: Counter[str]) -> Callable[[], Any]:
+    """The gated ``environment_factory`` with every tool call TRL executes counted in ``counts`` (name -> calls).
+
+    TRL looks each tool up on the instance (``getattr(env, name)``), so the count wraps the instance's bound
+    methods; the wrapper keeps the method's name, docstring, signature and annotations (``functools.wraps``:
+    ``inspect.signature`` and ``typing.get_type_hints`` follow ``__wrapped__``), so TRL renders the same tool
+    schema and the environment's own state is untouched."""
+
+    def make() -> Any:
+        env = factory()
+        for name, method in _tool_methods(env).items():
+            setattr(env, name, _counted(method, name, counts))
+        return env
+
+    return make
+
+
+def _tool_methods(env: Any) -> dict[str, Any]:
+    """The tools TRL exposes for ``env``: public functions of its class other than reset / get_reward."""
+    return {name: getattr(env, name) for name, _ in inspect.getmembers(type(env), predicate=inspect.isfunction)
+            if not name.startswith("_") and name not in ("reset", "get_reward")}
+
+
+def _counted(method: Callable[..., Any], name: str, counts: Counter[str]) -> Callable[..., Any]:
+    @functools.wraps(method)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        counts[name] += 1  # counted before the call: a call that raises was still executed (TRL records a failure)
+        return method(*args, **kwargs)
+
+    return call
+
+
+def train(run_dir: Path, spec: RunSpec, seed: int, output_dir: Path,
+          steps: int) -> tuple[Any, list[dict[str, Any]], dict[str, int]]:
+    """GRPO with the gated rewards.py's environment_factory (the rendered config + the demo CPU profile); returns
+    (trainer, profile changes, tool name -> calls executed), the counts also in ``output_dir/tool_calls.json``."""
     import warnings
 
     from datasets import load_dataset
     from trl import GRPOConfig, GRPOTrainer
 
-    from finetune.demo import demo_training_kwargs
+    from finetune.demo_train import demo_training_kwargs
     from finetune.errors import CheckFailed
     from finetune.inspect.gate import verify_gate
     from finetune.inspect.rewardmod import load_rewards
@@ -136,18 +176,23 @@ def train(run_dir: Path, spec: RunSpec, seed: int, output_dir: Path, steps: int)
     assert spec.environment is not None
     kwargs["max_tool_calling_iterations"] = spec.environment.max_tool_calling_iterations
     dataset = load_dataset("json", data_files=str(spec.training_data_path()), split="train")
+    counts: Counter[str] = Counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         trainer = GRPOTrainer(model=str(spec.resolve_path(spec.model)), args=GRPOConfig(**kwargs),
                               reward_funcs=list(module.REWARD_FUNCS), train_dataset=dataset,
-                              environment_factory=module.environment_factory)
+                              environment_factory=counting_factory(module.environment_factory, counts))
         from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
         for callback in (PrinterCallback, ProgressCallback):
             trainer.remove_callback(callback)
         trainer.train()
     trainer.save_state()
-    return trainer, changes
+    jsonio.write_json(output_dir / "tool_calls.json", {
+        "note": "tool calls executed through TRL's environment_factory during training, counted by the demo's "
+                "wrapper of the gated environment's tools (finetune.demo_toolrun.counting_factory)",
+        "steps": trainer.state.global_step, "executed": dict(sorted(counts.items())), "total": sum(counts.values())})
+    return trainer, changes, dict(counts)
 
 
 def _prepare(out: Path) -> tuple[Path, Path, list[tuple[int, int]]]:
@@ -162,8 +207,8 @@ def _prepare(out: Path) -> tuple[Path, Path, list[tuple[int, int]]]:
     return good, bad, held
 
 
-def _reads(run: _Runner, run_dir: Path, facts: dict[str, Any], key: str) -> None:
-    from finetune.demo import CHECKER_STATEMENT, CHECKER_USER, checker_verdicts
+def _reads(run: Runner, run_dir: Path, facts: dict[str, Any], key: str) -> None:
+    from finetune.demo_runner import CHECKER_STATEMENT, CHECKER_USER, checker_verdicts
     from finetune.spec import load_spec
 
     holder: dict[str, Any] = {}
@@ -180,7 +225,7 @@ def _reads(run: _Runner, run_dir: Path, facts: dict[str, Any], key: str) -> None
               ["inspect", "confirm", str(run_dir), "--user", CHECKER_USER, "--statement", CHECKER_STATEMENT])
 
 
-def run_tool_phases(run: _Runner, out: Path, seeds: tuple[int, ...], steps: int = TOOL_STEPS) -> dict[str, Any]:
+def run_tool_phases(run: Runner, out: Path, seeds: tuple[int, ...], steps: int = TOOL_STEPS) -> dict[str, Any]:
     """Every stage of the tool task into ``out`` (its own pass/ and fail/ run directories); returns the facts."""
     from finetune.spec import load_spec
 
@@ -229,7 +274,7 @@ def run_tool_phases(run: _Runner, out: Path, seeds: tuple[int, ...], steps: int 
     return facts
 
 
-def _train_seeds(run: _Runner, good: Path, spec: RunSpec, held: list[tuple[int, int]], seeds: tuple[int, ...],
+def _train_seeds(run: Runner, good: Path, spec: RunSpec, held: list[tuple[int, int]], seeds: tuple[int, ...],
                  steps: int, facts: dict[str, Any]) -> None:
     from finetune.inspect.rewardmod import load_rewards
 
@@ -245,22 +290,38 @@ def _train_seeds(run: _Runner, good: Path, spec: RunSpec, held: list[tuple[int, 
 
             before = heldout_success(AutoModelForCausalLM.from_pretrained(model_dir), model_dir, module, held, seed,
                                      budget)
-            trainer, changes = train(good, spec, seed, target, steps)
+            trainer, changes, executed_calls = train(good, spec, seed, target, steps)
             after = heldout_success(trainer.model, model_dir, module, held, seed, budget)
             log = [e for e in trainer.state.log_history if "tools/call_frequency" in e]
             executed = sum(e["tools/call_frequency"] for e in log)
             runs.append({"seed": seed, "output_dir": str(target.relative_to(good)), "before": before,
                          "after": after, "steps": len(log), "tool_call_frequency_sum": executed,
+                         "tool_calls_executed": sum(executed_calls.values()), "direction": direction(before, after),
                          "reward_first": log[0].get("reward") if log else None,
                          "reward_last": log[-1].get("reward") if log else None, "profile_changes": changes})
-            moved = ("rose" if after["success"] > before["success"] else
-                     "fell" if after["success"] < before["success"] else "did not move")
-            return (f"{len(log)} GRPO steps, tool calls executed (call frequency {executed / max(1, len(log)):.2f} "
-                    f"per rollout); held-out tool-call success {before['success']:.0%} → {after['success']:.0%} "
-                    f"({moved} on this machine)")
+            return (f"{len(log)} GRPO steps, {sum(executed_calls.values())} tool calls executed (call frequency "
+                    f"{executed / max(1, len(log)):.2f} per rollout); held-out tool-call success "
+                    f"{before['success']:.0%} → {after['success']:.0%} ({direction(before, after)} on this machine)")
 
         run.step(f"tools: GRPO with environment_factory, seed {seed} (held-out before/after)", train_one)
     facts["heldout"] = {"prompts": len(held), "k": HELDOUT_K, "runs": runs}
+
+
+def direction(before: dict[str, Any], after: dict[str, Any]) -> str:
+    """Which way held-out success moved: ``rose``, ``fell`` or ``did not move``."""
+    return ("rose" if after["success"] > before["success"] else
+            "fell" if after["success"] < before["success"] else "did not move")
+
+
+def outcome(runs: list[dict[str, Any]]) -> str:
+    """What this machine measured, whichever way it came out (the effect is claimed by a benchmark's seeds).
+
+    >>> outcome([{"direction": "rose"}, {"direction": "fell"}])
+    'On this machine held-out tool-call success rose on 1 of 2 seeds (fell on 1, did not move on 0).'
+    """
+    n = {d: sum(r["direction"] == d for r in runs) for d in ("rose", "fell", "did not move")}
+    return (f"On this machine held-out tool-call success rose on {n['rose']} of {len(runs)} "
+            f"seed{'s' if len(runs) != 1 else ''} (fell on {n['fell']}, did not move on {n['did not move']}).")
 
 
 def _report(result: Any) -> str:
@@ -274,12 +335,14 @@ def _report(result: Any) -> str:
     held = f.get("heldout", {})
     if held.get("runs"):
         lines += ["", f"Held-out tool-call success ({held['prompts']} prompts never trained on × {held['k']} "
-                      "rollouts, the environment's own reward):", "", "| seed | before | after | GRPO steps |",
-                  "|---|---|---|---|"]
-        lines += [f"| {r['seed']} | {r['before']['success']:.0%} | {r['after']['success']:.0%} | {r['steps']} |"
-                  for r in held["runs"]]
-        lines += ["", "Two seeds on one machine show a direction, not an effect: floating point (CPU kernels, "
-                      "threads) moves each run."]
+                      "rollouts, the environment's own reward, the same prompts before and after):", "",
+                  "| seed | before | after | direction | GRPO steps | tool calls executed in training |",
+                  "|---|---|---|---|---|---|"]
+        lines += [f"| {r['seed']} | {r['before']['success']:.0%} | {r['after']['success']:.0%} | {r['direction']} "
+                  f"| {r['steps']} | {r['tool_calls_executed']} |" for r in held["runs"]]
+        lines += ["", outcome(held["runs"]) + " A few seeds on one machine show a direction, not an effect: "
+                  "floating point (CPU kernels, threads) moves each run; benchmarks/bench_tooldemo.py measures the "
+                  "effect over seeds with a sign test."]
     if "stopped_at" in f:
         lines += ["", f"Stopped at '{f['stopped_at']['phase']}': {f['stopped_at']['detail']}"]
     return "\n".join(lines) + "\n"
@@ -294,26 +357,26 @@ def run_tool_demo(out: str | Path, *, seeds: tuple[int, ...], steps: int = TOOL_
     import torch
     from rich.console import Console
 
-    from finetune.demo import DemoResult, _prepare_out, _quiet_libraries, _Runner, _Stop
     from finetune.demo_checker import READER_LABEL
+    from finetune.demo_runner import DemoResult, Runner, Stop, prepare_out, quiet_libraries
 
     console = console or Console(highlight=False, file=sys.stdout)
     out = Path(out).resolve()
-    _prepare_out(out)
+    prepare_out(out)
     result = DemoResult(out=out, reader=READER_LABEL)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     console.rule("finetune demo --tools — the calculator tool task on CPU")
     try:
-        with _quiet_libraries():
-            result.facts.update(run_tool_phases(_Runner(result, console), out, seeds, steps))
-    except _Stop as stop:
+        with quiet_libraries():
+            result.facts.update(run_tool_phases(Runner(result, console), out, seeds, steps))
+    except Stop as stop:
         result.facts["stopped_at"] = {"phase": stop.phase.name, "detail": stop.phase.detail}
     finally:
         torch.set_num_threads(threads)
         result.facts["wall_seconds"] = round(time.perf_counter() - result.started, 1)
         atomic.write_text(out / "report.md", _report(result))
-        jsonio.write_json(out / "demo.json", {"facts": result.facts, "phases": [
-            {"name": p.name, "status": p.status, "seconds": p.seconds, "detail": p.detail} for p in result.phases]})
+        jsonio.write_json(out / "demo.json", {"reader": result.reader, "facts": result.facts,
+                                              "phases": [dataclasses.asdict(p) for p in result.phases]})
     console.print(f"report: {out / 'report.md'} ({result.facts['wall_seconds']} s)")
     return result

@@ -40,7 +40,7 @@ GROUPS: dict[str, tuple[str, str]] = {
     "diagnose": ("finetune.cli.diagnose", "Phase 4: read training logs, detect symptoms, pick a variant"),
     "status": ("finetune.cli.status", "where a run directory stands: the phase /finetune resumes at"),
     "lint": ("finetune.cli.lint", "lint skills, commands, agents and references"),
-    "demo": ("finetune.cli.demo", "run every phase on the embedded toy task on CPU"),
+    "demo": ("finetune.cli.demo", "run every phase on the embedded toy tasks on CPU (digits, then tool calls)"),
     "docs": ("finetune.cli.docs", "regenerate (or --check) the generated reference docs"),
 }
 
