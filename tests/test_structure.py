@@ -75,7 +75,6 @@ MAX_MODULE_LINES = 800
 LARGE_MODULES: dict[str, str] = {
     "sandbox/runner.py": "ships standalone: copied verbatim beside rewards.py as rewards_sandbox.py, one file by "
                          "design (the same code runs inside the sandbox's child)",
-    "demo.py": "being split along its seams (task, tools run, checker, report); remove this entry once it is",
 }
 
 
