@@ -48,6 +48,9 @@ class Reading:
     expected_call: str | None = None  # the column holding the row's expected tool call (agent probes)
     agent: bool = False  # scores tool calls: the agent hack probes apply
     extra_keys_forbidden: bool = False  # an invented JSON key fails it (the invented-field probe applies)
+    episode: bool = False  # scores the episode an environment ran (its calls replayed), not the completion's
+    # text: the text-only controls (gold answer, well-formed vs malformed, length) carry no call, so the flags
+    # read from them do not apply (inspect.flags.TEXT_ONLY)
 
 
 class PlanError(ValueError):
