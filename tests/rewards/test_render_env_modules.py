@@ -93,6 +93,18 @@ def test_the_environments_own_modules_are_copied_bound_and_imported_by_path(tmp_
     assert [n for n in before if before[n] != after[n]] == ["rewards_lib_env_utils.py"]
 
 
+def test_config_render_reads_the_tools_of_an_environment_with_its_own_modules(tmp_path, monkeypatch):
+    from finetune.config_dataset import _environment_tools
+
+    spec, _ = _render(tmp_path, [{"name": "solved", "type": "environment"}],
+                      {"envs/env.py": ENV, "envs/env_utils.py": ENV_UTILS, "envs/env_rules.py": ENV_RULES})
+    for name in ("env_utils", "env_rules"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    tools = _environment_tools(spec, None)  # the spec folder is not on sys.path: found by name and path
+    assert [t.__name__ for t in tools or []] == ["add"]
+    assert "env_utils" not in sys.modules and "env_rules" not in sys.modules  # dropped again
+
+
 def test_an_environment_module_named_like_a_verifiers_other_module_is_refused(tmp_path):
     files = {"envs/env.py": ENV, "envs/env_utils.py": ENV_UTILS, "envs/env_rules.py": ENV_RULES,
              "check/checker.py": "from env_rules import same_pair\n\n\ndef ok(completion, **_):\n    return 1.0\n",

@@ -7,7 +7,10 @@ references/reward-functions.md.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -245,6 +248,45 @@ def _environment_modules(environment: Any, text: str, source_path: Path | None) 
 
     path = _inside_spec_folder(environment.file, "environment.file", source_path)
     return _local_modules(ast.parse(text, str(path)), path, "environment.file", source_path)
+
+
+@contextlib.contextmanager
+def environment_imports(environment: Any, source_path: Path | None) -> Iterator[None]:
+    """While loading the spec's environment file from the spec folder (``config render`` reads its tools'
+    schemas), its `import NAME` of a module of its own finds the text ``rewards render`` copies as
+    rewards_lib_NAME.py, by name, ahead of sys.path; the modules are dropped again on exit."""
+    import ast
+    import importlib.util
+
+    path = _inside_spec_folder(environment.file, "environment.file", source_path)
+    modules = {n[len(LIB_PREFIX):-3]: t for n, t in _local_modules(
+        ast.parse(path.read_text(encoding="utf-8"), str(path)), path, "environment.file", source_path).items()}
+
+    class Finder:
+        @staticmethod
+        def find_spec(fullname: str, _path: Any = None, _target: Any = None) -> Any:
+            if fullname not in modules:
+                return None
+            return importlib.util.spec_from_loader(fullname, Finder,  # type: ignore[arg-type]
+                                                   origin=str(path.parent / f"{fullname}.py"))
+
+        @staticmethod
+        def create_module(_spec: Any) -> None:
+            return None
+
+        @staticmethod
+        def exec_module(module: Any) -> None:
+            exec(compile(modules[module.__name__], module.__spec__.origin, "exec"), module.__dict__)
+
+    before = {name: sys.modules.pop(name) for name in modules if name in sys.modules}
+    sys.meta_path.insert(0, Finder)
+    try:
+        yield
+    finally:
+        sys.meta_path.remove(Finder)
+        for name in modules:
+            sys.modules.pop(name, None)
+        sys.modules.update(before)
 
 
 def _add_modules(files: dict[str, str], modules: dict[str, str], loc: str, source_path: Path | None) -> None:
