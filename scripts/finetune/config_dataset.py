@@ -143,15 +143,18 @@ def _environment_tools(spec: RunSpec, tokenizer: Any) -> list[Any] | None:
     module = importlib.util.module_from_spec(module_spec)
     import sys
 
+    from finetune.rewards.render import environment_imports
     from finetune.sandbox import runner as sandbox_runner
 
     # A code-running tool's `from rewards_sandbox import run_python` finds the runner: the file `rewards render`
-    # copies beside rewards_env.py is this module's text, verbatim.
+    # copies beside rewards_env.py is this module's text, verbatim. The environment's own modules (env_utils.py
+    # beside it) are found as rewards_lib_<name>.py will be (environment_imports).
     before = sys.modules.get("rewards_sandbox")
     sys.modules["rewards_sandbox"] = sandbox_runner
     try:
-        module_spec.loader.exec_module(module)
-        instance = getattr(module, spec.environment.class_)()
+        with environment_imports(spec.environment, spec.source):
+            module_spec.loader.exec_module(module)
+            instance = getattr(module, spec.environment.class_)()
     except Exception as exc:
         raise UserError(f"{path}: the environment does not load ({exc!r})", where="environment",
                         fix="make the class importable and constructible without arguments") from None

@@ -68,8 +68,8 @@ def _trajectory(code: str, output: str, final: str) -> list[dict]:
 
 def _pass_phase1(cli, spec: Path) -> dict:
     """Phase 1 on imported rollouts a person read: right programs, a wrong one, an attack (the gate's replay
-    runs each in the sandbox), an answer with no call; the flags an environment reward raises on text-only
-    probes acknowledged with a reason; gate PASS."""
+    runs each in the sandbox), an answer with no call; no flag to acknowledge (the text-only checks are
+    listed as not applicable to an environment reward); gate PASS."""
     run = spec.parent
     data = yaml.safe_load(spec.read_text())
     data["inspection"] = {"prompts": 16, "per_prompt": 4, "min_read": 50, "probe_prompts": 4}
@@ -99,9 +99,9 @@ def _pass_phase1(cli, spec: Path) -> dict:
     assert scored["r1-3"]["rewards"]["solved"] == 0.0 and scored["r1-0"]["rewards"]["solved"] == 1.0
     (run / "reading.jsonl").write_text("".join(json.dumps(v) + "\n" for v in verdicts))
     assert cli("inspect", "human-verdict", run, "--file", run / "reading.jsonl", "--user", "reader").code == 0
-    for flag in json.loads((run / "score_report.json").read_text())["flags"]:
-        assert cli("inspect", "ack", run, flag["id"], "--reason", "text-only probes carry no tool call; the "
-                   "environment scores executed programs").code == 0
+    report = json.loads((run / "score_report.json").read_text())
+    assert report["flags"] == [], report["flags"]
+    assert {n["check"] for n in report["not_applicable"]} == {"length_correlated", "gold_answer_fails", "format_blind"}
     assert cli("inspect", "gate", run).code == 0
     return json.loads((run / "gate.json").read_text())
 

@@ -90,6 +90,32 @@ FORMAT_REMEDIES = {
 }
 
 
+# Flags read from the text-only controls, which carry no tool call: for a reward that scores the episode an
+# environment ran (its kind's Reading.episode), they say nothing about the reward, so they are listed in the
+# score report as not applicable, with the reason. What such a reward reads is tested by the agent probes
+# (inspect.probes.tool_probes: an answer with no call, junk arguments, a skipped step) and by the per-sample
+# flags on the rollouts themselves (exceptions, constant, nondeterministic, out_of_range, empty_rewarded).
+TEXT_ONLY: dict[str, str] = {
+    "length_correlated": "a rollout that calls the tools is longer than an answer that calls none, so a correct "
+    "episode reward rises with the completion's length; the agent probes test reward without the task",
+    "gold_answer_fails": "the gold-answer control is text with no tool call: no episode ran, so a correct "
+    "environment gives it no credit",
+    "format_blind": "the well-formed and malformed controls are text with no tool call: every reward scores the "
+    "episode, so both score 0 whatever the reward; the agent probes test what it reads",
+}
+
+
+def not_applicable(spec: RunSpec) -> list[dict[str, Any]]:
+    """The checks that do not apply to this spec's rewards: ``{check, reward, reason}`` each (the score report's
+    ``not_applicable``); a reward-less ``reward`` (None) is a check on the whole spec."""
+    episode = [r.name for r in spec.rewards if reading_of(r).episode]
+    out: list[dict[str, Any]] = [{"check": check, "reward": name, "reason": TEXT_ONLY[check]}
+           for name in episode for check in ("length_correlated", "gold_answer_fails")]
+    if spec.rewards and len(episode) == len(spec.rewards):
+        out.append({"check": "format_blind", "reward": None, "reason": TEXT_ONLY["format_blind"]})
+    return out
+
+
 def _flag(name: str, reward: str | None, message: str, sample_ids: list[str] | None = None,
           remedy_text: str | None = None, **evidence: Any) -> dict[str, Any]:
     remedy = {"remedy": remedy_text or RED_FLAGS[name].remedy} if name in RED_FLAGS else {}
@@ -337,5 +363,6 @@ def detect(rm: RewardModule, spec: RunSpec, rows: list[Row], rescored: dict[str,
                    {r.name: r for r in spec.rewards})
     flags = [f for r in rm.rewards for check in _PER_REWARD for f in check(r, ev)]
     flags += [f for r in rm.rewards for f in _lost_signal(r, ev.controls)]
-    return (flags + _truncated(rows) + _format_blind(ev.controls, spec) + _no_hidden_tests(spec, rows)
-            + _base_flags(base))
+    flags += _truncated(rows) + _format_blind(ev.controls, spec) + _no_hidden_tests(spec, rows) + _base_flags(base)
+    skipped = {(n["check"], n["reward"]) for n in not_applicable(spec)}
+    return [f for f in flags if (f["name"], f["reward"]) not in skipped]

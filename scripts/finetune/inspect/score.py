@@ -307,6 +307,7 @@ def compute(run_dir: str | Path, spec: RunSpec, *, caches: bool = True,
         "rewards": [_stats(r, values[r.name], errors[r.name], rows) for r in rm.rewards],
         "base_success": base,
         "flags": flag_list,
+        "not_applicable": flags_mod.not_applicable(spec),
         "probes": probe_result["probes"],
         "controls": probe_result["controls"],
         "layout_accepted_by_format_rewards": probe_result["layout_accepted"],
@@ -435,6 +436,9 @@ def print_report(report: dict[str, Any], console: Console) -> None:
         console.print(note)
     for f in report["flags"]:
         console.print(f"[red]FLAG[/red] {f['id']}: {f['message']}")
+    for n in report.get("not_applicable", []):
+        console.print(f"not applicable: {n['check']}" + (f":{n['reward']}" if n["reward"] else "")
+                      + f" — {n['reason']}")
     by_probe: dict[str, list[dict[str, Any]]] = {}
     for p in report["probes"]:
         by_probe.setdefault(p["probe"], []).append(p)

@@ -49,6 +49,9 @@ class Reading:
     agent: bool = False  # scores tool calls: the agent hack probes apply
     call_format: str | None = None  # the tool-call syntax it reads (agent probes write their calls in it)
     extra_keys_forbidden: bool = False  # an invented JSON key fails it (the invented-field probe applies)
+    episode: bool = False  # scores the episode an environment ran (its calls replayed), not the completion's
+    # text: the text-only controls (gold answer, well-formed vs malformed, length) carry no call, so the flags
+    # read from them do not apply (inspect.flags.TEXT_ONLY)
 
 
 class PlanError(ValueError):

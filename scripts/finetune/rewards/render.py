@@ -7,7 +7,10 @@ references/reward-functions.md.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -142,19 +145,23 @@ def render_sources(rewards: list[Any], *, run_name: str = "run", spec_path: str 
     env_text = _environment_file(tool_env, source_path) if tool_env is not None else None
     if tool_env is not None and "toolcall" not in helpers:
         helpers.append("toolcall")  # the replay reads the completion's calls
-    env_sandbox = env_text is not None and uses_sandbox(env_text)
-    if env_sandbox and "sandbox" not in helpers:
-        helpers.append("sandbox")  # before rewards_env: its `import rewards_sandbox` finds this very copy
-    stdlib = sorted(set(STDLIB_IMPORTS).union(*(KINDS[t].stdlib for t in types_used), ("os", "sys") if helpers
-                                              else ()))
-    third_party = [m for t in types_used for m in KINDS[t].imports]
-    helper_files = [HELPER_FILES[h] for h in helpers]
     user_files = _user_files(rewards, source_path)
+    env_modules = _environment_modules(tool_env, env_text, source_path) if env_text is not None else {}
+    _add_modules(user_files, env_modules, "environment.file", source_path)
     if env_text is not None:
         user_files[ENV_FILE] = env_text
     elif any(KINDS[r.type].needs_environment for r in rewards):
         raise _fail("rewards", "a `type: environment` reward needs the spec's `environment: {file, class}`",
                     "add the environment section", source_path)
+    # the environment, a verifier or one of their own modules runs code through the sandbox: the runner is
+    # rendered beside them (before them in the helper order: their `import rewards_sandbox` finds this copy)
+    env_sandbox = any(uses_sandbox(text) for text in ([env_text] if env_text else []) + list(env_modules.values()))
+    if any(uses_sandbox(text) for text in user_files.values()) and "sandbox" not in helpers:
+        helpers.append("sandbox")
+    stdlib = sorted(set(STDLIB_IMPORTS).union(*(KINDS[t].stdlib for t in types_used), ("os", "sys") if helpers
+                                              else ()))
+    third_party = [m for t in types_used for m in KINDS[t].imports]
+    helper_files = [HELPER_FILES[h] for h in helpers]
     helper_files += list(user_files)
     env = environment()
     # Kinds whose library macro renders nothing (their code lives in helpers) add no section.
@@ -183,8 +190,9 @@ SANDBOX_MODULE = "rewards_sandbox"  # the name a code-running tool imports the s
 
 
 def uses_sandbox(source: str) -> bool:
-    """Whether an environment file imports the sandbox (``from rewards_sandbox import run_python``): then
-    the runner is copied beside it as rewards_sandbox.py, bound by the gate like every rewards_*.py."""
+    """Whether a copied user file (the environment, a `type: python` verifier, one of their own modules)
+    imports the sandbox (``from rewards_sandbox import run_python``): then the runner is copied beside it as
+    rewards_sandbox.py, bound by the gate like every rewards_*.py."""
     import ast
 
     return SANDBOX_MODULE in _imported_names(ast.parse(source))
@@ -232,6 +240,65 @@ def _environment_file(environment: Any, source_path: Path | None) -> str:
     return text
 
 
+def _environment_modules(environment: Any, text: str, source_path: Path | None) -> dict[str, str]:
+    """rewards_lib_<name>.py → text of each module beside the environment file that it imports (transitively),
+    as for a verifier: without the copy, env.py's `from env_utils import X` would fail on the training box or
+    import whatever module of that name its sys.path holds."""
+    import ast
+
+    path = _inside_spec_folder(environment.file, "environment.file", source_path)
+    return _local_modules(ast.parse(text, str(path)), path, "environment.file", source_path)
+
+
+@contextlib.contextmanager
+def environment_imports(environment: Any, source_path: Path | None) -> Iterator[None]:
+    """While loading the spec's environment file from the spec folder (``config render`` reads its tools'
+    schemas), its `import NAME` of a module of its own finds the text ``rewards render`` copies as
+    rewards_lib_NAME.py, by name, ahead of sys.path; the modules are dropped again on exit."""
+    import ast
+    import importlib.util
+
+    path = _inside_spec_folder(environment.file, "environment.file", source_path)
+    modules = {n[len(LIB_PREFIX):-3]: t for n, t in _local_modules(
+        ast.parse(path.read_text(encoding="utf-8"), str(path)), path, "environment.file", source_path).items()}
+
+    class Finder:
+        @staticmethod
+        def find_spec(fullname: str, _path: Any = None, _target: Any = None) -> Any:
+            if fullname not in modules:
+                return None
+            return importlib.util.spec_from_loader(fullname, Finder,  # type: ignore[arg-type]
+                                                   origin=str(path.parent / f"{fullname}.py"))
+
+        @staticmethod
+        def create_module(_spec: Any) -> None:
+            return None
+
+        @staticmethod
+        def exec_module(module: Any) -> None:
+            exec(compile(modules[module.__name__], module.__spec__.origin, "exec"), module.__dict__)
+
+    before = {name: sys.modules.pop(name) for name in modules if name in sys.modules}
+    sys.meta_path.insert(0, Finder)
+    try:
+        yield
+    finally:
+        sys.meta_path.remove(Finder)
+        for name in modules:
+            sys.modules.pop(name, None)
+        sys.modules.update(before)
+
+
+def _add_modules(files: dict[str, str], modules: dict[str, str], loc: str, source_path: Path | None) -> None:
+    """Add ``modules`` (rewards_lib_*.py) to ``files``; two different files of one module name (a verifier's and
+    the environment's, in different folders) are refused: one `import NAME` cannot mean both."""
+    for name, text in modules.items():
+        if files.get(name, text) != text:
+            raise _fail(loc, f"two different local modules are imported as '{name[len(LIB_PREFIX):-3]}' (the "
+                        "environment's and a verifier's)", "rename one of them (and its import)", source_path)
+        files[name] = text
+
+
 def _user_files(rewards: list[Any], source_path: Path | None) -> dict[str, str]:
     """rewards_user_<name>.py → the text of each `type: python` reward's file, copied verbatim (the gate
     binds it like every rewards_*.py). A missing file, a syntax error or a missing function is refused."""
@@ -257,7 +324,8 @@ def _user_files(rewards: list[Any], source_path: Path | None) -> dict[str, str]:
                         f"{', '.join(sorted(defined)) or 'none'})", "name a top-level function of that file",
                         source_path)
         out[f"rewards_user_{r.name}.py"] = text
-        out.update(_local_modules(tree, path, f"rewards[{index}].file", source_path))
+        _add_modules(out, _local_modules(tree, path, f"rewards[{index}].file", source_path),
+                     f"rewards[{index}].file", source_path)
     return out
 
 

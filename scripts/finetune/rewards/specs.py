@@ -537,7 +537,7 @@ class ToolCallReward(RewardBase):
 
 
 @kind("Environment reward (multi-turn tools)", helpers=("toolcall",),
-      reading=lambda r: Reading(agent=True), needs_environment=True,
+      reading=lambda r: Reading(agent=True, episode=True), needs_environment=True,
       fix="the environment's `get_reward()` (the class in the spec's `environment.file`): it decides and logs "
       "no reason",
       example={"name": "solved", "type": "environment"},
