@@ -507,7 +507,9 @@ def live_flags(rows: Sequence[dict[str, Any]], meta: Sequence[Mapping[str, Any]]
             add("empty_rewarded", name, len(empty))
         pairs = [(float(r["completion_tokens"] if isinstance(r["completion_tokens"], int) else len(r["completion"])), v)
                  for r in rows if (v := r["scores"].get(name)) is not None and math.isfinite(v)]
-        if len(pairs) >= MIN_FOR_CORRELATION:
+        # an environment's reward scores the episode it ran, not the text: length says nothing of it (Phase 1 lists
+        # the check as not applicable to it too)
+        if len(pairs) >= MIN_FOR_CORRELATION and not m.get("episode"):
             rho = spearman([a for a, _ in pairs], [b for _, b in pairs])
             if length_flagged(role, rho):
                 add("length_correlated", name, len(pairs), rho=round(float(rho or 0.0), 3))

@@ -60,6 +60,12 @@ def test_replay_scores_the_episode_and_hides_get_reward_from_trl(tmp_path):
     assert module.solved(prompts=["p"], completions=["4"], environments=[env], a=[2], b=[2]) == [1.0]
 
 
+def test_reward_meta_marks_the_episode_reward_for_training_checks(tmp_path):
+    """REWARD_META carries the kind's `episode` mark, which the live length check in train.py skips."""
+    _, module = _render(tmp_path)
+    assert [m["episode"] for m in module.REWARD_META] == [True]
+
+
 def test_out_of_range_environment_reward_is_none(tmp_path):
     _, module = _render(tmp_path, demo_tools.ENV_SOURCE.replace("return 1.0 if", "return 3.0 if"))
     assert module.solved(prompts=["p"], completions=[_call(3, 4)], a=[3], b=[4]) == [None]

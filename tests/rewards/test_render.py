@@ -68,9 +68,10 @@ def test_cli_renders_standalone_files(cli, spec_file, tmp_path):
     names, weights, meta = json.loads(done.stdout)
     assert names == ["format", "correctness", "math_ok", "schema_ok", "tests_ok", "rubric", "overlong"]
     assert weights == [0.2, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0]
-    assert [set(m) for m in meta] == [{"name", "type", "role", "threshold", "min", "max", "gated_on_format"}] * 7
+    assert [set(m) for m in meta] == [{"name", "type", "role", "threshold", "min", "max", "gated_on_format", "episode"}] * 7
     # correctness rewards in a spec with a format reward score 0 on malformed output (the gate reads this)
     assert [m["gated_on_format"] for m in meta] == [False] + [True] * 5 + [False]
+    assert [m["episode"] for m in meta] == [False] * 7  # no environment reward here
     assert [m["role"] for m in meta] == ["format"] + ["correctness"] * 5 + ["shaping"]
     assert meta[-1]["min"] == -0.1 and meta[-1]["max"] == 0.0  # bounded by the lightest format weight
 

@@ -366,3 +366,17 @@ def test_a_format_reward_learnt_a_little_is_not_a_carrier_on_a_real_healthy_log(
     flat = [dict(e, **{"rewards/correct/mean": 0.5}) for e in paid]  # the same format rise, weighted enough to matter
     hacked = watch.divergence(watch.series_from_history(flat), rewards)
     assert hacked.status == "symptom" and hacked.carrier == "format_ok", hacked.why
+
+
+def test_live_length_check_skips_a_reward_that_scores_an_environment_episode():
+    """Longer completions scoring higher is a text reward's red flag; an environment's reward scores the episode it
+    ran (its calls replayed), so the same pattern says nothing of it — Phase 1 lists the check as not applicable."""
+    from finetune import watch
+
+    rows = [{"completion": "x" * (10 * i), "completion_tokens": 10 * i, "scores": {"r": i / 20}} for i in range(1, 21)]
+    text = [{"name": "r", "role": "correctness", "min": 0.0, "max": 1.0}]
+    flagged = {f["name"] for f in watch.live_flags(rows, text)}
+    assert "length_correlated" in flagged
+    episode = [{**text[0], "episode": True}]
+    assert "length_correlated" not in {f["name"] for f in watch.live_flags(rows, episode)}
+

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from finetune import __version__, literals, rundir
 from finetune.errors import UserError
-from finetune.rewards.kinds import KINDS, PlanError
+from finetune.rewards.kinds import KINDS, PlanError, reading_of
 from finetune.rewards.registry import HELPERS, TYPE_ORDER
 from finetune.rewards.specs import PARTIAL_CEILING, ordering_margin, penalty_floors
 
@@ -67,6 +67,7 @@ class _Planned:
     min: float
     max: float
     gated: bool = False
+    episode: bool = False  # scores an environment's episode: training's live text checks do not apply
     floor: float | None = None
     limit: int | None = None
     wrapped: Any = None
@@ -110,7 +111,7 @@ def plan(rewards: list[Any], max_completion_length: int, spec_path: Path | None 
     planned = []
     for index, r in enumerate(rewards):
         item = _Planned(spec=r, role=r.effective_role, threshold=r.pass_threshold, min=r.min_score, max=r.max_score,
-                        gated=has_format and r.effective_role == "correctness")
+                        gated=has_format and r.effective_role == "correctness", episode=reading_of(r).episode)
         kind_plan = KINDS[r.type].plan
         if kind_plan is not None:
             try:

@@ -53,7 +53,7 @@ DATA_FILTER_SHA256 = None  # sha256 of the spec's dataset.filter (finetune data 
 INSPECT_EVERY_STEPS = 5  # 5 × logging_steps (1): each inspection sees 5 new log points; the reward-hacking rule runs on the last 30 log points and stops a run when it fires on 2 inspections in a row
 INSPECT_SAMPLE_ROWS = 50  # inspection.min_read: a step file holds as many completions as the gate needs read (the top-reward ones always among them)
 MAX_COMPLETION_LENGTH = 1024  # a completion this long was truncated
-WATCH_SHA256 = 'ca38725fb9345b47e04a10acc62ed67a95504a318cf952d0cb9a3443fef81e55'  # config/watch.py as rendered: an edited inspection callback does not train
+WATCH_SHA256 = '89072a570ca8f2e7294759efd2168bff2603f3f7250a6570011d05e84663d98e'  # config/watch.py as rendered: an edited inspection callback does not train
 STOPPED_EXIT = 3  # exit status when the inspection callback stopped the run (launch.sh passes it on)
 
 
