@@ -70,7 +70,7 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -n 2 -q; rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests collected"; exit 1; fi; exit $$rc
 	# the tests that train and sample once more on another CPU kernel set and hash seed: what they assert must not
 	# hang on this machine's floating point (the first run used the machine's best kernels)
-	ATEN_CPU_CAPABILITY=$(SECOND_CAPABILITY) PYTHONHASHSEED=1 $(BIN)/python -m pytest -q -p no:cacheprovider tests/test_demo.py
+	ATEN_CPU_CAPABILITY=$(SECOND_CAPABILITY) PYTHONHASHSEED=1 $(BIN)/python -m pytest -q -p no:cacheprovider tests/demo/test_demo.py
 
 # The fast loop (under 3 min on 2 cores): the tests that are neither slow nor browser nor vLLM, no lints. `slow`
 # stays honest: an unmarked test costing over 5 s fails (tests/slow_budget.py).

@@ -3,7 +3,7 @@
 Runs `finetune demo` without its filter (or reuses ``--demo-dir``, a finished demo output, whose filter
 is undone in the copies), copies its PASS run twice,
 runs `finetune data filter` (k = num_generations) in one copy and re-renders its config, then trains
-the demo's toy GRPO run (finetune.demo_train.train_toy, the demo's CPU profile) in both copies on the same
+the demo's toy GRPO run (finetune.demo.train.train_toy, the demo's CPU profile) in both copies on the same
 seeds and prints, side by side, the filter's predicted frac_reward_zero_std (kept prompts: on fresh samples,
 with its 95% interval) and the value TRL logged (mean over the logged steps, and over the first steps), with
 the ratio filtered / unfiltered and each run's training-reward gain. Single-threaded like the demo, so the
@@ -58,7 +58,7 @@ def _unfiltered(run: Path) -> Path:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--demo-dir", type=Path, help="a finished `finetune demo -o DIR` output to reuse")
-    from finetune.demo_train import DEMO_STEPS
+    from finetune.demo.train import DEMO_STEPS
 
     parser.add_argument("--seeds", type=int, nargs="+", default=list(range(3407, 3415)),
                         help="training seeds (default 3407-3414; the demo's own are 3407 and 3408)")
@@ -79,8 +79,8 @@ def main() -> int:
 
     from finetune.cli import main as cli
     from finetune.datafilter import DEFAULT_CHECK_PROMPTS, DEFAULT_KEEP, parse_keep, run_filter
-    from finetune.demo import run_demo
-    from finetune.demo_train import EARLY_STEPS, measured_zero_std, reward_gain, train_toy
+    from finetune.demo.run import run_demo
+    from finetune.demo.train import EARLY_STEPS, measured_zero_std, reward_gain, train_toy
     from finetune.spec import load_spec
 
     work = Path(tempfile.mkdtemp(prefix="bench-filter-"))
@@ -143,7 +143,7 @@ def sign_test_p(lower: int, untied: int) -> float:
 
 def _table(args: argparse.Namespace, summary: dict, rows: list) -> None:
     """Predicted and measured side by side: whole run and its first EARLY_STEPS steps (the sampled policy)."""
-    from finetune.demo_train import EARLY_STEPS
+    from finetune.demo.train import EARLY_STEPS
 
     pb, pa = summary["predicted_zero_std_before"], summary["predicted_zero_std_after"]
     interval = summary.get("predicted_zero_std_after_interval")

@@ -1,6 +1,6 @@
 """The tool demo's effect over seeds: held-out tool-call success before → after GRPO, with a sign test.
 
-Runs the demo's calculator tool task (finetune.demo_toolrun.run_tool_demo: the tool-calling tiny model warmed up,
+Runs the demo's calculator tool task (finetune.demo.toolrun.run_tool_demo: the tool-calling tiny model warmed up,
 a PASS gate on its rollouts, then per seed GRPO through TRL's ``environment_factory`` with the demo CPU profile)
 once for all the given seeds: one model, one gate, one rendered config; each seed measures held-out success (the
 environment's own reward on fresh rollouts of the 20 prompts never trained on) before and after its run, on the
@@ -35,7 +35,7 @@ from bench_filter import sign_test_p  # noqa: E402  (a benchmark beside this one
 
 
 def main() -> int:
-    from finetune.demo_toolrun import TOOL_STEPS
+    from finetune.demo.toolrun import TOOL_STEPS
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=list(range(3407, 3413)),
@@ -50,7 +50,7 @@ def main() -> int:
     import torch
     from rich.console import Console
 
-    from finetune.demo_toolrun import run_tool_demo
+    from finetune.demo.toolrun import run_tool_demo
 
     out = args.out or Path(tempfile.mkdtemp(prefix="bench-tooldemo-")) / "demo-tools"
     started = time.perf_counter()

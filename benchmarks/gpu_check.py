@@ -163,7 +163,7 @@ def _vllm_installed() -> bool:
 def run_model(hub_id: str, work: Path, args: argparse.Namespace) -> dict:
     import torch
 
-    from finetune import config
+    from finetune.config import build as config
     from finetune.spec import load_spec
     from finetune.tinymodel import build_tokenizer
 
@@ -252,7 +252,7 @@ def run_launch(work: Path, args: argparse.Namespace) -> dict:
     """Render a run for this box (or ``--gpus`` H100s with --dry) and run its config/launch.sh for a few steps."""
     import subprocess
 
-    from finetune import config
+    from finetune.config import build as config
     from finetune.spec import load_spec
 
     profile, gpus = ("h100-80gb", args.gpus or 8) if args.dry else detect_box()

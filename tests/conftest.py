@@ -61,7 +61,7 @@ def hf_home(tmp_path_factory, tiny_model_dir) -> Path:
 def demo_run(tmp_path_factory):
     """`finetune demo` run once per test session (reader: its independent checker); the DemoResult.
 
-    Shared by tests/test_demo.py and tests/test_finetune_command.py (which reuses its model and data).
+    Shared by tests/demo/test_demo.py and tests/test_finetune_command.py (which reuses its model and data).
     Under pytest-xdist every worker would build its own session fixture; the workers of one session
     share a temp root, so the first one runs the demo under a lock and the others read its record.
     """
@@ -70,7 +70,7 @@ def demo_run(tmp_path_factory):
     import subprocess
     import sys
 
-    from finetune.demo_runner import DemoResult, Phase
+    from finetune.demo.runner import DemoResult, Phase
 
     if not os.environ.get("PYTEST_XDIST_WORKER"):
         root = tmp_path_factory.mktemp("demo")

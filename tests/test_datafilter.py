@@ -60,7 +60,7 @@ def _lines(path: Path) -> list[dict]:
 
 
 def test_filter_drops_exactly_the_0_of_k_and_k_of_k_prompts(demo_run, tmp_path, cli):
-    from finetune.demo_checker import check
+    from finetune.demo.checker import check
     from finetune.inspect.gate import verify_gate
     from finetune.spec import load_spec
 
@@ -132,7 +132,7 @@ def _check_fresh_prediction(run: Path, source: list, mixed: list[int], summary: 
     from test_zerostd import trl_zero_std
 
     from finetune.datafilter import DEFAULT_CHECK_PROMPTS, check_subset, wilson
-    from finetune.demo_checker import check
+    from finetune.demo.checker import check
 
     fresh = _lines(run / "data" / "zero_std_check.jsonl")
     subset = check_subset(mixed, DEFAULT_CHECK_PROMPTS, seed)

@@ -7,8 +7,10 @@ import random
 
 import pytest
 
-from finetune import datafilter, demo_report, demo_task
+from finetune import datafilter
 from finetune.datafilter import check_subset, dispersion, wilson
+from finetune.demo import report as demo_report
+from finetune.demo import task as demo_task
 
 
 @pytest.mark.parametrize("module", [datafilter, demo_task, demo_report])

@@ -112,7 +112,7 @@ def test_every_reader_refuses_an_empty_dataset_the_same_way(tmp_path):
 def test_no_reader_parses_the_training_data_itself():
     """The readers call finetune.dataset.load_rows: none of them reads dataset.path's formats on its own."""
     package = Path(__file__).resolve().parents[1] / "scripts" / "finetune"
-    readers = [package / "config_dataset.py", package / "inspect" / "sample.py", package / "inspect" /
+    readers = [package / "config" / "dataset.py", package / "inspect" / "sample.py", package / "inspect" /
                "sample_remote.py", package / "rewards" / "columns.py", package / "datafilter.py"]
     for path in readers:
         text = path.read_text(encoding="utf-8")

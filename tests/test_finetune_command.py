@@ -167,8 +167,8 @@ def _run_dir(demo_run, tmp: Path) -> Path:
 
 @pytest.mark.slow
 def test_command_runs_as_written(demo_run, tmp_path, capsys):
-    from finetune import demo_checker
     from finetune.cli import build_parser
+    from finetune.demo import checker as demo_checker
     from finetune.inspect import review
     from finetune.spec import load_spec
 

@@ -113,7 +113,7 @@ def test_the_check_catches_a_bare_spec_value(tmp_path):
 
 
 def test_every_project_environment_registers_the_filters():
-    from finetune import config_render
+    from finetune.config import render as config_render
     from finetune.inspect import review
     from finetune.rewards import render as rewards_render
 

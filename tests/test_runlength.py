@@ -120,7 +120,7 @@ def test_step_count_matches_a_real_trl_run(cli, tmp_path, tiny_model_dir):
     assert cli("config", "render", spec, "--no-gate").code == 0
     brief = (spec.parent / "config" / "BRIEF.md").read_text()
     assert "| optimiser steps | **3** |" in brief
-    from finetune.config import UNGATED_OVERRIDE
+    from finetune.config.build import UNGATED_OVERRIDE
 
     # a --no-gate render trains past its smoke test only with a person's override: the test plays that person
     env = _env(spec.parent, FINETUNE_UNGATED_OVERRIDE=UNGATED_OVERRIDE)

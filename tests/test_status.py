@@ -224,7 +224,7 @@ def test_a_stopped_run_resumes_at_phase_3_with_the_stop_and_what_comes_next(cli,
 
 @pytest.mark.slow
 def test_checkpoint_sets_with_their_gate_and_comparison_re_derived(cli, demo_run, tmp_path):
-    from finetune.demo_runner import checker_verdicts
+    from finetune.demo.runner import checker_verdicts
     from finetune.spec import load_spec
 
     run = _copy_demo(demo_run, tmp_path)

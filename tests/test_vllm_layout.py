@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from render_fixtures import write_run
 
-from finetune.config import build_plan
+from finetune.config.build import build_plan
 from finetune.errors import CheckFailed, UserError
 from finetune.models import load_model_info
 from finetune.spec import load_spec

@@ -242,7 +242,7 @@ def histogram(rates_before: list[float], rates_after: list[float], k: int) -> by
 
 def steps_for(spec: RunSpec, run_dir: Path, rows: int) -> int | None:
     """Optimiser steps the rendered config would make on ``rows`` prompts (the renderer's own values)."""
-    from finetune import config
+    from finetune.config import build as config
 
     try:
         plan = config.build_plan(spec, run_dir, preview=True)

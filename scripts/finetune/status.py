@@ -255,7 +255,8 @@ def _gate(run: _Run) -> tuple[str, str]:
 
 
 def _config(run: _Run) -> tuple[str, str]:
-    from finetune import config, config_render
+    from finetune.config import build as config
+    from finetune.config import render as config_render
 
     cfg = run.path(rundir.CONFIG_DIR)
     if not run.path(rundir.MEMORY).is_file() or not (cfg / "train.py").is_file():

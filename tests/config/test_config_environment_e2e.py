@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from finetune import demo_tools
+from finetune.demo import tools as demo_tools
 
 pytestmark = pytest.mark.slow
 

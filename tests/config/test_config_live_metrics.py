@@ -33,7 +33,7 @@ def test_diagnose_reads_a_run_killed_before_its_first_checkpoint(tmp_path, tiny_
     assert main(["config", "render", str(spec), "--no-gate"]) == 0
     train_py = (run / "config" / "train.py").read_text()
     assert "callbacks=callbacks," in train_py and "callbacks = [metrics_callback(" in train_py
-    from finetune.config import UNGATED_OVERRIDE
+    from finetune.config.build import UNGATED_OVERRIDE
 
     env = dict(os.environ, PYTHONPATH=str(run), HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false",
                OMP_NUM_THREADS="1", FINETUNE_UNGATED_OVERRIDE=UNGATED_OVERRIDE)  # 5000 steps: beyond a smoke test

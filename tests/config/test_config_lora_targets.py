@@ -9,7 +9,7 @@ import pytest
 import yaml
 from render_fixtures import write_run
 
-from finetune.config import build_plan
+from finetune.config.build import build_plan
 from finetune.memory.formulas import GIB
 from finetune.models import load_model_info
 from finetune.spec import load_spec

@@ -69,7 +69,7 @@ def _build_grpo_config(cfg: dict, processes: int):
 
     from trl import GRPOConfig
 
-    from finetune.config import cpu_safe
+    from finetune.config.build import cpu_safe
 
     fields = _grpo_fields()
     kwargs = cpu_safe({k: v for k, v in cfg.items() if k in fields}, processes)

@@ -8,7 +8,7 @@ from finetune.variants import ALGORITHM_FIELDS
 
 
 def test_skill_recipe_block_is_the_rendered_train_py_recipe(cli, tmp_path, repo_root):
-    from finetune.config_render import skill_recipe_block
+    from finetune.config.render import skill_recipe_block
 
     block = skill_recipe_block()
     code = re.search(r"```python\n(.*)\n```", block, re.S).group(1)

@@ -160,7 +160,7 @@ def test_a_held_symptom_licenses_no_variant(tmp_path):
     """config render's licence check (variants contract) skips a symptom whose variant diagnose held back."""
     from types import SimpleNamespace
 
-    from finetune.config import _check_variant
+    from finetune.config.build import _check_variant
     from finetune.errors import CheckFailed
 
     spec, dense = SimpleNamespace(variant="dapo"), SimpleNamespace(is_moe=False)

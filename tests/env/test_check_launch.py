@@ -18,7 +18,7 @@ import pytest
 from envfakes import base_env, fake_env_python, fake_site, script
 from render_fixtures import write_run
 
-from finetune.config import UNGATED_OVERRIDE
+from finetune.config.build import UNGATED_OVERRIDE
 
 
 def _render(tmp: Path, model: str, **changes) -> Path:
@@ -30,7 +30,7 @@ def _render(tmp: Path, model: str, **changes) -> Path:
 
 
 def _bash(run: Path, name: str, *args: str, timeout: int = 120, **env: str) -> subprocess.CompletedProcess:
-    from finetune.config import UNGATED_OVERRIDE
+    from finetune.config.build import UNGATED_OVERRIDE
 
     env = {"FINETUNE_UNGATED_OVERRIDE": UNGATED_OVERRIDE, **env}  # these configs are --no-gate renders
     return subprocess.run(["bash", f"config/{name}", *args], cwd=run, env=base_env(**env), capture_output=True,

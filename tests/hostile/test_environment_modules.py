@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from finetune import demo_tools
+from finetune.demo import tools as demo_tools
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "rewards"))
 from test_render_env_modules import ENV, ENV_RULES, ENV_UTILS  # noqa: E402

@@ -61,7 +61,7 @@ def test_ungated_launch_files_refuse_to_start_without_the_persons_override(ungat
 
 
 def test_the_override_is_outside_every_pre_approved_rule():
-    from finetune.config import UNGATED_OVERRIDE
+    from finetune.config.build import UNGATED_OVERRIDE
 
     front, _ = _command()
     for call in (f"FINETUNE_UNGATED_OVERRIDE='{UNGATED_OVERRIDE}' bash runs/my-task/config/launch.sh",

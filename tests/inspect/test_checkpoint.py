@@ -248,7 +248,7 @@ def _recount_agreement(set_path: Path, metas: dict[str, dict]) -> dict[str, tupl
 
 @pytest.mark.slow
 def test_trained_checkpoint_through_the_gate_against_phase1(cli, demo_run, tmp_path):
-    from finetune.demo_runner import checker_verdicts
+    from finetune.demo.runner import checker_verdicts
     from finetune.inspect.gate import verify_gate
     from finetune.spec import load_spec
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import yaml
 
-from finetune import demo_tools
+from finetune.demo import tools as demo_tools
 from finetune.inspect import flags
 from finetune.inspect.probes import run_probes
 from finetune.inspect.rewardmod import load_rewards, score_items

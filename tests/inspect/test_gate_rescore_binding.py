@@ -93,7 +93,7 @@ def test_a_hand_assembled_gate_record_fails_every_consumers_rescore(cli, make_ru
     assert gate.verify_gate(failed, spec).ok  # hashes alone: forgeable by anyone who writes the run folder
     check = gate.verify_gate(failed, spec, rescore=True)
     assert not check.ok and "re-score" in check.reason, check.reason
-    from finetune import config
+    from finetune.config import build as config
 
     ok, reason, _ = config._verify_gate(failed, spec, rescore=True)  # what `config render` asks (render())
     assert not ok and "re-score" in reason

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from finetune import demo_tools
+from finetune.demo import tools as demo_tools
 from finetune.inspect.probes import run_probes
 from finetune.inspect.rewardmod import load_rewards
 from finetune.inspect.samplesio import normalise_row

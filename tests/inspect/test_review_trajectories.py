@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from finetune import demo_tools
+from finetune.demo import tools as demo_tools
 
 HOSTILE = '<script>window.PWNED=1</script><img src=x onerror="window.PWNED=2"></pre><b>bold</b> [/] [red]x'
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from pydantic import TypeAdapter
 
-from finetune import demo_tools
+from finetune.demo import tools as demo_tools
 from finetune.inspect.rewardmod import load_rewards, score_items
 from finetune.inspect.samplesio import normalise_row
 from finetune.rewards.registry import RewardSpec

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from finetune import demo_tools
+from finetune.demo import tools as demo_tools
 from finetune.inspect.samplesio import load_samples, trajectory_text
 
 pytestmark = pytest.mark.slow

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from pydantic import TypeAdapter
 
-from finetune import demo_tools
+from finetune.demo import tools as demo_tools
 from finetune.errors import UserError
 from finetune.inspect.samplesio import normalise_row
 from finetune.rewards.registry import RewardSpec

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-from finetune import demo_tools
+from finetune.demo import tools as demo_tools
 from finetune.errors import UserError
 from finetune.hashing import reward_files
 from finetune.inspect.rewardmod import load_rewards, score_items
@@ -94,7 +94,7 @@ def test_the_environments_own_modules_are_copied_bound_and_imported_by_path(tmp_
 
 
 def test_config_render_reads_the_tools_of_an_environment_with_its_own_modules(tmp_path, monkeypatch):
-    from finetune.config_dataset import _environment_tools
+    from finetune.config.dataset import _environment_tools
 
     spec, _ = _render(tmp_path, [{"name": "solved", "type": "environment"}],
                       {"envs/env.py": ENV, "envs/env_utils.py": ENV_UTILS, "envs/env_rules.py": ENV_RULES})

@@ -20,7 +20,7 @@ from envfakes import fake_site  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 SHIM = HERE / "cpu_shim"
-PORT = 8000  # the rendered port of `trl vllm-serve` (finetune.config.VLLM_SERVER_PORT)
+PORT = 8000  # the rendered port of `trl vllm-serve` (finetune.config.build.VLLM_SERVER_PORT)
 NCCL_ONLY = "Weight synchronization runs on vLLM's NCCL weight-transfer engine, which needs a CUDA device"
 
 # Graded rewards under the spec's reward names (format_ok, correct): a random tiny model never writes
@@ -77,7 +77,7 @@ def shim_env(**extra: str) -> dict[str, str]:
                FINETUNE_VLLM_LEARNING_RATE="5e-4")  # moves the random tiny model visibly in one step
     # the runs are --no-gate renders (the tier tests vLLM, not the gate): the test plays the person whose
     # explicit override lets an UNGATED preview train beyond its smoke test
-    from finetune.config import UNGATED_OVERRIDE
+    from finetune.config.build import UNGATED_OVERRIDE
 
     env["FINETUNE_UNGATED_OVERRIDE"] = UNGATED_OVERRIDE
     env.update(extra)

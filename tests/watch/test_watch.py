@@ -284,7 +284,7 @@ def test_launch_exits_nonzero_when_the_run_was_stopped(tmp_path):
     env = {"PATH": "/usr/bin:/bin", "FINETUNE_PYTHON": str(fake)}
     res = subprocess.run(["bash", "config/launch.sh"], cwd=run, env=env, capture_output=True, text=True, timeout=60)
     assert res.returncode == 1 and "UNGATED" in res.stderr  # a --no-gate render: no start without the override
-    from finetune.config import UNGATED_OVERRIDE
+    from finetune.config.build import UNGATED_OVERRIDE
 
     env["FINETUNE_UNGATED_OVERRIDE"] = UNGATED_OVERRIDE
     res = subprocess.run(["bash", "config/launch.sh"], cwd=run, env=env, capture_output=True, text=True, timeout=60)

@@ -100,7 +100,7 @@ def write_inspected_run(run: Path, model: Path, scenario: str, seed: int = 0, ev
     return run
 
 
-from finetune.config import UNGATED_OVERRIDE  # noqa: E402
+from finetune.config.build import UNGATED_OVERRIDE  # noqa: E402
 
 
 def launch(run: Path, timeout: int = 900) -> subprocess.CompletedProcess[str]:

@@ -7,7 +7,7 @@ import argparse
 import sys
 
 from finetune.cli import Verb
-from finetune.config_render import render
+from finetune.config.render import render
 
 
 def render_arguments(p: argparse.ArgumentParser) -> None:

@@ -1,4 +1,4 @@
-"""`finetune demo`: every phase on the embedded toy tasks, on CPU, with a report (finetune.demo, finetune.demo_toolrun).
+"""`finetune demo`: every phase on the embedded toy tasks, on CPU, with a report (finetune.demo, finetune.demo.toolrun).
 
 By default the digit task runs into DIR and then the calculator tool task into DIR/tools, each with its own
 report; ``--no-tools`` runs the digit task alone, ``--tools`` the tool task alone."""
@@ -11,12 +11,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from finetune.cli.argtypes import count
-from finetune.demo import DEFAULT_SEEDS, run_demo
-from finetune.demo_train import DEMO_STEPS
+from finetune.demo.run import DEFAULT_SEEDS, run_demo
+from finetune.demo.train import DEMO_STEPS
 from finetune.errors import CheckFailed, UserError
 
 if TYPE_CHECKING:
-    from finetune.demo_runner import DemoResult
+    from finetune.demo.runner import DemoResult
 
 TOOLS_DIR = "tools"  # the tool task's folder inside DIR when both tasks run
 
@@ -58,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _tool_task(out: str | Path, seeds: tuple[int, ...], steps: int) -> None:
-    from finetune.demo_toolrun import TOOL_STEPS, run_tool_demo
+    from finetune.demo.toolrun import TOOL_STEPS, run_tool_demo
 
     _stopped(run_tool_demo(out, seeds=seeds, steps=TOOL_STEPS if steps == DEMO_STEPS else steps))
 

@@ -1,5 +1,5 @@
 """`finetune diagnose RUN --apply`: set the recommended variant in the run spec (the original kept beside
-it) and re-render config/ through :func:`finetune.config_render.render`."""
+it) and re-render config/ through :func:`finetune.config.render.render`."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 import yaml
 
 from finetune import atomic
-from finetune import config_render as renderer
+from finetune.config import render as renderer
 from finetune.diagnose.context import RunContext
 from finetune.errors import CheckFailed, UserError
 from finetune.spec import parse_spec

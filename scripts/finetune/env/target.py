@@ -74,7 +74,7 @@ def trl_vllm_range() -> str:
 
 
 def build_target(plan: Any) -> dict[str, Any]:
-    """The needs of ``plan`` (a finetune.config_plan.RenderPlan) as target.json's dict."""
+    """The needs of ``plan`` (a finetune.config.plan.RenderPlan) as target.json's dict."""
     from finetune.rewards.render import _requirements
 
     topo, spec = plan.topology, plan.spec

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from finetune import demo_tools
-from finetune.config_dataset import _dataset_stats
+from finetune.config.dataset import _dataset_stats
+from finetune.demo import tools as demo_tools
 from finetune.errors import UserError
 from finetune.inspect.sample import training_prompt
 from finetune.spec import load_spec
@@ -63,7 +63,7 @@ def test_plain_text_prompts_with_an_environment_are_refused(tmp_path):
 def test_a_chat_template_trl_cannot_parse_is_refused_before_training(tmp_path):
     """TRL reads tool calls through a response template; a template it has none for stops its trainer at the
     start (on the training box), so the render refuses it."""
-    from finetune.config_dataset import _environment_tools
+    from finetune.config.dataset import _environment_tools
     from finetune.tinymodel import build_tokenizer
 
     spec = _spec(tmp_path, False, True)

@@ -1,6 +1,6 @@
 """The digit task's report: report.md (templates/demo-report.md.j2), report.html and demo.json.
 
-Every value the template shows is prepared here from the demo's facts (:class:`finetune.demo_runner.DemoResult`),
+Every value the template shows is prepared here from the demo's facts (:class:`finetune.demo.runner.DemoResult`),
 with a link to every artefact relative to the demo folder; a link is drawn only to a file that exists.
 """
 
@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from finetune import atomic, jsonio, literals, rundir
-from finetune.demo_runner import CHECKER_USER, DemoResult
-from finetune.demo_train import EARLY_STEPS
+from finetune.demo.runner import CHECKER_USER, DemoResult
+from finetune.demo.train import EARLY_STEPS
 
 
 def _link(out: Path, rel: str) -> str:
@@ -197,7 +197,7 @@ def report_markdown(result: DemoResult) -> str:
     model, base = _model_facts(f)
     gate_pass, gate_fail = _gate_facts(f)
     changes = [c for c in f.get("profile_changes", []) if c["field"] not in ("output_dir", "seed")]
-    env = literals.environment(Path(__file__).resolve().parent / "templates")
+    env = literals.environment(Path(__file__).resolve().parents[1] / "templates")
     text = env.get_template("demo-report.md.j2").render(
         wall=f.get("wall_seconds", "?"), reader=result.reader, terminal="terminal" in result.reader,
         checker_user=CHECKER_USER, stopped=f.get("stopped_at"), phases=_phase_rows(result), model=model, base=base,

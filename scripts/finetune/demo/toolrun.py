@@ -1,4 +1,4 @@
-"""`finetune demo --tools`: the calculator tool task (:mod:`finetune.demo_tools`) end to end on CPU.
+"""`finetune demo --tools`: the calculator tool task (:mod:`finetune.demo.tools`) end to end on CPU.
 
 The same product stages as the digit task, on a spec with an ``environment``: render rewards (env.py copied
 and bound) → ``inspect sample`` generates whole rollouts (tool calls executed) → score → the demo's
@@ -24,10 +24,11 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from finetune import atomic, demo_tools, jsonio, rundir
+from finetune import atomic, jsonio, rundir
+from finetune.demo import tools as demo_tools
 
 if TYPE_CHECKING:
-    from finetune.demo_runner import Phase, Runner
+    from finetune.demo.runner import Phase, Runner
     from finetune.spec import RunSpec
 
 TOOL_STEPS = 20
@@ -160,7 +161,7 @@ def train(run_dir: Path, spec: RunSpec, seed: int, output_dir: Path,
     from datasets import load_dataset
     from trl import GRPOConfig, GRPOTrainer
 
-    from finetune.demo_train import demo_training_kwargs
+    from finetune.demo.train import demo_training_kwargs
     from finetune.errors import CheckFailed
     from finetune.inspect.gate import verify_gate
     from finetune.inspect.rewardmod import load_rewards
@@ -190,7 +191,7 @@ def train(run_dir: Path, spec: RunSpec, seed: int, output_dir: Path,
     trainer.save_state()
     jsonio.write_json(output_dir / "tool_calls.json", {
         "note": "tool calls executed through TRL's environment_factory during training, counted by the demo's "
-                "wrapper of the gated environment's tools (finetune.demo_toolrun.counting_factory)",
+                "wrapper of the gated environment's tools (finetune.demo.toolrun.counting_factory)",
         "steps": trainer.state.global_step, "executed": dict(sorted(counts.items())), "total": sum(counts.values())})
     return trainer, changes, dict(counts)
 
@@ -208,7 +209,7 @@ def _prepare(out: Path) -> tuple[Path, Path, list[tuple[int, int]]]:
 
 
 def _reads(run: Runner, run_dir: Path, facts: dict[str, Any], key: str) -> None:
-    from finetune.demo_runner import CHECKER_STATEMENT, CHECKER_USER, checker_verdicts
+    from finetune.demo.runner import CHECKER_STATEMENT, CHECKER_USER, checker_verdicts
     from finetune.spec import load_spec
 
     holder: dict[str, Any] = {}
@@ -357,8 +358,8 @@ def run_tool_demo(out: str | Path, *, seeds: tuple[int, ...], steps: int = TOOL_
     import torch
     from rich.console import Console
 
-    from finetune.demo_checker import READER_LABEL
-    from finetune.demo_runner import DemoResult, Runner, Stop, prepare_out, quiet_libraries
+    from finetune.demo.checker import READER_LABEL
+    from finetune.demo.runner import DemoResult, Runner, Stop, prepare_out, quiet_libraries
 
     console = console or Console(highlight=False, file=sys.stdout)
     out = Path(out).resolve()

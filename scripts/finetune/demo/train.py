@@ -123,7 +123,7 @@ def train_toy(run_dir: Path, spec: RunSpec, seed: int, output_dir: Path, steps: 
     trainer.save_state()
     jsonio.write_json(output_dir / "demo_profile.json", {
         "note": "DEMO CPU PROFILE — the toy run's departures from config/grpo_config.yaml "
-                "(finetune.demo_train.DEMO_CPU_PROFILE)",
+                "(finetune.demo.train.DEMO_CPU_PROFILE)",
         "dataset": str(data), "changes": changes})
     return trainer, changes
 
@@ -132,7 +132,8 @@ def inspection_wiring(spec: RunSpec, module: Any, kwargs: dict[str, Any]) -> tup
     """The gated rewards wrapped and the inspection callback, as config/train.py wires them: `watch.instrument`
     with the values `config render` put in train.py (`config.inspection_settings`) and the run's
     max_completion_length. The wrappers return the rewards' own scores and draw no random numbers."""
-    from finetune import config, watch
+    from finetune import watch
+    from finetune.config import build as config
 
     settings = config.inspection_settings(spec)
     return watch.instrument(list(module.REWARD_FUNCS), meta=module.REWARD_META, weights=module.REWARD_WEIGHTS,
@@ -166,7 +167,7 @@ def inspection_record(output_dir: Path, base: Path) -> dict[str, Any]:
 def brief_addendum(changes: list[dict[str, Any]]) -> str:
     lines = ["", "", "## Demo CPU profile (added by `finetune demo` — NOT rendered, NOT for a real run)", "",
              "Everything above is the rendered base recipe for the target GPU and is what a real run uses. The "
-             "demo's toy run on this CPU replaced only these fields (`finetune.demo_train.DEMO_CPU_PROFILE`); every "
+             "demo's toy run on this CPU replaced only these fields (`finetune.demo.train.DEMO_CPU_PROFILE`); every "
              "algorithm-defining field and the batch arithmetic are as rendered. The learning rate departs from "
              "the base-recipe contract for the demo only: a real run keeps 5e-7 until a PASS gate and a healthy "
              "diagnosis of its base run.", "", "| field | rendered | demo | why |", "|---|---|---|---|"]

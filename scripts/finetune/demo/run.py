@@ -2,7 +2,7 @@
 
 The demo calls the product's own stages (in-process, through :func:`finetune.cli.main`) on a task
 that needs no download — copy three digits into ``<answer>...</answer>`` — and a tiny model built
-and warmed up locally (:mod:`finetune.demo_task`):
+and warmed up locally (:mod:`finetune.demo.task`):
 
 route → render rewards → sample → score (red flags, hack probes, base success) → review → verdicts →
 gate PASS → memory fit + config render → a short GRPO run per seed, held-out reward measured before
@@ -11,9 +11,9 @@ directory shows a FAIL: a deliberately broken reward (substring match) caught by
 which Phase 2 refuses to render.
 
 This module is the task's orchestrator: the steps in /finetune's order. The machinery they run on (phases,
-the demo folder, the checker's reading, who reads the samples) is :mod:`finetune.demo_runner`; the toy GRPO
-run and its CPU profile (the base-recipe contract's one demo departure) :mod:`finetune.demo_train`; the
-report :mod:`finetune.demo_report`.
+the demo folder, the checker's reading, who reads the samples) is :mod:`finetune.demo.runner`; the toy GRPO
+run and its CPU profile (the base-recipe contract's one demo departure) :mod:`finetune.demo.train`; the
+report :mod:`finetune.demo.report`.
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from finetune import atomic, jsonio, rundir
-from finetune.demo_report import write_report
-from finetune.demo_runner import (
+from finetune.demo.report import write_report
+from finetune.demo.runner import (
     CHECKER_STATEMENT,
     CHECKER_USER,
     DemoResult,
@@ -39,7 +39,7 @@ from finetune.demo_runner import (
     progress_bar,
     quiet_libraries,
 )
-from finetune.demo_train import (
+from finetune.demo.train import (
     DEMO_STEPS,
     EARLY_STEPS,
     brief_addendum,
@@ -55,7 +55,7 @@ if TYPE_CHECKING:
 
     from finetune.spec import RunSpec
 
-DATA = Path(__file__).parent / "data" / "demo"
+DATA = Path(__file__).resolve().parents[1] / "data" / "demo"
 DEFAULT_SEEDS = (3407, 3408)
 HELDOUT_PROMPTS = 64
 HELDOUT_K = 8
@@ -84,7 +84,7 @@ def run_demo(out: str | Path, *, reader: str = "auto", seeds: tuple[int, ...] = 
         interactive = Prompt.ask("Phase 1 needs 50-100 samples read. Who reads them: you (terminal review, a few "
                                  "minutes) or the demo's independent checker (not a person)?",
                                  choices=["you", "checker"], default="you", console=console) == "you"
-    from finetune.demo_checker import READER_LABEL
+    from finetune.demo.checker import READER_LABEL
 
     result = DemoResult(out=out, reader="user (terminal review)" if interactive else f"{READER_LABEL}")
     run = Runner(result, console)
@@ -128,7 +128,7 @@ def _phases(run: Runner, result: DemoResult, out: Path, interactive: bool, seeds
 def _task_and_model(run: Runner, out: Path, run_dirs: tuple[Path, Path], facts: dict[str, Any],
                     console: Any) -> list[str]:
     """What a user brings: a dataset and an SFT checkpoint. Returns the held-out digit strings."""
-    from finetune import demo_task
+    from finetune.demo import task as demo_task
 
     train_strings, held_strings = demo_task.splits()
 
@@ -235,8 +235,8 @@ def _fail_demo(run: Runner, good: Path, bad: Path, facts: dict[str, Any], consol
 def _phase3(run: Runner, good: Path, spec: Any, held_strings: list[str], seeds: tuple[int, ...], steps: int,
             facts: dict[str, Any], console: Any) -> None:
     """The toy GRPO run, per seed, with the held-out reward before and after; BRIEF.md gains the CPU profile."""
-    from finetune import demo_task
-    from finetune.config import inspection_settings
+    from finetune.config.build import inspection_settings
+    from finetune.demo import task as demo_task
     from finetune.inspect.rewardmod import load_rewards
 
     rewards = load_rewards(good, [r.name for r in spec.rewards])
@@ -314,7 +314,7 @@ def _phase4(run: Runner, good: Path, facts: dict[str, Any]) -> None:
 
 
 def _checker_reads(run: Runner, run_dir: Path, spec: RunSpec, facts: dict[str, Any], key: str) -> None:
-    from finetune.demo_checker import READER_LABEL
+    from finetune.demo.checker import READER_LABEL
 
     holder: dict[str, Any] = {}
 

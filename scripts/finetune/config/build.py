@@ -4,9 +4,9 @@ Everything is checked here, on a CPU box, for the TARGET hardware before a singl
 TRL's batch rules for the real number of training processes (server mode takes GPUs away from
 training), the num_generations floor, the variants, base-recipe and explicit-fields contracts,
 override names against the installed TRL, completion length against the dataset, the vLLM context,
-VLM / MoE models, and the gate record of Phase 1. Then :mod:`finetune.config_render` writes ``config/``
-atomically from the Jinja templates. The plan's types: :mod:`finetune.config_plan`; the dataset's lengths:
-:mod:`finetune.config_dataset`; where the run goes: :mod:`finetune.config_topology`.
+VLM / MoE models, and the gate record of Phase 1. Then :mod:`finetune.config.render` writes ``config/``
+atomically from the Jinja templates. The plan's types: :mod:`finetune.config.plan`; the dataset's lengths:
+:mod:`finetune.config.dataset`; where the run goes: :mod:`finetune.config.topology`.
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from finetune import jsonio, rundir
-from finetune.config_dataset import _check_lengths, _dataset_stats
-from finetune.config_plan import DatasetStats, RenderPlan, Setting, Topology
-from finetune.config_topology import (
+from finetune.config.dataset import _check_lengths, _dataset_stats
+from finetune.config.plan import DatasetStats, RenderPlan, Setting, Topology
+from finetune.config.topology import (
     _check_batch,
     _check_colocate_tp,
     _check_generation_node,

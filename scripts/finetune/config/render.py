@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from finetune import __version__, literals, rundir, watch
-from finetune.config import (
+from finetune.config.build import (
     TRL_VERSION_PIN,
     UNGATED_OVERRIDE,
     UNGATED_SMOKE_STEPS,
@@ -21,7 +21,7 @@ from finetune.config import (
     build_plan,
     inspection_settings,
 )
-from finetune.config_plan import RenderPlan
+from finetune.config.plan import RenderPlan
 from finetune.errors import UserError
 from finetune.variants import ALGORITHM_FIELDS
 
@@ -31,9 +31,9 @@ if TYPE_CHECKING:
     from finetune.memory.result import Estimate
 
 
-TEMPLATES = Path(__file__).parent / "templates"
+TEMPLATES = Path(__file__).resolve().parents[1] / "templates"
 
-EXAMPLE_SPEC = Path(__file__).resolve().parents[2] / "examples" / "spec.yaml"
+EXAMPLE_SPEC = Path(__file__).resolve().parents[3] / "examples" / "spec.yaml"
 
 # ----------------------------------------------------------------------------------------------
 # rendering

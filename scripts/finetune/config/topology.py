@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from finetune.config_plan import Setting, Topology
+from finetune.config.plan import Setting, Topology
 from finetune.errors import UserError
 
 if TYPE_CHECKING:

@@ -1,5 +1,5 @@
 """The render plan: every GRPOConfig value with the reason it has, where the run goes (the topology) and the
-dataset's measured lengths — computed by :func:`finetune.config.build_plan` before anything is written."""
+dataset's measured lengths — computed by :func:`finetune.config.build.build_plan` before anything is written."""
 
 from __future__ import annotations
 

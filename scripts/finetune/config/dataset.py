@@ -8,7 +8,7 @@ import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from finetune.config_plan import DatasetStats, Setting
+from finetune.config.plan import DatasetStats, Setting
 from finetune.dataset import data_format, load_rows
 from finetune.errors import UserError
 

@@ -165,7 +165,7 @@ def build_demo_model(out_dir: str | Path, train_strings: list[str], recipe: Warm
     model.save_pretrained(out)
     tok.save_pretrained(out)
     jsonio.write_json(out / "DEMO_MODEL.json", {
-        "built_by": "finetune.demo_task.build_demo_model",
+        "built_by": "finetune.demo.task.build_demo_model",
         "task": f"{INSTRUCTION} (3 digits) -> <answer>DIGITS</answer>",
         "recipe": asdict(recipe), "train_prompts": len(train_strings),
         "loss_first": losses[0], "loss_last": sum(losses[-10:]) / min(10, len(losses)),
@@ -224,7 +224,7 @@ def sample_completions(model_or_path: Any, tokenizer_path: str | Path, prompts: 
 def score_heldout(completions: list[list[str]], strings: list[str], reward_module: RewardModule, temperature: float,
                   seed: int) -> HeldoutScore:
     """Score held-out completions with the gated rewards.py (TRL-style calls) and the checker."""
-    from finetune import demo_checker
+    from finetune.demo import checker as demo_checker
     from finetune.inspect.rewardmod import score_items
 
     items: list[dict[str, Any]] = [

@@ -15,7 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from finetune import demo, demo_checker, demo_report, demo_runner, demo_train, rundir
+from finetune import rundir
+from finetune.demo import checker as demo_checker
+from finetune.demo import report as demo_report
+from finetune.demo import run as demo
+from finetune.demo import runner as demo_runner
+from finetune.demo import train as demo_train
 
 LABEL = demo_checker.READER_LABEL
 
@@ -191,7 +196,7 @@ def test_checker_reads_the_prompt_not_the_gold():
 
 @pytest.mark.slow
 def test_model_build_is_deterministic(tmp_path):
-    from finetune import demo_task
+    from finetune.demo import task as demo_task
     from finetune.hashing import sha256_file
 
     recipe = demo_task.WarmupRecipe(steps=3, batch=4)
@@ -255,7 +260,7 @@ def test_a_person_reading_in_the_terminal_needs_no_confirmation(tmp_path, monkey
     from rich.console import Console
     from rich.prompt import Prompt
 
-    from finetune.demo import run_demo
+    from finetune.demo.run import run_demo
 
     run_dir = tmp_path / "demo" / "pass"
     seen: dict[str, demo_checker.Check] = {}
@@ -327,7 +332,7 @@ def test_demo_filters_and_shows_predicted_beside_measured_zero_std(demo_run):
     lo, hi = flt["predicted_zero_std_after_interval"]
     assert lo <= flt["predicted_zero_std_after"] <= hi
     # the toy task is heterogeneous like a real dataset: the tiers show in the filter's own pass rates
-    from finetune.demo_task import WarmupRecipe
+    from finetune.demo.task import WarmupRecipe
 
     recipe, source = WarmupRecipe(), [json.loads(x) for x in (demo_run.out / "data" / "train.jsonl").open()]
     by_tier: dict[str, list[int]] = {}
@@ -438,9 +443,9 @@ def test_a_stopped_toy_run_is_reported_as_the_callbacks_decision_not_a_demo_erro
 def test_demo_runs_the_digit_task_then_the_tool_task_unless_told_one(cli, tmp_path, monkeypatch):
     """`finetune demo`: the digit task into DIR, then the tool task into DIR/tools; --no-tools / --tools run one;
     a stopped digit task stops the demo before the tool task (exit 1). The tasks themselves run for real in the
-    session fixture (--no-tools) and in tests/test_demo_tools.py (--tools)."""
-    from finetune import demo_toolrun
+    session fixture (--no-tools) and in tests/demo/test_demo_tools.py (--tools)."""
     from finetune.cli import demo as cli_demo
+    from finetune.demo import toolrun as demo_toolrun
 
     ran: list[tuple[str, Path, tuple[int, ...], int]] = []
     stop: dict = {}

@@ -7,7 +7,7 @@ not make; :func:`quiet_libraries` and :func:`progress_bar` keep the console the 
 
 Who reads the samples (gate-record contract): on a terminal the user reads them (terminal review) unless they
 hand the reading to the checker when asked; otherwise the demo's independent checker
-(:mod:`finetune.demo_checker`, or the tool task's) reads them through :func:`checker_verdicts`, recorded as
+(:mod:`finetune.demo.checker`, or the tool task's) reads them through :func:`checker_verdicts`, recorded as
 reader ``agent`` with every note saying "independent checker (demo), not a person", and the demo records
 the confirmation itself under the name :data:`CHECKER_USER`. The gate therefore PASSes on a reading no
 person made; every output says so, and a real run needs the user's confirmation.
@@ -38,7 +38,7 @@ MARKER = "DEMO_RUN.json"
 CHECKER_USER = "finetune demo (no person)"
 CHECKER_STATEMENT = (
     "DEMO ONLY: no person read or confirmed these samples. The reader was the demo's independent checker "
-    "(finetune/demo_checker.py: it reads the digits from the prompt, not from the reward code), recorded as "
+    "(finetune/demo/checker.py: it reads the digits from the prompt, not from the reward code), recorded as "
     "reader 'agent'; `finetune demo` records this confirmation itself so the gate can be shown end to end. "
     "A real run needs the user's own reading or confirmation.")
 
@@ -222,7 +222,7 @@ CheckerReading = Callable[[dict[str, Any], dict[str, Any]], tuple[bool, bool, bo
 
 
 def _digits_reading(row: dict[str, Any], item: dict[str, Any]) -> tuple[bool, bool, bool, str]:
-    from finetune import demo_checker
+    from finetune.demo import checker as demo_checker
 
     c = demo_checker.check(row["prompt"], row["completion"], item["gold"])
     return c.accept, c.correct, c.well_formed, c.note
@@ -232,7 +232,7 @@ def checker_verdicts(run_dir: Path, spec: RunSpec,
                      read: CheckerReading = _digits_reading) -> tuple[Path, dict[str, int]]:
     """The checker reads the review selection; returns (verdicts JSONL for `inspect verdict --file`, counts).
     ``read`` is the task's checker (the digits task's by default; the tool task passes its own)."""
-    from finetune import demo_checker
+    from finetune.demo import checker as demo_checker
     from finetune.inspect import review
 
     items, _ = review.review_items(run_dir, spec)

@@ -20,7 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from finetune import demo_toolrun, demo_tools, rundir
+from finetune import rundir
+from finetune.demo import toolrun as demo_toolrun
+from finetune.demo import tools as demo_tools
 
 
 def _json(path: Path):
