@@ -75,6 +75,7 @@ FLOORS: dict[str, float] = {"model_load": 600.0, "vllm_start": 600.0, "weight_sy
 # TRL 1.16's methods that ARE the moments (module, class, method, moment); tests check they exist in the installed
 # TRL, so a TRL that renames one fails a test instead of leaving a moment unwatched.
 TRL_MOMENTS = (
+    ("trl.trainer.grpo_trainer", "GRPOTrainer", "__init__", "model_load"),  # the policy, reference model, vLLM
     ("trl.generation.vllm_generation", "VLLMGeneration", "_init_vllm", "vllm_start"),  # colocate LLM() / client
     ("trl.generation.vllm_generation", "VLLMGeneration", "sync_weights", "weight_sync"),
     ("trl.trainer.grpo_trainer", "GRPOTrainer", "_generate", "generation"),  # vLLM, transformers and tool loops

@@ -86,7 +86,7 @@ def _context(plan: RenderPlan) -> dict[str, Any]:
         "slurm_job_name": re.sub(r"[^A-Za-z0-9_.-]", "-", spec.name)[:64] or "grpo",
         "inspection": inspection_settings(spec),
         "stopped_exit": STOPPED_EXIT,
-        "stalled_exit": STALLED_EXIT,
+        "stalled_exit": STALLED_EXIT, "dry_run_factor": f"{watchdog.FACTOR:g}",
     }
 
 
