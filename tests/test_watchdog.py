@@ -138,13 +138,18 @@ HANGING_GENERATION = textwrap.dedent('''
 
 @pytest.fixture(scope="module")
 def cpu_run(tmp_path_factory, tiny_model_dir) -> Path:
+    """A CPU run rendered around its own copy of the tiny model (the pre-flight test below edits the copy)."""
+    import shutil
+
     sys.path.insert(0, str(ROOT / "tests"))
     from render_fixtures import write_run
 
     from finetune.cli import main
 
-    spec = write_run(tmp_path_factory.mktemp("wd") / "run", str(tiny_model_dir),
-                     hardware={"profile": "cpu", "gpus": 0, "nodes": 1})
+    root = tmp_path_factory.mktemp("wd")
+    model = root / "model"
+    shutil.copytree(tiny_model_dir, model)
+    spec = write_run(root / "run", str(model), hardware={"profile": "cpu", "gpus": 0, "nodes": 1})
     assert main(["config", "render", str(spec), "--no-gate"]) == 0
     return spec.parent
 
@@ -175,3 +180,32 @@ def test_dry_run_times_the_moments_and_a_hanging_generation_is_stopped(cpu_run, 
     assert stalled["moment"] == "generation" and stalled["budget_s"] == 3.0
     stacks = Path(stalled["stacks"]).read_text()
     assert "in hang" in stacks and "_generate" in stacks, stacks
+
+
+@pytest.mark.slow
+def test_train_py_refuses_an_empty_completion_mask_before_loading_the_model(cpu_run):
+    """The rendered train.py's pre-flight (config/preflight.py) on a gated sample: with a model whose generation
+    stops on no token its chat template ends a turn with, TRL would mask every completion away (or train past the
+    turn's end); train.py refuses before any weight loads. (Here beside the watchdog: the same rendered run.)"""
+    model = Path(json.loads((cpu_run / "config" / "target.json").read_text())["inputs"]["model"])
+    model = model if model.is_absolute() else cpu_run / model
+    saved = {name: (model / name).read_text() for name in ("generation_config.json", "tokenizer_config.json")}
+    sample = {"id": "s0", "prompt": [{"role": "user", "content": "What is 1 plus 2?"}], "completion": "3",
+              "conversational": True}
+    (cpu_run / "samples.jsonl").write_text(json.dumps(sample) + "\n")
+    metrics = cpu_run / "train" / "metrics.jsonl"
+    before = metrics.stat().st_mtime_ns if metrics.exists() else None
+    try:
+        gen, tok = (json.loads(saved[n]) for n in ("generation_config.json", "tokenizer_config.json"))
+        (model / "generation_config.json").write_text(json.dumps(gen | {"eos_token_id": 0}))
+        (model / "tokenizer_config.json").write_text(json.dumps(tok | {"eos_token": "<|pad|>"}))
+        res = subprocess.run([sys.executable, "config/train.py", "--cpu", "--max-steps", "1"], cwd=cpu_run,
+                             env=_env(), capture_output=True, text=True, timeout=600)
+        assert res.returncode == 1 and "refusing to train: on samples.jsonl sample s0" in res.stderr, res.stderr[-2000:]
+        assert "<|end|>" in res.stderr and "eos_token_id" in res.stderr
+        metrics = cpu_run / "train" / "metrics.jsonl"
+        assert (metrics.stat().st_mtime_ns if metrics.exists() else None) == before  # refused before training
+    finally:
+        for name, text in saved.items():
+            (model / name).write_text(text)
+        (cpu_run / "samples.jsonl").unlink()

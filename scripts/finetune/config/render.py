@@ -64,6 +64,7 @@ def _context(plan: RenderPlan) -> dict[str, Any]:
         "ungated_override": UNGATED_OVERRIDE, "ungated_smoke_steps": UNGATED_SMOKE_STEPS,
         "watch_sha256": hashlib.sha256(watch_source().encode("utf-8")).hexdigest(),
         "watchdog_sha256": hashlib.sha256(watchdog_source().encode("utf-8")).hexdigest(),
+        "preflight_sha256": hashlib.sha256(preflight_source().encode("utf-8")).hexdigest(),
         "sandbox": sandbox_target(plan),  # the reward sandbox's CPU sizing, as target.json states it
         "score_report_sha256": ((plan.gate or {}).get("inputs") or {}).get(rundir.SCORE_REPORT),
         "reward_section_json": json.dumps(reward_section, sort_keys=True, separators=(",", ":"), ensure_ascii=False),
@@ -111,6 +112,7 @@ def render_files(plan: RenderPlan) -> dict[str, str]:
     files["env_check.py"] = checker_source()
     files["watch.py"] = watch_source()
     files["watchdog.py"] = watchdog_source()
+    files["preflight.py"] = preflight_source()
     if not plan.topology.cpu and plan.topology.nodes > 1:
         files["launch.slurm"] = env.get_template("launch.slurm.j2").render(**ctx)
     # launch.slurm and the multi-node launch.sh always train through `accelerate launch --config_file`, even
@@ -140,6 +142,13 @@ def watchdog_source() -> str:
     return Path(watchdog.__file__).read_text(encoding="utf-8")
 
 
+def preflight_source() -> str:
+    """finetune/preflight.py, rendered verbatim beside train.py (the checks train.py runs before the model loads)."""
+    from finetune import preflight
+
+    return Path(preflight.__file__).read_text(encoding="utf-8")
+
+
 def write(plan: RenderPlan, files: dict[str, str]) -> Path:
     from finetune.commit import staged_dir
 
@@ -157,7 +166,7 @@ def write(plan: RenderPlan, files: dict[str, str]) -> Path:
 
 
 _RENDERED_NAME = re.compile(r"BRIEF\.md|grpo_config\.yaml|train\.py|launch\.sh|launch\.slurm|accelerate\.yaml|"
-                            r"deepspeed_zero\d\.json|target\.json|env_check\.py|watch\.py|watchdog\.py")
+                            r"deepspeed_zero\d\.json|target\.json|env_check\.py|watch\.py|watchdog\.py|preflight\.py")
 
 
 def render(spec_path: str | Path, out: str | Path | None = None, *, preview: bool = False,

@@ -57,6 +57,9 @@ MAX_COMPLETION_LENGTH = 1024  # a completion this long was truncated
 WATCH_SHA256 = '89072a570ca8f2e7294759efd2168bff2603f3f7250a6570011d05e84663d98e'  # config/watch.py as rendered: an edited inspection callback does not train
 STOPPED_EXIT = 3  # exit status when the inspection callback stopped the run (launch.sh passes it on)
 WATCHDOG_SHA256 = '9c8df2596e00fce647d37aed65e79b87d638699268b5935a235fe07eb4d5915e'  # config/watchdog.py as rendered (the stall watchdog, the dry run)
+PREFLIGHT_SHA256 = 'c3d386a8ef03608cb179cc09770106fd9c61947a5e3a747444b421437390abf7'  # config/preflight.py as rendered (the completion-mask check)
+MASK_TRUNCATED = False  # GRPOConfig.mask_truncated_completions below
+SEQ_LEN = 256 + 1024  # prompt + completion tokens
 
 # --- the reward sandbox's CPU sizing (config/target.json "sandbox"; None: no sandboxed reward). Workers per pool are
 # set through FINETUNE_SANDBOX_WORKERS from the host's CPUs: outside the gated rewards, so sizing never voids a PASS
@@ -329,18 +332,38 @@ def load_watch():
     return watch
 
 
-def load_watchdog():
-    """config/watchdog.py (by path, from bytes whose sha256 must be WATCHDOG_SHA256) and those bytes: the
-    sidecar that holds the clock runs exactly them."""
-    path = Path(__file__).resolve().parent / "watchdog.py"
+def load_verified(name: str, sha256: str, what: str):
+    """config/<name> loaded by path from bytes whose sha256 must be ``sha256``, and those bytes."""
+    path = Path(__file__).resolve().parent / name
     try:
         data = path.read_bytes()
-        if hashlib.sha256(data).hexdigest() != WATCHDOG_SHA256:
-            sys.exit(f"refusing to train: {path} differs from the watchdog rendered with this train.py; "
-                     "re-render config/ (`finetune config render`)")
-        return load_by_path("finetune_watchdog", path, data), data
+        if hashlib.sha256(data).hexdigest() != sha256:
+            sys.exit(f"refusing to train: {path} differs from the {what} rendered with this train.py; re-render "
+                     "config/ (`finetune config render`)")
+        return load_by_path("finetune_" + name[:-3], path, data), data
     except (OSError, SyntaxError) as exc:
         sys.exit(f"refusing to train: cannot load {path} ({exc}); re-render config/")
+
+
+def check_completion_mask(preflight) -> None:
+    """On a gated sample rendered as TRL renders it, the loss mask TRL builds is not empty and leaves every tool
+    result out (config/preflight.py); refused before the model loads."""
+    found = preflight.episode(RUN_DIR, SYSTEM_PROMPT)
+    if found is None:
+        print("pre-flight: no conversational gated sample beside the run: the completion mask is not checked",
+              file=sys.stderr)
+        return
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(MODEL)
+    if not getattr(tokenizer, "chat_template", None):
+        return  # plain text: TRL stops a completion at the tokenizer's own EOS
+    res = preflight.completion_mask_check(tokenizer, found[0], preflight.eos_ids(MODEL), MASK_TRUNCATED, found[1])
+    if not res.ok:
+        sys.exit(f"refusing to train: on {res.source}, {res.why} — fix: make the model's generation_config.json "
+                 "eos_token_id include the token its chat template ends a turn with, or use a chat template TRL "
+                 "renders tool calls with (trl/chat_templates)")
+    print(f"pre-flight: completion mask on {res.source}: {res.why}", file=sys.stderr)
 
 
 def start_watchdog(watchdog, source: bytes, dry_run: bool, overrides: list):
@@ -359,9 +382,11 @@ def start_watchdog(watchdog, source: bytes, dry_run: bool, overrides: list):
     return dog.start(source), this
 
 
-def finish_dry_run(watchdog, dog, this: str, used: list) -> None:
-    """train/dryrun.json and the table of each moment's first duration beside the bound the real run gets."""
-    record = watchdog.dry_run_record(dog, this, used)
+def finish_dry_run(watchdog, dog, this: str, used: list, attention: dict) -> None:
+    """train/dryrun.json and the table of each moment's first duration beside the bound the real run gets, and the
+    attention implementation the policy runs (eager: the T² softmax the memory estimate does not count)."""
+    record = dict(watchdog.dry_run_record(dog, this, used), attention=attention)
+    print(f"attention: {attention['implementation']}" + (f" — {attention['note']}" if "note" in attention else ""))
     if int(os.environ.get("RANK", "0")) == 0:
         out = RUN_DIR / "train" / watchdog.DRY_RUN
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -479,7 +504,9 @@ def main(argv=None) -> None:
     check_gate(cpu, 1 if args.dry_run else args.max_steps)
     check_no_shadows()
     size_sandbox()  # before the rewards start their pools (the re-score below already uses them)
-    watchdog, watchdog_source = load_watchdog()
+    watchdog, watchdog_source = load_verified("watchdog.py", WATCHDOG_SHA256, "watchdog")
+    preflight, _ = load_verified("preflight.py", PREFLIGHT_SHA256, "pre-flight checks")
+    check_completion_mask(preflight)
     dog, this_sha256 = start_watchdog(watchdog, watchdog_source, args.dry_run, args.budget)
 
     rewards = load_gated_rewards()
@@ -587,7 +614,10 @@ def main(argv=None) -> None:
     # --- recipe:end
 
     if args.dry_run:
-        return finish_dry_run(watchdog, dog, this_sha256, [m for m in watchdog.MOMENTS if m in dog.durations])
+        attention = preflight.attention_check(trainer.model, grpo_args.per_device_train_batch_size, SEQ_LEN,
+                                              bool(grpo_args.gradient_checkpointing))
+        return finish_dry_run(watchdog, dog, this_sha256, [m for m in watchdog.MOMENTS if m in dog.durations],
+                              attention)
     dog.close()
     trainer.save_model(grpo_args.output_dir)
     trainer.save_state()  # trainer_state.json (log history) for `finetune diagnose`
