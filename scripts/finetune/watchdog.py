@@ -127,15 +127,18 @@ class Watchdog:
     """Marks the moments of this process and hands them to the sidecar that holds the clock.
 
     ``moment(name)`` brackets one; ``beat(name)`` restarts a running one (the optimiser step: one per step);
-    ``durations`` keeps every measured duration (the dry run reports the first of each)."""
+    ``durations`` keeps every measured duration (the dry run reports the first of each), ``peaks`` the most
+    memory torch's allocator held during each (when the trainer runs on CUDA)."""
 
     def __init__(self, budgets: Mapping[str, float], out_dir: Path, *, rank: int = 0, enabled: bool = True,
-                 poll_s: float = POLL_S, grace_s: float = GRACE_S) -> None:
+                 poll_s: float = POLL_S, grace_s: float = GRACE_S, memory: bool = False) -> None:
         self.budgets = {k: float(v) for k, v in budgets.items() if k in MOMENTS}
         self.out_dir, self.rank, self.enabled = Path(out_dir), rank, enabled
-        self.poll_s, self.grace_s = poll_s, grace_s
+        self.poll_s, self.grace_s, self.memory = poll_s, grace_s, memory
         self.durations: dict[str, list[float]] = {}
+        self.peaks: dict[str, list[float]] = {}  # GiB torch's allocator held during each moment (CUDA only)
         self._open: dict[str, float] = {}
+        self._open_peak: dict[str, float] = {}
         self._pipe: int | None = None
         self._proc: subprocess.Popen[bytes] | None = None
         self._stacks: IO[str] | None = None
@@ -168,14 +171,32 @@ class Watchdog:
         except OSError:  # the sidecar is gone: the run goes on unwatched rather than failing here
             self._pipe = None
 
+    def _fold_memory(self) -> None:
+        """With ``memory`` (a dry run): fold the allocator's peak since the last event into every open moment (a
+        moment inside another counts for both), then restart the peak. Only when the trainer has CUDA up: this
+        module never imports torch."""
+        torch = sys.modules.get("torch")
+        if not self.memory or torch is None or not torch.cuda.is_available() or not torch.cuda.is_initialized():
+            return
+        peak = torch.cuda.max_memory_allocated() / 2**30
+        for name in self._open_peak:
+            self._open_peak[name] = max(self._open_peak[name], peak)
+        torch.cuda.reset_peak_memory_stats()
+
     def begin(self, name: str) -> None:
+        self._fold_memory()
         self._open[name] = time.monotonic()
+        self._open_peak[name] = 0.0
         self._send(json.dumps({"begin": name}))
 
     def end(self, name: str) -> None:
+        self._fold_memory()
         started = self._open.pop(name, None)
+        peak = self._open_peak.pop(name, None)
         if started is not None:
             self.durations.setdefault(name, []).append(time.monotonic() - started)
+        if peak:
+            self.peaks.setdefault(name, []).append(peak)
         self._send(json.dumps({"end": name}))
 
     def beat(self, name: str) -> None:
@@ -257,7 +278,8 @@ def step_callback(watchdog: Watchdog) -> Any:
 def dry_run_record(watchdog: Watchdog, train_py_sha256: str, used: list[str]) -> dict[str, Any]:
     """train/dryrun.json: each moment's first duration and the bounds the real run will hold it to."""
     moments = watchdog.first()
-    return {"train_py_sha256": train_py_sha256, "moments": moments, "used": used,
+    memory = {name: round(p[0], 3) for name, p in watchdog.peaks.items() if p}
+    return {"train_py_sha256": train_py_sha256, "moments": moments, "used": used, "peak_allocated_gib": memory,
             "bounds": bounds_from_dry_run(moments), "factor": FACTOR, "floors": FLOORS}
 
 

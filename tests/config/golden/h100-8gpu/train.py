@@ -56,7 +56,7 @@ INSPECT_SAMPLE_ROWS = 50  # inspection.min_read: a step file holds as many compl
 MAX_COMPLETION_LENGTH = 1024  # a completion this long was truncated
 WATCH_SHA256 = '89072a570ca8f2e7294759efd2168bff2603f3f7250a6570011d05e84663d98e'  # config/watch.py as rendered: an edited inspection callback does not train
 STOPPED_EXIT = 3  # exit status when the inspection callback stopped the run (launch.sh passes it on)
-WATCHDOG_SHA256 = '9c8df2596e00fce647d37aed65e79b87d638699268b5935a235fe07eb4d5915e'  # config/watchdog.py as rendered (the stall watchdog, the dry run)
+WATCHDOG_SHA256 = 'be3e425040788f74084b193ced15c3e046fd8170c2ad2f6e405d1590a06eba6d'  # config/watchdog.py as rendered (the stall watchdog, the dry run)
 PREFLIGHT_SHA256 = 'c3d386a8ef03608cb179cc09770106fd9c61947a5e3a747444b421437390abf7'  # config/preflight.py as rendered (the completion-mask check)
 MASK_TRUNCATED = False  # GRPOConfig.mask_truncated_completions below
 SEQ_LEN = 256 + 1024  # prompt + completion tokens
@@ -378,7 +378,8 @@ def start_watchdog(watchdog, source: bytes, dry_run: bool, overrides: list):
     enabled = os.environ.get(watchdog.OFF_ENV, "").lower() != "off"
     if int(os.environ.get("RANK", "0")) == 0:  # a stall of an earlier launch says nothing about this one
         (RUN_DIR / "train" / watchdog.STALLED).unlink(missing_ok=True)
-    dog = watchdog.Watchdog(budgets, RUN_DIR / "train", rank=int(os.environ.get("RANK", "0")), enabled=enabled)
+    dog = watchdog.Watchdog(budgets, RUN_DIR / "train", rank=int(os.environ.get("RANK", "0")), enabled=enabled,
+                            memory=dry_run)  # a dry run also records each moment's peak GPU memory
     return dog.start(source), this
 
 
