@@ -227,8 +227,19 @@ class Watchdog:
         """The first measured duration of each moment (what a dry run records)."""
         return {name: round(times[0], 3) for name, times in self.durations.items() if times}
 
+    def summary(self) -> dict[str, dict[str, float]]:
+        """Per moment: how many, the first, the longest and its multiple of the first (the margin a bound needs)."""
+        return {name: {"count": len(t), "first_s": round(t[0], 3), "max_s": round(max(t), 3),
+                       "max_over_first": round(max(t) / t[0], 3) if t[0] > 0 else 0.0}
+                for name, t in self.durations.items() if t}
+
     def close(self) -> None:
-        """A normal end: the sidecar leaves without stopping anything."""
+        """A normal end: the sidecar leaves without stopping anything; train/watchdog/moments-<pid>.json keeps how
+        long each moment took (the margins a dry run's bounds must cover)."""
+        if self.enabled and self.durations:
+            folder = self.out_dir / FOLDER
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / f"moments-{os.getpid()}.json").write_text(json.dumps(self.summary(), indent=2) + "\n")
         self._send(json.dumps({"quit": True}))
         if self._pipe is not None:
             os.close(self._pipe)
