@@ -114,8 +114,10 @@ def test_a_normal_end_leaves_no_sidecar_and_no_stop(tmp_path):
     sidecar = dog._proc
     dog.close()
     assert sidecar is not None and sidecar.poll() == 0
-    assert not (tmp_path / watchdog.STALLED).exists() and not list((tmp_path / watchdog.FOLDER).iterdir())
-    assert list(dog.first()) == ["generation"]
+    assert not (tmp_path / watchdog.STALLED).exists()
+    kept = list((tmp_path / watchdog.FOLDER).iterdir())  # no stacks (nothing stalled), the durations
+    assert [f.name for f in kept] == [f"moments-{os.getpid()}.json"]
+    assert json.loads(kept[0].read_text())["generation"]["count"] == 1 and list(dog.first()) == ["generation"]
 
 
 # The rendered train.py with the model's generate made to hang in C code holding the GIL (catastrophic regex
@@ -170,6 +172,10 @@ def test_dry_run_times_the_moments_and_a_hanging_generation_is_stopped(cpu_run, 
     assert record["train_py_sha256"] == watchdog.file_sha256(cpu_run / "config" / "train.py")
     assert "| vllm_start | not used |" in res.stdout and not (cpu_run / "train" / watchdog.STALLED).exists()
     assert not (cpu_run / "train" / "metrics.jsonl").exists()  # the dry run writes under train/dryrun/
+
+    bad = subprocess.run([sys.executable, "config/train.py", "--cpu", "--budget", "generate=3"], cwd=cpu_run,
+                         env=_env(), capture_output=True, text=True, timeout=600)
+    assert bad.returncode == 1 and bad.stderr.strip().splitlines()[-1].startswith("error: --budget 'generate=3'")
 
     driver = tmp_path / "hang.py"
     driver.write_text(HANGING_GENERATION)

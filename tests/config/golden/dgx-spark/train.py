@@ -366,15 +366,20 @@ def check_completion_mask(preflight) -> None:
     print(f"pre-flight: completion mask on {res.source}: {res.why}", file=sys.stderr)
 
 
-def start_watchdog(watchdog, source: bytes, dry_run: bool, overrides: list):
+def parse_budgets(watchdog, given: list) -> dict:
+    """--budget MOMENT=SECONDS, each checked before anything runs (one line naming the moments otherwise)."""
+    try:
+        return dict(watchdog.parse_budget(b) for b in given)
+    except ValueError as exc:
+        sys.exit(f"error: {exc}")
+
+
+def start_watchdog(watchdog, source: bytes, dry_run: bool, overrides: dict):
     """The stall watchdog of this process: the dry run holds the start-up budgets; a real run the bounds its dry
     run measured (train/dryrun.json of this very train.py), else the module's defaults; --budget overrides."""
     this = watchdog.file_sha256(Path(__file__).resolve())
     record = None if dry_run else watchdog.read_dry_run(RUN_DIR / "train" / watchdog.DRY_RUN, this)
-    try:
-        budgets = watchdog.budgets_from(dict(watchdog.parse_budget(b) for b in overrides), record)
-    except ValueError as exc:
-        sys.exit(f"error: {exc}")
+    budgets = watchdog.budgets_from(overrides, record)
     enabled = os.environ.get(watchdog.OFF_ENV, "").lower() != "off"
     if int(os.environ.get("RANK", "0")) == 0:  # a stall of an earlier launch says nothing about this one
         (RUN_DIR / "train" / watchdog.STALLED).unlink(missing_ok=True)
@@ -506,9 +511,9 @@ def main(argv=None) -> None:
     check_no_shadows()
     size_sandbox()  # before the rewards start their pools (the re-score below already uses them)
     watchdog, watchdog_source = load_verified("watchdog.py", WATCHDOG_SHA256, "watchdog")
+    budgets = parse_budgets(watchdog, args.budget)
     preflight, _ = load_verified("preflight.py", PREFLIGHT_SHA256, "pre-flight checks")
     check_completion_mask(preflight)
-    dog, this_sha256 = start_watchdog(watchdog, watchdog_source, args.dry_run, args.budget)
 
     rewards = load_gated_rewards()
     REWARD_FUNCS, REWARD_WEIGHTS = rewards.REWARD_FUNCS, rewards.REWARD_WEIGHTS
@@ -523,6 +528,8 @@ def main(argv=None) -> None:
         REWARD_FUNCS, meta=rewards.REWARD_META, weights=REWARD_WEIGHTS, every_steps=INSPECT_EVERY_STEPS,
         sample_rows=INSPECT_SAMPLE_ROWS, max_completion_length=MAX_COMPLETION_LENGTH)
     dataset = load_train_dataset()
+    # every refusal above has had its say: from here on the sidecar holds the clock of each moment
+    dog, this_sha256 = start_watchdog(watchdog, watchdog_source, args.dry_run, budgets)
     watchdog.watch_trl(dog)  # TRL's trainer start, vLLM start, weight sync and generation become timed moments
 
     # --- recipe:start (the GRPO recipe; skills/grpo-rlvr-training/SKILL.md shows this block)
