@@ -173,7 +173,7 @@ def test_dry_run_times_the_moments_and_a_hanging_generation_is_stopped(cpu_run, 
     assert "| vllm_start | not used |" in res.stdout and not (cpu_run / "train" / watchdog.STALLED).exists()
     assert not (cpu_run / "train" / "metrics.jsonl").exists()  # the dry run writes under train/dryrun/
 
-    bad = subprocess.run([sys.executable, "config/train.py", "--cpu", "--budget", "generate=3"], cwd=cpu_run,
+    bad = subprocess.run([sys.executable, "config/train.py", "--cpu", "--max-steps", "1", "--budget", "generate=3"], cwd=cpu_run,
                          env=_env(), capture_output=True, text=True, timeout=600)
     assert bad.returncode == 1 and bad.stderr.strip().splitlines()[-1].startswith("error: --budget 'generate=3'")
 
