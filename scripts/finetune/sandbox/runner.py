@@ -344,36 +344,24 @@ def _probe(uid: int) -> Isolation:
     if setuid_err:
         notes.append(f"cannot switch to an unprivileged uid: {setuid_err}")
 
-    readonly = {"ok": False}
+    def isolated() -> None:  # what a candidate gets at the namespaces level: the view, the uid, the filter
+        _enter_view(_plan_view(_interpreter_paths()), 1, uid)
+        _drop_privileges(uid)
+        _apply_seccomp()
 
     def ns_probe() -> None:
         _unshare(_CLONE_NEWPID | _CLONE_NEWNET | _CLONE_NEWIPC | _CLONE_NEWUTS)
-        pid = os.fork()
-        if pid == 0:
-            try:
-                _enter_mount_namespace([], 1, uid, probe=True)
-                os._exit(0)
-            except BaseException:  # noqa: BLE001
-                os._exit(3)
-        _, status = os.waitpid(pid, 0)
-        if os.waitstatus_to_exitcode(status) != 0:
-            raise OSError("mount namespace setup failed in the new PID namespace")
+        error = _fork_probe(isolated)
+        if error:
+            raise OSError(error)
 
-    ns_err = _fork_probe(ns_probe) if root else "not running as root"
-    if not ns_err and not os.path.isdir("/tmp"):
-        ns_err = "no /tmp directory to hold the sandbox's tmpfs work dir"
+    ns_err = _fork_probe(ns_probe) if root and not setuid_err else (setuid_err or "not running as root")
+    if not ns_err and not os.path.isdir(_STAGE):
+        ns_err = f"no {_STAGE} directory to assemble the sandbox's root on"
+    if not ns_err and os.uname().machine not in _SECCOMP_ARCHES:
+        ns_err = f"no system-call filter for {os.uname().machine} (x86_64 and aarch64 only)"
     if ns_err:
-        notes.append(f"no PID/network/mount namespaces: {ns_err}")
-    else:
-
-        def remount_probe() -> None:
-            _unshare(_CLONE_NEWNS)
-            _mount(None, "/", None, _MS_REC | _MS_PRIVATE)
-            _remount_readonly(strict=True)
-
-        readonly["ok"] = _fork_probe(remount_probe) is None
-        if not readonly["ok"]:
-            notes.append("cannot remount / read-only; file permissions still apply")
+        notes.append(f"no PID/network/mount namespaces with the sandbox's view and system-call filter: {ns_err}")
     if setuid_err:
         level = "process"
     elif ns_err:
@@ -381,7 +369,7 @@ def _probe(uid: int) -> Isolation:
     else:
         level = "namespaces"
     return Isolation(level=level, root=root, setuid=setuid_err is None, namespaces=ns_err is None,
-                     readonly_root=readonly["ok"], notes=tuple(notes))
+                     readonly_root=ns_err is None, notes=tuple(notes))
 
 
 def detect_isolation(python: str | None = None) -> Isolation:
@@ -396,111 +384,283 @@ def detect_isolation(python: str | None = None) -> Isolation:
 
 
 # --------------------------------------------------------------------------------------------------
-# Child side: mount namespace, limits, harness
+# Child side: the sandbox's view of the file system, its system-call filter, limits, harness
 # --------------------------------------------------------------------------------------------------
 
+# Top-level entries of the host's root that a sandboxed process sees, read-only: the interpreter, its libraries
+# and the dynamic linker live there. Nothing else at / exists in the sandbox's root: not /work, /data, /home,
+# /root, /opt, /srv, /mnt, /media, /run (Docker and Kubernetes secrets), /var, /sys, /boot, nor a top-level file.
+_VIEW_SYSTEM = ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "nix")
+# /etc entries the C library and Python read (the dynamic linker's cache, the time zone, user and group names,
+# host names, MIME types, the OS name, Debian's alternatives and python3.X); no other /etc entry is there.
+_VIEW_ETC = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "timezone", "passwd", "group",
+             "nsswitch.conf", "host.conf", "hosts", "mime.types", "os-release", "alternatives")
+_VIEW_ETC_PREFIX = "python"
+# A minimal /dev: these nodes (bound from the host's), /dev/shm scratch and the /proc/self/fd links. No
+# /dev/fuse, /dev/net/tun, disks, terminals or GPUs.
+_VIEW_DEVICES = ("null", "zero", "full", "random", "urandom")
+_VIEW_DEV_LINKS = {"fd": "/proc/self/fd", "stdin": "/proc/self/fd/0", "stdout": "/proc/self/fd/1",
+                   "stderr": "/proc/self/fd/2"}
+# Scratch dirs get a fresh, writable tmpfs per execution (size in MB; None = the request's disk_mb).
+_SCRATCH_DIRS = {"/tmp": None, "/var/tmp": 8, "/dev/shm": 8}
+_NS_WORKDIR = "/tmp/work"
+# The new root is assembled on a tmpfs mounted here, then made the root (pivot_root); the old root is detached.
+_STAGE = "/tmp"
+_MNT_DETACH = 2
+_PIVOT_ROOT_NR = {"x86_64": 155, "aarch64": 41}
+
+
+def _under(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def _plan_view(needed: Sequence[str], readable: Sequence[str] = (), hide: Sequence[str] = ()) -> dict[str, Any]:
+    """What the sandbox's root holds, as plain data (computed on the trusted side, applied by _enter_view):
+    ``binds`` — host paths bound read-only at the same place: the system directories of _VIEW_SYSTEM, then
+    ``needed`` (the interpreter's sys.path and library folder) and ``readable`` outside them, each at its path
+    as given and, when that differs, its real path; ``links`` — top-level symlinks copied (/bin → usr/bin);
+    ``etc`` — the _VIEW_ETC entries present (name → None to bind, or a symlink's target); ``hide`` — paths inside
+    something bound, covered by an empty read-only tmpfs (anything needed below them is bound back after)."""
+    links: dict[str, str] = {}
+    binds: list[str] = []
+    for name in _VIEW_SYSTEM:
+        path = "/" + name
+        if os.path.islink(path):
+            links[path] = os.readlink(path)
+        elif os.path.isdir(path):
+            binds.append(path)
+    system = [os.path.realpath(p) for p in binds] + [os.path.realpath(p) for p in links]
+    for path in [*needed, *readable]:
+        if not path or not os.path.exists(path):
+            continue
+        for form in dict.fromkeys((os.path.abspath(path), os.path.realpath(path))):
+            if not any(_under(form, s) for s in system):
+                binds.append(form)
+    binds = [b for b in dict.fromkeys(binds) if not any(b != o and _under(b, o) for o in binds)
+             or any(_under(b, h) for h in hide)]
+    etc: dict[str, str | None] = {}
+    try:
+        entries = sorted(os.listdir("/etc"))
+    except OSError:
+        entries = []
+    for name in entries:
+        if name in _VIEW_ETC or name.startswith(_VIEW_ETC_PREFIX):
+            path = os.path.join("/etc", name)
+            etc[name] = os.readlink(path) if os.path.islink(path) else None
+    shown = [*binds, *system]
+    hidden = sorted({os.path.abspath(h) for h in hide if h and os.path.exists(h)
+                     and any(h != b and _under(os.path.abspath(h), b) for b in shown)})
+    return {"binds": binds, "links": links, "etc": etc, "hide": hidden,
+            "devices": [d for d in _VIEW_DEVICES if os.path.exists("/dev/" + d)]}
+
+
+def _interpreter_paths() -> list[str]:
+    """What a sandboxed interpreter needs to see: its sys.path and its own library folder (the shared libraries
+    its extension modules load lazily)."""
+    return [*sys.path, os.path.join(sys.base_exec_prefix, "lib")]
+
+
 def _mount_points() -> dict[str, str]:
-    """Mount point -> per-mount options, from /proc/self/mountinfo."""
+    """Mount point -> per-mount options, from /proc/self/mountinfo (its octal escapes decoded)."""
+    import re
+
     points = {}
     with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as fh:
         for line in fh:
             parts = line.split()
             if len(parts) > 5:
-                points[parts[4].encode().decode("unicode_escape")] = parts[5]
+                points[re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), parts[4])] = parts[5]
     return points
 
 
-def _remount_readonly(strict: bool = False) -> None:
-    """Make every mount of this (private) mount namespace read-only, keeping nosuid/nodev/noexec."""
+def _remount_readonly(skip: Sequence[str] = ()) -> None:
+    """Make every mount of this (private) mount namespace read-only except ``skip``, keeping nosuid / nodev /
+    noexec (in a user namespace a remount must keep the flags the mount was locked with)."""
     keep = {"nosuid": _MS_NOSUID, "nodev": _MS_NODEV, "noexec": _MS_NOEXEC}
     for point, options in sorted(_mount_points().items(), key=lambda kv: len(kv[0])):
+        if point in skip or "ro" in options.split(","):
+            continue
         flags = _MS_REMOUNT | _MS_BIND | _MS_RDONLY
         for opt in options.split(","):
             flags |= keep.get(opt, 0)
-        try:
-            _mount(None, point, None, flags)
-        except OSError:
-            if strict and point == "/":
-                raise
+        _mount(None, point, None, flags)
 
 
-_NS_WORKDIR = "/tmp/work"
+def _bind_into(root: str, path: str, fd: int) -> None:
+    """Bind the host object open as ``fd`` (a directory or a file) at ``root + path``."""
+    target = root + path
+    if os.path.isdir(f"/proc/self/fd/{fd}"):
+        os.makedirs(target, 0o755, exist_ok=True)
+    else:
+        os.makedirs(os.path.dirname(target), 0o755, exist_ok=True)
+        if not os.path.exists(target):
+            os.close(os.open(target, os.O_WRONLY | os.O_CREAT, 0o444))
+    _mount(f"/proc/self/fd/{fd}", target, None, _MS_BIND | _MS_REC)
 
 
-# Scratch dirs get a fresh, writable tmpfs per execution (size in MB; None = the request's disk_mb).
-_SCRATCH_DIRS = {"/tmp": None, "/var/tmp": 8, "/dev/shm": 8, "/run/lock": 1}
+def _build_root(root: str, plan: dict[str, Any], fds: dict[str, int], disk_mb: int) -> None:
+    """Fill the new root (a tmpfs at ``root``): binds, links, /etc, /dev, /proc, scratch dirs, hidden paths."""
+    flags = _MS_NOSUID | _MS_NODEV
+    for path in sorted([*plan["binds"], *plan["hide"]], key=lambda p: (p.count("/"), p not in plan["hide"])):
+        if path in plan["hide"]:
+            _mount("sandbox", root + path, "tmpfs", flags | _MS_RDONLY, "size=4k,mode=0755")
+        else:
+            _bind_into(root, path, fds[path])
+    for path, target in plan["links"].items():
+        os.symlink(target, root + path)
+    os.makedirs(root + "/etc", 0o755, exist_ok=True)
+    for name, target in plan["etc"].items():
+        if target is not None:
+            os.symlink(target, f"{root}/etc/{name}")
+        elif "/etc/" + name in fds:
+            _bind_into(root, "/etc/" + name, fds["/etc/" + name])
+    os.makedirs(root + "/dev", 0o755)
+    _mount("sandbox", root + "/dev", "tmpfs", _MS_NOSUID | _MS_NOEXEC, "size=64k,mode=0755")
+    for name in plan["devices"]:
+        _bind_into(root, "/dev/" + name, fds["/dev/" + name])
+    for name, target in _VIEW_DEV_LINKS.items():
+        os.symlink(target, f"{root}/dev/{name}")
+    for path in ("/proc", "/run", "/var"):
+        os.makedirs(root + path, 0o755, exist_ok=True)
+    _mount("proc", root + "/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
+    for path, size in _SCRATCH_DIRS.items():
+        os.makedirs(root + path, 0o755, exist_ok=True)
+        _mount("sandbox", root + path, "tmpfs", flags,
+               f"size={min(size or disk_mb, disk_mb)}m,mode=1777,nr_inodes=4096")
 
 
-def _plan_overlays(hide_paths: Sequence[str], needed: Sequence[str]) -> list[tuple[str, str, list[str]]]:
-    """Which directories to cover with a tmpfs — ``(root, "scratch" | "hidden", needed paths inside)``.
-
-    Covered: the scratch dirs (writable), ``hide_paths`` (empty, read-only), and the first ancestor of
-    each needed path (the interpreter's sys.path) that other users cannot traverse (e.g. pyenv under
-    /root, mode 0700): the candidate runs as another uid. Needed paths under a covered root are bound
-    back, read-only, at the same place."""
-    import stat
-
-    def under(path: str, root: str) -> bool:
-        return path == root or path.startswith(root.rstrip("/") + "/")
-
-    needed = sorted({os.path.realpath(n) for n in needed if n and os.path.isdir(n)})
-    scratch = {d for d in _SCRATCH_DIRS if os.path.isdir(d) and not os.path.islink(d)}
-    roots = scratch | ({os.path.realpath(h) for h in hide_paths if h and os.path.isdir(h)} - {"/"})
-    for path in needed:
-        current = "/"
-        for part in path.strip("/").split("/"):
-            current = os.path.join(current, part)
-            try:
-                traversable = os.stat(current).st_mode & stat.S_IXOTH
-            except OSError:
-                break
-            if not traversable:
-                roots.add(current)
-                break
-    roots = {r for r in roots if not any(r != o and under(r, o) for o in roots)}
-    plan = []
-    for root in sorted(roots):
-        inside = [n for n in needed if under(n, root)]
-        inside = [n for n in inside if not any(n != o and under(n, o) for o in inside)]
-        if root not in inside:
-            plan.append((root, "scratch" if root in scratch else "hidden", inside))
-    return plan
-
-
-def _enter_mount_namespace(overlays: Sequence[tuple[str, str, Sequence[str]]], disk_mb: int, uid: int,
-                           probe: bool = False) -> str:
-    """In the PID-namespace init, before dropping root: a private, read-only view of the file system
-    with fresh tmpfs scratch dirs and hidden dirs; returns the work dir (``/tmp/work``, on the new
-    /tmp tmpfs when /tmp exists)."""
+def _enter_view(plan: dict[str, Any], disk_mb: int, owner: int) -> str:
+    """In the new PID namespace's init, still privileged (root, or root of its own user namespace): a private
+    mount namespace whose root holds only what ``plan`` lists, every mount read-only but the scratch tmpfs, the
+    host's root detached. Returns the work dir (``/tmp/work``, owned by ``owner``)."""
     _unshare(_CLONE_NEWNS)
     _mount(None, "/", None, _MS_REC | _MS_PRIVATE)
-    _mount("proc", "/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
-    if probe:
-        return ""
-    # After the new /proc, so it is read-only too: a user namespace the candidate creates cannot get
-    # a uid map (no capabilities in it), and nothing under /proc/sys or /proc/self is writable.
-    _remount_readonly()
-    keep_fds = {n: os.open(n, os.O_PATH | os.O_DIRECTORY) for _, _, inside in overlays for n in inside}
-    flags = _MS_NOSUID | _MS_NODEV
-    for root, kind, inside in overlays:
-        if kind == "scratch":
-            size = _SCRATCH_DIRS.get(root) or disk_mb
-            _mount("sandbox", root, "tmpfs", flags, f"size={min(size, disk_mb)}m,mode=1777,nr_inodes=4096")
-        else:
-            _mount("sandbox", root, "tmpfs", flags, "size=256k,mode=0755")
-        for path in inside:
-            os.makedirs(path, 0o755, exist_ok=True)
-            _mount(f"/proc/self/fd/{keep_fds[path]}", path, None, _MS_BIND | _MS_REC)
-            _mount(None, path, None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | flags)
-        if kind != "scratch":
-            _mount(None, root, None, _MS_REMOUNT | _MS_RDONLY | flags)
-    for fd in keep_fds.values():
-        os.close(fd)
-    if not os.path.isdir("/tmp"):  # no /tmp on this host: a tmpfs of its own for the work dir
-        raise OSError("the namespaces level needs a /tmp directory")
+    sources = [*plan["binds"], *(f"/etc/{n}" for n, t in plan["etc"].items() if t is None),
+               *(f"/dev/{d}" for d in plan["devices"])]
+    fds = {}
+    for path in sources:  # opened before the staging tmpfs covers /tmp (a venv there stays reachable)
+        try:
+            fds[path] = os.open(path, os.O_PATH | os.O_CLOEXEC)
+        except OSError:
+            if path.startswith("/etc/"):
+                continue  # gone since planned: simply absent
+            raise
+    _mount("sandbox", _STAGE, "tmpfs", _MS_NOSUID | _MS_NODEV, "size=1m,mode=0755")
+    try:
+        _build_root(_STAGE, plan, fds, disk_mb)
+    finally:
+        for fd in fds.values():
+            os.close(fd)
+    os.chdir(_STAGE)
+    os.mkdir(".old")
+    ctypes, libc = _libc()
+    _check(ctypes, libc.syscall(_PIVOT_ROOT_NR[os.uname().machine], b".", b".old"), "pivot_root")
+    os.chdir("/")
+    _check(ctypes, libc.umount2(b"/.old", _MNT_DETACH), "umount2")
+    os.rmdir("/.old")
+    _remount_readonly(skip=tuple(_SCRATCH_DIRS))
     os.mkdir(_NS_WORKDIR, 0o700)
-    os.chown(_NS_WORKDIR, uid, uid)
+    os.chown(_NS_WORKDIR, owner, owner)
     return _NS_WORKDIR
+
+
+# The system-call filter every sandboxed process runs under (seccomp, classic BPF built here: no libseccomp).
+# Denied with EPERM: io_uring (its own path around every other check), bpf, userfaultfd, the kernel keyrings,
+# perf_event_open, joining or creating namespaces (setns; clone / unshare with a CLONE_NEW* flag: a fresh user
+# namespace would give the process capabilities again) and every mount call. clone3 gets ENOSYS: its flags sit
+# in memory the filter cannot read, and the C library then falls back to clone. Any other system-call ABI (i386
+# through int 0x80, x32) gets ENOSYS. Numbers from the kernel's asm/unistd_64.h and asm-generic/unistd.h.
+_SECCOMP_DENIED = ("io_uring_setup", "io_uring_enter", "io_uring_register", "bpf", "userfaultfd", "keyctl",
+                   "add_key", "request_key", "perf_event_open", "setns", "mount", "umount2", "pivot_root",
+                   "open_tree", "move_mount", "fsopen", "fsconfig", "fsmount", "fspick", "mount_setattr")
+_SECCOMP_ARCHES: dict[str, tuple[int, dict[str, int]]] = {
+    "x86_64": (0xC000003E, {
+        "clone": 56, "clone3": 435, "unshare": 272, "setns": 308, "io_uring_setup": 425, "io_uring_enter": 426,
+        "io_uring_register": 427, "bpf": 321, "userfaultfd": 323, "keyctl": 250, "add_key": 248,
+        "request_key": 249, "perf_event_open": 298, "mount": 165, "umount2": 166, "pivot_root": 155,
+        "open_tree": 428, "move_mount": 429, "fsopen": 430, "fsconfig": 431, "fsmount": 432, "fspick": 433,
+        "mount_setattr": 442}),
+    "aarch64": (0xC00000B7, {
+        "clone": 220, "clone3": 435, "unshare": 97, "setns": 268, "io_uring_setup": 425, "io_uring_enter": 426,
+        "io_uring_register": 427, "bpf": 280, "userfaultfd": 282, "keyctl": 219, "add_key": 217,
+        "request_key": 218, "perf_event_open": 241, "mount": 40, "umount2": 39, "pivot_root": 41,
+        "open_tree": 428, "move_mount": 429, "fsopen": 430, "fsconfig": 431, "fsmount": 432, "fspick": 433,
+        "mount_setattr": 442}),
+}
+# CLONE_NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET, NEWTIME
+_CLONE_NS_FLAGS = 0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000 | 0x20000000 | 0x40000000 | 0x80
+_X32_SYSCALL_BIT = 0x40000000
+_BPF_LD_ABS, _BPF_JEQ, _BPF_JGE, _BPF_JSET, _BPF_RET = 0x20, 0x15, 0x35, 0x45, 0x06
+_SECCOMP_ALLOW, _SECCOMP_ERRNO = 0x7FFF0000, 0x00050000
+_EPERM, _ENOSYS = 1, 38
+_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 22, 2
+
+
+def _seccomp_arch_block(numbers: dict[str, int], x32: bool) -> list[tuple[int, int, int, int]]:
+    """The filter's checks for one ABI (accumulator: the system-call number); ends in a return."""
+    deny, nosys = _SECCOMP_ERRNO | _EPERM, _SECCOMP_ERRNO | _ENOSYS
+    block = [(_BPF_LD_ABS, 0, 0, 0)]  # seccomp_data.nr
+    if x32:
+        block += [(_BPF_JGE, 0, 1, _X32_SYSCALL_BIT), (_BPF_RET, 0, 0, nosys)]
+    block += [(_BPF_JEQ, 0, 1, numbers["clone3"]), (_BPF_RET, 0, 0, nosys)]
+    for name in _SECCOMP_DENIED:
+        block += [(_BPF_JEQ, 0, 1, numbers[name]), (_BPF_RET, 0, 0, deny)]
+    for name in ("clone", "unshare"):  # flags in the first argument's low word (seccomp_data.args[0], LE)
+        block += [(_BPF_JEQ, 0, 4, numbers[name]), (_BPF_LD_ABS, 0, 0, 16), (_BPF_JSET, 0, 1, _CLONE_NS_FLAGS),
+                  (_BPF_RET, 0, 0, deny), (_BPF_RET, 0, 0, _SECCOMP_ALLOW)]
+    return block + [(_BPF_RET, 0, 0, _SECCOMP_ALLOW)]
+
+
+def _seccomp_program() -> list[tuple[int, int, int, int]]:
+    """The whole filter: dispatch on seccomp_data.arch to the x86-64 or the aarch64 block, else ENOSYS."""
+    program = [(_BPF_LD_ABS, 0, 0, 4)]  # seccomp_data.arch
+    for machine, (audit_arch, numbers) in _SECCOMP_ARCHES.items():
+        block = _seccomp_arch_block(numbers, x32=machine == "x86_64")
+        program += [(_BPF_JEQ, 0, len(block), audit_arch), *block]
+    return program + [(_BPF_RET, 0, 0, _SECCOMP_ERRNO | _ENOSYS)]
+
+
+def _apply_seccomp() -> None:
+    """Install the filter on this (single-threaded) process and its future children; it cannot be removed."""
+    import struct
+
+    ctypes, libc = _libc()
+    program = _seccomp_program()
+    code = ctypes.create_string_buffer(b"".join(struct.pack("=HBBI", *ins) for ins in program))
+    # struct sock_fprog {unsigned short len; struct sock_filter *filter;} on a 64-bit ABI
+    fprog = ctypes.create_string_buffer(struct.pack("=H6xQ", len(program), ctypes.addressof(code)))
+    _prctl(_PR_SET_NO_NEW_PRIVS, 1)
+    _check(ctypes, libc.prctl(_PR_SET_SECCOMP, ctypes.c_ulong(_SECCOMP_MODE_FILTER),
+                              ctypes.c_void_p(ctypes.addressof(fprog)), ctypes.c_ulong(0), ctypes.c_ulong(0)),
+           "seccomp")
+
+
+_PR_CAPBSET_DROP, _PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL = 24, 47, 4
+
+
+def _drop_capabilities() -> None:
+    """Root of a user namespace of our own, after building the view: no capability left (bounding, ambient,
+    effective, permitted, inheritable), so the read-only mounts stay read-only and no execve regains any."""
+    ctypes, libc = _libc()
+    for cap in range(64):
+        if libc.prctl(_PR_CAPBSET_DROP, ctypes.c_ulong(cap), ctypes.c_ulong(0), ctypes.c_ulong(0),
+                      ctypes.c_ulong(0)) != 0 and ctypes.get_errno() != 22:  # EINVAL: no such capability
+            _check(ctypes, -1, "dropping a capability")
+    libc.prctl(_PR_CAP_AMBIENT, ctypes.c_ulong(_PR_CAP_AMBIENT_CLEAR_ALL), ctypes.c_ulong(0), ctypes.c_ulong(0),
+               ctypes.c_ulong(0))
+    header = (ctypes.c_uint32 * 2)(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this process
+    data = (ctypes.c_uint32 * 6)()
+    _check(ctypes, libc.capset(header, data), "capset")
+    _prctl(_PR_SET_NO_NEW_PRIVS, 1)
+
+
+def _enter_user_namespace(flags: int) -> None:
+    """unshare(CLONE_NEWUSER | flags) as a user without privileges: this uid and gid map to themselves."""
+    uid, gid = os.getuid(), os.getgid()
+    _unshare(0x10000000 | flags)
+    for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1")):
+        with open(f"/proc/self/{name}", "w") as fh:
+            fh.write(text)
 
 
 def _set_limits(req: dict[str, Any], processes_ok: bool) -> None:
@@ -700,7 +860,7 @@ def _child_after_fork(req: dict[str, Any], cfg: dict[str, Any], workdir: str, fd
         os.setsid()
         level = cfg["level"]
         if level == "namespaces":
-            workdir = _enter_mount_namespace(cfg["overlays"], req["disk_mb"], cfg["uid"])
+            workdir = _enter_view(cfg["view"], req["disk_mb"], cfg["uid"])
         _set_limits(req, processes_ok=level != "process")
         os.dup2(fds["stdin"], 0)
         os.dup2(fds["stdout"], 1)
@@ -711,6 +871,8 @@ def _child_after_fork(req: dict[str, Any], cfg: dict[str, Any], workdir: str, fd
             _drop_privileges(cfg["uid"])
         else:
             _prctl(_PR_SET_NO_NEW_PRIVS, 1)
+        if level == "namespaces":
+            _apply_seccomp()
         os.chdir(workdir)
         os.environ.clear()
         os.environ.update({"PATH": _SAFE_PATH, "HOME": workdir, "TMPDIR": workdir, "LANG": "C.UTF-8",
@@ -977,9 +1139,7 @@ def _zygote_main(cfg: dict[str, Any]) -> None:
     # it must neither be bound back into the sandbox's view nor be importable from there.
     own_dir = os.path.realpath(os.path.dirname(os.path.abspath(__file__)))
     sys.path[:] = [p for p in sys.path if p and os.path.realpath(p) != own_dir]
-    # the interpreter's own library folder too (shared libraries its extension modules load lazily)
-    needed = [*sys.path, os.path.join(sys.base_exec_prefix, "lib")]
-    cfg["overlays"] = _plan_overlays(cfg.get("hide_paths", ()), needed)
+    cfg["view"] = _plan_view(_interpreter_paths(), hide=cfg.get("hide_paths", ()))
     _snapshot_pristine()
     base_dir = tempfile.mkdtemp(prefix="sandbox-", dir=cfg.get("tmp_root"))
     os.chmod(base_dir, 0o711)
@@ -1768,30 +1928,15 @@ def _zygote_hashseed_env() -> dict[str, Any]:
     return {**_zygote_env(), "PYTHONHASHSEED": "0", "PYTHONSAFEPATH": "1", "PYTHONNOUSERSITE": "1"}
 
 
-# Top-level directories a candidate may see (the system). Every other one (/work, /data, /home, /opt, a
-# mounted volume ...) is covered by an empty tmpfs at the namespaces level, so a dataset or run directory
-# there stays out of reach wherever the user keeps it; the interpreter's own paths are bound back.
-_SYSTEM_DIRS = frozenset({"bin", "boot", "dev", "etc", "lib", "lib32", "lib64", "libx32", "nix", "proc", "run",
-                          "sbin", "sys", "tmp", "usr", "var"})
-
-
 def _default_hide_paths() -> list[str]:
-    """The trusted side's working dir, this module's folder (for rewards_sandbox.py: the run dir), the
-    running script's folder, HOME, and every top-level directory outside ``_SYSTEM_DIRS``; the
-    interpreter's own paths inside them are bound back (``_plan_overlays``). Pass ``hide_paths`` to add a
-    dataset directory under a system directory (e.g. /var/lib/...)."""
+    """Paths the sandbox's view must not show even where they lie inside something it binds (the interpreter's
+    folders, a system directory): the trusted side's working dir, this module's folder (for rewards_sandbox.py:
+    the run dir), the running script's folder, HOME. Everything outside _VIEW_SYSTEM and the interpreter's own
+    paths is absent anyway. Pass ``hide_paths`` to add a dataset directory under a system directory."""
     paths = [os.getcwd(), os.path.dirname(os.path.abspath(__file__)), os.path.expanduser("~"), "/root", "/home"]
     script = sys.argv[0] if sys.argv else ""
     if script and os.path.isfile(script):
         paths.append(os.path.dirname(os.path.abspath(script)))
-    try:
-        tops = sorted(os.listdir("/"))
-    except OSError:
-        tops = []
-    for name in tops:
-        path = os.path.join("/", name)
-        if name not in _SYSTEM_DIRS and os.path.isdir(path) and not os.path.islink(path):
-            paths.append(path)
     return paths
 
 
