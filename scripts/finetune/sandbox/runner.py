@@ -499,8 +499,17 @@ def _bind_into(root: str, path: str, fd: int) -> None:
 
 
 def _build_root(root: str, plan: dict[str, Any], fds: dict[str, int], disk_mb: int) -> None:
-    """Fill the new root (a tmpfs at ``root``): binds, links, /etc, /dev, /proc, scratch dirs, hidden paths."""
+    """Fill the new root (a tmpfs at ``root``): /proc, the scratch dirs, then binds (a venv or run folder under
+    /tmp lands on the scratch tmpfs, read-only) and hidden paths, links, /etc, /dev."""
     flags = _MS_NOSUID | _MS_NODEV
+    for path in ("/proc", "/run", "/var", "/dev", "/etc"):
+        os.makedirs(root + path, 0o755, exist_ok=True)
+    _mount("proc", root + "/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
+    _mount("sandbox", root + "/dev", "tmpfs", _MS_NOSUID | _MS_NOEXEC, "size=64k,mode=0755")
+    for path, size in _SCRATCH_DIRS.items():
+        os.makedirs(root + path, 0o755, exist_ok=True)
+        _mount("sandbox", root + path, "tmpfs", flags,
+               f"size={min(size or disk_mb, disk_mb)}m,mode=1777,nr_inodes=4096")
     for path in sorted([*plan["binds"], *plan["hide"]], key=lambda p: (p.count("/"), p not in plan["hide"])):
         if path in plan["hide"]:
             _mount("sandbox", root + path, "tmpfs", flags | _MS_RDONLY, "size=4k,mode=0755")
@@ -508,25 +517,15 @@ def _build_root(root: str, plan: dict[str, Any], fds: dict[str, int], disk_mb: i
             _bind_into(root, path, fds[path])
     for path, target in plan["links"].items():
         os.symlink(target, root + path)
-    os.makedirs(root + "/etc", 0o755, exist_ok=True)
     for name, target in plan["etc"].items():
         if target is not None:
             os.symlink(target, f"{root}/etc/{name}")
         elif "/etc/" + name in fds:
             _bind_into(root, "/etc/" + name, fds["/etc/" + name])
-    os.makedirs(root + "/dev", 0o755)
-    _mount("sandbox", root + "/dev", "tmpfs", _MS_NOSUID | _MS_NOEXEC, "size=64k,mode=0755")
     for name in plan["devices"]:
         _bind_into(root, "/dev/" + name, fds["/dev/" + name])
     for name, target in _VIEW_DEV_LINKS.items():
         os.symlink(target, f"{root}/dev/{name}")
-    for path in ("/proc", "/run", "/var"):
-        os.makedirs(root + path, 0o755, exist_ok=True)
-    _mount("proc", root + "/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
-    for path, size in _SCRATCH_DIRS.items():
-        os.makedirs(root + path, 0o755, exist_ok=True)
-        _mount("sandbox", root + path, "tmpfs", flags,
-               f"size={min(size or disk_mb, disk_mb)}m,mode=1777,nr_inodes=4096")
 
 
 def _enter_view(plan: dict[str, Any], disk_mb: int, owner: int) -> str:
@@ -2242,6 +2241,9 @@ def tool_pool(*, memory_mb: int | None = None, min_isolation: str | None = None,
     Raises ``SandboxUnavailable`` (one line) when the host grants less than ``min_isolation``, and
     ``ValueError`` when settings differ from those of the pool already running."""
     asked = {"memory_mb": memory_mb, "min_isolation": min_isolation, "workers": workers}
+    if _IN_AGENT_HOST:  # agent-written code in its sandbox: the trusted side's pool runs the code
+        _host_callback("tool_pool", asked)
+        return cast(SandboxPool, _ForwardedPool())
     state = _TOOL_STATE
     with state["lock"]:
         if state["pid"] != os.getpid() or (state["pool"] is not None and state["pool"]._is_closed()):
@@ -2294,10 +2296,841 @@ def run_python(code: str, stdin: str = "", *, timeout_s: float | None = None,
         return f"[sandbox error: {_exception_line(exc)}]"
 
 
+# --------------------------------------------------------------------------------------------------
+# Agent-written code: a `type: python` verifier, an environment, their own modules — run in the sandbox
+# --------------------------------------------------------------------------------------------------
+#
+# The files an agent may write (copied beside rewards.py as rewards_user_NAME.py, rewards_env.py and
+# rewards_lib_NAME.py) never run in the trusted process: an AgentHost is a sandboxed interpreter holding them,
+# started as a fresh process whose first part (trusted: this module's code) builds the sandbox — new PID,
+# network, IPC, UTS and mount namespaces (root: a candidate uid of its own; otherwise a user namespace of its
+# own, every capability dropped after), the allow-listed read-only view (the run folder readable, nothing else
+# of the project, HOME, /run, /var, /etc but the few entries Python reads), the system-call filter, no
+# environment variable but the ones the person allowed — and only then imports the agent's modules. Each batch
+# of a verifier's calls and each environment episode is a fresh fork of that host ("session"), so nothing
+# carries over between them; what comes back is plain data (a score, a tool's result). The same host serves
+# `inspect score`, the gate, `data filter`, `config render`, the sampler and training, so the code sees the same
+# process, stack and environment in Phase 1 and in GRPO steps. A host that cannot be built refuses
+# (AgentCodeRefused, one line with the reason): agent code never runs unsandboxed.
+
+AGENT_CALL_TIMEOUT_S = 60.0  # one call of an environment's method (a tool, reset, get_reward)
+AGENT_START_TIMEOUT_S = 120.0  # the sandbox built and the agent's modules imported
+AGENT_MEMORY_MB = 4096  # address space of the host and each session
+AGENT_DISK_MB = 64  # its /tmp scratch (and the largest file it may write there)
+_AGENT_MAX_HOSTS = 4  # live hosts per process; the least recently used beyond it is closed
+_AGENT_LIB = "rewards_lib_"  # an agent module NAME.py, copied as rewards_lib_NAME.py, imported as NAME
+_FRAME_LIMIT = 64 << 20
+_AGENT_STATE: dict[str, Any] = sys.__dict__.setdefault("_llm_finetuning_agent_hosts", {
+    "pid": None, "hosts": {}, "given": {}, "lock": threading.Lock()})
+_HOST_LINK: list[Any] = []  # inside a session: its socket to the trusted side (code tools forward through it)
+_IN_AGENT_HOST: list[bool] = []
+
+
+class AgentCodeRefused(SandboxError):
+    """Agent-written code cannot run: the sandbox cannot be built on this host, or the code does not import in it.
+    ``fix`` says what to do; nothing of the code ran outside the sandbox."""
+
+    agent_code_refused = True
+
+    def __init__(self, message: str, fix: str) -> None:
+        super().__init__(message)
+        self.fix = fix
+
+
+class AgentCallError(Exception):
+    """The agent's code raised (``str()`` is its exception's own message) or its process ended."""
+
+
+class AgentTimeout(AgentCallError):
+    """A call ran past its time limit; the session's process was killed."""
+
+
+_NOT_BUILT = ("run agent-written code (a python verifier, an environment) on Linux as root, or where user "
+              "namespaces are allowed (Ubuntu: the AppArmor profile `unprivileged_userns`, or sysctl "
+              "kernel.apparmor_restrict_unprivileged_userns=0; docker: --security-opt seccomp=unconfined and "
+              "--security-opt apparmor=unconfined, or --privileged)")
+
+
+def _send_frame(sock: Any, obj: Any) -> None:
+    data = json.dumps(obj).encode()
+    sock.sendall(len(data).to_bytes(4, "big") + data)
+
+
+def _recv_exact(sock: Any, n: int, deadline: float | None) -> bytes:
+    buf = bytearray()
+    while len(buf) < n:
+        if deadline is not None:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError
+            sock.settimeout(remaining)
+        chunk = sock.recv(min(n - len(buf), 1 << 20))
+        if not chunk:
+            raise EOFError
+        buf += chunk
+    return bytes(buf)
+
+
+def _recv_frame(sock: Any, deadline: float | None = None) -> Any:
+    n = int.from_bytes(_recv_exact(sock, 4, deadline), "big")
+    if n > _FRAME_LIMIT:
+        raise ValueError(f"a message of {n} bytes (at most {_FRAME_LIMIT})")
+    return json.loads(_recv_exact(sock, n, deadline))
+
+
+def provide_sources(folder: str, sources: dict[str, bytes]) -> None:
+    """Hand over the bytes of ``folder``'s agent files as checked against the gate (train.py): the rewards.py of
+    that folder runs exactly these, never a re-read of files that may have changed since the check."""
+    _AGENT_STATE["given"][os.path.realpath(folder)] = dict(sources)
+
+
+def agent_sources(folder: str, files: Sequence[str]) -> dict[str, str]:
+    """name → text of each agent file beside rewards.py: the bytes handed over by provide_sources, else read now."""
+    given = _AGENT_STATE["given"].get(os.path.realpath(folder))
+    out = {}
+    for name in files:
+        if given is not None:
+            data = given[name]
+        else:
+            with open(os.path.join(folder, name), "rb") as fh:
+                data = fh.read()
+        out[name] = data.decode("utf-8")
+    return out
+
+
+def agent_host(sources: dict[str, str], *, folder: str | None = None, allow_env: Sequence[str] = ()) -> AgentHost:
+    """The process's host for these sources (one per run folder, source bytes and allowed variables; shared by
+    every copy of this module in the process), started on first use."""
+    import hashlib
+
+    digest = hashlib.sha256(json.dumps(sorted(sources.items())).encode()).hexdigest()
+    key = f"{os.path.realpath(folder or '/')}\0{digest}\0{','.join(allow_env)}"
+    state = _AGENT_STATE
+    with state["lock"]:
+        if state["pid"] != os.getpid():  # a forked child starts its own hosts
+            state.update(pid=os.getpid(), hosts={})
+        hosts: dict[str, AgentHost] = state["hosts"]
+        host = hosts.pop(key, None)
+        if host is None or host._closed:
+            host = AgentHost(sources, folder=folder, allow_env=allow_env)
+        hosts[key] = host  # most recently used last
+        while len(hosts) > _AGENT_MAX_HOSTS:
+            hosts.pop(next(iter(hosts))).close()
+        return host
+
+
+@atexit.register
+def _close_agent_hosts() -> None:
+    if _AGENT_STATE["pid"] == os.getpid():
+        for host in list(_AGENT_STATE["hosts"].values()):
+            host.close()
+
+
+class AgentHost:
+    """A sandboxed interpreter holding agent-written modules (``sources``: file name → text; NAME.py of the agent
+    imported as NAME when its file is rewards_lib_NAME.py, else by its file name), ``folder`` (the run folder)
+    readable, the environment variables named in ``allow_env`` (and no other) passed in. ``session()`` forks a
+    fresh process of it for one batch or episode. Raises AgentCodeRefused when it cannot start."""
+
+    def __init__(self, sources: dict[str, str], *, folder: str | None = None, allow_env: Sequence[str] = (),
+                 memory_mb: int = AGENT_MEMORY_MB, python: str | None = None) -> None:
+        self.sources, self.folder, self.allow_env = dict(sources), folder, tuple(allow_env)
+        self.memory_mb, self._python = memory_mb, python or sys.executable
+        self._lock = threading.Lock()
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._ctl: Any = None
+        self._stderr: IO[bytes] | None = None
+        self._next, self._closed = 0, False
+        self._pool_index: int | None = None
+
+    # -- start / stop -------------------------------------------------------------------------------
+    def _config(self, child_fd: int) -> dict[str, Any]:
+        if self._pool_index is None:
+            self._pool_index = _claim_pool_index()
+        imports = [n[:-3] for n in self.sources if not n.startswith(_AGENT_LIB)]
+        return {"sources": self.sources, "imports": imports, "folder": self.folder, "ctl_fd": child_fd,
+                "uid": _uid_block(self._pool_index), "memory_mb": self.memory_mb, "disk_mb": AGENT_DISK_MB,
+                "hide": _default_hide_paths(),
+                "env": {n: os.environ[n] for n in self.allow_env if n in os.environ}}
+
+    def _start(self) -> None:
+        import socket
+
+        parent_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self._stderr = tempfile.TemporaryFile()
+        cfg = self._config(child_end.fileno())
+        try:
+            proc = subprocess.Popen(
+                _child_argv(self._python, ("-s",), "--agent-host"), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                stderr=self._stderr, env=_agent_spawn_env(), pass_fds=(child_end.fileno(),), cwd="/",
+                start_new_session=True)
+        except OSError:
+            parent_end.close()
+            raise
+        finally:
+            child_end.close()
+        self._proc, self._ctl = proc, parent_end
+        try:
+            stdin, stdout = cast(IO[bytes], proc.stdin), cast(IO[bytes], proc.stdout)
+            stdin.write(_own_code_blob() + json.dumps(cfg).encode() + b"\n")
+            stdin.close()
+            deadline = time.monotonic() + AGENT_START_TIMEOUT_S
+            hello = self._hello(stdout, deadline)
+            if "error" in hello:
+                raise AgentCodeRefused(f"cannot start the sandbox for agent-written code: {hello['error']}",
+                                       _NOT_BUILT)
+            self._ready(deadline)
+        except BaseException:
+            self._stop()
+            raise
+
+    def _hello(self, stdout: IO[bytes], deadline: float) -> dict[str, Any]:
+        ready, _, _ = select.select([stdout], [], [], max(0.0, deadline - time.monotonic()))
+        line = stdout.readline() if ready else b""
+        try:
+            hello = json.loads(line)
+        except ValueError:
+            hello = None
+        if not isinstance(hello, dict):
+            raise AgentCodeRefused(f"the sandbox for agent-written code did not start: {self._stderr_tail()}",
+                                   _NOT_BUILT)
+        return hello
+
+    def _ready(self, deadline: float) -> None:
+        """The sandboxed init's first word: ready, or why not (its setup, or an agent module that does not import)."""
+        message = None
+        try:
+            self._ctl.settimeout(max(0.01, deadline - time.monotonic()))
+            message = json.loads(self._ctl.recv(1 << 16) or b"null")
+        except (OSError, ValueError):
+            pass
+        if isinstance(message, dict) and message.get("ready") is True:
+            return
+        if isinstance(message, dict) and isinstance(message.get("import_error"), str):
+            raise AgentCodeRefused(
+                f"{message['import_error']} (importing it in the sandbox)",
+                "fix the module: in the sandbox it has no network, no environment variable but those the person "
+                "allowed, a read-only file system (scratch: /tmp) and the run folder to read")
+        why = message.get("error") if isinstance(message, dict) else None
+        raise AgentCodeRefused(f"cannot start the sandbox for agent-written code: "
+                               f"{why if isinstance(why, str) else self._stderr_tail()}", _NOT_BUILT)
+
+    def _stderr_tail(self) -> str:
+        if self._stderr is None:
+            return "no output"
+        self._stderr.seek(0)
+        tail = self._stderr.read()[-400:].decode(errors="replace").strip().replace("\n", " | ")
+        return tail or "no output"
+
+    def _stop(self) -> None:
+        if self._ctl is not None:
+            self._ctl.close()
+            self._ctl = None
+        if self._proc is not None:
+            if self._proc.poll() is None:
+                self._proc.terminate()  # its first process kills the sandbox's init: the whole namespace goes
+                try:
+                    self._proc.wait(5)
+                except subprocess.TimeoutExpired:
+                    os.killpg(self._proc.pid, signal.SIGKILL)
+                    self._proc.wait()
+            self._proc = None
+        if self._stderr is not None:
+            self._stderr.close()
+            self._stderr = None
+
+    def close(self) -> None:
+        """Stop the host and every session of it. Idempotent."""
+        with self._lock:
+            self._closed = True
+            self._stop()
+            if self._pool_index is not None:
+                with _pool_indices_lock:
+                    _pool_indices.discard(self._pool_index)
+                self._pool_index = None
+
+    def start(self) -> None:
+        """Build the sandbox and import the agent's modules now (else on the first session)."""
+        with self._lock:
+            self._ensure()
+
+    def _ensure(self) -> None:
+        if self._closed:
+            raise SandboxError("the agent code host is closed")
+        if self._proc is None or self._proc.poll() is not None:
+            self._stop()
+            self._start()
+
+    # -- sessions -----------------------------------------------------------------------------------
+    def session(self, renew: bool = False) -> AgentSession:
+        """A fresh process of the host (a fork: nothing of earlier sessions in it). ``renew``: after a call that
+        timed out or ended the process, the next call gets another fresh one (rows of a verifier's batch) rather
+        than an error (an environment episode, whose state died with it)."""
+        return AgentSession(self, renew)
+
+    def _open(self) -> tuple[int, Any]:
+        import socket
+
+        with self._lock:
+            self._ensure()
+            sid = self._next
+            self._next += 1
+            mine, theirs = socket.socketpair()
+            try:
+                socket.send_fds(self._ctl, [json.dumps({"op": "session", "id": sid}).encode()], [theirs.fileno()])
+            except OSError as exc:
+                mine.close()
+                self._stop()
+                raise AgentCallError(f"the agent code host is gone ({exc})") from None
+            finally:
+                theirs.close()
+            return sid, mine
+
+    def _kill(self, sid: int) -> None:
+        with self._lock:
+            if self._ctl is not None:
+                try:
+                    self._ctl.send(json.dumps({"op": "kill", "id": sid}).encode())
+                except OSError:
+                    pass
+
+    def describe(self, module: str, name: str) -> dict[str, Any]:
+        """The tools of class ``name`` in the agent's ``module``, as _describe_class reports them."""
+        with self.session() as session:
+            desc = session.call("describe", module=module, cls=name, timeout_s=AGENT_CALL_TIMEOUT_S)
+        if not isinstance(desc, dict) or not isinstance(desc.get("tools"), list):
+            raise AgentCallError(f"the sandbox did not describe {name}")
+        return desc
+
+
+class AgentSession:
+    """One fresh process of an AgentHost (see AgentHost.session); a context manager. ``call(op, ...)`` sends one
+    request and returns its plain-data result, serving the code tools the agent's code asks the trusted side for
+    meanwhile; raises AgentCallError (the code raised; ``str`` is its message) or AgentTimeout."""
+
+    def __init__(self, host: AgentHost, renew: bool) -> None:
+        self.host, self.renew = host, renew
+        self._lock = threading.Lock()
+        self._sid: int | None = None
+        self._sock: Any = None
+        self._broken: str | None = None
+
+    def __enter__(self) -> AgentSession:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        with self._lock:
+            self._drop()
+
+    def _drop(self) -> None:
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+            if self._sid is not None:
+                self.host._kill(self._sid)
+
+    def call(self, op: str, *, timeout_s: float, args: Sequence[Any] = (), kwargs: dict[str, Any] | None = None,
+             **fields: Any) -> Any:
+        with self._lock:
+            if self._broken is not None and not self.renew:
+                raise AgentCallError(self._broken)
+            if self._sock is None:
+                self._sid, self._sock = self.host._open()
+                self._broken = None
+            request = {**fields, "op": op, "args": _encode_plain(list(args)), "kwargs": _encode_plain(kwargs or {})}
+            try:
+                reply = self._exchange(request, timeout_s)
+            except TimeoutError:
+                self._broken = f"the call timed out after {timeout_s:g} s (its process was stopped)"
+                self._drop()
+                raise AgentTimeout(self._broken) from None
+            except (EOFError, OSError, ValueError) as exc:
+                self._broken = f"the agent code's process ended ({_exception_line(exc)})"
+                self._drop()
+                raise AgentCallError(self._broken) from None
+        if not isinstance(reply, dict):
+            raise AgentCallError("unreadable reply from the sandbox")
+        if "error" in reply:
+            raise AgentCallError(str(reply["error"]))
+        try:
+            return _decode_value(reply.get("ok"))
+        except (ValueError, TypeError, RecursionError):
+            raise AgentCallError("unreadable reply from the sandbox") from None
+
+    def _exchange(self, request: dict[str, Any], timeout_s: float) -> Any:
+        _send_frame(self._sock, request)
+        deadline = time.monotonic() + timeout_s
+        while True:
+            frame = _recv_frame(self._sock, deadline)
+            if not (isinstance(frame, dict) and "callback" in frame):
+                return frame
+            started = time.monotonic()
+            answer = _serve_callback(frame)
+            deadline += time.monotonic() - started  # the code tool's own time is not the call's
+            _send_frame(self._sock, answer)
+
+
+def _serve_callback(frame: dict[str, Any]) -> dict[str, Any]:
+    """What agent code in the sandbox asks of the trusted side: its code-running tool (run_python), run in this
+    process's tool sandbox (the zygote pool: the model's code isolated again, apart from the agent's)."""
+    name, given = frame.get("callback"), frame.get("args")
+    try:
+        if not isinstance(given, dict):
+            raise ValueError("malformed callback")
+        if name == "tool_pool":
+            tool_pool(**{k: given.get(k) for k in ("memory_mb", "min_isolation", "workers")})
+            return {"ok": None}
+        if name == "execute_python":
+            run = execute_python(str(given.get("code", "")), str(given.get("stdin") or ""),
+                                 timeout_s=given.get("timeout_s"), max_output_bytes=given.get("max_output_bytes"))
+            return {"ok": {k: getattr(run, k) for k in Execution.__dataclass_fields__}}
+        raise ValueError(f"no such callback: {name!r}")
+    except Exception as exc:  # noqa: BLE001 - the agent's code gets the failure as its own exception
+        return {"error": _exception_line(exc), "unavailable": isinstance(exc, SandboxUnavailable)}
+
+
+def _host_callback(name: str, args: dict[str, Any]) -> Any:
+    """Inside a session: ask the trusted side for ``name`` (see _serve_callback) and wait for its answer."""
+    if not _HOST_LINK:
+        raise SandboxUnavailable("agent-written code reaches the code sandbox only while it is called (a tool, a "
+                                 "verifier's call), not while its module is imported")
+    _send_frame(_HOST_LINK[0], {"callback": name, "args": args})
+    reply = _recv_frame(_HOST_LINK[0])
+    if "error" in reply:
+        raise (SandboxUnavailable if reply.get("unavailable") else SandboxError)(str(reply["error"]))
+    return reply.get("ok")
+
+
+class _ForwardedPool:
+    """tool_pool() inside the agent's sandbox: the code runs in the trusted side's tool sandbox."""
+
+    def run_code(self, code: str, stdin: str = "", timeout_s: float | None = None,
+                 max_output_bytes: int | None = None) -> Execution:
+        return Execution(**_host_callback("execute_python", {"code": code, "stdin": stdin, "timeout_s": timeout_s,
+                                                             "max_output_bytes": max_output_bytes}))
+
+
+def _agent_spawn_env() -> dict[str, str]:
+    """The host's environment at its start: nothing of the caller's (its API keys stay out); a fixed string-hash
+    seed, so set iteration orders alike in Phase 1 and in training."""
+    return {**_zygote_hashseed_env(), "PYTHONDONTWRITEBYTECODE": "1"}
+
+
+# ---- the host's side (runs this module's code: `--agent-host`) ----
+
+def _agent_outer(cfg: dict[str, Any]) -> int:
+    """The host's first process (trusted, nothing of the agent loaded): the namespaces, then the sandbox's init,
+    whose pid it reports on stdout; it waits for it and, on SIGTERM, kills it (and so the whole namespace)."""
+    cfg["view"] = _plan_view(_interpreter_paths(), readable=[cfg["folder"]] if cfg.get("folder") else [],
+                             hide=[h for h in cfg.get("hide", ()) if h != cfg.get("folder")])
+    flags = _CLONE_NEWPID | _CLONE_NEWNET | _CLONE_NEWIPC | _CLONE_NEWUTS
+    userns = os.geteuid() != 0
+    try:
+        if os.uname().machine not in _SECCOMP_ARCHES:
+            raise OSError(f"no system-call filter for {os.uname().machine} (x86_64 and aarch64 only)")
+        if not userns:
+            try:
+                _unshare(flags)
+            except OSError:  # root without CAP_SYS_ADMIN: a user namespace of its own still builds the same box
+                userns = True
+        if userns:
+            _enter_user_namespace(flags)
+    except OSError as exc:
+        print(json.dumps({"error": f"no namespaces: {exc}"}), flush=True)
+        return 1
+    child: list[int] = []
+
+    def stop(*_: object) -> None:
+        for pid in child:
+            os.kill(pid, signal.SIGKILL)
+
+    signal.signal(signal.SIGTERM, stop)
+    pid = os.fork()
+    if pid == 0:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        _agent_init(cfg, userns)
+    child.append(pid)
+    os.close(cfg["ctl_fd"])  # the init's alone: its death is then the end of the control socket
+    print(json.dumps({"pid": pid}), flush=True)
+    while True:
+        try:
+            os.waitpid(pid, 0)
+            return 0
+        except ChildProcessError:
+            return 0
+        except InterruptedError:
+            continue
+
+
+def _set_agent_limits(cfg: dict[str, Any]) -> None:
+    import resource
+
+    mem, disk = cfg["memory_mb"] << 20, cfg["disk_mb"] << 20
+    for limit, value in ((resource.RLIMIT_AS, mem), (resource.RLIMIT_FSIZE, disk), (resource.RLIMIT_NOFILE, 1024),
+                         (resource.RLIMIT_CORE, 0), (resource.RLIMIT_NPROC, 512)):
+        resource.setrlimit(limit, (value, value))
+
+
+def _agent_init(cfg: dict[str, Any], userns: bool) -> None:
+    """The sandbox's init (PID 1 of its namespace): build the box, import the agent's modules, serve sessions.
+    Never returns; its exit takes every process of the namespace with it."""
+    import socket
+
+    ctl = socket.socket(fileno=cfg["ctl_fd"])
+    try:
+        owner = os.getuid() if userns else cfg["uid"]
+        workdir = _enter_view(cfg["view"], cfg["disk_mb"], owner)
+        _set_agent_limits(cfg)
+        if userns:
+            _drop_capabilities()
+        else:
+            _drop_privileges(cfg["uid"])
+        _apply_seccomp()
+        os.chdir(workdir)
+        os.environ.clear()
+        os.environ.update({"PATH": _SAFE_PATH, "HOME": workdir, "TMPDIR": workdir, "LANG": "C.UTF-8",
+                           "PYTHONIOENCODING": "utf-8", "PYTHONHASHSEED": "0", **cfg["env"]})
+        null = os.open(os.devnull, os.O_RDWR)
+        os.dup2(null, 0)
+        os.dup2(null, 1)
+        _install_agent_modules(cfg["sources"], cfg.get("folder") or workdir)
+    except BaseException as exc:  # noqa: BLE001 - never run the agent's code half-isolated
+        ctl.send(json.dumps({"error": _exception_line(exc)}).encode())
+        os._exit(_SETUP_FAILED_EXIT)
+    for name in cfg["imports"]:
+        try:
+            __import__(name)
+        except BaseException as exc:  # noqa: BLE001 - SystemExit too: an import that exits is an import that failed
+            ctl.send(json.dumps({"import_error": f"{name}.py: {_exception_line(exc)}"}).encode())
+            os._exit(1)
+    ctl.send(json.dumps({"ready": True}).encode())
+    _agent_serve(ctl)
+
+
+def _install_agent_modules(sources: dict[str, str], folder: str) -> None:
+    """The agent's files become importable by exact name, ahead of sys.path (rewards_user_X and rewards_env by
+    their file names, rewards_lib_NAME.py as NAME), and `rewards_sandbox` is this module: its code tools forward
+    to the trusted side."""
+    import importlib.util
+
+    by_module = {(n[len(_AGENT_LIB):] if n.startswith(_AGENT_LIB) else n)[:-3]: n for n in sources}
+
+    class _AgentFinder:
+        @staticmethod
+        def find_spec(fullname: str, path: Any = None, target: Any = None) -> Any:
+            if fullname not in by_module:
+                return None
+            return importlib.util.spec_from_loader(fullname, _AgentFinder,  # type: ignore[arg-type]
+                                                   origin=os.path.join(folder, by_module[fullname]))
+
+        @staticmethod
+        def create_module(spec: Any) -> None:
+            return None
+
+        @staticmethod
+        def exec_module(module: Any) -> None:
+            module.__file__ = module.__spec__.origin
+            source = sources[by_module[module.__name__]]
+            exec(compile(source, module.__spec__.origin, "exec"), module.__dict__)
+
+    sys.meta_path.insert(0, _AgentFinder)
+    _IN_AGENT_HOST.append(True)
+    sys.modules["rewards_sandbox"] = sys.modules[__name__]
+
+
+def _agent_serve(ctl: Any) -> None:
+    """The init's loop: a session request (with its socket) forks a session; a kill request ends one."""
+    import socket
+
+    sessions: dict[int, Any] = {}  # pid -> session id
+    while True:
+        try:
+            data, fds, _, _ = socket.recv_fds(ctl, 1 << 16, 4)
+        except OSError:
+            break
+        if not data:
+            break
+        _reap_sessions(sessions)
+        try:
+            req = json.loads(data)
+        except ValueError:
+            req = {}
+        if isinstance(req, dict) and req.get("op") == "session" and fds:
+            pid = os.fork()
+            if pid == 0:
+                ctl.close()
+                for extra in fds[1:]:
+                    os.close(extra)
+                _agent_session(socket.socket(fileno=fds[0]))
+            sessions[pid] = req.get("id")
+        elif isinstance(req, dict) and req.get("op") == "kill":
+            for pid, sid in list(sessions.items()):
+                if sid == req.get("id"):
+                    os.kill(pid, signal.SIGKILL)
+        for fd in fds:
+            os.close(fd)
+    os._exit(0)
+
+
+def _reap_sessions(sessions: dict[int, Any]) -> None:
+    """Reap every exited process of the namespace (the init's duty); forget sessions that were among them."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        sessions.pop(pid, None)
+
+
+def _agent_session(sock: Any) -> None:
+    """A session: requests in, one reply each, until the trusted side closes it. Never returns."""
+    _HOST_LINK.append(sock)
+    instance: list[Any] = [None]
+    while True:
+        try:
+            req = _recv_frame(sock)
+        except BaseException:  # noqa: BLE001 - closed, or garbage: the session is over
+            os._exit(0)
+        try:
+            reply = {"ok": _encode_plain(_agent_request(req, instance))}
+        except BaseException as exc:  # noqa: BLE001 - SystemExit too: the call failed, the session lives on
+            try:
+                reply = {"error": str(exc)}
+            except BaseException:  # noqa: BLE001 - a hostile __str__
+                reply = {"error": type(exc).__name__}
+        try:
+            _send_frame(sock, reply)
+        except BaseException:  # noqa: BLE001
+            os._exit(0)
+
+
+def _agent_request(req: Any, instance: list[Any]) -> Any:
+    import asyncio
+    import inspect
+
+    if not isinstance(req, dict):
+        raise ValueError("malformed request")
+    op, args, kwargs = req.get("op"), _decode_value(req.get("args")), _decode_value(req.get("kwargs"))
+    if op == "verify":
+        result = getattr(sys.modules[req["module"]], req["function"])(*args, **kwargs)
+    elif op == "new":
+        instance[0] = getattr(sys.modules[req["module"]], req["cls"])()
+        return None
+    elif op == "call":
+        if instance[0] is None:
+            raise RuntimeError("no instance in this session")
+        result = getattr(instance[0], req["method"])(*args, **kwargs)
+    elif op == "describe":
+        return _describe_class(getattr(sys.modules[req["module"]], req["cls"]))
+    else:
+        raise ValueError(f"unknown request {op!r}")
+    return asyncio.run(result) if inspect.iscoroutine(result) else result
+
+
+# ---- environment classes: proxies in the trusted process, the real instance in a session ----
+
+_PARAM_KINDS = ("POSITIONAL_ONLY", "POSITIONAL_OR_KEYWORD", "VAR_POSITIONAL", "KEYWORD_ONLY", "VAR_KEYWORD")
+_PLAIN_TYPES = {"int": int, "float": float, "str": str, "bool": bool, "list": list, "tuple": tuple, "dict": dict,
+                "bytes": bytes, "complex": complex, "set": set, "frozenset": frozenset, "None": type(None)}
+
+
+def _type_tree(hint: Any, depth: int = 0) -> Any:
+    """A type hint as plain data (builtins, None, Any, Union / Optional, Literal, list / tuple / dict / set
+    generics, Enum classes; anything else by name), rebuilt on the trusted side by _rebuild_type."""
+    import enum
+    import types
+    import typing
+
+    if depth > 20:
+        return {"opaque": "nested too deeply"}
+    if hint is None or hint is type(None):
+        return "None"
+    if hint is typing.Any:
+        return "Any"
+    if isinstance(hint, type) and hint.__name__ in _PLAIN_TYPES and _PLAIN_TYPES[hint.__name__] is hint:
+        return hint.__name__
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is typing.Union or origin is getattr(types, "UnionType", None):
+        return {"union": [_type_tree(a, depth + 1) for a in args]}
+    if origin is typing.Literal:
+        return {"literal": _encode_plain(list(args))}
+    if origin in (list, tuple, dict, set, frozenset):
+        return {"generic": origin.__name__, "args": ["..." if a is Ellipsis else _type_tree(a, depth + 1)
+                                                      for a in args]}
+    if isinstance(hint, type) and issubclass(hint, enum.Enum):
+        return {"enum": hint.__name__, "members": _encode_plain([[m.name, m.value] for m in hint])}
+    return {"opaque": str(getattr(hint, "__name__", None) or repr(hint))[:80]}
+
+
+def _rebuild_type(tree: Any, depth: int = 0) -> Any:
+    """The type hint _type_tree described (a class of the same name standing in for an opaque one)."""
+    import enum
+    import typing
+
+    if depth > 20:
+        raise ValueError("type nested too deeply")
+    if isinstance(tree, str):
+        return typing.Any if tree == "Any" else _PLAIN_TYPES[tree]
+    if not isinstance(tree, dict) or len(tree) not in (1, 2):
+        raise ValueError("not a type description")
+    if "union" in tree:
+        return typing.Union[tuple(_rebuild_type(t, depth + 1) for t in tree["union"])]  # noqa: UP007
+    if "literal" in tree:
+        return typing.Literal[tuple(_decode_value(tree["literal"]))]
+    if "generic" in tree:
+        origin: Any = {"list": list, "tuple": tuple, "dict": dict, "set": set, "frozenset": frozenset}[tree["generic"]]
+        args = tuple(Ellipsis if a == "..." else _rebuild_type(a, depth + 1) for a in tree["args"])
+        return origin[args] if args else origin
+    if "enum" in tree:
+        return enum.Enum(str(tree["enum"]), [(str(n), v) for n, v in _decode_value(tree["members"])])
+    return type(str(tree["opaque"]), (), {})
+
+
+def _describe_class(cls: Any) -> dict[str, Any]:
+    """The tools of an environment class as TRL finds them (public functions on the class other than reset and
+    get_reward), each with what transformers' get_json_schema reads: name, docstring, signature as bound to an
+    instance, resolved type hints; and whether it is a coroutine function."""
+    import inspect
+    import typing
+
+    tools = []
+    for name, func in inspect.getmembers(cls, predicate=inspect.isfunction):
+        if name.startswith("_") or name in ("reset", "get_reward"):
+            continue
+        static = isinstance(inspect.getattr_static(cls, name), staticmethod)
+        params = list(inspect.signature(func).parameters.values())[0 if static else 1:]
+        try:
+            hints: dict[str, Any] | None = {k: _type_tree(v) for k, v in typing.get_type_hints(func).items()}
+        except Exception:  # noqa: BLE001 - unresolvable: the proxy's own resolution fails the same way
+            hints = None
+        described = []
+        for p in params:
+            entry: dict[str, Any] = {"name": p.name, "kind": p.kind.name,
+                                     "annotated": p.annotation is not inspect.Parameter.empty}
+            if p.default is not inspect.Parameter.empty:
+                try:
+                    entry["default"] = _encode_plain(p.default)
+                except (TypeError, ValueError):
+                    entry["default_opaque"] = True
+            described.append(entry)
+        tools.append({"name": name, "doc": inspect.getdoc(func), "async": inspect.iscoroutinefunction(func),
+                      "params": described, "hints": hints})
+    return {"tools": tools, "doc": inspect.getdoc(cls)}
+
+
+class _OpaqueDefault:
+    def __repr__(self) -> str:
+        return "<default>"
+
+
+def _proxy_tool(class_name: str, spec: dict[str, Any]) -> Callable[..., Any]:
+    """A function standing in for one tool: the same name, docstring, signature and type hints (so TRL lists it
+    and get_json_schema gives the same schema), forwarding the call to the instance in the session."""
+    import inspect
+
+    name = spec["name"]
+    if not (isinstance(name, str) and name.isidentifier() and not name.startswith("_")
+            and name not in ("reset", "get_reward")):
+        raise AgentCallError(f"the sandbox described a tool named {name!r}")
+    if spec.get("async"):
+        async def tool(self: Any, *args: Any, **kwargs: Any) -> Any:
+            import asyncio
+
+            return await asyncio.get_running_loop().run_in_executor(None, lambda: self._agent_call(name, args, kwargs))
+    else:
+        def tool(self: Any, *args: Any, **kwargs: Any) -> Any:  # type: ignore[misc]
+            return self._agent_call(name, args, kwargs)
+    hints = spec.get("hints")
+    # Hints the sandbox could not resolve stay unresolvable here, by a name no namespace holds: a string from the
+    # sandbox is never what get_type_hints evaluates in this process.
+    annotations: dict[str, Any] = ({k: _rebuild_type(v) for k, v in hints.items()} if isinstance(hints, dict)
+                                   else {p["name"]: "_unresolved_in_the_sandbox_" for p in spec["params"]
+                                         if p.get("annotated")})
+    params = [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+    for p in spec["params"]:
+        kind = getattr(inspect.Parameter, _PARAM_KINDS[_PARAM_KINDS.index(p["kind"])])
+        default = (_decode_value(p["default"]) if "default" in p
+                   else _OpaqueDefault() if p.get("default_opaque") else inspect.Parameter.empty)
+        annotation = annotations.get(p["name"], inspect.Parameter.empty) if p.get("annotated") \
+            else inspect.Parameter.empty
+        params.append(inspect.Parameter(p["name"], kind, default=default, annotation=annotation))
+    tool.__name__, tool.__qualname__ = name, f"{class_name}.{name}"
+    tool.__doc__ = spec.get("doc") if isinstance(spec.get("doc"), str) else None
+    tool.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        params, return_annotation=annotations.get("return", inspect.Signature.empty))
+    tool.__annotations__ = annotations
+    return tool
+
+
+class _AgentEnvironment:
+    """Base of the proxy environment classes (see environment_class). Every reset starts a fresh session holding
+    a fresh instance, so an episode never sees an earlier one's state, whether TRL reuses the proxy or not."""
+
+    _agent_host: AgentHost
+    _agent_module: str
+    _agent_class: str
+    get_reward = None  # not a function: TRL's environment probe adds no reward of its own
+
+    def __init__(self) -> None:
+        self._agent_session: AgentSession | None = None
+
+    def _agent_fresh(self) -> AgentSession:
+        if self._agent_session is not None:
+            self._agent_session.close()
+        session = self._agent_host.session()
+        session.call("new", module=self._agent_module, cls=self._agent_class, timeout_s=AGENT_CALL_TIMEOUT_S)
+        self._agent_session = session
+        return session
+
+    def _agent_call(self, method: str, args: Sequence[Any] = (), kwargs: dict[str, Any] | None = None) -> Any:
+        session = self._agent_session or self._agent_fresh()
+        return session.call("call", method=method, args=args, kwargs=kwargs, timeout_s=AGENT_CALL_TIMEOUT_S)
+
+    def reset(self, **kwargs: Any) -> Any:
+        self._agent_fresh()
+        return self._agent_call("reset", (), kwargs)
+
+    def _finetune_get_reward(self) -> Any:
+        return self._agent_call("get_reward")
+
+    def __del__(self) -> None:
+        try:
+            if self._agent_session is not None:
+                self._agent_session.close()
+        except Exception:  # noqa: BLE001 - at interpreter exit the host may be gone already
+            pass
+
+
+def environment_class(host: AgentHost, module: str, name: str) -> type:
+    """A class standing in for the agent's environment class ``name`` (in ``module``, run by ``host``): its tools
+    are functions of the same name, docstring, signature and type hints; calling one, reset or get_reward
+    (as ``_finetune_get_reward``) runs the real instance's method in the sandbox and returns its plain-data result
+    (an exception there raises AgentCallError with the same message)."""
+    desc = host.describe(module, name)
+    namespace: dict[str, Any] = {"__doc__": desc.get("doc") if isinstance(desc.get("doc"), str) else None,
+                                 "__qualname__": name, "_agent_host": host, "_agent_module": module,
+                                 "_agent_class": name}
+    for spec in desc["tools"]:
+        if not isinstance(spec, dict):
+            raise AgentCallError(f"the sandbox did not describe {name}")
+        try:
+            namespace[spec["name"]] = _proxy_tool(name, spec)
+        except (KeyError, ValueError, TypeError, IndexError) as exc:
+            raise AgentCallError(f"the sandbox described {name} unreadably ({_exception_line(exc)})") from None
+    return type(name, (_AgentEnvironment,), namespace)
+
+
 def _main(argv: list[str]) -> int:
     if argv[:1] == ["--zygote"]:
         _zygote_main(json.loads(sys.stdin.buffer.readline()))
         return 0
+    if argv[:1] == ["--agent-host"]:
+        return _agent_outer(json.loads(sys.stdin.buffer.readline()))
     if argv[:1] == ["--probe"]:
         iso = _probe(_uid_block(_POOLS_PER_PROCESS - 1) + _UID_BLOCK - 1)
         print(json.dumps({**iso.__dict__, "notes": list(iso.notes)}))
