@@ -455,9 +455,11 @@ def _plan_view(needed: Sequence[str], readable: Sequence[str] = (), hide: Sequen
 
 
 def _interpreter_paths() -> list[str]:
-    """What a sandboxed interpreter needs to see: its sys.path and its own library folder (the shared libraries
-    its extension modules load lazily)."""
-    return [*sys.path, os.path.join(sys.base_exec_prefix, "lib")]
+    """What a sandboxed interpreter needs to see: its sys.path, its own library folder (the shared libraries its
+    extension modules load lazily), and the executable with its venv's pyvenv.cfg (``sys.executable`` in a
+    subprocess starts the same environment)."""
+    return [*sys.path, os.path.join(sys.base_exec_prefix, "lib"), sys.executable,
+            os.path.join(sys.prefix, "pyvenv.cfg")]
 
 
 def _mount_points() -> dict[str, str]:
@@ -2846,6 +2848,7 @@ def _agent_serve(ctl: Any) -> None:
     import socket
 
     sessions: dict[int, Any] = {}  # pid -> session id
+    signal.signal(signal.SIGCHLD, lambda *_: _reap_sessions(sessions))  # no zombie waits for the next request
     while True:
         try:
             data, fds, _, _ = socket.recv_fds(ctl, 1 << 16, 4)
@@ -2853,23 +2856,28 @@ def _agent_serve(ctl: Any) -> None:
             break
         if not data:
             break
-        _reap_sessions(sessions)
         try:
             req = json.loads(data)
         except ValueError:
             req = {}
         if isinstance(req, dict) and req.get("op") == "session" and fds:
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})  # recorded before it can be reaped
             pid = os.fork()
             if pid == 0:
+                signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD})
                 ctl.close()
                 for extra in fds[1:]:
                     os.close(extra)
                 _agent_session(socket.socket(fileno=fds[0]))
             sessions[pid] = req.get("id")
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD})
         elif isinstance(req, dict) and req.get("op") == "kill":
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})  # no pid reaped (and reused) meanwhile
             for pid, sid in list(sessions.items()):
                 if sid == req.get("id"):
                     os.kill(pid, signal.SIGKILL)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD})
         for fd in fds:
             os.close(fd)
     os._exit(0)
