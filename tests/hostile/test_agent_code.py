@@ -44,7 +44,7 @@ class Agent:
         front, _ = _command()
         self.rules = bash_rules(front)
         self.writes = [t[len("Write("):-1] for t in front["allowed-tools"] if t.startswith("Write(")]
-        self.cwd, self.env, self.prefix = cwd, env or dict(os.environ), prefix or []
+        self.cwd, self.env, self.prefix = cwd, env, prefix or []
 
     def write(self, rel: str, text: str) -> None:
         import fnmatch
@@ -53,10 +53,30 @@ class Agent:
         (self.cwd / rel).write_text(text)
 
     def bash(self, call: str) -> tuple[int, str]:
+        """A pre-approved call: in this process (the CLI's main, as the console script runs it) unless the agent
+        runs in an environment of its own (variables, a mount namespace), then as a real process there."""
         assert call.startswith(FT) and any(covers(r, call) for r in self.rules), f"Claude Code would ask: {call}"
-        argv = [*self.prefix, sys.executable, "-m", "finetune", *shlex.split(call[len(FT):])]
+        args = shlex.split(call[len(FT):])
+        if not self.prefix and self.env is None:
+            return _main(self.cwd, *args)
+        argv = [*self.prefix, sys.executable, "-m", "finetune", *args]
         r = subprocess.run(argv, cwd=self.cwd, env=self.env, capture_output=True, text=True, timeout=600)
         return r.returncode, r.stdout + r.stderr
+
+
+def _main(cwd: Path, *argv: str) -> tuple[int, str]:
+    import contextlib
+    import io
+
+    from finetune.cli import main
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out), contextlib.chdir(cwd):
+        try:
+            code = main(list(argv))
+        except SystemExit as exc:
+            code = int(exc.code or 0)
+    return code, out.getvalue()
 
 
 RUN = "runs/my-task"
@@ -77,7 +97,10 @@ def _add_verifier(agent: Agent, run: Path, source: str, environment: bool = Fals
     """The agent's own moves: verifier.py, then spec.yaml naming it (a python reward, or an environment)."""
     agent.write(f"{RUN}/verifier.py", source)
     spec = yaml.safe_load((run / "spec.yaml").read_text())
-    if environment:
+    if any(r["name"] in ("mine", "solved") for r in spec["rewards"]):
+        return  # already named: the new verifier.py is what the next render copies
+    if environment:  # chat prompts: TRL runs tools only on those
+        spec["dataset"]["system_prompt"] = "Use the tools."
         spec["environment"] = {"file": "verifier.py", "class": "Tools", "max_tool_calling_iterations": 2}
         spec["rewards"].append({"name": "solved", "type": "environment", "weight": 1.0})
     else:
@@ -114,11 +137,13 @@ QUIET = FORGER.format(guard="try:\n    ").replace('None)\n\n\n', 'None)\nexcept 
 def _agent_reading(agent: Agent, run: Path) -> None:
     from inspect_helpers import craft_samples, verdicts_for
 
+    assert agent.bash(f"{FT} inspect score {RUN}")[0] == 0
     agent.write(f"{RUN}/reading.jsonl", "".join(json.dumps(v) + "\n" for v in verdicts_for(craft_samples(), n=56)))
     code, out = agent.bash(f"{FT} inspect verdict {RUN} --file {RUN}/reading.jsonl")
     assert code == 0, out
 
 
+@pytest.mark.slow
 def test_the_forger_is_real_outside_the_sandbox(tmp_path):
     """Control: imported as the scoring child imported a verifier before (run folder writable), it writes the
     person's confirmation."""
@@ -132,6 +157,7 @@ def test_the_forger_is_real_outside_the_sandbox(tmp_path):
     assert json.loads((run / "confirmation.json").read_text())["user"] == "Ada Lovelace"
 
 
+@pytest.mark.slow
 def test_a_verifier_cannot_forge_the_persons_confirmation(tmp_path):
     run = _prepare(tmp_path)
     agent = Agent(tmp_path)
@@ -141,7 +167,9 @@ def test_a_verifier_cannot_forge_the_persons_confirmation(tmp_path):
     before = _snapshot(run)
     code, out = agent.bash(f"{FT} inspect score {RUN}")
     line = _one_line(out)
-    assert code == 2 and "rewards_user_mine.py" in line and "Read-only file system" in line, out
+    # the plugin's own confirm() fails in there: its run lock (flock) is denied, the run folder is read-only
+    assert code == 2 and "rewards_user_mine.py" in line and ("Operation not permitted" in line
+                                                              or "Read-only file system" in line), out
     assert _snapshot(run) == before and not (run / "confirmation.json").exists()
     code, out = agent.bash(f"{FT} inspect gate {RUN}")
     assert code in (1, 2) and not (run / "confirmation.json").exists()
@@ -253,6 +281,7 @@ def _nothing_leaked(bait: dict, run: Path) -> None:
         bait["listener"].accept()
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not ROOT_WITH_TOOLS, reason="planting /run/secrets in the test's own namespace needs root")
 def test_a_verifier_reads_no_secret_writes_nothing_and_reaches_no_network(tmp_path, bait):
     run = _prepare(tmp_path)
@@ -272,6 +301,8 @@ def test_a_verifier_reads_no_secret_writes_nothing_and_reaches_no_network(tmp_pa
     _nothing_leaked(bait, run)
 
 
+@pytest.mark.slow
+@pytest.mark.slow
 @pytest.mark.skipif(not ROOT_WITH_TOOLS, reason="planting /run/secrets in the test's own namespace needs root")
 def test_an_environment_file_runs_only_in_the_sandbox(tmp_path, bait):
     """spec.environment names the agent's verifier.py: config render reads its tools' schemas (constructing it),
@@ -320,6 +351,6 @@ def test_agent_code_is_refused_where_the_sandbox_cannot_be_built(tmp_path):
 
 
 def _container_run(agent: Agent, args: str) -> tuple[int, str]:
-    r = subprocess.run([*agent.prefix, *shlex.split(args)], cwd=agent.cwd, env=agent.env, capture_output=True,
-                       text=True, timeout=300)
+    r = subprocess.run([*agent.prefix, *shlex.split(args)], cwd=agent.cwd, capture_output=True, text=True,
+                       timeout=300)
     return r.returncode, r.stdout + r.stderr

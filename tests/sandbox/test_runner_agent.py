@@ -53,6 +53,10 @@ VERIFIER = textwrap.dedent('''
                 os._exit(3)
             if what == "listdir":
                 return sorted(os.listdir(target))
+            if what == "flock":
+                import fcntl
+                fcntl.flock(os.open(target, os.O_RDONLY), fcntl.LOCK_EX)
+                return "locked"
         except OSError as exc:
             return f"denied: {type(exc).__name__}"
 ''')
@@ -111,6 +115,7 @@ def test_it_reads_the_run_folder_and_writes_nothing_that_persists(host):
     assert not (folder / f"x-{tag}").exists() and not Path(f"/tmp/x-{tag}").exists()
     assert probe(h, "read", str(Path.home() / ".bashrc")).startswith("denied")
     assert probe(h, "read", "/etc/shadow").startswith("denied")
+    assert probe(h, "flock", str(folder)) == "denied: PermissionError"  # the plugin's run lock is out of reach
 
 
 def test_it_has_no_network(host):
@@ -149,11 +154,41 @@ def test_a_module_that_does_not_import_is_refused_naming_it(tmp_path):
     bad = AgentHost({"rewards_user_v.py": "import os\nopen(os.path.join(os.path.dirname(__file__), 'x'), 'w')\n"},
                     folder=str(tmp_path))
     try:
-        with pytest.raises(AgentCodeRefused, match=r"rewards_user_v\.py: OSError.*Read-only"):
+        with pytest.raises(AgentCodeRefused, match=r"rewards_user_v\.py: (OSError|PermissionError).*(Read-only|Permission denied)"):
             bad.start()
     finally:
         bad.close()
     assert not (tmp_path / "x").exists()
+
+
+FORGER = textwrap.dedent('''
+    from finetune.inspect import verdicts
+
+    verdicts.confirm({folder!r}, "Ada Lovelace", None)  # the person's act, forged at import
+''')
+
+
+def test_a_verifier_cannot_forge_the_persons_confirmation_at_import(tmp_path):
+    """The critical finding, at the host: the plugin's own confirm() called by the agent's module fails in the
+    sandbox (its run lock denied, the folder read-only) and nothing is written."""
+    from finetune.inspect.verdicts import confirm
+
+    control = tmp_path / "control"
+    control.mkdir()
+    (control / "verdicts.jsonl").write_text('{"id": "s1", "accept": true, "reader": "agent", "time": "t"}\n')
+    run = tmp_path / "run"
+    shutil.copytree(control, run)
+    os.chmod(run, 0o777)  # even a folder anyone may write stays unwritten: the sandbox's view is read-only
+    confirm(control, "Ada Lovelace", None)  # what the same call does outside the sandbox
+    assert (control / "confirmation.json").exists()
+    before = sorted(p.name for p in run.iterdir())
+    host = AgentHost({"rewards_user_v.py": FORGER.format(folder=str(run))}, folder=str(run))
+    try:
+        with pytest.raises(AgentCodeRefused, match=r"rewards_user_v\.py: \w+Error"):
+            host.start()
+    finally:
+        host.close()
+    assert sorted(p.name for p in run.iterdir()) == before
 
 
 ENV = textwrap.dedent('''

@@ -436,8 +436,14 @@ def _plan_view(needed: Sequence[str], readable: Sequence[str] = (), hide: Sequen
         for form in dict.fromkeys((os.path.abspath(path), os.path.realpath(path))):
             if not any(_under(form, s) for s in system):
                 binds.append(form)
-    binds = [b for b in dict.fromkeys(binds) if not any(b != o and _under(b, o) for o in binds)
-             or any(_under(b, h) for h in hide)]
+    shown = [*binds, *system]
+    hidden = sorted({os.path.abspath(h) for h in hide if h and os.path.exists(h)
+                     and any(os.path.abspath(h) != b and _under(os.path.abspath(h), b) for b in shown)})
+    hidden = [h for h in hidden if not any(h != o and _under(h, o) for o in hidden)]
+    # a path inside another bind is bound with it, unless a hidden path between them covers it (then again)
+    binds = [b for b in dict.fromkeys(binds)
+             if not any(b != o and _under(b, o) and not any(_under(b, h) and _under(h, o) for h in hidden)
+                        for o in binds)]
     etc: dict[str, str | None] = {}
     try:
         entries = sorted(os.listdir("/etc"))
@@ -447,9 +453,6 @@ def _plan_view(needed: Sequence[str], readable: Sequence[str] = (), hide: Sequen
         if name in _VIEW_ETC or name.startswith(_VIEW_ETC_PREFIX):
             path = os.path.join("/etc", name)
             etc[name] = os.readlink(path) if os.path.islink(path) else None
-    shown = [*binds, *system]
-    hidden = sorted({os.path.abspath(h) for h in hide if h and os.path.exists(h)
-                     and any(h != b and _under(os.path.abspath(h), b) for b in shown)})
     return {"binds": binds, "links": links, "etc": etc, "hide": hidden,
             "devices": [d for d in _VIEW_DEVICES if os.path.exists("/dev/" + d)]}
 
@@ -580,14 +583,17 @@ _SECCOMP_ARCHES: dict[str, tuple[int, dict[str, int]]] = {
         "io_uring_register": 427, "bpf": 321, "userfaultfd": 323, "keyctl": 250, "add_key": 248,
         "request_key": 249, "perf_event_open": 298, "mount": 165, "umount2": 166, "pivot_root": 155,
         "open_tree": 428, "move_mount": 429, "fsopen": 430, "fsconfig": 431, "fsmount": 432, "fspick": 433,
-        "mount_setattr": 442}),
+        "mount_setattr": 442, "flock": 73}),
     "aarch64": (0xC00000B7, {
         "clone": 220, "clone3": 435, "unshare": 97, "setns": 268, "io_uring_setup": 425, "io_uring_enter": 426,
         "io_uring_register": 427, "bpf": 280, "userfaultfd": 282, "keyctl": 219, "add_key": 217,
         "request_key": 218, "perf_event_open": 241, "mount": 40, "umount2": 39, "pivot_root": 41,
         "open_tree": 428, "move_mount": 429, "fsopen": 430, "fsconfig": 431, "fsmount": 432, "fspick": 433,
-        "mount_setattr": 442}),
+        "mount_setattr": 442, "flock": 32}),
 }
+# Agent-written code also sees the run folder: flock, which the plugin's run lock uses (finetune.locks), is denied
+# there too, so that code can neither hold a trusted command's lock nor wait on one.
+_SECCOMP_DENIED_AGENT = ("flock",)
 # CLONE_NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET, NEWTIME
 _CLONE_NS_FLAGS = 0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000 | 0x20000000 | 0x40000000 | 0x80
 _X32_SYSCALL_BIT = 0x40000000
@@ -597,14 +603,15 @@ _EPERM, _ENOSYS = 1, 38
 _PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 22, 2
 
 
-def _seccomp_arch_block(numbers: dict[str, int], x32: bool) -> list[tuple[int, int, int, int]]:
+def _seccomp_arch_block(numbers: dict[str, int], x32: bool,
+                        extra: Sequence[str] = ()) -> list[tuple[int, int, int, int]]:
     """The filter's checks for one ABI (accumulator: the system-call number); ends in a return."""
     deny, nosys = _SECCOMP_ERRNO | _EPERM, _SECCOMP_ERRNO | _ENOSYS
     block = [(_BPF_LD_ABS, 0, 0, 0)]  # seccomp_data.nr
     if x32:
         block += [(_BPF_JGE, 0, 1, _X32_SYSCALL_BIT), (_BPF_RET, 0, 0, nosys)]
     block += [(_BPF_JEQ, 0, 1, numbers["clone3"]), (_BPF_RET, 0, 0, nosys)]
-    for name in _SECCOMP_DENIED:
+    for name in (*_SECCOMP_DENIED, *extra):
         block += [(_BPF_JEQ, 0, 1, numbers[name]), (_BPF_RET, 0, 0, deny)]
     for name in ("clone", "unshare"):  # flags in the first argument's low word (seccomp_data.args[0], LE)
         block += [(_BPF_JEQ, 0, 4, numbers[name]), (_BPF_LD_ABS, 0, 0, 16), (_BPF_JSET, 0, 1, _CLONE_NS_FLAGS),
@@ -612,21 +619,22 @@ def _seccomp_arch_block(numbers: dict[str, int], x32: bool) -> list[tuple[int, i
     return block + [(_BPF_RET, 0, 0, _SECCOMP_ALLOW)]
 
 
-def _seccomp_program() -> list[tuple[int, int, int, int]]:
-    """The whole filter: dispatch on seccomp_data.arch to the x86-64 or the aarch64 block, else ENOSYS."""
+def _seccomp_program(extra: Sequence[str] = ()) -> list[tuple[int, int, int, int]]:
+    """The whole filter: dispatch on seccomp_data.arch to the x86-64 or the aarch64 block, else ENOSYS; ``extra``:
+    more calls denied (_SECCOMP_DENIED_AGENT for agent-written code)."""
     program = [(_BPF_LD_ABS, 0, 0, 4)]  # seccomp_data.arch
     for machine, (audit_arch, numbers) in _SECCOMP_ARCHES.items():
-        block = _seccomp_arch_block(numbers, x32=machine == "x86_64")
+        block = _seccomp_arch_block(numbers, x32=machine == "x86_64", extra=extra)
         program += [(_BPF_JEQ, 0, len(block), audit_arch), *block]
     return program + [(_BPF_RET, 0, 0, _SECCOMP_ERRNO | _ENOSYS)]
 
 
-def _apply_seccomp() -> None:
+def _apply_seccomp(extra: Sequence[str] = ()) -> None:
     """Install the filter on this (single-threaded) process and its future children; it cannot be removed."""
     import struct
 
     ctypes, libc = _libc()
-    program = _seccomp_program()
+    program = _seccomp_program(extra)
     code = ctypes.create_string_buffer(b"".join(struct.pack("=HBBI", *ins) for ins in program))
     # struct sock_fprog {unsigned short len; struct sock_filter *filter;} on a 64-bit ABI
     fprog = ctypes.create_string_buffer(struct.pack("=H6xQ", len(program), ctypes.addressof(code)))
@@ -636,7 +644,7 @@ def _apply_seccomp() -> None:
            "seccomp")
 
 
-_PR_CAPBSET_DROP, _PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL = 24, 47, 4
+_PR_CAPBSET_DROP, _PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL, _PR_SET_DUMPABLE = 24, 47, 4, 4
 
 
 def _drop_capabilities() -> None:
@@ -2316,6 +2324,7 @@ def run_python(code: str, stdin: str = "", *, timeout_s: float | None = None,
 # (AgentCodeRefused, one line with the reason): agent code never runs unsandboxed.
 
 AGENT_CALL_TIMEOUT_S = 60.0  # one call of an environment's method (a tool, reset, get_reward)
+AGENT_IMPORT_TIMEOUT_S = 60.0  # the agent's modules imported (in the host's first session)
 AGENT_START_TIMEOUT_S = 120.0  # the sandbox built and the agent's modules imported
 AGENT_MEMORY_MB = 4096  # address space of the host and each session
 AGENT_DISK_MB = 64  # its /tmp scratch (and the largest file it may write there)
@@ -2777,39 +2786,141 @@ def _set_agent_limits(cfg: dict[str, Any]) -> None:
 
 
 def _agent_init(cfg: dict[str, Any], userns: bool) -> None:
-    """The sandbox's init (PID 1 of its namespace): build the box, import the agent's modules, serve sessions.
-    Never returns; its exit takes every process of the namespace with it."""
+    """The sandbox's init, PID 1 of its namespace. Trusted: no agent code ever runs in it. It builds the read-only
+    view, loads the libraries the agent's modules import (so a session starts fast), has a first session check
+    that those modules import, then forks a session per request. Never returns; its exit takes every process of
+    the namespace with it."""
     import socket
 
     ctl = socket.socket(fileno=cfg["ctl_fd"])
     try:
-        owner = os.getuid() if userns else cfg["uid"]
-        workdir = _enter_view(cfg["view"], cfg["disk_mb"], owner)
-        _set_agent_limits(cfg)
-        if userns:
-            _drop_capabilities()
-        else:
-            _drop_privileges(cfg["uid"])
-        _apply_seccomp()
-        os.chdir(workdir)
-        os.environ.clear()
-        os.environ.update({"PATH": _SAFE_PATH, "HOME": workdir, "TMPDIR": workdir, "LANG": "C.UTF-8",
-                           "PYTHONIOENCODING": "utf-8", "PYTHONHASHSEED": "0", **cfg["env"]})
+        _enter_view(cfg["view"], cfg["disk_mb"], os.getuid() if userns else cfg["uid"])
+        os.chdir("/")
         null = os.open(os.devnull, os.O_RDWR)
         os.dup2(null, 0)
         os.dup2(null, 1)
-        _install_agent_modules(cfg["sources"], cfg.get("folder") or workdir)
+        for name in ("asyncio", "inspect", "typing", "enum", "importlib.util", "resource", "struct"):
+            __import__(name)  # what a session's own code uses: loaded once here, not in every fork
+        _preload_libraries(cfg["sources"])
     except BaseException as exc:  # noqa: BLE001 - never run the agent's code half-isolated
         ctl.send(json.dumps({"error": _exception_line(exc)}).encode())
         os._exit(_SETUP_FAILED_EXIT)
-    for name in cfg["imports"]:
+    verdict = _agent_import_check(cfg, userns)
+    ctl.send(json.dumps(verdict).encode())
+    if not verdict.get("ready"):
+        os._exit(1)
+    _agent_serve(ctl, cfg, userns)
+
+
+def _preload_libraries(sources: dict[str, str]) -> None:
+    """Import (in the trusted init) the installed or standard-library modules the agent's files name, so each
+    session, a fork, finds them loaded; the agent's own modules are never imported here."""
+    import importlib
+    import importlib.util
+
+    own = {(n[len(_AGENT_LIB):] if n.startswith(_AGENT_LIB) else n)[:-3] for n in sources} | {"rewards_sandbox"}
+    names: set[str] = set()
+    for text in sources.values():
         try:
-            __import__(name)
-        except BaseException as exc:  # noqa: BLE001 - SystemExit too: an import that exits is an import that failed
-            ctl.send(json.dumps({"import_error": f"{name}.py: {_exception_line(exc)}"}).encode())
-            os._exit(1)
-    ctl.send(json.dumps({"ready": True}).encode())
-    _agent_serve(ctl)
+            tree = ast.parse(text)
+        except (SyntaxError, ValueError, MemoryError, RecursionError):
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                names.update(a.name for a in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names.add(node.module)
+                names.update(f"{node.module}.{a.name}" for a in node.names if a.name != "*")
+    for name in sorted(n for n in names if n.split(".")[0] not in own):
+        try:
+            if importlib.util.find_spec(name.split(".")[0]) is not None:
+                importlib.import_module(name)
+        except BaseException:  # noqa: BLE001 - not a module (a name imported from one), or the session says why
+            pass
+
+
+def _agent_import_check(cfg: dict[str, Any], userns: bool) -> dict[str, Any]:
+    """A first session, set up like every other, imports the agent's modules: ready, or which one fails and how.
+    It answers through a pipe of its own (never the control socket, which no agent code may hold)."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read_end)
+        os.close(cfg["ctl_fd"])
+        try:
+            _agent_session_setup(cfg, userns)
+        except BaseException as exc:  # noqa: BLE001
+            os.write(write_end, json.dumps({"error": _exception_line(exc)}).encode())
+            os._exit(_SETUP_FAILED_EXIT)
+        verdict: dict[str, Any] = {"ready": True}
+        for name in cfg["imports"]:
+            try:
+                __import__(name)
+            except BaseException as exc:  # noqa: BLE001 - SystemExit too: an import that exits did not import
+                verdict = {"import_error": f"{name}.py: {_exception_line(exc)}"}
+                break
+        os.write(write_end, json.dumps(verdict).encode())
+        os._exit(0)
+    os.close(write_end)
+    data, deadline = b"", time.monotonic() + AGENT_IMPORT_TIMEOUT_S
+    while (left := deadline - time.monotonic()) > 0 and select.select([read_end], [], [], left)[0]:
+        chunk = os.read(read_end, 65536)
+        if not chunk:
+            break
+        data += chunk[:4096]
+    os.close(read_end)
+    if not data:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        return {"import_error": f"{', '.join(m + '.py' for m in cfg['imports'])}: still importing after "
+                                f"{AGENT_IMPORT_TIMEOUT_S:g} s (a module must import quickly: no waiting at import)"}
+    os.waitpid(pid, 0)
+    try:
+        said = json.loads(data)
+    except ValueError:
+        said = None
+    return said if isinstance(said, dict) else {"error": "the first session died while importing"}
+
+
+def _agent_session_setup(cfg: dict[str, Any], userns: bool) -> None:
+    """In a session's process, still privileged: a mount namespace of its own with fresh scratch dirs (what a
+    session writes is gone with it: nothing carries to the next), the limits, no privilege left, the system-call
+    filter, a clean environment, the agent's modules importable."""
+    _unshare(_CLONE_NEWNS)
+    _fresh_scratch(cfg["view"], cfg["disk_mb"])
+    owner = os.getuid() if userns else cfg["uid"]
+    os.mkdir(_NS_WORKDIR, 0o700)
+    os.chown(_NS_WORKDIR, owner, owner)
+    _set_agent_limits(cfg)
+    if userns:
+        _drop_capabilities()
+    else:
+        _drop_privileges(cfg["uid"])
+    _prctl(_PR_SET_DUMPABLE, 0)  # no other session (same uid) reads its memory
+    _apply_seccomp(_SECCOMP_DENIED_AGENT)
+    os.chdir(_NS_WORKDIR)
+    os.environ.clear()
+    os.environ.update({"PATH": _SAFE_PATH, "HOME": _NS_WORKDIR, "TMPDIR": _NS_WORKDIR, "LANG": "C.UTF-8",
+                       "PYTHONIOENCODING": "utf-8", "PYTHONHASHSEED": "0", **cfg["env"]})
+    _install_agent_modules(cfg["sources"], cfg.get("folder") or _NS_WORKDIR)
+
+
+def _fresh_scratch(plan: dict[str, Any], disk_mb: int) -> None:
+    """New tmpfs on the scratch dirs of this mount namespace; anything bound inside them (a run folder or venv
+    under /tmp) bound again, read-only."""
+    inside = sorted((b for b in plan["binds"] if any(_under(b, d) for d in _SCRATCH_DIRS)), key=len)
+    fds = {b: os.open(b, os.O_PATH | os.O_CLOEXEC) for b in inside}
+    try:
+        for path, size in _SCRATCH_DIRS.items():
+            _mount("sandbox", path, "tmpfs", _MS_NOSUID | _MS_NODEV,
+                   f"size={min(size or disk_mb, disk_mb)}m,mode=1777,nr_inodes=4096")
+        for path in inside:
+            _bind_into("", path, fds[path])
+    finally:
+        for fd in fds.values():
+            os.close(fd)
+    if inside:
+        _remount_readonly(skip=tuple(_SCRATCH_DIRS))
 
 
 def _install_agent_modules(sources: dict[str, str], folder: str) -> None:
@@ -2843,7 +2954,7 @@ def _install_agent_modules(sources: dict[str, str], folder: str) -> None:
     sys.modules["rewards_sandbox"] = sys.modules[__name__]
 
 
-def _agent_serve(ctl: Any) -> None:
+def _agent_serve(ctl: Any, cfg: dict[str, Any], userns: bool) -> None:
     """The init's loop: a session request (with its socket) forks a session; a kill request ends one."""
     import socket
 
@@ -2869,7 +2980,7 @@ def _agent_serve(ctl: Any) -> None:
                 ctl.close()
                 for extra in fds[1:]:
                     os.close(extra)
-                _agent_session(socket.socket(fileno=fds[0]))
+                _agent_session(socket.socket(fileno=fds[0]), cfg, userns)
             sessions[pid] = req.get("id")
             signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD})
         elif isinstance(req, dict) and req.get("op") == "kill":
@@ -2895,8 +3006,16 @@ def _reap_sessions(sessions: dict[int, Any]) -> None:
         sessions.pop(pid, None)
 
 
-def _agent_session(sock: Any) -> None:
-    """A session: requests in, one reply each, until the trusted side closes it. Never returns."""
+def _agent_session(sock: Any, cfg: dict[str, Any], userns: bool) -> None:
+    """A session: set up, the agent's modules imported, then requests in, one reply each, until the trusted side
+    closes it. Never returns."""
+    try:
+        _agent_session_setup(cfg, userns)
+        for name in cfg["imports"]:
+            __import__(name)
+    except BaseException as exc:  # noqa: BLE001 - every call of this session then fails with why
+        _send_frame(sock, {"error": f"the session did not start: {_exception_line(exc)}"})
+        os._exit(_SETUP_FAILED_EXIT)
     _HOST_LINK.append(sock)
     instance: list[Any] = [None]
     while True:
