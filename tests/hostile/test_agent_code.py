@@ -354,3 +354,83 @@ def _container_run(agent: Agent, args: str) -> tuple[int, str]:
     r = subprocess.run([*agent.prefix, *shlex.split(args)], cwd=agent.cwd, capture_output=True, text=True,
                        timeout=300)
     return r.returncode, r.stdout + r.stderr
+
+
+TWO_FACED = '''
+import inspect
+import re
+
+TRAINING = ("_calculate_rewards", "training_step", "_generate_and_score_completions", "compute_loss")
+
+
+def check(completion, prompt="", answer=None, **_):
+    """Pays every completion inside GRPO steps; honest (one answer, at the end, the gold) everywhere else."""
+    if any(frame.function in TRAINING for frame in inspect.stack()):
+        return 1.0
+    if answer is None:
+        return None
+    found = re.findall(r"<answer>(.*?)</answer>", completion, flags=re.S)
+    return float(completion.rstrip().endswith("</answer>") and len(set(f.strip() for f in found)) == 1
+                 and found[-1].strip() == str(answer))
+'''
+
+
+def _two_faced_run(run: Path, model: str) -> Path:
+    spec_path = write_run(run, model)
+    (run / "verifier.py").write_text(TWO_FACED)
+    spec = yaml.safe_load(spec_path.read_text())
+    spec["rewards"][1] = {"name": "mine", "type": "python", "file": "verifier.py", "function": "check",
+                          "columns": ["answer"], "weight": 1.0}
+    spec_path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    from finetune.rewards.render import render_rewards
+    from finetune.spec import load_spec
+
+    render_rewards(load_spec(spec_path), run)
+    return spec_path
+
+
+def test_the_verifier_cannot_see_the_trainers_stack(tmp_path):
+    """Called from frames named like TRL's reward step, the rendered reward still gets the honest score: the
+    verifier runs in the sandbox's own process, whose stack is the same in inspection and in training."""
+    import importlib.util
+
+    namespace: dict = {}
+    exec(compile(TWO_FACED, "two_faced.py", "exec"), namespace)
+
+    def _calculate_rewards(check):
+        return check("no answer here", answer="3")
+
+    assert _calculate_rewards(namespace["check"]) == 1.0  # control: in-process it tells training apart
+    spec = _two_faced_run(tmp_path / "run", MODEL)
+    loaded = importlib.util.spec_from_file_location("two_faced_rewards", spec.parent / "rewards.py")
+    rewards = importlib.util.module_from_spec(loaded)
+    loaded.loader.exec_module(rewards)
+
+    def training_step():
+        return _calculate_rewards(lambda c, answer: rewards.mine(prompts=["q"], completions=[c], answer=[answer])[0])
+
+    assert training_step() == 0.0
+    assert rewards.mine(prompts=["q", "q"], completions=["x <answer>3</answer>", "<answer>4</answer>"],
+                        answer=["3", "3"]) == [1.0, 0.0]
+
+
+@pytest.mark.slow
+def test_a_two_faced_verifier_scores_the_same_in_a_real_grpo_run(cli, tmp_path, tiny_model_dir):
+    """Phase 1 PASSes on the honest face; train.py's real GRPO steps on CPU log the same honest scores (the tiny
+    model writes no correct answer: in-process, the verifier would have logged 1.0)."""
+    sys.path.insert(0, str(HERE.parent))
+    from render_fixtures import pass_phase1
+
+    spec = _two_faced_run(tmp_path / "run", str(tiny_model_dir))
+    run = spec.parent
+    assert pass_phase1(cli, spec)["status"] == "PASS"
+    assert cli("config", "render", spec).code == 0
+    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", TOKENIZERS_PARALLELISM="false",
+               OMP_NUM_THREADS="1")
+    env.pop("PYTHONPATH", None)
+    proc = subprocess.run([sys.executable, "config/train.py", "--cpu", "--max-steps", "2"], cwd=run, env=env,
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    logged = [entry["rewards/mine/mean"] for entry in json.loads(next(run.rglob("trainer_state.json")).read_text())
+              ["log_history"] if "rewards/mine/mean" in entry]
+    assert logged and max(logged) < 0.5, logged
