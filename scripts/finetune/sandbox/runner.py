@@ -1,4 +1,4 @@
-"""Local sandbox for untrusted code (unit-test rewards): isolated, tamper-proof verdicts, parallel.
+"""Local sandbox for untrusted code (unit-test rewards, code tools, agent-written verifiers and environments).
 
 This file is standalone and stdlib-only on purpose: ``finetune rewards render`` copies it verbatim
 beside ``rewards.py`` as ``rewards_sandbox.py`` (self-contained-output contract), and the plugin imports it as
@@ -104,16 +104,26 @@ Isolation levels (ordered; ``Isolation.level`` is the best the host grants)
                  dirs such as /tmp. Needs root (CAP_SETUID, CAP_SETGID: docker's default).
 ``namespaces``   + fresh PID, network, mount, IPC and UTS namespaces per execution: the candidate is
                  PID 1 of its namespace, so every descendant dies with it; no network (no interface
-                 is up); every mount is read-only (/proc included: a user namespace the candidate
-                 creates gets no uid map, and its inherited mounts stay locked) except fresh tmpfs
-                 scratch dirs (/tmp with the work dir, sized ``disk_mb``; /var/tmp, /dev/shm) that
-                 vanish with it; the trusted side's working dir (a run dir: dataset, expected
-                 outputs), this module's folder (rewards_sandbox.py: the run dir), the running
-                 script's folder, HOME, /root, /home, every top-level directory outside the system's
-                 (/work, /data, /mnt, /opt, /srv ...; not /usr, /etc, /var, /run) and ``hide_paths``
-                 are covered by empty tmpfs (the interpreter's own sys.path and library folder
-                 inside them are bound back read-only). Needs root with
-                 CAP_SYS_ADMIN (docker: ``--cap-add SYS_ADMIN`` or ``--privileged``).
+                 is up); a root built from an allow-list (``pivot_root``), read-only: /usr, /bin,
+                 /sbin, /lib*, /nix, the interpreter's sys.path, library folder and executable, the /etc
+                 entries of ``_VIEW_ETC``, a minimal /dev, a fresh /proc, empty /run and /var, and
+                 fresh tmpfs scratch dirs (/tmp with the work dir, sized ``disk_mb``; /var/tmp,
+                 /dev/shm) that vanish with it — nothing else of the host (no /run/secrets, top-level
+                 file, HOME, run dir or dataset; ``hide_paths`` covers a path inside something bound);
+                 a seccomp filter (``_seccomp_program``: io_uring, bpf, userfaultfd, keyrings,
+                 perf_event_open, setns, mount calls, clone/unshare with CLONE_NEW* denied; x86-64 and
+                 aarch64). Needs root with CAP_SYS_ADMIN (docker: ``--cap-add SYS_ADMIN`` or
+                 ``--privileged``); a host that cannot build all of it is below this level.
+
+Agent-written code (``AgentHost``, ``agent_host``, ``environment_class``, ``provide_sources``)
+=============================================================================================
+
+A `type: python` verifier, an environment file and their own modules run in a sandboxed interpreter of their
+own: the same view (the run folder readable), the filter (plus flock), no network, no environment variable but
+the allowed ones, root or a user namespace of its own; every batch or episode a fresh fork ("session") with
+fresh scratch. ``AgentHost(sources, folder=, allow_env=)``; ``host.session(renew=False).call(op, ...)``;
+``environment_class(host, module, name)`` (stand-ins with the real tools' schemas); ``AgentCodeRefused`` when
+the sandbox cannot be built or the code does not import in it: agent code never runs outside it.
 
 Not isolated at any level: CPU caches/timing side channels, and the zygote's freed heap (earlier
 requests' code and inputs — never expected outputs, which stay on the trusted side).
@@ -147,6 +157,8 @@ __all__ = [
     "ISOLATION_LEVELS", "Isolation", "SandboxError", "SandboxUnavailable", "detect_isolation",
     "StdioTest", "StdioJob", "CallTest", "CallJob", "AssertJob", "Job", "Result", "SandboxPool",
     "ExecJob", "Execution", "TOOL_DEFAULTS", "tool_pool", "execute_python", "run_python",
+    "AgentCodeRefused", "AgentCallError", "AgentTimeout", "AgentHost", "AgentSession", "agent_host",
+    "agent_sources", "provide_sources", "environment_class",
 ]
 
 ISOLATION_LEVELS = ("process", "unprivileged", "namespaces")
