@@ -323,3 +323,36 @@ def test_a_host_that_cannot_build_the_sandbox_refuses(tmp_path):
     assert out.stdout.startswith("REFUSED cannot start the sandbox for agent-written code: "), out
     assert "Operation not permitted" in out.stdout and "user namespaces" in out.stdout
     assert not marker.exists()  # the code never ran, sandboxed or not
+
+
+USERNS = textwrap.dedent('''
+    import json, os
+    from finetune.sandbox import runner
+    host = runner.AgentHost({"rewards_user_v.py": %r, "rewards_lib_rules.py": %r}, folder=%r)
+    with host.session() as s:
+        call = lambda *a: s.call("verify", module="rewards_user_v", function="probe", args=list(a), timeout_s=20)
+        out = {"score": s.call("verify", module="rewards_user_v", function="check", args=[" 7"],
+                               kwargs={"expected": "7"}, timeout_s=20),
+               "write": call("write", %r), "env": call("env", "HF_TOKEN"), "root": call("listdir", "/"),
+               "uid_map": call("read", "/proc/self/uid_map").split()}
+    host.close()
+    print(json.dumps(out))
+''')
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"), reason="needs root and setpriv")
+def test_without_cap_sys_admin_a_user_namespace_of_its_own_builds_the_same_box(tmp_path):
+    """Root without CAP_SYS_ADMIN (or any user, where user namespaces are allowed) takes the user-namespace path:
+    the same view, filter and results, every capability dropped inside."""
+    import json
+
+    os.chmod(tmp_path, 0o755)
+    script = USERNS % (VERIFIER, RULES, str(tmp_path), str(tmp_path / "pwned"))
+    out = subprocess.run(["setpriv", "--bounding-set=-sys_admin", sys.executable, "-c", script], capture_output=True,
+                         text=True, timeout=120, env={**os.environ, "HF_TOKEN": "hf_secret"})
+    assert out.returncode == 0, out.stderr[-2000:]
+    got = json.loads(out.stdout)
+    assert got["score"] == 1.0 and got["write"] == "denied: OSError" and got["env"] is None
+    assert "work" not in got["root"] or "work" in {p.split("/")[1] for p in runner._interpreter_paths()}
+    assert got["uid_map"] == ["0", "0", "1"]  # its own user namespace, this uid only
+    assert not (tmp_path / "pwned").exists()
