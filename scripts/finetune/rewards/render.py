@@ -134,9 +134,11 @@ def _requirements(rewards: list[Any]) -> tuple[list[str], list[str]]:
 
 def render_sources(rewards: list[Any], *, run_name: str = "run", spec_path: str = "spec.yaml",
                    section_digest: str = "", max_completion_length: int = 1024,
-                   source_path: Path | None = None, tool_env: Any = None) -> dict[str, str]:
+                   source_path: Path | None = None, tool_env: Any = None,
+                   agent_env: tuple[str, ...] = ()) -> dict[str, str]:
     """File name → text for rewards.py and every helper it needs (nothing is written); ``tool_env``: the
-    spec's EnvironmentSpec, whose file is copied as rewards_env.py."""
+    spec's EnvironmentSpec, whose file is copied as rewards_env.py; ``agent_env``: the environment variables the
+    person allows agent-written code (a verifier, the environment) to read in the sandbox (none by default)."""
     planned = plan(rewards, max_completion_length, source_path)
     types_used = [t for t in TYPE_ORDER if any(r.type == t for r in rewards)]
     packages, helpers = _requirements(rewards)
@@ -169,7 +171,7 @@ def render_sources(rewards: list[Any], *, run_name: str = "run", spec_path: str 
         run_name=run_name, spec_path=spec_path, section_digest=section_digest or "-" * 16, rewards=planned,
         packages=packages, helper_files=helper_files,
         helper_modules=[f[:-3] for f in helper_files if f not in user_files],
-        agent_files=tuple(user_files), agent_env=(),
+        agent_files=tuple(user_files), agent_env=tuple(agent_env),
         stdlib_imports=stdlib, package_imports=third_party,
         library_templates=library_templates, environment=tool_env, env_sandbox=env_sandbox,
         caches=[c for t in types_used for c in KINDS[t].caches],
