@@ -2459,7 +2459,7 @@ class AgentHost:
                  memory_mb: int = AGENT_MEMORY_MB, python: str | None = None) -> None:
         self.sources, self.folder, self.allow_env = dict(sources), folder, tuple(allow_env)
         self.memory_mb, self._python = memory_mb, python or sys.executable
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # re-entrant: a stand-in collected mid-call closes its session
         self._proc: subprocess.Popen[bytes] | None = None
         self._ctl: Any = None
         self._stderr: IO[bytes] | None = None
@@ -2633,7 +2633,7 @@ class AgentSession:
 
     def __init__(self, host: AgentHost, renew: bool) -> None:
         self.host, self.renew = host, renew
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # re-entrant: a stand-in collected mid-call closes its session
         self._sid: int | None = None
         self._sock: Any = None
         self._broken: str | None = None
