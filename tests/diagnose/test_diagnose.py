@@ -169,9 +169,10 @@ def test_healthy_run_stays_on_grpo(diagnosed):
         "moe_without_gspo": "clear", "nan": "clear", "reward_hacking": "clear", "entropy_collapse": "clear",
         "length_drift": "clear",
         "kl_blowup": "clear", "truncation": "clear", "zero_variance_groups": "clear", "flat_reward": "clear",
-        "stale_vllm_weights": "not_evaluated"}
-    stale = next(c for c in doc["checks"] if c["name"] == "stale_vllm_weights")
-    assert "use_vllm" in stale["why"]  # said why: this CPU run generated with transformers, not vLLM
+        "stale_vllm_weights": "not_evaluated", "train_inference_mismatch": "not_evaluated"}
+    for name in ("stale_vllm_weights", "train_inference_mismatch"):
+        check = next(c for c in doc["checks"] if c["name"] == name)
+        assert "use_vllm" in check["why"], check  # said why: this CPU run generated with transformers, not vLLM
 
 
 def test_moe_run_requires_gspo(diagnosed):

@@ -342,7 +342,12 @@ def check_completion_mask(preflight) -> None:
         return
     from transformers import AutoTokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(MODEL)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(MODEL)
+    except (OSError, ValueError) as exc:  # not downloaded / not a model: one line, not transformers' traceback
+        why = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        sys.exit(f"refusing to train: cannot load the tokenizer of {MODEL} to check the completion mask ({why}); "
+                 "download the model or fix `model:` in spec.yaml and re-render")
     if not getattr(tokenizer, "chat_template", None):
         return  # plain text: TRL stops a completion at the tokenizer's own EOS
     res = preflight.completion_mask_check(tokenizer, found[0], preflight.eos_ids(MODEL), MASK_TRUNCATED, found[1])
@@ -502,7 +507,6 @@ def main(argv=None) -> None:
     watchdog, watchdog_source = load_verified("watchdog.py", WATCHDOG_SHA256, "watchdog")
     budgets = parse_budgets(watchdog, args.budget)
     preflight, _ = load_verified("preflight.py", PREFLIGHT_SHA256, "pre-flight checks")
-    check_completion_mask(preflight)
 
     rewards = load_gated_rewards()
     REWARD_FUNCS, REWARD_WEIGHTS = rewards.REWARD_FUNCS, rewards.REWARD_WEIGHTS
@@ -512,6 +516,7 @@ def main(argv=None) -> None:
         sys.exit("refusing to train: rewards.py does not match the spec this config was rendered for; re-render")
     if GATE_REQUIRED:
         check_rescore(REWARD_FUNCS)  # the gate's scores, recomputed from the bound samples and rewards
+    check_completion_mask(preflight)  # after the gate's checks: it loads the tokenizer, they need nothing
 
     # each gated reward wrapped so what it scores is recorded; the callback inspects every INSPECT_EVERY_STEPS
     REWARD_FUNCS, inspector = load_watch().instrument(
