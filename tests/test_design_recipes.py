@@ -73,7 +73,8 @@ def test_the_regenerated_files_are_generated():
 
 
 def test_reward_kind_registry():
-    from finetune.rewards import kinds, registry, render, specs
+    from finetune.rewards import kind as kinds
+    from finetune.rewards import registry, render, specs
 
     assert RECIPES["A reward kind"]["Files"] == ["scripts/finetune/rewards/specs.py",
                                                  "scripts/finetune/rewards/templates/<type>.py.j2"]
@@ -94,7 +95,8 @@ def test_a_model_declared_with_kind_is_registered(monkeypatch):
     """The decorator is the registration: a new model needs nothing else to enter the table."""
     from typing import Literal
 
-    from finetune.rewards import kinds, specs
+    from finetune.rewards import kind as kinds
+    from finetune.rewards import specs
 
     monkeypatch.setattr(kinds, "KINDS", dict(kinds.KINDS))
 

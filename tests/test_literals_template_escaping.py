@@ -97,10 +97,11 @@ def unescaped(path: Path) -> list[str]:
     return bad
 
 
-TEMPLATES = sorted(p for d in TEMPLATE_DIRS for p in d.glob("*.j2"))
+TEMPLATES = sorted([p for d in TEMPLATE_DIRS for p in d.glob("*.j2")]
+                   + list((PKG / "rewards" / "kinds").glob("*/template.py.j2")))
 
 
-@pytest.mark.parametrize("path", TEMPLATES, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", TEMPLATES, ids=lambda p: p.relative_to(PKG).as_posix())
 def test_every_output_is_escaped(path):
     assert unescaped(path) == []
 

@@ -51,7 +51,8 @@ def lottery(completions, **kwargs):
 
 REWARD_FUNCS = [lottery]
 REWARD_WEIGHTS = [1.0]
-REWARD_META = [{"name": "lottery", "type": "judge", "role": "correctness", "threshold": 1.0, "min": 0.0, "max": 1.0}]
+REWARD_META = [{"name": "lottery", "type": "judge", "role": "correctness", "threshold": 1.0, "min": 0.0, "max": 1.0,
+     "weight": 1.0, "gated": False, "episode": False}]
 ''',
     "length": '''
 import re
@@ -73,8 +74,10 @@ def verbosity(completions, **kwargs):
 REWARD_FUNCS = [correctness, verbosity]
 REWARD_WEIGHTS = [1.0, 1.0]
 REWARD_META = [
-    {"name": "correctness", "type": "exact_match", "role": "correctness", "threshold": 1.0, "min": 0.0, "max": 1.0},
-    {"name": "verbosity", "type": "judge", "role": "shaping", "threshold": 1.0, "min": 0.0, "max": 1.0},
+    {"name": "correctness", "type": "exact_match", "role": "correctness", "threshold": 1.0, "min": 0.0, "max": 1.0,
+     "weight": 1.0, "gated": False, "episode": False},
+    {"name": "verbosity", "type": "judge", "role": "shaping", "threshold": 1.0, "min": 0.0, "max": 1.0,
+     "weight": 1.0, "gated": False, "episode": False},
 ]
 ''',
     "healthy": '''
@@ -101,8 +104,10 @@ def closeness(completions, answer, **kwargs):
 REWARD_FUNCS = [answer_format, closeness]
 REWARD_WEIGHTS = [0.5, 1.0]
 REWARD_META = [
-    {"name": "answer_format", "type": "format", "role": "format", "threshold": 1.0, "min": 0.0, "max": 1.0},
-    {"name": "closeness", "type": "exact_match", "role": "correctness", "threshold": 1.0, "min": 0.0, "max": 1.0},
+    {"name": "answer_format", "type": "format", "role": "format", "threshold": 1.0, "min": 0.0, "max": 1.0,
+     "weight": 0.5, "gated": False, "episode": False},
+    {"name": "closeness", "type": "exact_match", "role": "correctness", "threshold": 1.0, "min": 0.0, "max": 1.0,
+     "weight": 1.0, "gated": False, "episode": False},
 ]
 ''',
 }

@@ -169,7 +169,8 @@ def test_the_reading_probes_run_against_the_new_kind(added_kind: dict[str, Any])
 # ----------------------------------------------------------------------------------- completeness --
 
 def test_every_kind_declares_the_hooks_the_package_asks_for() -> None:
-    from finetune.rewards import kinds, registry, render
+    from finetune.rewards import kind as kinds
+    from finetune.rewards import registry, render
 
     adapter = TypeAdapter(registry.RewardSpec)
     declared = {f.name for f in dataclasses.fields(kinds.Kind)}
@@ -187,7 +188,8 @@ def test_every_kind_declares_the_hooks_the_package_asks_for() -> None:
 
 
 def test_a_kind_without_a_required_hook_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
-    from finetune.rewards import kinds, specs
+    from finetune.rewards import kind as kinds
+    from finetune.rewards import specs
 
     monkeypatch.setattr(kinds, "KINDS", dict(kinds.KINDS))
 
@@ -258,7 +260,7 @@ def test_every_kind_reports_a_field_error_at_its_own_path_and_line(kind_name: st
     """An unknown key in any kind's entry: `rewards[0].<key>`, on the key's own line (the union tag pydantic puts
     in the error location is no key of the file)."""
     from finetune.errors import UserError
-    from finetune.rewards import kinds
+    from finetune.rewards import kind as kinds
     from finetune.spec import load_spec
 
     reward = {**kinds.KINDS[kind_name].example, "zz_unknown": 1}
