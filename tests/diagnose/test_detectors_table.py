@@ -66,7 +66,7 @@ def plain_run(tmp_path_factory) -> Run:
              "completions/mean_length": 40.0 + i % 2, "rewards/accuracy_reward/mean": 0.3} for i in range(1, 13)]
     (folder / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     logs = load_logs(folder / "metrics.jsonl")
-    return Run(logs, RunContext(folder, roles={"accuracy_reward": "correctness"}))
+    return Run(logs, RunContext(folder, named_roles={"accuracy_reward": "correctness"}))
 
 
 def drive(d: detectors.Detector, run: Run, config: dict, current: str) -> tuple[dict, str, list[str]]:

@@ -56,7 +56,7 @@ def test_user_file_is_copied_and_guarded(cli, tmp_path):
                    expected=["42", "42", "42", "42", "42", "42", None], log_metric=lambda k, v: logged.append((k, v)))
     assert out == [1.0, 0.0, None, None, None, None, None]
     assert logged == [("rewards/mine/errors", 4.0)]
-    assert mod.REWARD_META[0]["type"] == "python" and mod.REWARD_META[0]["role"] == "correctness"
+    assert mod.REWARD_META[0].type == "python" and mod.REWARD_META[0].role == "correctness"
 
 
 @pytest.mark.parametrize("entry, field", [

@@ -16,6 +16,7 @@ from types import CodeType
 from typing import Any
 
 from finetune import watch
+from finetune.diagnose import evidence
 from finetune.diagnose.changes import PAPERS, Change, ChangeFn, advice, health, switch_variant, symptom_variant
 from finetune.diagnose.evidence import Finding, Run, after_step, correlation, median, second_half, trend, window_points
 from finetune.diagnose.logs import K_CLIPPED, K_ENTROPY, K_KL, K_LENGTH, K_REWARD, K_ZERO_STD
@@ -456,8 +457,6 @@ def thresholds() -> dict[str, Any]:
     """name -> value of every threshold a detector's check reads: the numeric constants its function (and the
     helpers, Run methods and finetune.watch / evidence functions it calls) names, found in their code — derived
     from DETECTORS, so a threshold a new check reads is listed without a second edit."""
-    from finetune.diagnose import evidence
-
     spaces = (globals(), vars(watch), vars(evidence))
     found: dict[str, Any] = {}
     seen: set[Any] = set()

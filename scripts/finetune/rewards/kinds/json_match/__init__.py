@@ -26,7 +26,7 @@ class JsonFieldRule(BaseModel):
     values: list[str] | None = Field(None, description="code: the allowed codes (the format schema's enum).")
 
 
-@kind("JSON fields against the gold (json_match)", order=50, helpers=("jsonmatch",),
+@kind("JSON fields against the gold (json_match)", order=50, helpers=("jsonmatch",), stdlib=("json",),
       packages=("jsonschema==4.26.0",),
       reading=lambda r: Reading(style="json_object", reads_answer=True, extra_keys_forbidden=r.extra_keys == "forbid"),
       columns=lambda r: [("answer_column", r.answer_column)],

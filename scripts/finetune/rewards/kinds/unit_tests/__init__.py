@@ -16,7 +16,7 @@ def _columns(r: UnitTestReward) -> list[tuple[str, str]]:
     return [(field, column) for field, column in named if column]
 
 
-@kind("Unit-test execution", order=60, stdlib=("dataclasses",), helpers=("sandbox", "code"),
+@kind("Unit-test execution", order=60, stdlib=("dataclasses", "json"), helpers=("sandbox", "code"),
       reading=lambda r: Reading(style="code", tests=CodeTests(r.tests_column, r.test_format, r.hidden_tests_column,
                                                               r.entry_point_column)),
       columns=lambda r: _columns(r),
