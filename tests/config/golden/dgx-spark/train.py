@@ -53,7 +53,7 @@ DATA_FILTER_SHA256 = None  # sha256 of the spec's dataset.filter (finetune data 
 INSPECT_EVERY_STEPS = 5  # 5 × logging_steps (1): each inspection sees 5 new log points; the reward-hacking rule runs on the last 30 log points and stops a run when it fires on 2 inspections in a row
 INSPECT_SAMPLE_ROWS = 50  # inspection.min_read: a step file holds as many completions as the gate needs read (the top-reward ones always among them)
 MAX_COMPLETION_LENGTH = 1024  # a completion this long was truncated
-WATCH_SHA256 = '89072a570ca8f2e7294759efd2168bff2603f3f7250a6570011d05e84663d98e'  # config/watch.py as rendered: an edited inspection callback does not train
+WATCH_SHA256 = '4f8673806f9392a8f2403a91c6fca0347fd7e9733a1de043321e6044ff10266e'  # config/watch.py as rendered: an edited inspection callback does not train
 STOPPED_EXIT = 3  # exit status when the inspection callback stopped the run (launch.sh passes it on)
 
 
@@ -413,9 +413,10 @@ def main(argv=None) -> None:
     if GATE_REQUIRED:
         check_rescore(REWARD_FUNCS)  # the gate's scores, recomputed from the bound samples and rewards
 
-    # each gated reward wrapped so what it scores is recorded; the callback inspects every INSPECT_EVERY_STEPS
+    # each gated reward wrapped so what it scores is recorded; the callback inspects every INSPECT_EVERY_STEPS, reading
+    # each reward's role, weight, threshold, range and episode mark from rewards.py's REWARD_META (as rendered)
     REWARD_FUNCS, inspector = load_watch().instrument(
-        REWARD_FUNCS, meta=rewards.REWARD_META, weights=REWARD_WEIGHTS, every_steps=INSPECT_EVERY_STEPS,
+        REWARD_FUNCS, meta=rewards.REWARD_META, every_steps=INSPECT_EVERY_STEPS,
         sample_rows=INSPECT_SAMPLE_ROWS, max_completion_length=MAX_COMPLETION_LENGTH)
     dataset = load_train_dataset()
 
