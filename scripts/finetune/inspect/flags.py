@@ -296,12 +296,12 @@ def _truncated(rows: list[Row]) -> list[Flag]:
                   "reward was 0); raise generation.max_completion_length", cut)]
 
 
-def _format_blind(controls: list[dict[str, Any]], spec: RunSpec) -> list[Flag]:
+def _format_blind(controls: list[dict[str, Any]], spec: RunSpec, rm: RewardModule) -> list[Flag]:
     wf = {c["row"]: c for c in controls if c["probe"] == "wellformed_wrong"}
     mf = {c["row"]: c["total"] for c in controls if c["probe"] == "malformed_wrong"}
     if not wf or not all(_same(wf[k]["total"], mf.get(k)) for k in wf):
         return []
-    formats = [r.name for r in spec.rewards if r.effective_role == "format"]
+    formats = [r.name for r in rm.by_role("format")]
     json_task = any(c.get("json_gold") for c in controls) or any(
         reading_of(r).style == "json_object" for r in spec.rewards)
     remedy = FORMAT_REMEDIES["present"].format(names=", ".join(formats)) if formats else \
@@ -367,6 +367,6 @@ def detect(rm: RewardModule, spec: RunSpec, rows: list[Row], rescored: dict[str,
                    {r.name: r for r in spec.rewards})
     flags = [f for r in rm.rewards for check in _PER_REWARD for f in check(r, ev)]
     flags += [f for r in rm.rewards for f in _lost_signal(r, ev.controls)]
-    flags += _truncated(rows) + _format_blind(ev.controls, spec) + _no_hidden_tests(spec, rows) + _base_flags(base)
+    flags += _truncated(rows) + _format_blind(ev.controls, spec, rm) + _no_hidden_tests(spec, rows) + _base_flags(base)
     skipped = {(n["check"], n["reward"]) for n in not_applicable(rm.rewards)}
     return [f for f in flags if (f["name"], f["reward"]) not in skipped]

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from finetune.inspect.rewardmod import RewardModule
 from finetune.rewards.kind import READING_STYLES, Gold, kind_of, reading_of
+from finetune.rewards.lib.rewards_meta import RewardMeta
 
 if TYPE_CHECKING:
     from finetune.spec import RunSpec
@@ -76,29 +77,30 @@ def layouts(style: str, prefilled_think: bool = False) -> list[Layout]:
 # Gold answers and plausible wrong answers
 # ---------------------------------------------------------------------------------------------
 
-def gold_of(spec: RunSpec) -> Gold | None:
+def gold_of(spec: RunSpec, rewards: list[RewardMeta]) -> Gold | None:
     """The gold the answer probes and the gold controls use, as the correctness rewards' kinds declare it (their
     ``gold`` hook): the first one a reward reads, else the first one a kind names for the probes alone (a judge,
     your own verifier: the dataset's answer column); an expected tool call is the agent probes' own. None: no
     correctness reward has an answer gold, and the probes that need one do not run (the report says so)."""
-    golds = [g for r in spec.rewards if r.effective_role == "correctness"
+    correctness = {m.name for m in rewards if m.role == "correctness"}  # rewards.py's REWARD_META says which
+    golds = [g for r in spec.rewards if r.name in correctness
              and (g := kind_of(r).gold(r, spec.dataset)) is not None and g.shape != "call"]
     return next((g for g in golds if g.read), golds[0] if golds else None)
 
 
-def gold_column(spec: RunSpec) -> str | None:
+def gold_column(spec: RunSpec, rewards: list[RewardMeta]) -> str | None:
     """The column of :func:`gold_of`, or None."""
-    gold = gold_of(spec)
+    gold = gold_of(spec, rewards)
     return gold.column if gold is not None else None
 
 
-def gold_coverage(spec: RunSpec, chosen: list[dict[str, Any]]) -> dict[str, Any]:
+def gold_coverage(spec: RunSpec, rewards: list[RewardMeta], chosen: list[dict[str, Any]]) -> dict[str, Any]:
     """Which gold the probes used and on how many probe prompts it was there: with none, only the probes that
     need no gold ran (``note`` says why, for the score report and its printout)."""
-    gold = gold_of(spec)
+    gold = gold_of(spec, rewards)
     rows = sum((s.get("columns") or {}).get(gold.column) is not None for s in chosen) if gold else 0
     note = None
-    if gold is None and any(r.effective_role == "correctness" for r in spec.rewards):
+    if gold is None and any(m.role == "correctness" for m in rewards):
         note = ("no correctness reward's kind declares an answer gold: the probes that write a gold or a wrong "
                 "answer did not run")
     elif gold is not None and chosen and rows == 0:
@@ -342,11 +344,12 @@ def _padded(layout: Layout, answer: str, filler: str) -> str:
     return text if filler in text else f"{filler}\n{text}"
 
 
-def build_probes(spec: RunSpec, sample: dict[str, Any], layout: Layout, max_words: int) -> list[dict[str, Any]]:
-    """The probe completions for one prompt (each: probe name, completion, target roles, columns)."""
+def build_probes(spec: RunSpec, sample: dict[str, Any], layout: Layout, max_words: int,
+                 gcol: str | None) -> list[dict[str, Any]]:
+    """The probe completions for one prompt (each: probe name, completion, target roles, columns); ``gcol``: the
+    gold column (:func:`gold_column`)."""
     text = prompt_text(sample["prompt"])
     columns = dict(sample.get("columns") or {})
-    gcol = gold_column(spec)
     gold = None if gcol is None or columns.get(gcol) is None else gold_text(columns[gcol])
     opts = options_in(text)
     probes: list[dict[str, Any]] = []
@@ -521,7 +524,7 @@ def choose_layout(rm: RewardModule, spec: RunSpec, samples: list[dict[str, Any]]
     prefilled = any(reading_of(r).prefilled_think for r in spec.rewards)
     cands = layouts(style, prefilled)
     fmt = rm.by_role("format")
-    gcol = gold_column(spec)
+    gcol = gold_column(spec, rm.rewards)
     has_gold = bool(gcol) and any((s.get("columns") or {}).get(gcol) is not None for s in samples)
     judged = fmt + (rm.by_role("correctness") if has_gold else [])
     if len(cands) == 1 or not judged or not samples:
@@ -563,11 +566,11 @@ def run_probes(rm: RewardModule, spec: RunSpec, samples: list[dict[str, Any]]) -
     chosen = pick_probe_samples(samples, spec.inspection.probe_prompts)
     layout, accepted = choose_layout(rm, spec, chosen)
     max_words = spec.generation.max_completion_length
-    gcol = gold_column(spec)
+    gcol = gold_column(spec, rm.rewards)
     items: list[dict[str, Any]] = []
     for s in chosen:
         base = {"row": s.get("row"), "prompt": s["prompt"], "conversational": s.get("conversational", False)}
-        for p in build_probes(spec, s, layout, max_words) + tool_probes(rm, spec, s):
+        for p in build_probes(spec, s, layout, max_words, gcol) + tool_probes(rm, spec, s):
             items.append({**base, **p, "kind": "probe"})
         gold = (s.get("columns") or {}).get(gcol) if gcol else None
         if gold is not None:
@@ -611,4 +614,5 @@ def run_probes(rm: RewardModule, spec: RunSpec, samples: list[dict[str, Any]]) -
             probes.append(rec)
         else:
             controls.append(rec)
-    return {"probes": probes, "controls": controls, "layout_accepted": accepted, "gold": gold_coverage(spec, chosen)}
+    return {"probes": probes, "controls": controls, "layout_accepted": accepted,
+            "gold": gold_coverage(spec, rm.rewards, chosen)}

@@ -101,7 +101,7 @@ def review_items(run_dir: Path, spec: RunSpec, n: int | None = None) -> tuple[li
     current = readingset.reading_ids(run_dir, [str(r["id"]) for r in every])
     rows = [r for r in every if r["id"] in current]  # held-back samples stay unseen until `review --fresh`
     metas = report["rewards"]
-    gcol = gold_column(spec)
+    gcol = gold_column(spec, [RewardMeta.of(m) for m in metas])
     picked = select(rows, _count(spec, rows, n), spec.training.seed)
     items = []
     for r in picked:
