@@ -346,8 +346,7 @@ def _padded(layout: Layout, answer: str, filler: str) -> str:
 
 def build_probes(spec: RunSpec, sample: dict[str, Any], layout: Layout, max_words: int,
                  gcol: str | None) -> list[dict[str, Any]]:
-    """The probe completions for one prompt (each: probe name, completion, target roles, columns); ``gcol``: the
-    gold column (:func:`gold_column`)."""
+    """The probe completions for one prompt (each: probe name, completion, target roles, columns)."""
     text = prompt_text(sample["prompt"])
     columns = dict(sample.get("columns") or {})
     gold = None if gcol is None or columns.get(gcol) is None else gold_text(columns[gcol])
