@@ -139,6 +139,32 @@ def test_generated_reference_lists_every_entry():
         assert f"| `{name}` | {flag.doc} | {flag.remedy} |" in doc
 
 
+def test_thresholds_are_the_constants_the_checks_read(monkeypatch):
+    """diagnosis.json's `thresholds` is derived from DETECTORS: a constant a new check reads is listed with no
+    second edit, and the constants the existing checks read through helpers and finetune.watch are there."""
+    monkeypatch.setattr(detectors, "RECIPE_LIMIT", 0.42, raising=False)
+
+    def recipe_check(run: Run) -> Finding:
+        return Finding("recipe", "clear", f"under {detectors.RECIPE_LIMIT}")
+
+    entry = detectors.Detector("recipe", recipe_check, changes.advice("act"), "remedy", "what it reads")
+    monkeypatch.setattr(detectors, "DETECTORS", (*detectors.DETECTORS, entry))
+    found = detectors.thresholds()
+    assert found["recipe_limit"] == 0.42
+    assert {"solved_fraction", "min_plateau_points", "stale_min_gap", "window_fraction", "min_points"} <= set(found)
+
+
+def test_design_md_lists_every_symptom_in_priority_order():
+    """DESIGN.md's list of symptom names is generated from DETECTORS (`finetune docs`), not kept by hand."""
+    from finetune import docs
+
+    names = reference.symptom_names()
+    assert [n.strip("`") for n in names.strip().split(", ")] == list(detectors.symptoms())
+    assert "`stale_vllm_weights`" in names
+    target = next(t for t in docs.REGISTRY if t.path == "DESIGN.md" and t.region == "symptoms")
+    assert {o.status for o in docs.sync(ROOT, check=True, registry=[target])} == {"ok"}  # + the references TOCs
+
+
 # ----------------------------------------------------------------------------------------------
 # DESIGN.md's recipe, followed in a copy of the package
 
