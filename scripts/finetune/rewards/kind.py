@@ -17,6 +17,7 @@ import sys
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
@@ -283,10 +284,15 @@ def rendered_names() -> set[str]:
     for entry in KINDS.values():
         names.update(m.split(".")[0] for m in (*entry.stdlib, *entry.imports))
     names.update(file[:-3] for file, _ in HELPERS.values())
-    templates = [*TEMPLATES.glob("*.py.j2"), *KINDS_DIR.glob("*/template.py.j2")]
-    for path in templates:
-        names.update(m.group(1) for m in _TOP_LEVEL.finditer(path.read_text(encoding="utf-8")))
-    return names
+    return names | _template_names(tuple(sorted(KINDS)))
+
+
+@lru_cache(maxsize=4)
+def _template_names(kinds: tuple[str, ...]) -> frozenset[str]:
+    """The public top-level names the shared templates and these kinds' templates define (read once per table)."""
+    paths = [*TEMPLATES.glob("*.py.j2"), *(KINDS_DIR / k / "template.py.j2" for k in kinds)]
+    return frozenset(m.group(1) for p in paths if p.is_file()
+                     for m in _TOP_LEVEL.finditer(p.read_text(encoding="utf-8")))
 
 
 def reserved_name(name: str) -> bool:
