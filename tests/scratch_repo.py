@@ -17,7 +17,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 COPIED = ("scripts", "tests", "examples", "references", "skills", "commands", "agents", "benchmarks",
           ".claude-plugin", "pyproject.toml", "DESIGN.md", "README.md", "Makefile")
-STRUCTURE = ("tests/test_structure.py", "tests/test_design_recipes.py")
+STRUCTURE = ("tests/test_structure.py",)
 
 
 def copy_repo(dest: Path) -> Path:

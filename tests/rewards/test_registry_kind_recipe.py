@@ -27,7 +27,7 @@ KIND = "scripts/finetune/rewards/kinds/regex_match"
 ADDED = {f"{KIND}/__init__.py": "__init__.py.txt", f"{KIND}/template.py.j2": "template.py.j2",
          f"{KIND}/notes.md": "notes.md", "tests/rewards/test_regex_match.py": "test_regex_match.py.txt"}
 REGENERATED = {"references/reward-functions.md", "references/run-spec.md"}  # `finetune docs` (the recipe says so)
-CHECKS = ("tests/rewards/test_kind.py", "tests/rewards/test_regex_match.py", "tests/rewards/test_reference.py",
+CHECKS = ("tests/test_design_recipes.py", "tests/rewards/test_kind.py", "tests/rewards/test_regex_match.py", "tests/rewards/test_reference.py",
           "tests/test_docs.py", "tests/test_literals_template_escaping.py")
 
 SPEC = """\
