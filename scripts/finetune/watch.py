@@ -473,6 +473,11 @@ def length_flagged(role: str, rho: float | None) -> bool:
     return rho >= LENGTH_CORRELATION if role == "shaping" else abs(rho) >= LENGTH_CORRELATION
 
 
+def _passes(meta: RewardMeta, value: float | None) -> bool:
+    """RewardMeta.passes, on the meta's data alone (whatever object rewards.py's REWARD_META holds)."""
+    return value is not None and math.isfinite(value) and value >= meta.threshold - 1e-9
+
+
 def live_flags(rows: Sequence[dict[str, Any]], meta: Sequence[RewardMeta],
                max_completion_length: int | None = None) -> list[dict[str, Any]]:
     """The Phase 1 red flags that a batch of training completions can show: non_finite, all_none,
@@ -533,7 +538,7 @@ def probe_hits(rows: Sequence[dict[str, Any]], meta: Sequence[RewardMeta]) -> li
         if m.role != "correctness":
             continue
         for probe, shaped in PROBE_SHAPES.items():
-            found = [r for r in rows if shaped(r["completion"]) and m.passes(r["scores"].get(m.name))]
+            found = [r for r in rows if shaped(r["completion"]) and _passes(m, r["scores"].get(m.name))]
             if found:
                 hits.append({"probe": probe, "reward": m.name, "count": len(found),
                              "example": found[0]["completion"][:200]})
@@ -551,8 +556,8 @@ def top_format_failures(rows: Sequence[dict[str, Any]], meta: Sequence[RewardMet
     top = top_rows(rows)
     if not formats or not top:
         return None
-    failing = {m.name: sum(not m.passes(r["scores"].get(m.name)) for r in top) for m in formats}
-    any_fail = sum(any(not m.passes(r["scores"].get(m.name)) for m in formats) for r in top)
+    failing = {m.name: sum(not _passes(m, r["scores"].get(m.name)) for r in top) for m in formats}
+    any_fail = sum(any(not _passes(m, r["scores"].get(m.name)) for m in formats) for r in top)
     worst = max(failing, key=lambda n: failing[n])
     return {"share": any_fail / len(top), "top": len(top), "failing": failing, "reward": worst}
 

@@ -53,7 +53,7 @@ DATA_FILTER_SHA256 = None  # sha256 of the spec's dataset.filter (finetune data 
 INSPECT_EVERY_STEPS = 5  # 5 × logging_steps (1): each inspection sees 5 new log points; the reward-hacking rule runs on the last 30 log points and stops a run when it fires on 2 inspections in a row
 INSPECT_SAMPLE_ROWS = 50  # inspection.min_read: a step file holds as many completions as the gate needs read (the top-reward ones always among them)
 MAX_COMPLETION_LENGTH = 1024  # a completion this long was truncated
-WATCH_SHA256 = '4f8673806f9392a8f2403a91c6fca0347fd7e9733a1de043321e6044ff10266e'  # config/watch.py as rendered: an edited inspection callback does not train
+WATCH_SHA256 = '30f31b477f91ae67be3487c9b8c0b6ece744031b8c8ccee039f2c40e876dff32'  # config/watch.py as rendered: an edited inspection callback does not train
 STOPPED_EXIT = 3  # exit status when the inspection callback stopped the run (launch.sh passes it on)
 
 
