@@ -10,7 +10,7 @@ from finetune.rewards.kind import Gold, Reading, kind
 from finetune.rewards.specs import RewardBase, Role
 
 
-@kind("Your own verifier (`type: python`)", order=100, stdlib=("concurrent.futures",),
+@kind("Your own verifier (`type: python`)", order=100, helpers=("sandbox",),
       reading=lambda r: Reading(), copies_verifier=True,
       columns=lambda r: [("columns", c) for c in r.columns],
       # what your function compares with is its own affair; the probes take the right answer from the dataset's
