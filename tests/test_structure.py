@@ -120,6 +120,17 @@ def test_static_check_exemptions_name_existing_modules() -> None:
     assert not [p for p in paths if not (root / p).is_file()], f"ruff exemptions for missing files: {paths}"
 
 
+def test_design_md_states_the_limits_this_test_holds() -> None:
+    """A contributor learns the limits from DESIGN.md before a recipe's entry crosses one: its line on this test
+    states both numbers, so a changed constant fails here until the text follows."""
+    design = (PACKAGE.parents[1] / "DESIGN.md").read_text(encoding="utf-8")
+    line = re.search(r"^- `tests/test_structure\.py`: (.*)$", design, re.M)
+    assert line, "DESIGN.md has no bullet for tests/test_structure.py"
+    stated = line.group(1)
+    assert f"no function in the package over {MAX_LINES} lines" in stated, stated
+    assert f"no module over {MAX_MODULE_LINES} lines" in stated, stated
+
+
 TESTS = Path(__file__).resolve().parent
 
 
