@@ -178,7 +178,8 @@ class Kind:
     # <think>) -> (field, what is wrong, fix) when the model's chat template contradicts the entry
     second_verifier: Callable[[Any], Callable[[str, Mapping[str, Any]], bool | None]] | None = None  # r -> an
     # independent check of one completion against its row's columns (True: correct), implemented apart from
-    # the kind's own reader — the gate compares it with the reward where the reading is read; None: none yet
+    # the kind's own reader; None: the kind declares none. The slot exists so a verifier lands in the kind's
+    # folder; no reader consults it yet (the gate's choice of samples to read is the one it is meant for)
     # --- documentation and explanations
     notes: tuple[str, ...] = ()  # failure modes the code closes (its folder's notes.md, one bullet each)
     example: dict[str, Any] = field(default_factory=dict)  # one spec entry, rendered in the doc
