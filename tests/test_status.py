@@ -103,11 +103,13 @@ def _stopped_by_the_callback(run: Path) -> dict:
     from transformers import TrainerControl, TrainerState
 
     from finetune import watch
+    from finetune.rewards.lib.rewards_meta import RewardMeta
 
-    meta = [{"name": "right", "type": "exact_match", "role": "correctness", "threshold": 1.0, "min": 0.0, "max": 1.0}]
+    meta = [RewardMeta(name="right", type="exact_match", role="correctness", weight=1.0, threshold=1.0, min=0.0,
+                       max=1.0, gated=False, episode=False)]
     rec = watch.Recorder()
     cb = watch.inspection_callback(watch.Settings(every_steps=5, sample_rows=50, max_completion_length=64,
-                                                  meta=meta, weights=[1.0]), rec)
+                                                  meta=meta), rec)
     args = type("Args", (), {"output_dir": "train"})()  # as train.py passes it, from the run directory
     state, control = TrainerState(), TrainerControl()
 

@@ -218,7 +218,7 @@ def _recount_success(set_path: Path) -> dict[str, float]:
                       completions=[[{"role": "assistant", "content": s["completion"]}] if s["conversational"]
                                    else s["completion"] for s in samples],
                       completion_ids=None, trainer_state=None, log_extra=None, log_metric=None, **columns)
-        out[meta["name"]] = sum(v is not None and v >= meta["threshold"] - 1e-9 for v in scores) / len(samples)
+        out[meta.name] = sum(v is not None and v >= meta.threshold - 1e-9 for v in scores) / len(samples)
     return out
 
 
@@ -238,7 +238,7 @@ def _recount_agreement(set_path: Path, metas: dict[str, dict]) -> dict[str, tupl
                 against.add(v["id"])
             said = v.get({"correctness": "correct", "format": "well_formed"}.get(role, ""))
             # correct but malformed against a format-gated correctness reward is agreement (reward-roles contract)
-            excused = role == "correctness" and meta["gated_on_format"] and said is True and \
+            excused = role == "correctness" and meta["gated"] and said is True and \
                 v.get("well_formed") is False
             if said is not None and said != passed and not excused and row["rewards"][name] is not None:
                 against.add(v["id"])

@@ -37,7 +37,7 @@ def _run_with(cli, make_run, module: str | None):
 def test_honest_reading_of_a_correct_format_gated_composite_passes(cli, make_run):
     run = _run_with(cli, make_run, None)
     meta = json.loads((run / "score_report.json").read_text())["rewards"]
-    assert [m["gated_on_format"] for m in meta] == [False, True]
+    assert [m["gated"] for m in meta] == [False, True]
     r = cli("inspect", "gate", run)
     assert r.code == 0, r
     gate = json.loads((run / "gate.json").read_text())
@@ -62,7 +62,7 @@ def test_the_same_reading_fails_a_broken_correctness_reward(cli, make_run):
 
 @pytest.mark.slow
 def test_the_gated_excuse_needs_a_gated_reward(cli, make_run):
-    # good.py does not declare gated_on_format: correct-but-malformed against it stays a false negative
+    # good.py's REWARD_META does not mark it gated: correct-but-malformed against it stays a false negative
     run = _run_with(cli, make_run, "good")
     assert cli("inspect", "gate", run).code == 1
     gate = json.loads((run / "gate.json").read_text())

@@ -225,7 +225,6 @@ def score_heldout(completions: list[list[str]], strings: list[str], reward_modul
                   seed: int) -> HeldoutScore:
     """Score held-out completions with the gated rewards.py (TRL-style calls) and the checker."""
     from finetune.demo import checker as demo_checker
-    from finetune.inspect.rewardmod import score_items
 
     items: list[dict[str, Any]] = [
         {"prompt": digits_prompt(s), "completion": c, "conversational": True, "columns": {"answer": s}}
@@ -233,7 +232,7 @@ def score_heldout(completions: list[list[str]], strings: list[str], reward_modul
     per_reward: dict[str, float] = {}
     total = [0.0] * len(items)
     for r in reward_module.rewards:
-        values, _ = score_items(r, items)
+        values, _ = reward_module.score(r, items)
         finite = [v for v in values if v is not None]
         per_reward[r.name] = sum(finite) / len(finite) if finite else 0.0
         total = [t + r.weight * (v or 0.0) for t, v in zip(total, values)]

@@ -309,10 +309,10 @@ def _gate_status(run_dir: Path, spec: RunSpec, phase1: bool, record: Row | None 
 def side(run_dir: Path, spec: RunSpec, phase1: bool, gate_record: Row | None = None) -> Row:
     """A sample set's reading against its scores: counts, per-reward agreement and success, disagreements."""
     from finetune.inspect.gate import verdicts_against
-    from finetune.inspect.score import load_report, load_scored
+    from finetune.inspect.score import load_report, load_scored, report_metas
 
     rows = load_scored(run_dir)
-    metas = load_report(run_dir)["rewards"]
+    metas = report_metas(load_report(run_dir), run_dir)
     by_id = {r["id"]: r for r in rows}
     r = verdicts_against(run_dir, by_id, metas)
     for d in r.disagreements:
@@ -321,7 +321,7 @@ def side(run_dir: Path, spec: RunSpec, phase1: bool, gate_record: Row | None = N
         d["completion"] = row["completion"][:200]
     return {"dir": str(run_dir), "gate": _gate_status(run_dir, spec, phase1, gate_record), "scored": len(rows),
             "read": len(r.read), "success_rate": _share(sum(bool(row["success"]) for row in rows), len(rows)),
-            "rewards": {m["name"]: {"role": m["role"], **_reward_side(m["name"], rows, r.disagreements, len(r.read))}
+            "rewards": {m.name: {"role": m.role, **_reward_side(m.name, rows, r.disagreements, len(r.read))}
                         for m in metas},
             "disagreements": r.disagreements}
 

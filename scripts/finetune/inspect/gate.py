@@ -24,6 +24,7 @@ from finetune.errors import UserError
 from finetune.hashing import SAMPLING, bound_hashes, sha256_file
 from finetune.inspect import readingset
 from finetune.inspect import verdicts as V
+from finetune.rewards.lib.rewards_meta import RewardMeta
 
 if TYPE_CHECKING:
     from finetune.spec import RunSpec
@@ -74,13 +75,13 @@ def listing(items: list[str], limit: int = 8) -> str:
 
 
 def group_causes(disagreements: list[dict[str, Any]], rows: dict[str, dict[str, Any]],
-                 metas: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+                 metas: list[RewardMeta] | None = None) -> list[dict[str, Any]]:
     """Disagreements grouped by cause: kind, reward and the reason id the reward logged
     for the row (``<name>/why``), largest group first, each with example ids, the human text and the
     spec field that changes that judgement (or that the reward needs ``type: python``)."""
     from finetune.rewards.registry import explain
 
-    types = {m["name"]: m.get("type") for m in metas or []}
+    types = {m.name: m.type for m in metas or []}
     groups: dict[tuple[str, str, str], list[str]] = {}
     for d in disagreements:
         for name in d["rewards"] or ["?"]:
@@ -102,7 +103,7 @@ def group_causes(disagreements: list[dict[str, Any]], rows: dict[str, dict[str, 
     return out
 
 
-def mirrors_rewards(read: list[V.Verdict], by_id: dict[str, Record], metas: list[Record]) -> bool:
+def mirrors_rewards(read: list[V.Verdict], by_id: dict[str, Record], metas: list[RewardMeta]) -> bool:
     """Is the reading the rewards' view, field for field, on every sample, with not one note?
 
     scored.jsonl is readable by whoever reads, so a blind reading cannot be proven; a reading that is a copy
@@ -116,7 +117,7 @@ def mirrors_rewards(read: list[V.Verdict], by_id: dict[str, Record], metas: list
         if v.accept != bool(row.get("all_pass")):
             return False
         for attr, role in (("correct", "correctness"), ("well_formed", "format")):
-            names = [m["name"] for m in metas if m["role"] == role]
+            names = [m.name for m in metas if m.role == role]
             said = getattr(v, attr)
             if names and (said is None or said != all(bool(passes.get(n)) for n in names)):
                 return False
@@ -201,7 +202,7 @@ def _score_reasons(run_dir: Path, spec: RunSpec, rows: list[Record], report: Rec
     return rescore_differences(run_dir, spec, rows, report) if rescore else []
 
 
-def verdicts_against(run_dir: Path, by_id: dict[str, Record], metas: list[Record]) -> Reading:
+def verdicts_against(run_dir: Path, by_id: dict[str, Record], metas: list[RewardMeta]) -> Reading:
     """A verdict counts only for the very sample it judged (same prompt, completion and gold)."""
     verdicts = V.load_verdicts(run_dir)
     read = [v for k, v in verdicts.items() if k in by_id and v.sample_sha256 == V.sample_digest(by_id[k])]
@@ -295,7 +296,7 @@ def evaluate(run_dir: str | Path, spec: RunSpec, rescore: bool = True, extra_rea
     child and must reproduce scored.jsonl and score_report.json exactly. ``extra_reasons`` are the
     caller's own reasons to FAIL (a checkpoint set whose reward copy is not the run's).
     """
-    from finetune.inspect.score import load_report, load_scored
+    from finetune.inspect.score import load_report, load_scored, report_metas
 
     run_dir = Path(run_dir)
     # what is bound is read before anything is judged, and again after the re-score: a file swapped while
@@ -305,7 +306,8 @@ def evaluate(run_dir: str | Path, spec: RunSpec, rescore: bool = True, extra_rea
     rows = load_scored(run_dir)
     # the reading, the acknowledgements and the confirmation are read (a bad one refused in one line) before the
     # re-score, which takes seconds: bad input is refused at once
-    reading = verdicts_against(run_dir, {r["id"]: r for r in rows}, report["rewards"])
+    metas = report_metas(report, run_dir)
+    reading = verdicts_against(run_dir, {r["id"]: r for r in rows}, metas)
     min_read = spec.inspection.min_read
     current = readingset.reading_ids(run_dir, [str(r["id"]) for r in rows])
     flags, flag_reasons = _flag_statuses(run_dir, report)
@@ -330,7 +332,7 @@ def evaluate(run_dir: str | Path, spec: RunSpec, rescore: bool = True, extra_rea
         "causes": reading.causes,
         "gated_agreements": reading.gated_agreements,
         "blind": {**_blind_record(run_dir, reading.read), **readingset.blind_record(run_dir, reading.read, current),
-                  "mirrors_rewards": mirrors_rewards(reading.read, {r["id"]: r for r in rows}, report["rewards"])},
+                  "mirrors_rewards": mirrors_rewards(reading.read, {r["id"]: r for r in rows}, metas)},
         "flags": flags,
         "probes": probes,
         "base_success": report.get("base_success"),

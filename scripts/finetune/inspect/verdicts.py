@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from finetune import commit, jsonio, locks, rundir
 from finetune.errors import UserError
 from finetune.hashing import canonical_json, sha256_file
+from finetune.rewards.lib.rewards_meta import RewardMeta
 
 CONFIRMATION = "confirmation.json"
 ACKS = "acks.json"
@@ -240,13 +241,13 @@ def load_reveals(run_dir: str | Path) -> dict[str, dict[str, Any]]:
     return load_json(Path(run_dir) / REVEALS) or {}
 
 
-def _gated_excuse(meta: dict[str, Any], verdict: Verdict) -> bool:
+def _gated_excuse(meta: RewardMeta, verdict: Verdict) -> bool:
     """A reader's ``correct`` on a sample they call malformed, against a correctness reward gated on
     format: the reward means "correct and well-formed", so the reader's view of it is False too."""
-    return bool(meta.get("gated_on_format")) and verdict.correct is True and verdict.well_formed is False
+    return meta.gated and verdict.correct is True and verdict.well_formed is False
 
 
-def compare(row: dict[str, Any], verdict: Verdict, metas: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def compare(row: dict[str, Any], verdict: Verdict, metas: list[RewardMeta]) -> list[dict[str, Any]]:
     """Role-wise disagreements between a scored sample and its verdict (reward-roles contract).
 
     false_positive: a reward passes what the reader rejects (reward-hacking risk);
@@ -259,10 +260,10 @@ def compare(row: dict[str, Any], verdict: Verdict, metas: list[dict[str, Any]]) 
     def add(kind: str, field: str, names: list[str]) -> None:
         out.append({"id": row["id"], "field": field, "kind": kind, "rewards": names,
                     "scores": {n: rewards.get(n) for n in names},
-                    "thresholds": {m["name"]: m["threshold"] for m in metas if m["name"] in names},
+                    "thresholds": {m.name: m.threshold for m in metas if m.name in names},
                     "note": verdict.note, "reader": verdict.reader})
 
-    gated = [m["name"] for m in metas if m["role"] in ("format", "correctness")]
+    gated = [m.name for m in metas if m.role in ("format", "correctness")]
     if verdict.accept and not row.get("all_pass"):
         add("false_negative", "accept", [n for n in gated if not passes.get(n)])
     elif not verdict.accept and row.get("all_pass"):
@@ -272,27 +273,27 @@ def compare(row: dict[str, Any], verdict: Verdict, metas: list[dict[str, Any]]) 
         if said is None:
             continue
         for m in metas:
-            if m["role"] != role or (rewards.get(m["name"]) is None and not row.get("errors", {}).get(m["name"])):
+            if m.role != role or (rewards.get(m.name) is None and not row.get("errors", {}).get(m.name)):
                 continue
             if field == "correct" and _gated_excuse(m, verdict):
                 continue  # correct-but-malformed: the format comparison judges the format; see gated_notes
-            passed = bool(passes.get(m["name"]))
+            passed = bool(passes.get(m.name))
             if passed and not said:
-                add("false_positive", field, [m["name"]])
+                add("false_positive", field, [m.name])
             elif said and not passed:
-                add("false_negative", field, [m["name"]])
+                add("false_negative", field, [m.name])
     return out
 
 
-def gated_notes(row: dict[str, Any], verdict: Verdict, metas: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def gated_notes(row: dict[str, Any], verdict: Verdict, metas: list[RewardMeta]) -> list[dict[str, Any]]:
     """Agreements worth a note: the reader says correct but malformed, and a format-gated correctness
     reward gives no credit — by design (correct+formatted > formatted-wrong > malformed), not a bug."""
     rewards, passes = row.get("rewards", {}), row.get("passes", {})
-    return [{"id": row["id"], "reward": m["name"], "score": rewards.get(m["name"]),
-             "note": f"reader: correct but malformed; {m['name']} gives no credit to malformed output by design "
+    return [{"id": row["id"], "reward": m.name, "score": rewards.get(m.name),
+             "note": f"reader: correct but malformed; {m.name} gives no credit to malformed output by design "
                      "(gated on format), so this is agreement"}
-            for m in metas if m["role"] == "correctness" and _gated_excuse(m, verdict)
-            and rewards.get(m["name"]) is not None and not passes.get(m["name"])]
+            for m in metas if m.role == "correctness" and _gated_excuse(m, verdict)
+            and rewards.get(m.name) is not None and not passes.get(m.name)]
 
 
 def confirm(run_dir: str | Path, user: str, statement: str | None) -> Path:

@@ -54,7 +54,7 @@ DATA_FILTER_SHA256 = None  # sha256 of the spec's dataset.filter (finetune data 
 INSPECT_EVERY_STEPS = 5  # 5 × logging_steps (1): each inspection sees 5 new log points; the reward-hacking rule runs on the last 30 log points and stops a run when it fires on 2 inspections in a row
 INSPECT_SAMPLE_ROWS = 50  # inspection.min_read: a step file holds as many completions as the gate needs read (the top-reward ones always among them)
 MAX_COMPLETION_LENGTH = 1024  # a completion this long was truncated
-WATCH_SHA256 = '89072a570ca8f2e7294759efd2168bff2603f3f7250a6570011d05e84663d98e'  # config/watch.py as rendered: an edited inspection callback does not train
+WATCH_SHA256 = '30f31b477f91ae67be3487c9b8c0b6ece744031b8c8ccee039f2c40e876dff32'  # config/watch.py as rendered: an edited inspection callback does not train
 STOPPED_EXIT = 3  # exit status when the inspection callback stopped the run (launch.sh passes it on)
 WATCHDOG_SHA256 = 'eed4cb849580c1ac5f2b9027619a17d0b1487359d28b3bb30fc8fdd4f2f145a6'  # config/watchdog.py as rendered (the stall watchdog, the dry run)
 PREFLIGHT_SHA256 = 'c3d386a8ef03608cb179cc09770106fd9c61947a5e3a747444b421437390abf7'  # config/preflight.py as rendered (the completion-mask check)
@@ -518,9 +518,10 @@ def main(argv=None) -> None:
         check_rescore(REWARD_FUNCS)  # the gate's scores, recomputed from the bound samples and rewards
     check_completion_mask(preflight)  # after the gate's checks: it loads the tokenizer, they need nothing
 
-    # each gated reward wrapped so what it scores is recorded; the callback inspects every INSPECT_EVERY_STEPS
+    # each gated reward wrapped so what it scores is recorded; the callback inspects every INSPECT_EVERY_STEPS, reading
+    # each reward's role, weight, threshold, range and episode mark from rewards.py's REWARD_META (as rendered)
     REWARD_FUNCS, inspector = load_watch().instrument(
-        REWARD_FUNCS, meta=rewards.REWARD_META, weights=REWARD_WEIGHTS, every_steps=INSPECT_EVERY_STEPS,
+        REWARD_FUNCS, meta=rewards.REWARD_META, every_steps=INSPECT_EVERY_STEPS,
         sample_rows=INSPECT_SAMPLE_ROWS, max_completion_length=MAX_COMPLETION_LENGTH)
     dataset = load_train_dataset()
     # every refusal above has had its say: from here on the sidecar holds the clock of each moment
