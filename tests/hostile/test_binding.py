@@ -30,7 +30,7 @@ def passed_run(base_run, tmp_path_factory) -> Path:
     run = tmp_path_factory.mktemp("bound") / "run"
     shutil.copytree(base_run, run)
     for flag in ("constant_reward:format_ok", "constant_reward:correctness"):  # every crafted sample is right
-        assert main(["inspect", "ack", str(run), flag, "--reason", "crafted rows: all right by construction"]) == 0
+        assert main(["inspect", "ack", str(run), flag, "--reason", "crafted rows: all right by construction", "--yes"]) == 0
     assert main(["inspect", "gate", str(run)]) == 0
     assert json.loads((run / "gate.json").read_text())["status"] == "PASS"
     return run

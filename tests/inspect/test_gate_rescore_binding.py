@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from inspect_helpers import MODULES, craft_samples, verdicts_for, write_jsonl
+from person_helpers import person_verdicts
 
 from finetune.inspect import gate
 from finetune.spec import load_spec
@@ -28,7 +29,7 @@ def _passed(cli, make_run, module: str = "good", name: str = "run") -> Path:
     run = make_run(module, name=name)
     assert cli("inspect", "score", run).code == 0
     write_jsonl(run / "mine.jsonl", verdicts_for(craft_samples(), reader="human", n=56))
-    assert cli("inspect", "human-verdict", run, "--file", run / "mine.jsonl").code == 0
+    assert person_verdicts(cli, run, run / "mine.jsonl").code == 0
     return run
 
 

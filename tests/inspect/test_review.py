@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from inspect_helpers import craft_samples, write_jsonl
+from person_helpers import person_verdicts
 
 from finetune.inspect import verdicts as V
 from finetune.inspect.gate import verify_gate
@@ -95,7 +96,7 @@ def test_key_after_verdicts_and_a_verdict_after_the_key_is_reported(cli, make_ru
     run = _gated_run(cli, make_run)
     samples = craft_samples()
     write_jsonl(run / "reading.jsonl", [{"id": s["id"], **_honest(s["kind"])} for s in samples[:60]])
-    assert cli("inspect", "human-verdict", run, "--file", run / "reading.jsonl").code == 0
+    assert person_verdicts(cli, run, run / "reading.jsonl").code == 0
     r = cli("inspect", "review", run, "--key")
     assert r.code == 0 and "4 sample(s) on the sheet have no verdict yet" in r.out
     key = (run / "review_key.md").read_text()
@@ -106,7 +107,7 @@ def test_key_after_verdicts_and_a_verdict_after_the_key_is_reported(cli, make_ru
     # the four left are read after the key was opened, at once (no pause: one-second time stamps let a verdict
     # recorded within the key's second pass as blind): the gate records them as judged after the reveal
     write_jsonl(run / "late.jsonl", [{"id": s["id"], **_honest(s["kind"])} for s in samples[60:]])
-    assert cli("inspect", "human-verdict", run, "--file", run / "late.jsonl").code == 0
+    assert person_verdicts(cli, run, run / "late.jsonl").code == 0
     r = cli("inspect", "gate", run)
     assert r.code == 0, r
     gate = json.loads((run / "gate.json").read_text())
@@ -231,7 +232,7 @@ def test_html_page_blind_then_reveal_mouse_keys_export_then_gate(cli, make_run, 
     assert [i for i, v in lines.items() if v["changed_after_reveal"]] == [changed_id]
     assert lines[changed_id]["first_verdict"] == {"accept": False, "correct": False, "well_formed": True}
     # the changed verdict accepts a wrong answer: the gate sees that disagreement and the change
-    r = cli("inspect", "human-verdict", run, "--file", exported)
+    r = person_verdicts(cli, run, exported)
     assert r.code == 0, r
     r = cli("inspect", "gate", run)
     assert r.code == 1 and f"{changed_id}: false negative" in r.out and "changed after the reveal" in r.out
@@ -239,7 +240,7 @@ def test_html_page_blind_then_reveal_mouse_keys_export_then_gate(cli, make_run, 
     # corrected back to the honest reading, the same page export passes
     lines[changed_id].update(accept=False, correct=False)
     write_jsonl(tmp_path / "fixed.jsonl", list(lines.values()))
-    assert cli("inspect", "human-verdict", run, "--file", tmp_path / "fixed.jsonl").code == 0
+    assert person_verdicts(cli, run, tmp_path / "fixed.jsonl").code == 0
     r = cli("inspect", "gate", run)
     assert r.code == 0, r
     assert verify_gate(run, load_spec(run / "spec.yaml")).ok

@@ -36,6 +36,7 @@ from finetune.variants import ALGORITHM_FIELDS, VARIANT_SYMPTOM, Pinned, algorit
 if TYPE_CHECKING:
 
     from finetune.hardware import Hardware
+    from finetune.inspect.gaterecord import GateRecord
     from finetune.memory.estimate import Knobs
     from finetune.memory.recommend import Recommendation
     from finetune.memory.result import Estimate
@@ -130,7 +131,7 @@ def _estimate(model_info: ModelInfo, hardware: Hardware, spec: RunSpec, kw: dict
     return estimate(model_info, hardware, _knobs(spec, kw, topo, zero_stage), suggest=True)
 
 
-def _verify_gate(run_dir: Path, spec: RunSpec, rescore: bool) -> tuple[bool, str, dict[str, Any] | None]:
+def _verify_gate(run_dir: Path, spec: RunSpec, rescore: bool) -> tuple[bool, str, GateRecord | None]:
     """(holds, reason, record): a PASS record holds only while every bound hash still matches (and, with
     ``rescore``, while the bound rewards re-scored on the bound samples give the scores it judged)."""
     from finetune.inspect.gate import verify_gate
@@ -355,7 +356,7 @@ class _Licence:
 
     diagnosis: dict[str, Any] | None
     variant_licence: str | None  # why this variant (None: the base recipe)
-    gate_record: dict[str, Any] | None  # a PASS record that still holds
+    gate_record: GateRecord | None  # a PASS record that still holds
     warnings: list[str]
 
 

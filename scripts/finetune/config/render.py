@@ -49,9 +49,10 @@ def _env() -> jinja2.Environment:
 
 def _context(plan: RenderPlan) -> dict[str, Any]:
     from finetune import hashing
+    from finetune.inspect.gate import person_acts
 
     spec, topo = plan.spec, plan.topology
-    gate_hashes = dict((plan.gate or {}).get("hashes") or {})
+    gate_hashes = dict(plan.gate.hashes) if plan.gate else {}
     reward_section = spec.reward_section()
     rec_reasons = plan.recommendation.reasons
     return {
@@ -62,7 +63,8 @@ def _context(plan: RenderPlan) -> dict[str, Any]:
         "gate_required": not plan.no_gate, "gate_hashes": gate_hashes,
         "ungated_override": UNGATED_OVERRIDE, "ungated_smoke_steps": UNGATED_SMOKE_STEPS,
         "watch_sha256": hashlib.sha256(watch_source().encode("utf-8")).hexdigest(),
-        "score_report_sha256": ((plan.gate or {}).get("inputs") or {}).get(rundir.SCORE_REPORT),
+        "score_report_sha256": plan.gate.inputs.get(rundir.SCORE_REPORT) if plan.gate else None,
+        "person_acts": person_acts(plan.run_dir) if plan.gate else {},
         "reward_section_json": json.dumps(reward_section, sort_keys=True, separators=(",", ":"), ensure_ascii=False),
         "reward_section_sha256": hashing.reward_section_digest(reward_section),
         "sampling": spec.sampling_binding(),  # train.py hashes it as the gate did (hashing.SAMPLING)
