@@ -37,7 +37,11 @@ PROTECTED_NAMES = {
 }
 PROTECTED_DIRS = ("config", "train", "diagnosis")  # inside a run directory (a folder holding spec.yaml)
 RUN_MARKERS = ("spec.yaml", "gate.json", "rewards.py", "scored.jsonl")
-PERSON_ENV = ("XDG_CONFIG_HOME", "HOME", "FINETUNE_UNGATED_OVERRIDE", "FINETUNE_JUDGE_HOSTS")
+PERSON_ENV = ("XDG_CONFIG_HOME", "HOME", "FINETUNE_UNGATED_OVERRIDE", "FINETUNE_JUDGE_HOSTS", "FINETUNE_JUDGE_KEY_ENVS",
+              "FINETUNE_JUDGE_PROXY")
+# the plugin's userConfig, as Claude Code hands it to its hooks; kept for the plugin's commands in the person's folder
+OPTIONS = {"judge_hosts": "CLAUDE_PLUGIN_OPTION_JUDGE_HOSTS", "judge_key_envs": "CLAUDE_PLUGIN_OPTION_JUDGE_KEY_ENVS",
+           "judge_proxy": "CLAUDE_PLUGIN_OPTION_JUDGE_PROXY"}
 READ_ONLY = {"cat", "head", "tail", "less", "more", "wc", "ls", "stat", "file", "sha256sum", "md5sum", "diff", "cmp",
              "grep", "egrep", "fgrep", "rg", "jq", "nl", "od", "xxd", "realpath", "readlink", "test", "[", "du"}
 WRAPPERS = {"env", "command", "exec", "nohup", "time", "nice", "stdbuf", "sudo", "doas", "caffeinate", "setsid"}
@@ -397,11 +401,39 @@ def decide(payload, env):
     return None
 
 
+def sync_settings(env):
+    """Keep the person's userConfig (the judge hosts, key names and proxy they set in /plugin) where the plugin's
+    commands read it: settings.json in the person's folder, which the agent's tools cannot write. Written only when
+    it changed; a folder that cannot be written leaves the commands on their defaults (loopback, no key, no proxy)."""
+    given = {k: env[v] for k, v in OPTIONS.items() if v in env}
+    if not given:
+        return
+    data = {k: ([x.strip() for x in v.split(",") if x.strip()] if k != "judge_proxy" else v.strip())
+            for k, v in given.items()}
+    folder = person_folder(env)
+    path = os.path.join(folder, "settings.json")
+    try:
+        with open(path, encoding="utf-8") as fh:
+            if json.load(fh) == data:
+                return
+    except (OSError, ValueError):
+        pass
+    try:
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+        staged = f"{path}.{os.getpid()}.tmp"
+        with open(staged, "w", encoding="utf-8") as fh:
+            json.dump(data, fh, indent=1, sort_keys=True)
+        os.replace(staged, path)
+    except OSError:
+        pass
+
+
 def main():
     try:
         payload = json.loads(sys.stdin.read() or "null")
     except ValueError:
         payload = None
+    sync_settings(dict(os.environ))
     reason = decide(payload, dict(os.environ))
     if reason is None:
         return 0

@@ -108,3 +108,25 @@ def verify(kind: str, payload: Any, signature: str | None) -> bool:
         return False
     key = _read(key_path())
     return key is not None and hmac.compare_digest(_mac(key, kind, payload).encode(), signature.encode("utf-8"))
+
+
+SETTINGS_FILE = "settings.json"  # the person's plugin settings (userConfig), kept here by the plugin's guard
+SETTINGS = {"judge_hosts": "FINETUNE_JUDGE_HOSTS", "judge_key_envs": "FINETUNE_JUDGE_KEY_ENVS",
+            "judge_proxy": "FINETUNE_JUDGE_PROXY"}  # setting → the environment variable the person may set instead
+
+
+def person_setting(name: str) -> list[str]:
+    """One of the person's :data:`SETTINGS` as a list: the plugin's userConfig (which its guard writes to
+    ``settings.json`` in the person's folder, where the agent's tools cannot write) and the environment variable of
+    the person's own shell (comma-separated; the guard refuses it on an agent's command line), together."""
+    import json
+
+    values = [v.strip() for v in os.environ.get(SETTINGS[name], "").split(",") if v.strip()]
+    try:
+        data = json.loads((folder() / SETTINGS_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        data = None
+    kept = data.get(name) if isinstance(data, dict) else None
+    listed = kept if isinstance(kept, list) else [kept] if isinstance(kept, str) else []
+    values += [v.strip() for item in listed if isinstance(item, str) for v in item.split(",") if v.strip()]
+    return list(dict.fromkeys(values))
