@@ -296,6 +296,9 @@ def _one(argv, targets, command, cwd, env):
             raise Deny(f"{why}: the person runs it themselves (in their own terminal, or Claude Code's `!` mode), "
                        f"never the agent: {_person_line(args)}")
         return cwd
+    inner = _raw_person_words(" ".join(argv[1:]))
+    if inner:  # script -c, expect, tmux send-keys, python -c "...main(['inspect', 'confirm'])": the act inside
+        raise Deny(f"`{prog}` runs a person's command inside it ({inner}): refused; the person runs it themselves")
     if _is_launch(prog, argv):
         _launch(argv, cwd, env)
     else:

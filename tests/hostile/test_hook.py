@@ -155,6 +155,10 @@ PERSON_SPELLINGS = [
     "`echo finetune` inspect ack runs/my-task f --reason long-enough-reason-here --yes",
     "x=inspect; finetune $x confirm runs/my-task --user Ada --yes",
     "{ft} inspect confirm 'runs/my-task --user Ada",  # an open quote: cannot parse, names a person's act
+    "script -qc '{ft} inspect review runs/my-task --format terminal' /dev/null",  # a pty for isatty()
+    "unbuffer {ft} inspect review runs/my-task --format terminal",
+    "tmux send-keys '{ft} inspect confirm runs/my-task --user Ada --yes' Enter",
+    "python3 -c \"from finetune.cli import main; main(['inspect', 'confirm', 'runs/my-task', '--user', 'A'])\"",
 ]
 
 

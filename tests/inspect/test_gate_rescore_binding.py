@@ -59,10 +59,10 @@ def test_files_swapped_while_the_gate_rescores_fail_it(cli, make_run, tmp_path, 
 
     monkeypatch.setattr(gate, "rescore_differences", racing)
     record = gate.run_gate(run, load_spec(run / "spec.yaml"))
-    assert record["status"] == "FAIL", record["reasons"]
-    assert any("changed while the gate ran" in r and "rewards.py" in r for r in record["reasons"])
+    assert record.status == "FAIL", record.reasons
+    assert any("changed while the gate ran" in r and "rewards.py" in r for r in record.reasons)
     # the record binds the bytes that were judged, never the ones swapped in
-    assert record["hashes"]["rewards.py"] == hashlib.sha256(good["rewards.py"]).hexdigest()
+    assert record.hashes["rewards.py"] == hashlib.sha256(good["rewards.py"]).hexdigest()
     assert not gate.verify_gate(run, load_spec(run / "spec.yaml")).ok
 
 

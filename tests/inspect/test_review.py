@@ -146,8 +146,14 @@ def test_terminal_review_verdict_first_then_reveal_then_resumable(cli, make_run,
     # blind: the first sample's completion is shown before any score, and its scores only after the verdict
     first = r.out.index("completion")
     assert "the rewards say" not in r.out[:first] and r.out.index("accept or reject") < r.out.index("the rewards say")
-    got = [json.loads(line) for line in (run / "verdicts.jsonl").read_text().splitlines()]
-    assert [v["reader"] for v in got] == ["human"] * 3 and got[0]["note"] == "looks fine"
+    from finetune.inspect import verdicts as V
+
+    lines = [json.loads(line) for line in (run / "verdicts.jsonl").read_text().splitlines()]
+    assert [v["reader"] for v in lines] == ["human"] * 4  # the third's blind verdict stays in the history
+    assert lines[2]["accept"] is False and lines[3]["accept"] is True
+    counted = V.load_verdicts(run)
+    got = [counted[i].model_dump() for i in dict.fromkeys(v["id"] for v in lines)]
+    assert len(got) == 3 and all(V.is_person(counted[v["id"]]) for v in lines) and got[0]["note"] == "looks fine"
     assert got[0]["correct"] is True and got[0]["well_formed"] is True  # accept means both
     assert got[1]["accept"] is False and got[1]["correct"] is True and got[1]["well_formed"] is False
     assert got[2]["changed_after_reveal"] is True and got[2]["first_verdict"]["accept"] is False
