@@ -84,6 +84,8 @@ def protected_path(path, cwd, env):
     if name in PROTECTED_NAMES or (name.startswith("rewards_") and name.endswith(".py")):
         return f"{name}, which only the plugin's commands write (the gate binds it)"
     parts = full.split(os.sep)
+    if name.endswith(".log") and len(parts) > 1 and parts[-2] == "train":
+        return None  # a launcher's console log (train/launch.log): nothing reads it as the run's record
     for i, part in enumerate(parts):
         if part in PROTECTED_DIRS:
             run = os.sep.join(parts[:i]) or os.sep

@@ -248,6 +248,8 @@ LAUNCHES = ["bash runs/my-task/config/launch.sh", "runs/my-task/config/launch.sh
             "trl grpo --config runs/my-task/config/grpo_config.yaml",
             "python runs/my-task/config/train.py", "cd runs/my-task && python3 config/train.py --cpu --max-steps 2",
             "nohup bash runs/my-task/config/launch.sh > log.txt 2>&1 &",
+            "bash runs/my-task/config/launch.sh 2>&1 | tee runs/my-task/train/launch.log &",
+            "bash runs/my-task/config/launch.sh > runs/my-task/train/launch.log 2>&1 &",
             "torchrun --nproc_per_node 2 runs/my-task/config/train.py"]
 
 
