@@ -129,12 +129,12 @@ def test_an_agent_with_the_allowed_tools_cannot_pass_without_a_person(unread):
     code, out = agent.bash(f"{FT} config render {q}/spec.yaml")
     assert code == 1 and not (run / "config").exists(), out
 
+    # the person's act: their own reading of the page, exported and recorded by their own command
+    exported = page_export(run, run / "reading.jsonl")
     # the agent's reading.jsonl is no page export: the person's command refuses it even from the person
     code, out = _main(unread, "inspect", "human-verdict", RUN, "--file", f"{RUN}/reading.jsonl", "--user", "Ada",
                       "--yes")
     assert code == 2 and "not an export of the review page" in out, out
-    # the person's act: their own reading of the page, exported and recorded by their own command
-    exported = page_export(run, run / "reading.jsonl")
     code, out = _main(unread, "inspect", "human-verdict", RUN, "--file", str(exported), "--user", "Ada")
     assert code == 2 and "to record: " in out and "nothing recorded" in out, out  # shown first, recorded on yes
     assert _main(unread, "inspect", "human-verdict", RUN, "--file", str(exported), "--user", "Ada", "--yes")[0] == 0

@@ -237,8 +237,10 @@ def test_html_page_blind_then_reveal_mouse_keys_export_then_gate(cli, make_run, 
     assert sum(v["note"] == "checked the sum by hand" for v in lines.values()) == 1
     assert [i for i, v in lines.items() if v["changed_after_reveal"]] == [changed_id]
     assert lines[changed_id]["first_verdict"] == {"accept": False, "correct": False, "well_formed": True}
+    # the page's own export, bound to it (its digest on every line), recorded by the person as exported
+    assert all(v["page"] and v["sample_sha256"] for v in lines.values())
     # the changed verdict accepts a wrong answer: the gate sees that disagreement and the change
-    r = person_verdicts(cli, run, exported)
+    r = cli("inspect", "human-verdict", run, "--file", exported, "--yes")
     assert r.code == 0, r
     r = cli("inspect", "gate", run)
     assert r.code == 1 and f"{changed_id}: false negative" in r.out and "changed after the reveal" in r.out
@@ -246,7 +248,7 @@ def test_html_page_blind_then_reveal_mouse_keys_export_then_gate(cli, make_run, 
     # corrected back to the honest reading, the same page export passes
     lines[changed_id].update(accept=False, correct=False)
     write_jsonl(tmp_path / "fixed.jsonl", list(lines.values()))
-    assert person_verdicts(cli, run, tmp_path / "fixed.jsonl").code == 0
+    assert cli("inspect", "human-verdict", run, "--file", tmp_path / "fixed.jsonl", "--yes").code == 0
     r = cli("inspect", "gate", run)
     assert r.code == 0, r
     assert verify_gate(run, load_spec(run / "spec.yaml")).ok

@@ -280,9 +280,9 @@ def _review(args: argparse.Namespace) -> int:
     path = review.write_review(run_dir, spec, args.format, n=args.n)
     console.print(f"wrote {path}", markup=False)
     if args.format == "html":
-        console.print("open it in a browser, read, press x to export verdicts.jsonl, then (the person runs or "
-                      "approves it): " + review.command("inspect", "human-verdict", run_dir, "--file",
-                                                         "verdicts.jsonl"), markup=False)
+        console.print("open it in a browser, read, press x to export verdicts.jsonl, then the person runs it "
+                      "themselves: " + review.command("inspect", "human-verdict", run_dir, "--file",
+                                                      "verdicts.jsonl"), markup=False)
     else:
         console.print("read it blind, record the verdicts, then: "
                       + review.command("inspect", "review", run_dir, "--key"), markup=False)
