@@ -282,3 +282,23 @@ def test_the_real_verify_denies_a_run_without_a_gate(project, tmp_path):
     (data / "finetune").symlink_to(exe)
     code, err = bash("bash runs/my-task/config/launch.sh", project, {"CLAUDE_PLUGIN_DATA": str(tmp_path / "data")})
     assert code == 2 and "does not hold" in err, err
+
+
+@pytest.mark.slow  # Claude Code's own validator through npx: 5-20 s
+def test_claude_plugin_validate_strict_takes_the_hook_and_user_config():
+    """The manifest itself (userConfig) and hooks/hooks.json (onFailure, exec form) as Claude Code 2.1.328 reads
+    them: `--strict` clean. (tests/test_plugin.py validates the folder, whose marketplace manifest it reads.)"""
+    import shutil as _shutil
+
+    from test_plugin import CLAUDE_CODE_VERSION
+
+    npx = _shutil.which("npx")
+    if npx is None:
+        pytest.skip("npx (Node.js) is not installed, so Claude Code's plugin validator cannot run here")
+    manifest = json.loads((ROOT / ".claude-plugin" / "plugin.json").read_text())
+    assert {"judge_hosts", "judge_key_envs", "judge_proxy"} <= set(manifest["userConfig"])
+    out = subprocess.run([npx, "--yes", f"@anthropic-ai/claude-code@{CLAUDE_CODE_VERSION}", "plugin", "validate",
+                          "--strict", str(ROOT / ".claude-plugin" / "plugin.json")],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0 and "Validation passed" in out.stdout, out.stdout[-4000:] + out.stderr[-2000:]
+    assert 'hooks: PreToolUse * command /bin/sh ["${CLAUDE_PLUGIN_ROOT}/hooks/guard.sh"]' in out.stdout
