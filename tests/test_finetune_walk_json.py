@@ -322,7 +322,10 @@ def test_agent_fixes_the_reward_then_reads_a_fresh_blind_set(cli, tiny_model_dir
                                                        for sid in sorted(ids)))
         walk.run(verdict)
         walk.run(key)
-        walk.run(confirm)  # the user checked the reading (the one step here Claude Code asks them to approve)
+        # the user checked the reading and types the confirm line themselves: it shows what it records, then --yes
+        out = walk.run(confirm, code=2)
+        assert "to confirm: the agent's reading of" in out, out
+        assert cli(*walk.argv(confirm), "--yes").code == 0
         return ids
 
     walk.run(review_md)

@@ -227,7 +227,8 @@ def _recount_agreement(set_path: Path, metas: dict[str, dict]) -> dict[str, tupl
     """Per reward: (share of read samples whose verdict agrees with it, ids where it does not), from
     verdicts.jsonl and the scored passes, by the rule of DESIGN.md's reward-roles contract written out here."""
     scored = {r["id"]: r for r in _lines(set_path / rundir.SCORED)}
-    verdicts = _lines(set_path / rundir.VERDICTS)
+    # the verdict that counts per sample: verdicts.jsonl keeps every line; here the last one per id is it
+    verdicts = list({v["id"]: v for v in _lines(set_path / rundir.VERDICTS)}.values())
     out = {}
     for name, meta in metas.items():
         role = meta["role"]

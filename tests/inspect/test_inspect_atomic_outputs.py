@@ -343,7 +343,7 @@ def test_review_key_killed_before_its_write_has_recorded_the_reveal(make_run, cl
     r = _finetune("inspect", "review", run, "--key", crash="write:review_key.md")
     assert r.returncode == -9, r.stderr[-2000:]
     assert not (run / "review_key.md").exists() and V.load_reveals(run)
-    assert all(e["via"] == "key" for e in V.load_reveals(run).values())
+    assert all(e.via == "key" for e in V.load_reveals(run).values())
 
 
 @pytest.mark.slow

@@ -49,6 +49,7 @@ def _env() -> jinja2.Environment:
 
 def _context(plan: RenderPlan) -> dict[str, Any]:
     from finetune import hashing
+    from finetune.diagnose.licence import uses_licence
     from finetune.inspect.gate import person_acts
 
     spec, topo = plan.spec, plan.topology
@@ -64,7 +65,8 @@ def _context(plan: RenderPlan) -> dict[str, Any]:
         "ungated_override": UNGATED_OVERRIDE, "ungated_smoke_steps": UNGATED_SMOKE_STEPS,
         "watch_sha256": hashlib.sha256(watch_source().encode("utf-8")).hexdigest(),
         "score_report_sha256": plan.gate.inputs.get(rundir.SCORE_REPORT) if plan.gate else None,
-        "person_acts": person_acts(plan.run_dir) if plan.gate else {},
+        "person_acts": person_acts(plan.run_dir, licensed=uses_licence(spec, plan.model_info.is_moe))
+        if plan.gate else {},
         "reward_section_json": json.dumps(reward_section, sort_keys=True, separators=(",", ":"), ensure_ascii=False),
         "reward_section_sha256": hashing.reward_section_digest(reward_section),
         "sampling": spec.sampling_binding(),  # train.py hashes it as the gate did (hashing.SAMPLING)

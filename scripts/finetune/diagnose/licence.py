@@ -12,12 +12,28 @@ it licenses. ``config render`` asks :func:`holds` before it takes a symptom or a
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from finetune import rundir
 from finetune.hashing import sha256_file
 
+if TYPE_CHECKING:
+    from finetune.spec import RunSpec
+
 PROVENANCE = "provenance.json"  # in train/: written by the rendered train.py when training starts
+
+
+def uses_licence(spec: RunSpec, is_moe: bool) -> bool:
+    """Does a render of ``spec`` rest on a diagnosis's licence (a variant other than the MoE's GSPO, or lr / beta
+    away from the base recipe)? Then the diagnosis is among the person's acts the render binds."""
+    import math
+
+    from finetune.spec import BASE_BETA, BASE_LEARNING_RATE
+
+    variant = spec.variant != "grpo" and not (spec.variant == "gspo" and is_moe)
+    moved = not math.isclose(spec.training.learning_rate, BASE_LEARNING_RATE, rel_tol=1e-9) or (
+        spec.variant == "grpo" and not math.isclose(spec.training.beta, BASE_BETA, rel_tol=1e-9))
+    return variant or moved
 
 
 def provenance(log: Path, run_dir: Path) -> dict[str, Any]:

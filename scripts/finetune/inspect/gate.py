@@ -77,10 +77,12 @@ def _input_hashes(run_dir: Path) -> dict[str, str]:
     return {n: sha256_file(run_dir / n) for n in EXTRA_INPUTS if (run_dir / n).is_file()}
 
 
-def person_acts(run_dir: str | Path) -> dict[str, str | None]:
-    """sha256 of each of :data:`PERSON_ACTS` now (None: absent): what a render binds into train.py."""
+def person_acts(run_dir: str | Path, licensed: bool = True) -> dict[str, str | None]:
+    """sha256 of each of :data:`PERSON_ACTS` now (None: absent): what a render binds into train.py. The diagnosis
+    only when the render took a licence from it (``licensed``): re-diagnosing a base run voids nothing."""
     run_dir = Path(run_dir)
-    return {n: sha256_file(run_dir / n) if (run_dir / n).is_file() else None for n in PERSON_ACTS}
+    names = [n for n in PERSON_ACTS if licensed or n != rundir.DIAGNOSIS]
+    return {n: sha256_file(run_dir / n) if (run_dir / n).is_file() else None for n in names}
 
 
 def render_void(run_dir: str | Path) -> str:
@@ -99,7 +101,7 @@ def render_void(run_dir: str | Path) -> str:
         return f"{path} states no PERSON_ACTS (rendered by another version, or edited): re-run `finetune config render`"
     if not isinstance(rendered, dict) or not rendered:
         return ""  # an ungated preview binds no person's act (its train.py refuses beyond a smoke test anyway)
-    now = person_acts(run_dir)
+    now = person_acts(run_dir, licensed=rundir.DIAGNOSIS in rendered)
     changed = sorted(k for k in set(rendered) | set(now) if rendered.get(k) != now.get(k))
     if not changed:
         return ""
