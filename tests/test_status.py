@@ -218,7 +218,8 @@ def test_a_stopped_run_resumes_at_phase_3_with_the_stop_and_what_comes_next(cli,
     assert "read the last inspection under train/inspections/" in next(x for x in lines if x.startswith("  next 1:"))
 
     # the reward fixed, re-gated and config/ rendered again: the stop belongs to the last launch
-    _later(run / "config" / "train.py", 10)
+    later = (run / "train" / "STOPPED.json").stat().st_mtime + 10  # after the stop, however long the steps took
+    os.utime(run / "config" / "train.py", (later, later))
     assert _resume(cli, run) == "resume: Phase 3 - training (stale)"
     assert not [line for line in _lines_of(cli("status", run)) if line.startswith("  next ")]
 
