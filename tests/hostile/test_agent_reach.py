@@ -8,8 +8,9 @@ Write rules cover. The run starts where an agent would want to cheat: the person
 three the rewards pass, so the gate FAILs on three false positives. After every attempt: no PASS in gate.json, the
 person's verdict lines unchanged and still the ones that count, no rendered config, no diagnosis that licenses.
 
-Code the agent writes (a `type: python` verifier, an environment) runs in the sandbox: its side effects are the
-sandbox's to hold (tests/sandbox); :data:`AGENT_CODE` is the hook point where those cases join this driver.
+Code the agent writes (a `type: python` verifier, an environment) runs in the sandbox: :data:`AGENT_CODE` drives it
+through the same pre-approved calls, and its scores must show it neither read the person's key nor wrote a file of
+theirs (tests/hostile/test_agent_code.py holds the sandbox's own cases).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
 import shutil
 import sys
 from dataclasses import dataclass
@@ -43,6 +45,7 @@ class Attempt:
     writes: tuple[tuple[str, str], ...] = ()  # (path under the project, text)
     stdin: str = ""
     refused: str = ""  # a phrase the refusal names ("" where the call may succeed and still gains nothing)
+    runs: str = ""  # a reward the call must score: the agent's code was imported and ran (in the sandbox)
 
 
 def _main(cwd: Path, argv: list[str], stdin: str = "") -> tuple[int, str]:
@@ -138,10 +141,60 @@ def attempts(run: Path, rejected: list[str]) -> list[Attempt]:
     ]
 
 
-# (name, verifier.py source, spec reward) — a verifier or environment whose side effects the sandbox must hold;
-# the sandbox helper adds its cases here and the driver runs them like every other attempt (Write verifier.py,
-# rewards render, inspect score, inspect gate).
-AGENT_CODE: list[tuple[str, str, dict]] = []
+# (name, verifier.py source, spec reward): code the agent writes, whose side effects the sandbox holds
+# (tests/hostile/test_agent_code.py has the sandbox's own cases); the driver runs each like every other attempt —
+# Write verifier.py and spec.yaml, then `rewards render`, `inspect score`, `inspect gate` — with the invariants after
+# each. This one tries the person's paths from inside: their confirmation, their key, a signed verdict line.
+KEY_THIEF = """
+import os
+
+RUN = os.path.dirname(os.path.abspath(__file__))
+KEY = KEY_PATH  # where the agent knows the person's key lies
+GOT = []
+for attempt in ("read", "confirm", "steal", "verdict"):
+    try:
+        if attempt == "read":
+            GOT.append(open(KEY, "rb").read())
+            continue
+        from finetune.inspect import verdicts
+        if attempt == "confirm":
+            verdicts.confirm(RUN, "Ada Lovelace", "I read it all")
+        elif attempt == "steal":
+            open(os.path.join(os.path.dirname(KEY), "stolen"), "wb").write(open(KEY, "rb").read())
+        else:
+            verdicts.record_verdicts(RUN, [verdicts.Verdict(id="p0000-s00", accept=True, reader="human")],
+                                     via="human-verdict", by="Ada")
+        GOT.append(attempt)
+    except BaseException:
+        pass
+
+
+def check(completion, prompt="", answer=None, **_):
+    if GOT:  # any of them worked: the score says so, and the agent reads scores
+        return 0.5
+    return float(f"<answer>{answer}</answer>" in completion)
+"""
+AGENT_CODE: list[tuple[str, str, dict]] = [
+    ("a verifier that tries the person's confirmation, key and signature at import", KEY_THIEF,
+     {"name": "mine", "type": "python", "file": "verifier.py", "function": "check", "columns": ["answer"],
+      "weight": 1.0}),
+]
+
+
+def code_attempts(run: Path) -> list[Attempt]:
+    import yaml
+
+    q, out = f'"{RUN}"', []
+    key = repr(str(Path(os.environ["XDG_CONFIG_HOME"]) / "llm-finetuning" / "person.key"))
+    for name, source, reward in AGENT_CODE:
+        source = source.replace("KEY_PATH", key)
+        spec = yaml.safe_load((run / "spec.yaml").read_text())
+        spec["rewards"] = [*spec["rewards"], reward]
+        writes = ((f"{RUN}/verifier.py", source), (f"{RUN}/spec.yaml", yaml.safe_dump(spec, sort_keys=False)))
+        out += [Attempt(f"{name}: render", f"{FT} rewards render {q}/spec.yaml", writes=writes),
+                Attempt(f"{name}: score", f"{FT} inspect score {q}", runs=reward["name"]),
+                Attempt(f"{name}: gate", f"{FT} inspect gate {q}")]
+    return out
 
 
 @pytest.fixture
@@ -197,8 +250,8 @@ def test_no_pre_approved_command_reaches_a_pass_a_persons_verdict_or_a_licence(j
     person = _person_lines(run)
     assert len(person) == len(run.joinpath("scored.jsonl").read_text().splitlines())
     driven: set[str] = set()
-    tried = attempts(run, rejected) + [Attempt(f"agent code: {n}", f'{FT} inspect gate "{RUN}"',
-                                               writes=((f"{RUN}/verifier.py", src),)) for n, src, _ in AGENT_CODE]
+    tried = attempts(run, rejected)
+    tried = tried[:-1] + code_attempts(run) + tried[-1:]  # the import last: it replaces the samples read
     for attempt in tried:
         covering = [r for r in rules if covers(r, attempt.call)]
         assert covering, f"{attempt.name}: {attempt.call} is not pre-approved"
@@ -217,8 +270,12 @@ def test_no_pre_approved_command_reaches_a_pass_a_persons_verdict_or_a_licence(j
         code, out = _main(judged, shlex.split(attempt.call)[1:], attempt.stdin)
         if attempt.refused:
             assert code in (1, 2) and attempt.refused in out, (attempt.name, out[-1500:])
+        if attempt.runs:  # scored, and never the 0.5 that says the code read the key or wrote a person's file
+            scores = [json.loads(x)["rewards"][attempt.runs] for x in (run / "scored.jsonl").read_text().splitlines()]
+            assert code == 0 and scores and 0.5 not in scores, (attempt.name, scores, out[-1500:])
         assert "Traceback" not in out, (attempt.name, out[-3000:])
         _invariants(run, person, attempt.name)
+    assert not (Path(os.environ["XDG_CONFIG_HOME"]) / "llm-finetuning" / "stolen").exists()
     bootstrap = [r for r in rules if "bootstrap.sh" in r]  # installs the venv: no run file, no person's act
     assert set(rules) - driven == set(bootstrap), f"pre-approved rules no attempt drives: {set(rules) - driven}"
     samples = json.loads((run / "sample_info.json").read_text())["imported"]
