@@ -8,6 +8,7 @@ import re
 
 import pytest
 from inspect_helpers import craft_samples, write_jsonl
+from person_helpers import person_verdicts
 
 from finetune.inspect.gate import listing
 
@@ -29,7 +30,7 @@ def _run_with(cli, make_run, module: str | None):
     write_jsonl(run / "reading.jsonl", honest_reading())
     r = cli("inspect", "verdict", run, "--file", run / "reading.jsonl", "--reader", "agent")
     assert r.code == 0, r
-    assert cli("inspect", "confirm", run, "--user", "Ada").code == 0
+    assert cli("inspect", "confirm", run, "--user", "Ada", "--yes").code == 0
     return run
 
 
@@ -124,7 +125,7 @@ def test_base_success_is_provisional_when_its_evidence_is_short(cli, make_run):
     assert any("as few as 4 sample(s) per prompt, the spec asks 16" in m for m in base["missing"])
     assert any("sampled at temperature 1, the spec asks 0.3" in m for m in base["missing"])
     write_jsonl(run / "reading.jsonl", honest_reading())
-    assert cli("inspect", "human-verdict", run, "--file", run / "reading.jsonl").code == 0
+    assert person_verdicts(cli, run, run / "reading.jsonl").code == 0
     r = cli("inspect", "gate", run)
     assert "base success: learnable (PROVISIONAL: training samples" in r.out
 

@@ -125,8 +125,21 @@ def review_items(run_dir: Path, spec: RunSpec, n: int | None = None) -> tuple[li
             "definitions": V.DEFINITIONS, "gated": [m["name"] for m in metas if m["gated"]],
             # a JSON answer compared field by field with a gold object (its kind's gold hook says so)
             "structured": any((g := kind_of(r).gold(r, spec.dataset)) is not None and g.shape == "object" and g.read
-                              for r in spec.rewards)}
+                              for r in spec.rewards),
+            "imported": _imported(run_dir)}
     return items, meta
+
+
+def _imported(run_dir: Path) -> str | None:
+    """A plain line when the samples were imported, not sampled here (sample_info.json), else None."""
+    from finetune.inspect.gate import samples_source
+
+    found = samples_source(run_dir)
+    if found.source != "imported":
+        return None
+    return (f"IMPORTED samples: they come from {found.file}, not from this plugin's sampler"
+            + ("" if found.agent_writable is False else ", a file the agent's tools can write (it may have written "
+               "them)"))
 
 
 def _fence(text: str) -> str:
@@ -177,6 +190,7 @@ def markdown(run_dir: Path, items: list[dict[str, Any]], meta: dict[str, Any]) -
     completion — no reward score, pass or flag (those are in the key, opened after the verdicts)."""
     reading = run_dir / "reading.jsonl"
     lines = [f"# Reward inspection sheet — {meta['run']}", "",
+             *([f"**{meta['imported']}.**", ""] if meta.get("imported") else []),
              f"{coverage(meta)}. Read at least {meta['min_read']}.", "",
              "## How to read: blind first, then the key", "",
              "This sheet shows what the task gave and what the model wrote, and nothing the rewards said. Judge "
@@ -238,8 +252,12 @@ def write_review(run_dir: str | Path, spec: RunSpec, fmt: str, n: int | None = N
     items, meta = review_items(run_dir, spec, n)
     if fmt == "md":
         return atomic.write_text(run_dir / rundir.REVIEW_MD, markdown(run_dir, items, meta))
-    # the page is read by a person: their verdicts are recorded by their path (the agent's `verdict` would not count)
+    # the page is read by a person: their verdicts are recorded by their path (the agent's `verdict` would not count);
+    # its export carries the page's digest, which `inspect human-verdict` checks against this file
+    from finetune.inspect.personact import page_digest
+
     meta["verdict_command"] = command("inspect", "human-verdict", run_dir, "--file", "verdicts.jsonl")
+    meta["page"] = page_digest([(it["id"], it["sha"]) for it in items])
     return atomic.write_text(run_dir / rundir.REVIEW_HTML, html(items, meta))
 
 

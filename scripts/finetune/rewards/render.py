@@ -436,29 +436,36 @@ JUDGE_LOOPBACK = ("127.0.0.1", "localhost", "::1")  # the rendered judge's _JUDG
 
 
 def judge_hosts_allowed() -> list[str]:
-    """The hosts a judge may call, as the rendered judge decides at each call: FINETUNE_JUDGE_HOSTS
-    (comma-separated, set by the person in their own shell), or this machine without it."""
-    import os
+    """The hosts a judge may call, as the rendered judge decides at each call: the person's judge_hosts (the
+    plugin's userConfig, or FINETUNE_JUDGE_HOSTS in their own shell), or this machine without them."""
+    from finetune.inspect.personkey import person_setting
 
-    listed = [h.strip().lower() for h in os.environ.get("FINETUNE_JUDGE_HOSTS", "").split(",") if h.strip()]
-    return listed or list(JUDGE_LOOPBACK)
+    return [h.lower() for h in person_setting("judge_hosts")] or list(JUDGE_LOOPBACK)
 
 
 def check_judge_hosts(spec: RunSpec) -> None:
-    """Refuse to render a judge whose endpoint host the person did not allow: prompts, completions and the
-    key in api_key_env would go there (the rendered judge refuses at each call too; this says so up front)."""
-    import os
+    """Refuse to render a judge whose endpoint host the person did not allow, or whose api_key_env is not a name the
+    person allowed (userConfig judge_key_envs, or FINETUNE_JUDGE_KEY_ENVS): prompts, completions and that key would
+    go there (the rendered judge refuses a host at each call too; this says so up front)."""
+    from finetune.inspect.personkey import person_setting
 
     allowed = judge_hosts_allowed()
-    shown = ", ".join(allowed) if os.environ.get("FINETUNE_JUDGE_HOSTS", "").strip() else "unset: this machine only"
+    shown = ", ".join(allowed) if person_setting("judge_hosts") else "unset: this machine only"
+    keys = person_setting("judge_key_envs")
     for index, r in enumerate(spec.rewards):
         endpoint = getattr(r, "endpoint", None)  # a kind that calls out over the network names an endpoint
         host = _host(endpoint).lower() if isinstance(endpoint, str) else None
         if host is not None and host not in allowed:
             raise _fail(f"rewards[{index}].endpoint",
                         f"judge host {host or '(none)'!r} is not an allowed judge host (FINETUNE_JUDGE_HOSTS: {shown})",
-                        "use a judge on this machine, or the person exports FINETUNE_JUDGE_HOSTS="
-                        + (host or "HOST") + " in their own shell", spec.source)
+                        "use a judge on this machine, or the person adds it to the plugin's judge_hosts setting or "
+                        "exports FINETUNE_JUDGE_HOSTS=" + (host or "HOST") + " in their own shell", spec.source)
+        key = getattr(r, "api_key_env", None)
+        if isinstance(key, str) and key not in keys:
+            raise _fail(f"rewards[{index}].api_key_env",
+                        f"api_key_env {key!r} is not a variable the person allowed a judge to read (judge_key_envs: "
+                        f"{', '.join(keys) or 'none'})", "the person adds it to the plugin's judge_key_envs setting "
+                        "(/plugin), or exports FINETUNE_JUDGE_KEY_ENVS=" + key + " in their own shell", spec.source)
 
 
 def render_rewards(spec: RunSpec, out_dir: str | Path) -> list[Path]:

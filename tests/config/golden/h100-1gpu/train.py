@@ -47,6 +47,9 @@ UNGATED_OVERRIDE = 'I train on rewards no one read'  # without a gate: FINETUNE_
 UNGATED_SMOKE_STEPS = 2  # without a gate: --cpu --max-steps at most this (a smoke test)
 GATE_HASHES = {}
 SCORE_REPORT_SHA256 = None  # the score report the gate judged (its binding is re-checked)
+# the person's acts this render rests on (gate record, verdicts, acks, confirmation, diagnosis: sha256, None absent):
+# one that changes after the render voids it
+PERSON_ACTS = {}
 REWARD_SECTION_SHA256 = 'a4ec549c44c3a23c85e8075c1d34951618d90ded26b66d39eb79e6ffcfade1d3'  # sha256 of the spec's reward section (weights included)
 DATA_FILTER_SHA256 = None  # sha256 of the spec's dataset.filter (finetune data filter), or None
 
@@ -129,6 +132,12 @@ def check_gate(cpu: bool = False, max_steps: int = 0) -> None:
         sys.exit(f"refusing to train: {path} says {gate.get('status')!r}, not PASS")
     if gate.get("hashes") != GATE_HASHES:
         sys.exit(f"refusing to train: {path} changed since this config was rendered; re-render config/")
+    acts = {n: sha256_file(RUN_DIR / n) if (RUN_DIR / n).is_file() else None for n in PERSON_ACTS}
+    void = sorted(n for n in PERSON_ACTS if acts[n] != PERSON_ACTS[n])
+    if void:
+        sys.exit(f"refusing to train: {', '.join(void)} changed after this config was rendered (a verdict, "
+                 "acknowledgement, confirmation or licence that changes voids the render); re-run "
+                 "`finetune inspect gate` and `finetune config render`")
     current = bound_hashes(RUN_DIR)
     changed = sorted(k for k in set(current) | set(GATE_HASHES) if current.get(k) != GATE_HASHES.get(k))
     if "spec:sampling" in changed:
@@ -446,6 +455,10 @@ def metrics_callback(path: Path):
                 path.parent.mkdir(parents=True, exist_ok=True)
                 flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | (os.O_TRUNC if state.global_step == 0 else 0)
                 os.close(os.open(path, flags, 0o644))
+                marker = path.parent / "provenance.json"  # the config these logs come from (finetune diagnose)
+                if state.global_step == 0 or not marker.is_file():
+                    marker.write_text(json.dumps({"train_py_sha256": sha256_file(Path(__file__)),
+                                                  "person_acts": PERSON_ACTS}) + "\n", encoding="utf-8")
 
         def on_log(self, args, state, control, logs=None, **kwargs):
             if not state.is_world_process_zero or not logs:
