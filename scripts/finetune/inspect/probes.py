@@ -90,13 +90,22 @@ def _last_boxed(text: str) -> str | None:
 def extract_answer(text: str, style: str) -> str | None:
     """The final answer a strict reader would take from ``text`` in ``style`` (None: no answer)."""
     if style in ("answer_tag", "think_answer"):
-        found = re.findall(r"<answer>(.*?)</answer>", text, flags=re.S)
-        return found[-1].strip() or None if found else None
+        # str.find, not a lazy regex: thousands of unclosed <answer> tags would each be read to the end
+        blocks, pos = [], 0
+        while (start := text.find("<answer>", pos)) >= 0 and (end := text.find("</answer>", start + 8)) >= 0:
+            blocks.append(text[start + 8:end])
+            pos = end + 9
+        return blocks[-1].strip() or None if blocks else None
     if style == "boxed":
         return _last_boxed(text)
     if style == "hash_answer":
-        m = re.search(r"####\s*(\S.*?)\s*$", text.strip(), flags=re.S)
-        return m.group(1) if m else None
+        text, at = text.strip(), 0
+        while (at := text.find("####", at)) >= 0:  # the first #### with text after it, to the end
+            rest = text[at + 4:].lstrip()
+            if rest:
+                return rest
+            at += 1
+        return None
     if style == "last_number":
         nums = re.findall(r"-?\d+(?:\.\d+)?", text)
         return nums[-1] if nums else None
@@ -201,7 +210,7 @@ def prompt_text(prompt: Any) -> str:
 
 def options_in(text: str) -> list[str]:
     """Multiple-choice option letters listed in a prompt ('A) ...', '(B) ...', 'C. ...')."""
-    letters = re.findall(r"(?m)^\s*\(?([A-J])[\).:]\s+\S", text)
+    letters = re.findall(r"(?m)^[ \t]*\(?([A-J])[\).:]\s+\S", text)
     return list(dict.fromkeys(letters)) if len(set(letters)) >= 2 else []
 
 
