@@ -747,7 +747,8 @@ _RESERVED_NAMES = {"REWARD_FUNCS", "REWARD_WEIGHTS", "REWARD_META", "PARTIAL_CEI
                    "os", "re", "sys", "time", "urllib", "warnings", "rewards_mathpool", "rewards_sandbox",
                    "rewards_answers", "rewards_code", "rewards_user", "rewards_jsonmatch", "rewards_toolcall",
                    "rewards_env",
-                   "environment_factory", "environment_tools", "ENVIRONMENT_CLASS", "MAX_TOOL_CALLING_ITERATIONS"}
+                   "environment_factory", "environment_tools", "environment_tokenizer", "ENVIRONMENT_CLASS",
+                   "MAX_TOOL_CALLING_ITERATIONS"}
 
 
 def ordering_margin(rewards: list[Any]) -> float | None:
