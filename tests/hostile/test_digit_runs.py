@@ -158,7 +158,7 @@ def test_the_math_deadline_covers_reading_the_answer(tmp_path):
     import importlib.util
 
     specs = [TypeAdapter(RewardSpec).validate_python(
-        {"name": "correct", "type": "math", "extract": "boxed", "timeout_s": 1.25, "workers": 1})]
+        {"name": "correct", "type": "math", "extract": "boxed", "timeout_s": 3.0, "workers": 1})]
     for name, text in render_sources(specs, run_name="deadline").items():
         if name == "rewards_answers.py":  # the reader stalls on one completion (a stand-in for any slow regex)
             text = text.replace('    body = after_thinking(text)\n    if body is None:\n        return [], "unbalanced"',
@@ -176,7 +176,7 @@ def test_the_math_deadline_covers_reading_the_answer(tmp_path):
     kwargs = {"prompts": ["q"] * 2, "answer": ["3", "3"], "log_metric": lambda k, v: logged.append((k, v))}
     assert module.correct(completions=["\\boxed{\\frac{6}{2}}", "\\boxed{\\frac{6}{2}}"], **kwargs) == [1.0, 1.0]
     start = time.perf_counter()
-    assert module.correct(completions=["STALL \\boxed{3}", "\\boxed{\\frac{6}{2}}"], **kwargs) == [None, 1.0]
-    assert time.perf_counter() - start < 1.25 + 20  # the deadline plus a worker restart, not the 60 s stall
+    assert module.correct(completions=["STALL \\boxed{3}", "\\boxed{3}"], **kwargs) == [None, 1.0]
+    assert time.perf_counter() - start < 3.0 + 30  # the deadline plus a worker restart, not the 60 s stall
     assert ("rewards/correct/errors", 1.0) in logged
 
