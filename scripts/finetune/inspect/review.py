@@ -240,7 +240,8 @@ def markdown(run_dir: Path, items: list[dict[str, Any]], meta: dict[str, Any]) -
                   _fence(it["completion"]), ""]
         if it["marks"]:
             lines += [f"**Marked:** {it['marks']}.", ""]
-        lines += [f'Verdict line: {_code(json.dumps({"id": it["id"], "accept": "…"}, ensure_ascii=False))}', ""]
+        verdict_line = '{"id": ' + json.dumps(it["id"]) + ', "accept": …}'
+        lines += [f"Verdict line: {_code(verdict_line)}", ""]
     return "\n".join(lines)
 
 
