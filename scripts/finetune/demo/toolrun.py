@@ -104,6 +104,7 @@ def heldout_success(model: Any, tok_dir: Path, module: Any, pairs: list[tuple[in
     from finetune.inspect.rollout import RolloutSampler
 
     tok = AutoTokenizer.from_pretrained(tok_dir)
+    module.environment_tokenizer(tok)
     was_training = model.training
     model.eval()
     torch.manual_seed(seed)
@@ -183,6 +184,7 @@ def train(run_dir: Path, spec: RunSpec, seed: int, output_dir: Path,
         trainer = GRPOTrainer(model=str(spec.resolve_path(spec.model)), args=GRPOConfig(**kwargs),
                               reward_funcs=list(module.REWARD_FUNCS), train_dataset=dataset,
                               environment_factory=counting_factory(module.environment_factory, counts))
+        module.environment_tokenizer(trainer.processing_class)
         from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
         for callback in (PrinterCallback, ProgressCallback):
