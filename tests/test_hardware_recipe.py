@@ -25,8 +25,9 @@ from finetune.errors import RegistryError
 
 ROOT = Path(__file__).resolve().parents[1]
 ANCHOR = '        GpuProfile("cpu", '  # the dummy goes before the cpu profile, as a new GPU would
-DUMMY = '        GpuProfile("recipe-gpu-32gb", "Recipe dummy GPU 32GB", 31.5, 1200, True),\n'
-ROW = "| `recipe-gpu-32gb` | Recipe dummy GPU 32GB | 31.5 GiB | 1200 GB/s | yes |  |"
+DUMMY = ('        GpuProfile("recipe-gpu-32gb", "Recipe dummy GPU 32GB", 31.5, 1200, True, (10, 0), "12.8", '
+         'node_gpus=4),\n')
+ROW = "| `recipe-gpu-32gb` | Recipe dummy GPU 32GB | 31.5 GiB | 1200 GB/s | yes | 10.0 | 12.8 |  |"
 
 SPEC = """\
 name: profile-recipe
@@ -119,22 +120,31 @@ def test_an_incomplete_profile_is_refused_in_one_line_by_the_commands(tmp_path: 
 
 # ----------------------------------------------------------------------------------- completeness --
 
+CC, CUDA = (10, 0), "12.8"
+
+
 def _entries_with(*extra: hardware.GpuProfile) -> dict[str, hardware.GpuProfile]:
     base = hardware._entries()
     return hardware._table(lambda: (*base, *extra))
 
 
 @pytest.mark.parametrize(("entry", "problem"), [
-    (hardware.GpuProfile("h100-80gb", "Again", 80.0, 3350, True), "registered twice"),
-    (hardware.GpuProfile("Recipe-GPU", "Recipe", 32.0, 1200, True), "not a lower-case profile name"),
-    (hardware.GpuProfile("recipe gpu", "Recipe", 32.0, 1200, True), "not a lower-case profile name"),
-    (hardware.GpuProfile("recipe-gpu", "", 32.0, 1200, True), "label '' is not one line"),
-    (hardware.GpuProfile("recipe-gpu", "A | B", 32.0, 1200, True), "is not one line"),
-    (hardware.GpuProfile("recipe-gpu", "Recipe", 0.0, 1200, True), "memory_gib=0 on a GPU"),
-    (hardware.GpuProfile("recipe-gpu", "Recipe", 32.0, float("nan"), True), "bandwidth_gbs=nan is not a finite"),
-    (hardware.GpuProfile("recipe-gpu", "Recipe", "32", 1200, True), "memory_gib='32' is not a finite"),
-    (hardware.GpuProfile("recipe-gpu", "Recipe", 32.0, 1200, "yes"), "bf16='yes' is not True or False"),
-    (hardware.GpuProfile("recipe-gpu", "Recipe", 32.0, 1200, True, note="a\nb"), "note 'a\\nb' is not one line"),
+    (hardware.GpuProfile("h100-80gb", "Again", 80.0, 3350, True, CC, CUDA), "registered twice"),
+    (hardware.GpuProfile("Recipe-GPU", "Recipe", 32.0, 1200, True, CC, CUDA), "not a lower-case profile name"),
+    (hardware.GpuProfile("recipe gpu", "Recipe", 32.0, 1200, True, CC, CUDA), "not a lower-case profile name"),
+    (hardware.GpuProfile("recipe-gpu", "", 32.0, 1200, True, CC, CUDA), "label '' is not one line"),
+    (hardware.GpuProfile("recipe-gpu", "A | B", 32.0, 1200, True, CC, CUDA), "is not one line"),
+    (hardware.GpuProfile("recipe-gpu", "Recipe", 0.0, 1200, True, CC, CUDA), "memory_gib=0 on a GPU"),
+    (hardware.GpuProfile("recipe-gpu", "Recipe", 32.0, float("nan"), True, CC, CUDA), "bandwidth_gbs=nan is not a finite"),
+    (hardware.GpuProfile("recipe-gpu", "Recipe", "32", 1200, True, CC, CUDA), "memory_gib='32' is not a finite"),
+    (hardware.GpuProfile("recipe-gpu", "Recipe", 32.0, 1200, "yes", CC, CUDA), "bf16='yes' is not True or False"),
+    (hardware.GpuProfile("recipe-gpu", "Recipe", 32.0, 1200, True, CC, CUDA, note="a\nb"),
+     "note 'a\\nb' is not one line"),
+    (hardware.GpuProfile("recipe-gpu", "Recipe", 32.0, 1200, True, None, CUDA), "compute_capability=None is not"),
+    (hardware.GpuProfile("recipe-gpu", "Recipe", 32.0, 1200, True, (9, "0"), CUDA), "is not a (major, minor)"),
+    (hardware.GpuProfile("recipe-gpu", "Recipe", 32.0, 1200, True, CC, "twelve"), "min_cuda='twelve' is not"),
+    (hardware.GpuProfile("recipe-gpu", "Recipe", 32.0, 1200, True, CC, CUDA, node_gpus=0), "node_gpus=0 is not"),
+    (hardware.GpuProfile("cpu2", "Recipe", 0.0, 0.0, False, CC, CUDA, is_cpu=True), "the cpu profile has no"),
 ])
 def test_an_invalid_entry_is_refused_naming_its_field(entry: hardware.GpuProfile, problem: str) -> None:
     with pytest.raises(RegistryError) as err:

@@ -75,6 +75,7 @@ def trl_vllm_range() -> str:
 
 def build_target(plan: Any) -> dict[str, Any]:
     """The needs of ``plan`` (a finetune.config.plan.RenderPlan) as target.json's dict."""
+    from finetune.hardware import gpu_requirements
     from finetune.rewards.render import _requirements
 
     topo, spec = plan.topology, plan.spec
@@ -107,14 +108,17 @@ def build_target(plan: Any) -> dict[str, Any]:
         scripts.append({"name": "trl", "package": f"trl{pins().get('trl', '')}"})
     if topo.training_processes > 1:
         scripts.append({"name": "accelerate", "package": f"accelerate{pins().get('accelerate', '')}"})
-    tools = ([{"name": "curl", "why": "launch.sh polls trl vllm-serve's /health/", "install": CURL_INSTALL}]
+    tools = ([{"name": "curl", "why": "launch.sh polls trl vllm-serve's /health", "install": CURL_INSTALL}]
              if topo.vllm_mode == "server" else [])
     hw = plan.hardware
     return {
         "schema": SCHEMA, "run": spec.name, "rendered_by": f"llm-finetuning {__version__}",
         "summary": topo.reason, "python": {"min": [3, 10]},
         "hardware": {"profile": hw.profile.name, "cpu": topo.cpu, "nodes": topo.nodes,
-                     "gpus_per_node": topo.gpus_per_node, "gpu_memory_gib": round(float(hw.memory_gib), 1)},
+                     "gpus_per_node": topo.gpus_per_node, "gpu_memory_gib": round(float(hw.memory_gib), 1),
+                     # the GPU the profile names (compute capability, the torch arch, the oldest CUDA) and the
+                     # layout's processes per node (the reward sandbox sizes its workers by it)
+                     "gpu": gpu_requirements(hw.profile), "processes_per_node": topo.processes_per_node},
         "packages": packages, "scripts": scripts, "tools": tools,
         # where train.py finds its inputs (relative to the run directory unless absolute)
         "inputs": {"model": plan.model_ref, "model_is_path": spec.resolve_path(spec.model).exists(),

@@ -37,10 +37,16 @@ DOC_MODELS: dict[str, str] = {
     "≤3B": "Qwen/Qwen2.5-3B", "7-8B": "Qwen/Qwen3-8B", "14B": "Qwen/Qwen2.5-14B", "32B": "Qwen/Qwen2.5-32B",
     "70B": "Qwen/Qwen2.5-72B", "MoE": "Qwen/Qwen3-30B-A3B",
 }
-DOC_HARDWARE: tuple[tuple[str, int], ...] = (
-    ("rtx-4090-24gb", 1), ("a100-40gb", 1), ("l40s-48gb", 1), ("a100-80gb", 1), ("h100-80gb", 1),
-    ("h200-141gb", 1), ("dgx-spark", 1), ("h100-80gb", 8),
-)
+
+
+def doc_hardware() -> list[tuple[str, int]]:
+    """The per-scale tables' hardware, from the profile registry: every GPU profile on one GPU, smallest memory
+    first, then each on a typical node of it (``GpuProfile.node_gpus``) — a profile added to
+    :mod:`finetune.hardware` gets its tables with no edit here."""
+    from finetune.hardware import PROFILES
+
+    gpus = sorted((p for p in PROFILES.values() if not p.is_cpu), key=lambda p: (p.memory_gib, p.name))
+    return [(p.name, 1) for p in gpus] + [(p.name, p.node_gpus) for p in gpus if p.node_gpus > 1]
 
 
 def _vllm_cell(rec: Recommendation) -> str:
@@ -83,7 +89,8 @@ def _doc_profile_rows() -> list[dict[str, str]]:
 
     return [{"name": p.name, "label": p.label, "memory": "host RAM" if p.is_cpu else f"{p.memory_gib} GiB",
              "bandwidth": "–" if p.is_cpu else f"{p.bandwidth_gbs:.0f} GB/s", "bf16": "yes" if p.bf16 else "no",
-             "note": p.note} for p in PROFILES.values()]
+             "cc": ".".join(map(str, p.compute_capability)) if p.compute_capability else "–",
+             "cuda": p.min_cuda or "–", "note": p.note} for p in PROFILES.values()]
 
 
 def _doc_scale_sections(infos: dict[str, ModelInfo]) -> list[dict[str, Any]]:
@@ -92,7 +99,7 @@ def _doc_scale_sections(infos: dict[str, ModelInfo]) -> list[dict[str, Any]]:
     for cls, hub in DOC_MODELS.items():
         model = infos[hub]
         tables = []
-        for profile, gpus in DOC_HARDWARE:
+        for profile, gpus in doc_hardware():
             hw = resolve_hardware({"profile": profile, "gpus": gpus})
             auto = recommend(model, hw)
             rows = [_doc_row(method, auto if auto.method == method else recommend(model, hw, method),
