@@ -29,7 +29,6 @@ the rows (the launch row first).
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import sys
@@ -176,15 +175,18 @@ def run_model(hub_id: str, work: Path, args: argparse.Namespace) -> dict:
     plan = config.build_plan(spec, spec_path.parent, no_gate=True)
     kwargs = config.grpo_kwargs(plan)
     use_vllm = bool(kwargs.get("use_vllm")) and _vllm_installed() and cuda
-    topo = plan.topology if use_vllm else dataclasses.replace(plan.topology, use_vllm=False, vllm_mode=None)
+    from finetune.placement import arrange
+
+    # without vLLM here the run generates with transformers: placement lays that out (same processes, ZeRO stage)
+    topo = plan.topology if use_vllm else arrange(plan.model_info, plan.hardware, plan.topology.method,
+                                                  plan.topology.request().pinned(use_vllm=False))
     if not use_vllm:
         kwargs["use_vllm"] = False
         for k in [k for k in kwargs if k.startswith("vllm_")]:
             kwargs.pop(k)
     if not cuda:
         kwargs = config.cpu_safe(kwargs, 1)
-    est = config._estimate(plan.model_info, plan.hardware, spec, plan.kwargs, topo,
-                           plan.zero_stage)
+    est = config._estimate(plan.model_info, spec, plan.kwargs, topo)
     kwargs.update(output_dir=str(work / "run" / "train"), max_steps=args.steps, save_strategy="no",
                   report_to="none", log_completions=False)
 
@@ -236,9 +238,10 @@ def detect_box() -> tuple[str, int]:
 
 def layout_of(plan) -> dict:
     t = plan.topology
-    return {"mode": t.vllm_mode, "gpus": t.gpus_per_node, "vllm_gpus": t.vllm_gpus, "tp": t.vllm_tp if
-            t.vllm_mode == "server" else plan.kwargs["vllm_tensor_parallel_size"].value, "dp": t.vllm_dp,
-            "training_processes": t.training_processes, "reason": t.reason, "layout_reason": t.layout_reason}
+    return {"mode": t.vllm_mode, "gpus": t.gpus_per_node, "vllm_gpus": t.vllm_gpus, "tp": t.vllm_tp, "dp": t.vllm_dp,
+            "training_processes": t.training_processes, "zero_stage": t.zero_stage,
+            "generation_gpu_ids": list(t.generation_gpu_ids), "training_gpu_ids": list(t.training_gpu_ids),
+            "reason": t.reason, "layout_reason": t.layout_reason}
 
 
 def _steps_done(run: Path) -> int:

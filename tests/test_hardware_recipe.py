@@ -102,20 +102,31 @@ def test_a_profile_added_as_the_recipe_says_is_resolved_estimated_and_documented
     assert docs["code"] == 0, docs["out"] + docs["err"]
     assert [line for line in docs["out"].splitlines() if "regenerated" in line] == [
         "references/grpo-memory.md: regenerated"]
-    assert ROW in (root / "references" / "grpo-memory.md").read_text(encoding="utf-8")
+    doc = (root / "references" / "grpo-memory.md").read_text(encoding="utf-8")
+    assert ROW in doc
+    # the per-scale tables (memory.doc.doc_hardware: every profile, on one GPU and on its node_gpus) include it
+    for title in ("**recipe-gpu-32gb (31.5 GiB per GPU)**", "**4×recipe-gpu-32gb (31.5 GiB per GPU)**"):
+        assert doc.count(title) == doc.count("**h100-80gb (79.6 GiB per GPU)**") > 0, title
     assert check["code"] == 0, check["out"] + check["err"]
+    # what env check holds the box to (config/target.json's hardware.gpu): the new entry's CUDA facts
+    probe = subprocess.run([sys.executable, "-c", "import json; from finetune.hardware import PROFILES, "
+                            "gpu_requirements; print(json.dumps(gpu_requirements(PROFILES['recipe-gpu-32gb'])))"],
+                           capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(root / "scripts")},
+                           timeout=60)
+    assert json.loads(probe.stdout) == {"profile": "recipe-gpu-32gb", "compute_capability": [10, 0],
+                                        "arch": "sm_100", "min_cuda": "12.8"}, probe.stderr
 
 
 def test_an_incomplete_profile_is_refused_in_one_line_by_the_commands(tmp_path: Path) -> None:
-    """A missing field (no ``bf16``): no traceback, exit 2, one line naming the entry's line in hardware.py."""
-    root = _scratch(tmp_path, DUMMY.replace(", True)", ")"))
+    """A missing field (no ``min_cuda``): no traceback, exit 2, one line naming the entry's line in hardware.py."""
+    root = _scratch(tmp_path, DUMMY.replace(', "12.8", node_gpus=4)', ")"))
     line = 1 + next(i for i, text in enumerate((root / "scripts" / "finetune" / "hardware.py").read_text(
         encoding="utf-8").splitlines()) if "recipe-gpu-32gb" in text)
     for result in _run(root, ["memory", "--model", "Qwen/Qwen2.5-7B", "--profile", "h100-80gb"], ["docs", "--check"]):
         err = result["err"]
         assert result["code"] == 2 and result["out"] == "" and len(err.splitlines()) == 1, err
         assert err.startswith(f"error: {root}/scripts/finetune/hardware.py:{line}: a GPU profile entry: ")
-        assert "missing 1 required positional argument: 'bf16'" in err and "fix: give every field" in err
+        assert "missing 1 required positional argument: 'min_cuda'" in err and "fix: give every field" in err
 
 
 # ----------------------------------------------------------------------------------- completeness --

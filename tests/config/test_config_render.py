@@ -309,7 +309,8 @@ def test_memory_sizes_the_placement_config_render_lays_out_on_two_nodes(cli, tmp
     assert rec["training_processes"] == 8 and rec["vllm_gpus"] == 8 and est["settings"]["vllm_gpus"] == 8
     assert cli("config", "render", spec, "--no-gate").code == 0
     brief = (spec.parent / "config" / "BRIEF.md").read_text()
-    assert f"during training: **{est['training_peak_gib']:.1f} GiB**" in brief and "8 training GPU(s)" in brief
+    assert f"during training: **{est['training_peak_gib']:.1f} GiB**" in brief and "node 1 trains (8 processes)" in brief
+    assert est["layout"]["training_processes"] == 8 and est["binding_moment"] in ("load", "sync", "step")
     accelerate = yaml.safe_load((spec.parent / "config" / "accelerate.yaml").read_text())
     assert accelerate["num_processes"] == rec["training_processes"]
     bad = cli("memory", spec, "--vllm-gpus", "3")

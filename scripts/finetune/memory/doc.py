@@ -50,11 +50,12 @@ def doc_hardware() -> list[tuple[str, int]]:
 
 
 def _vllm_cell(rec: Recommendation) -> str:
+    lay = rec.layout
     if not rec.use_vllm:
         return "off"
-    if rec.vllm_mode == "server":
-        return f"server, {rec.vllm_gpus} GPU(s)"
-    return f"colocate {rec.vllm_gpu_memory_utilization}"
+    if lay.server:
+        return f"server, {lay.vllm_gpus} GPU(s), TP {lay.vllm_tp} × DP {lay.vllm_dp}"
+    return f"colocate {rec.vllm_gpu_memory_utilization}" + (f", TP {lay.vllm_tp}" if lay.vllm_tp > 1 else "")
 
 
 def _doc_row(label: str, rec: Recommendation, chosen: bool) -> dict[str, Any]:
@@ -64,7 +65,8 @@ def _doc_row(label: str, rec: Recommendation, chosen: bool) -> dict[str, Any]:
             f"{rec.gradient_accumulation_steps}", "checkpointing": "on" if rec.gradient_checkpointing else "off",
             "optimizer": rec.optimizer, "zero": str(rec.zero_stage or "–"), "vllm": _vllm_cell(rec),
             "sleep": "on" if rec.vllm_enable_sleep_mode else "off", "dtype": rec.model_dtype,
-            "peak": f"{e.total_gib:.1f} / {e.memory_gib:.0f}", "fits": rec.fits, "verdict": e.verdict}
+            "peak": f"{e.total_gib:.1f} / {e.memory_gib:.0f}", "fits": rec.fits, "verdict": e.verdict,
+            "binding": e.binding.key if e.binding else "–"}
 
 
 def _doc_llama8() -> ModelInfo:

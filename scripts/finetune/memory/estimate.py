@@ -130,14 +130,14 @@ def lora_targets_text(model: ModelInfo, target_modules: str | list[str] | tuple[
 def _zero_states(s: Sizing, out: Parts) -> None:
     P, N, m = s.model.params, s.shards, s.model
     opt_bytes, opt_name = _optimizer_bytes(s.k.optimizer)
-    dp = f" / {N} GPUs" if N > 1 else ""
+    per = f" / {N} GPUs" if N > 1 else ""
     if s.layout.zero_stage == 3:
-        out.add("gradients", "gradients (fp32 partitions)", 4 * P / N, f"{_b(P)} × 4 B{dp}", "training")
+        out.add("gradients", "gradients (fp32 partitions)", 4 * P / N, f"{_b(P)} × 4 B{per}", "training")
     else:
         out.add("gradients", "gradients (bf16 buckets + fp32 partitions)", 2 * P + 4 * P / N,
-                f"{_b(P)} × 2 B + {_b(P)} × 4 B{dp}", "training")
-    out.add("master_weights", "fp32 master weights", 4 * P / N, f"{_b(P)} × 4 B{dp}", "resident")
-    out.add("optimizer", f"optimizer states ({opt_name})", opt_bytes * P / N, f"{_b(P)} × {opt_bytes} B{dp}",
+                f"{_b(P)} × 2 B + {_b(P)} × 4 B{per}", "training")
+    out.add("master_weights", "fp32 master weights", 4 * P / N, f"{_b(P)} × 4 B{per}", "resident")
+    out.add("optimizer", f"optimizer states ({opt_name})", opt_bytes * P / N, f"{_b(P)} × {opt_bytes} B{per}",
             "resident")
     if s.layout.zero_stage == 3:
         out.add("zero3_gather", "ZeRO-3 gathered-parameter buffers", 4 * m.largest_layer_params,
@@ -331,7 +331,7 @@ def _settings(s: Sizing) -> dict[str, Any]:
                 use_vllm=s.use_vllm, vllm_mode=s.layout.vllm_mode,
                 vllm_gpu_memory_utilization=s.util if s.use_vllm else None,
                 vllm_enable_sleep_mode=bool(k.vllm_enable_sleep_mode and s.use_vllm and not s.server),
-                vllm_tensor_parallel_size=s.layout.vllm_tp, vllm_gpus=s.layout.vllm_gpus if s.server else None,
+                vllm_tensor_parallel_size=s.layout.vllm_tp, vllm_gpus=s.layout.server_gpus,
                 gradient_checkpointing=k.gradient_checkpointing, optimizer=k.optimizer,
                 zero_stage=s.layout.zero_stage,
                 # the adapters' rank and targets under full fine-tuning too: the LoRA suggestion sizes the spec's

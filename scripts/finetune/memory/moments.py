@@ -21,14 +21,89 @@ A layout fits only when every moment fits; the steady-state peak alone says noth
   then the stream). Sleep mode wakes the engine's weights for it (``wake_up(tags=["weights"])``).
 - **step** — the steady-state step: the larger of the generation and the training phase.
 
-tests/memory/test_moments.py ties each rule to the installed TRL by a hash of the functions it stands on.
+:data:`SOURCES` ties each rule to the installed TRL and transformers by a hash of the functions it stands on:
+tests/memory/test_moments.py fails when a version not listed there is installed, or a listed function's source
+differs (a TRL that gathers PEFT parameters one at a time — TRL PR #5766 — must be re-read, not trusted).
 """
 
 from __future__ import annotations
 
+import ast
+import hashlib
+import importlib.util
+import math
+import textwrap
+from importlib import metadata
+from pathlib import Path
+
 from finetune.memory.formulas import CUDA_CONTEXT_GIB, QLORA_BYTES_PER_PARAM, SERVER_MIN_SEQS, gib, kv_cache_bytes
 from finetune.memory.result import Moment
 from finetune.memory.sizing import Parts, Sizing
+
+# The functions each moment's rule reads, and the sha256 of their source (dedented) as the rule was checked against
+# it, per installed package version. A version not listed, or a digest that differs, means: re-read the function,
+# re-check the rule here, then record the new digest.
+SOURCES: dict[str, dict[str, str]] = {
+    "trl==1.16.0": {
+        # sync: PEFT gathers every parameter at once under ZeRO-3, non-PEFT one at a time
+        "trl.generation.vllm_generation:VLLMGeneration._iter_named_params":
+            "434a0e99f01142079c0546196c0e966db09b8c07424487672a12f30828e9f713",
+        # load: the colocated engine starts in GRPOTrainer.__init__, bitsandbytes for a 4-bit policy
+        "trl.generation.vllm_generation:VLLMGeneration._init_vllm":
+            "227d37699d5c16f7ac1e59dce69949d556b998639186c3a6a09017c1a68abd07",
+        # sync: server mode walks the parameters twice on the first sync; sleep mode wakes the weights
+        "trl.generation.vllm_generation:VLLMGeneration.sync_weights":
+            "2c6dc411855c686b9b3379c6c8c3d41f8715c374108b601e237e458b3e53d087",
+        "trl.distributed:DistributedBackend.gather_params":
+            "900c236966ba9d828575e9173c5c9869cd66ff85c326a66c6e46127ddd289dd7",
+    },
+    "transformers==5.24.0": {
+        # load: zero.Init only for an unquantized model
+        "transformers.modeling_utils:PreTrainedModel.get_init_context":
+            "ebd1c65ec1b2037f665acd40f8b8eabf98300f6f156a91a7207abdb50ec80752",
+        # load: no placement on the GPU when DeepSpeed is enabled (ZeRO-2 leaves the policy on the CPU)
+        "transformers.trainer:Trainer.__init__":
+            "97428fb339e512a2cc9e675dcc0044ac0e02262149ca77ee874cea3b8433ecdd",
+    },
+}
+
+
+def source_digest(target: str) -> str:
+    """sha256 of the dedented source of ``module:Qualified.name``, read from the installed file without importing it
+    (importing TRL's generation module costs seconds)."""
+    module, _, qualname = target.partition(":")
+    top, *rest = module.split(".")
+    spec = importlib.util.find_spec(top)  # a top-level name: found without importing anything
+    if spec is None or spec.origin is None:
+        raise ModuleNotFoundError(module)
+    text = Path(spec.origin).parent.joinpath(*rest[:-1], f"{rest[-1]}.py").read_text(encoding="utf-8")
+    body: list[ast.stmt] = ast.parse(text).body
+    found: list[ast.stmt] = []
+    for part in qualname.split("."):
+        found = [n for n in body if isinstance(n, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+                 and n.name == part]
+        if not found:
+            raise AttributeError(f"{module} has no {qualname}")
+        body = found[0].body  # type: ignore[attr-defined]
+    segment = ast.get_source_segment(text, found[0], padded=True) or ""
+    return hashlib.sha256(textwrap.dedent(segment).encode("utf-8")).hexdigest()
+
+
+def source_drift(sources: dict[str, dict[str, str]] | None = None) -> list[str]:
+    """What no longer matches the source the moments were checked against: an installed TRL / transformers with no
+    entry, or a function whose source changed (one line each)."""
+    table = SOURCES if sources is None else sources
+    out = []
+    for package in sorted({key.partition("==")[0] for key in table}):
+        installed = f"{package}=={metadata.version(package)}"
+        if installed not in table:
+            checked = sorted(k for k in table if k.startswith(package + "=="))
+            out.append(f"{installed}: the memory moments were checked against {checked}, not this version")
+            continue
+        for target, digest in table[installed].items():
+            if source_digest(target) != digest:
+                out.append(f"{installed}: {target} changed since the moments were checked against it")
+    return out
 
 
 def policy_bytes(s: Sizing) -> float:
@@ -126,9 +201,10 @@ def problems(s: Sizing, parts: Parts, found: tuple[Moment, ...]) -> list[str]:
     if v is not None and v.mode == "colocate":
         loaded, _ = _loaded(s, parts)
         need = by["engine"].gib
-        low, high = need / mem, (mem - loaded) / mem
+        low, high = math.ceil(100 * need / mem) / 100, math.floor(100 * (mem - loaded) / mem) / 100
+        other = "server mode (more GPUs), " + ("" if s.k.method == "qlora" else "QLoRA, ")
         hint = (f"no share fits on this GPU: the engine needs ≥ {low:.2f} of it and only {max(high, 0):.2f} is free "
-                "after loading the policy — use server mode (more GPUs), QLoRA or GPUs with more memory"
+                f"after loading the policy — use {other}a TP group of colocated engines or GPUs with more memory"
                 if low > high else f"set vllm_gpu_memory_utilization between {low:.2f} and {high:.2f}")
         if by["load"].gib > by["load"].limit_gib:
             out.append(f"vLLM start-up check fails: {v.utilization} × {mem:.1f} GiB = {v.share_gib:.1f} GiB is not "

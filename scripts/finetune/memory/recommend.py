@@ -69,7 +69,7 @@ class Recommendation:
     @property
     def vllm_gpus(self) -> int | None:
         """GPUs of `trl vllm-serve` (server mode), else None."""
-        return self.layout.vllm_gpus if self.layout.server else None
+        return self.layout.server_gpus
 
     @property
     def vllm_tensor_parallel_size(self) -> int:

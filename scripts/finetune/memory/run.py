@@ -47,7 +47,9 @@ def request_of_values(values: dict[str, Any]) -> Request:
 def spec_request(spec: RunSpec) -> Request:
     """What a spec pins of the layout besides ``hardware.vllm_gpus``: a colocated engine's TP override."""
     tp = spec.overrides.get("vllm_tensor_parallel_size")
-    return Request(vllm_tensor_parallel_size=int(tp) if isinstance(tp, int) and not isinstance(tp, bool) else None)
+    if not isinstance(tp, int) or isinstance(tp, bool):
+        tp = None  # not a count: TRL's GRPOConfig refuses it when the render validates the overrides
+    return Request(vllm_tensor_parallel_size=tp)
 
 
 def estimate_for_spec(spec: RunSpec, **explicit: Any) -> tuple[Recommendation, Estimate]:

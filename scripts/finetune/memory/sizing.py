@@ -110,11 +110,11 @@ def workload_of(spec: RunSpec) -> Knobs:
 
 def request_of(k: Knobs, hardware: Hardware) -> Request:
     """What ``k`` pins of the layout, as :func:`finetune.placement.arrange` reads it (a server with no GPU count
-    takes the spec's ``hardware.vllm_gpus``)."""
-    server = k.use_vllm is not False and k.vllm_mode == "server"
+    takes the spec's ``hardware.vllm_gpus`` there)."""
+    del hardware  # arrange() reads the spec's hardware.vllm_gpus for a server given no count
     return Request(use_vllm=k.use_vllm, vllm_mode=k.vllm_mode if k.use_vllm is not False else None,
-                   vllm_gpus=(k.vllm_gpus or hardware.vllm_gpus) if server else None,
-                   vllm_tensor_parallel_size=k.vllm_tensor_parallel_size, zero_stage=k.zero_stage)
+                   vllm_gpus=k.vllm_gpus, vllm_tensor_parallel_size=k.vllm_tensor_parallel_size,
+                   zero_stage=k.zero_stage)
 
 
 @dataclass(frozen=True)

@@ -101,6 +101,11 @@ class Layout:
         return self.vllm_mode == "server"
 
     @property
+    def server_gpus(self) -> int | None:
+        """GPUs of `trl vllm-serve` in server mode, else None (nothing to give it)."""
+        return self.vllm_gpus if self.server else None
+
+    @property
     def vllm_serving_gpus(self) -> int:
         """GPUs `trl vllm-serve` uses (TP × DP): the generation node's others stay idle."""
         return len(self.generation_gpu_ids)
@@ -199,7 +204,7 @@ def _check_colocate_tp(model: ParallelShapes, hw: Hardware, tp: int) -> None:
 
 def _one_node_server(model: ParallelShapes, hw: Hardware, method: str, request: Request) -> Layout:
     tp = request.vllm_tensor_parallel_size or 1
-    vllm_gpus = request.vllm_gpus or tp
+    vllm_gpus = request.vllm_gpus or hw.vllm_gpus or tp  # a server with no count pinned: the spec's, else one group
     where = "hardware.vllm_gpus"
     if method == "qlora":
         raise LayoutRefusal(QLORA_SERVER, where, [(where, 0), ("method", "lora")])
