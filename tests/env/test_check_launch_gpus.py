@@ -67,6 +67,17 @@ def test_a_one_gpu_launch_pins_one_granted_gpu(one_gpu, tmp_path):
     assert short.returncode == 1 and "CUDA_VISIBLE_DEVICES grants 0" in short.stderr
 
 
+def test_target_json_carries_the_profiles_gpu_and_the_processes_per_node(one_gpu):
+    """What env check reads: the profile's compute capability / arch / oldest CUDA (hardware.gpu_requirements) and
+    the layout's training processes per node (the reward sandbox sizes its workers by it)."""
+    import json
+
+    from finetune.hardware import PROFILES, gpu_requirements
+
+    hardware = json.loads((one_gpu / "config" / "target.json").read_text())["hardware"]
+    assert hardware["gpu"] == gpu_requirements(PROFILES["h100-80gb"]) and hardware["processes_per_node"] == 1
+
+
 @pytest.mark.slow  # env check runs for real
 def test_a_server_launch_splits_the_granted_gpus_and_polls_health(tmp_path_factory, tmp_path, tiny_model_dir):
     """8 × H100, Qwen3-1.7B: `trl vllm-serve` on the first granted GPU, training on the seven after it — both a

@@ -61,3 +61,17 @@ def test_each_layout_renders_within_the_card_or_refuses_with_fixes_that_render(t
             _assert_every_moment_fits(_plan(tmp_path, f"fix{i}", model, **fixed))
         return
     _assert_every_moment_fits(plan)
+
+
+def test_qlora_with_a_server_is_refused_with_fixes_that_render(tmp_path):
+    """QLoRA pinned to `trl vllm-serve` GPUs: refused naming TRL #4973; each fix offered (colocate, or LoRA) renders
+    with every moment within the card."""
+    hardware = {"profile": "h100-80gb", "gpus": 4, "vllm_gpus": 2}
+    with pytest.raises(UserError) as exc:
+        _plan(tmp_path, "run", "Qwen/Qwen2.5-7B", hardware=hardware, method="qlora")
+    assert "#4973" in str(exc.value) and exc.value.where == "hardware.vllm_gpus"
+    fixes = fixes_of(exc.value)
+    assert fixes == [{"hardware.vllm_gpus": 0}, {"method": "lora"}]
+    for i, fix in enumerate(fixes):
+        _assert_every_moment_fits(_plan(tmp_path, f"fix{i}", "Qwen/Qwen2.5-7B",
+                                        **apply_fix({"hardware": hardware, "method": "qlora"}, fix)))
