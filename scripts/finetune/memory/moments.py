@@ -118,7 +118,8 @@ def _loaded(s: Sizing, parts: Parts) -> tuple[float, str]:
     """GiB on the GPU when the engine starts (or, in server mode, when training starts), and how it got there."""
     whole, k = gib(policy_bytes(s)), s.k
     if k.method == "qlora":
-        policy, how = whole, "4-bit policy loaded whole on every rank (no zero.Init for a quantized model)"
+        policy, how = whole, ("4-bit policy loaded whole on every rank (no zero.Init for a quantized model)"
+                              if s.zero3 else "4-bit policy loaded whole")
     elif s.zero3:
         policy, how = whole / s.shards, f"policy partitioned at load by zero.Init (/ {s.shards})"
     elif s.layout.zero_stage and s.n_train > 1:
