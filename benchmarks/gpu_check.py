@@ -18,7 +18,15 @@ records ``torch.cuda.max_memory_allocated`` and prints it per phase beside the e
 the same phase as torch's allocator sees it (``Estimate.components`` without the CUDA context and the
 vLLM engine pool, re-estimated for the generation backend actually used) and their ratio.
 
-    python benchmarks/gpu_check.py                       # on a GPU: the launch, then both models, 2 steps each
+Moments (the layout classes): the smallest real instance of each layout class — LoRA colocated on 1 GPU, QLoRA
+colocated on 1 GPU, full fine-tuning with `trl vllm-serve` on 2 GPUs — rendered for this box and run through the
+rendered ``config/launch.sh --dry-run``: one optimiser step that times each moment (model load, vLLM start, the
+first weight sync, the first generation, the step; config/watchdog.py) and records the GPU memory torch's allocator
+held in it, printed beside the estimator's figure for that moment and their ratio. A class this box has too few
+GPUs for is reported as skipped. (The runs are ungated renders of this script's toy task: the launch gets the
+person's override phrase, ``config.UNGATED_OVERRIDE``, from this script.)
+
+    python benchmarks/gpu_check.py                       # on a GPU: the launch, the classes, both models
     python benchmarks/gpu_check.py --dry                 # CPU path (CI): layout for 8 GPUs, shrunk models, 1 step
     python benchmarks/gpu_check.py --profile h200-141gb --models Qwen/Qwen2.5-0.5B --steps 3
 
@@ -76,7 +84,7 @@ def build_model(hub_id: str, out: Path, *, dry: bool) -> None:
 
 
 def write_run(run: Path, model_dir: Path | str, *, profile: str, prompt_len: int, completion_len: int,
-              dry: bool, gpus: int | None = None) -> Path:
+              dry: bool, gpus: int | None = None, method: str | None = None, vllm_gpus: int | None = None) -> Path:
     run.mkdir(parents=True, exist_ok=True)
     (run / "data").mkdir(exist_ok=True)
     (run / "data" / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in ROWS))
@@ -92,6 +100,10 @@ def write_run(run: Path, model_dir: Path | str, *, profile: str, prompt_len: int
     }
     if dry:  # one group of 8 completions per step (per-scale values are the GPU path's subject)
         spec["training"].update(per_device_train_batch_size=8, gradient_accumulation_steps=1)
+    if method:
+        spec["method"] = method
+    if vllm_gpus is not None:
+        spec["hardware"]["vllm_gpus"] = vllm_gpus
     path = run / "spec.yaml"
     path.write_text(yaml.safe_dump(spec, sort_keys=False))
     from finetune.rewards.render import render_rewards
@@ -282,13 +294,119 @@ def run_launch(work: Path, args: argparse.Namespace) -> dict:
     if args.dry:  # no GPU: the rendered launch cannot run here
         return row
     started = time.perf_counter()
-    res = subprocess.run(command, cwd=spec_path.parent, capture_output=True, text=True, timeout=args.launch_timeout)
+    env = dict(os.environ, FINETUNE_UNGATED_OVERRIDE=config.UNGATED_OVERRIDE)  # this script's ungated toy render
+    res = subprocess.run(command, cwd=spec_path.parent, env=env, capture_output=True, text=True,
+                         timeout=args.launch_timeout)
     row.update(seconds=round(time.perf_counter() - started, 1), rc=res.returncode,
                steps=_steps_done(spec_path.parent))
     if res.returncode != 0 or row["steps"] < args.steps:
         raise RuntimeError(f"launch.sh exit {res.returncode}, {row['steps']} step(s): "
                            + (res.stderr or res.stdout)[-600:])
     return row
+
+
+# The smallest real instance of each layout class: name, method, GPUs (and server GPUs) it needs.
+LAYOUT_CLASSES = (
+    {"name": "lora-colocate", "method": "lora", "gpus": 1, "mode": "colocate"},
+    {"name": "qlora-colocate", "method": "qlora", "gpus": 1, "mode": "colocate"},
+    {"name": "full-server", "method": "full", "gpus": 2, "vllm_gpus": 1, "mode": "server"},
+)
+MOMENTS = ("model_load", "vllm_start", "weight_sync", "generation", "step")
+
+
+def estimate_moments(est) -> dict[str, float | None]:
+    """The estimate of each moment as torch's allocator sees it (no CUDA context), from the estimator's own moments
+    (``Estimate.moments``, finetune.memory.moments): the policy as loaded; with a colocated engine's share at its
+    start; the weight sync; the generation and training peaks. None where nothing sizes the moment."""
+    ctx, by = _context(est), {m.key: m.gib for m in est.moments}
+    share = est.vllm.share_gib if est.vllm is not None and est.vllm.mode == "colocate" else 0.0
+    return {"model_load": by["load"] - share - ctx, "vllm_start": by["load"] - ctx if share else None,
+            "weight_sync": by["sync"] - ctx if "sync" in by else None,
+            "generation": est.generation_peak_gib - ctx, "step": est.training_peak_gib - ctx}
+
+
+def _context(est) -> float:
+    return sum(c.gib for c in est.components if c.phase == "context")
+
+
+def moment_rows(record: dict, estimate: dict[str, float | None]) -> dict[str, dict]:
+    """Per moment of a dry run (train/dryrun.json): seconds, measured peak, estimate and measured / estimate."""
+    out = {}
+    for m in MOMENTS:
+        seconds, measured, est = record["moments"].get(m), record.get("peak_allocated_gib", {}).get(m), estimate.get(m)
+        if seconds is None and measured is None:
+            continue
+        out[m] = {"seconds": seconds, "measured_gib": measured, "estimate_gib": None if est is None else round(est, 3),
+                  "ratio": round(measured / est, 3) if measured is not None and est else None}
+    return out
+
+
+def run_layout_class(cls: dict, work: Path, args: argparse.Namespace, box: tuple[str, int]) -> dict:
+    """Render one layout class for this box and run its launch.sh --dry-run; the moments beside the estimate."""
+    import subprocess
+
+    from finetune.config import build as config
+    from finetune.spec import load_spec
+
+    profile, count = box
+    row: dict = {"model": LAUNCH_MODEL, "class": cls["name"], "profile": profile}
+    if not args.dry and count < cls["gpus"]:
+        row["skipped"] = f"needs {cls['gpus']} GPUs, this box has {count}"
+        return row
+    model_dir: Path | str = LAUNCH_MODEL
+    if not args.dry:
+        model_dir = work / "model"
+        build_model(LAUNCH_MODEL, model_dir, dry=False)
+        from finetune.tinymodel import build_tokenizer
+
+        build_tokenizer().save_pretrained(model_dir)
+    spec_path = write_run(work / "run", model_dir, profile=profile, prompt_len=args.prompt_len,
+                          completion_len=args.completion_len, dry=False, gpus=cls["gpus"], method=cls["method"],
+                          vllm_gpus=cls.get("vllm_gpus"))
+    plan = config.build_plan(load_spec(spec_path), spec_path.parent, no_gate=True)
+    row.update(layout=layout_of(plan), method=plan.kwargs["_method"].value, estimate_gib=estimate_moments(plan.estimate))
+    if plan.topology.vllm_mode != cls["mode"] or row["method"] != cls["method"]:
+        raise RuntimeError(f"rendered {row['method']} / {plan.topology.vllm_mode}, not the class's "
+                           f"{cls['method']} / {cls['mode']}")
+    from finetune.cli import main as finetune
+
+    if finetune(["config", "render", str(spec_path), "--no-gate"]) != 0:
+        raise RuntimeError("finetune config render failed")
+    row["command"] = "bash config/launch.sh --dry-run"
+    if args.dry:  # no GPU: rendered and sized, not run
+        return row
+    env = dict(os.environ, FINETUNE_UNGATED_OVERRIDE=config.UNGATED_OVERRIDE)
+    res = subprocess.run(["bash", "config/launch.sh", "--dry-run"], cwd=spec_path.parent, env=env,
+                         capture_output=True, text=True, timeout=args.launch_timeout)
+    record_path = spec_path.parent / "train" / "dryrun.json"
+    if res.returncode != 0 or not record_path.is_file():
+        raise RuntimeError(f"launch.sh --dry-run exit {res.returncode}: " + (res.stderr or res.stdout)[-600:])
+    record = json.loads(record_path.read_text())
+    row.update(moments=moment_rows(record, row["estimate_gib"]), attention=record.get("attention"))
+    return row
+
+
+def print_moments(rows: list[dict]) -> None:
+    classes = [r for r in rows if "class" in r]
+    if not classes:
+        return
+    print("\n| class | layout | moment | seconds | measured GiB (allocator peak) | estimate GiB | ratio |")
+    print("|---|---|---|---:|---:|---:|---:|")
+    for r in classes:
+        lay = r.get("layout") or {}
+        where = f"{lay.get('mode')} ×{lay.get('gpus')}" if lay else "—"
+        if "skipped" in r or "error" in r:
+            print(f"| {r['class']} | {where} | — | — | — | — | {r.get('skipped') or r.get('error')} |")
+            continue
+        moments = r.get("moments") or {m: {"seconds": None, "measured_gib": None, "estimate_gib": e, "ratio": None}
+                                       for m, e in r["estimate_gib"].items()}
+        for m, v in moments.items():
+            def cell(x, fmt="{:.2f}"):
+                return "n/a" if x is None else fmt.format(x)
+            print(f"| {r['class']} | {where} | {m} | {cell(v['seconds'], '{:.1f}')} | {cell(v['measured_gib'])} | "
+                  f"{cell(v['estimate_gib'])} | {cell(v['ratio'])} |")
+    print("\nmeasured = torch.cuda.max_memory_allocated within the moment (config/watchdog.py, dry run); estimate = "
+          "the estimator's figure for it, allocator view; n/a: not run here or not sized by the estimator.")
 
 
 def run_tier(layout: dict) -> dict:
@@ -311,7 +429,7 @@ def print_table(rows: list[dict]) -> None:
     print("\n| model | backend | steps | phase | calls | measured GiB (max_memory_allocated) | estimate GiB | ratio |")
     print("|---|---|---:|---|---:|---:|---:|---:|")
     for r in rows:
-        if r.get("launch") or "tier" in r:
+        if r.get("launch") or "tier" in r or "class" in r:
             continue
         if "error" in r:
             print(f"| {r['model']} | — | — | FAILED | — | — | — | {r['error']} |")
@@ -339,6 +457,7 @@ def main(argv: list[str] | None = None) -> int:
                    "8 with --dry)")
     p.add_argument("--no-launch", action="store_true", help="skip the rendered launch.sh (memory rows only)")
     p.add_argument("--launch-timeout", type=int, default=900, help="seconds the launch may take")
+    p.add_argument("--no-classes", action="store_true", help="skip the layout classes' dry runs")
     args = p.parse_args(argv)
     args.steps = args.steps or (1 if args.dry else 2)
     args.prompt_len = args.prompt_len or (32 if args.dry else 128)
@@ -346,15 +465,20 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     cwd, rows = Path.cwd(), []
-    jobs = [("launch", None)] if not args.no_launch else []
+    jobs: list[tuple[str, object]] = [("launch", None)] if not args.no_launch else []
+    box = ("h100-80gb", 8) if args.dry else detect_box()
+    jobs += [("class", cls) for cls in LAYOUT_CLASSES] if not args.no_classes else []
     jobs += [("memory", hub_id) for hub_id in args.models]
-    for kind, hub_id in jobs:
+    for kind, job in jobs:
         with tempfile.TemporaryDirectory(prefix="gpu-check-") as tmp:
             try:
-                rows.append(run_launch(Path(tmp), args) if kind == "launch" else run_model(hub_id, Path(tmp), args))
+                rows.append(run_launch(Path(tmp), args) if kind == "launch" else
+                            run_layout_class(job, Path(tmp), args, box) if kind == "class" else  # type: ignore[arg-type]
+                            run_model(str(job), Path(tmp), args))
             except Exception as exc:  # noqa: BLE001 - report every job, then fail
                 traceback.print_exc()
-                rows.append({"model": hub_id or LAUNCH_MODEL, "launch": kind == "launch",
+                rows.append({"model": job if isinstance(job, str) else LAUNCH_MODEL, "launch": kind == "launch",
+                             **({"class": job["name"]} if isinstance(job, dict) else {}),
                              "error": f"{type(exc).__name__}: {exc}".replace("|", "/")[:600]})
             finally:
                 os.chdir(cwd)
@@ -366,6 +490,7 @@ def main(argv: list[str] | None = None) -> int:
         if rows[-1]["rc"]:
             rows[-1]["error"] = f"vLLM tier exit {rows[-1]['rc']}: {rows[-1]['tier']}"
     print_table(rows)
+    print_moments(rows)
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=2) + "\n")
     return 1 if any("error" in r for r in rows) else 0

@@ -150,6 +150,7 @@ class Hardware:
     nodes: int = 1
     memory_gib: float = 0.0
     vllm_gpus: int | None = None
+    host_cpus: int | None = None  # logical CPUs per node (None: read on the host when training starts)
 
     @property
     def name(self) -> str:
@@ -228,4 +229,6 @@ def resolve_hardware(section: HardwareSpec | Mapping[str, Any] | str | None = No
             raise UserError(f"vllm_gpus={vllm_gpus} leaves no GPU to train on ({gpus * nodes} in all)",
                             where="hardware.vllm_gpus", fix="give vLLM fewer GPUs than the run has")
     # a CPU run is one process whatever `gpus` says (0 is the natural spelling there)
-    return Hardware(profile=profile, gpus=max(gpus, 1), nodes=nodes, memory_gib=float(memory), vllm_gpus=vllm_gpus)
+    host_cpus = int(spec["host_cpus"]) if spec.get("host_cpus") is not None else None
+    return Hardware(profile=profile, gpus=max(gpus, 1), nodes=nodes, memory_gib=float(memory), vllm_gpus=vllm_gpus,
+                    host_cpus=host_cpus)

@@ -72,6 +72,10 @@ class HardwareSpec(_Strict):
                                      "server mode (default: chosen by the renderer when gpus > 1); split "
                                      "tensor × data parallel by vLLM's head rules (references/vllm-layout.md). "
                                      "Several nodes: node 0's gpus.")
+    host_cpus: int | None = Field(None, ge=1, description="Logical CPUs of each node (`nproc` there): the "
+                                  "reward sandbox's workers per training process are sized from it and the "
+                                  "training processes sharing the node; `finetune env check` compares it with "
+                                  "the host. Default: read from the host when training starts.")
 
 
 class LoraSpec(_Strict):

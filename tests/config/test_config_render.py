@@ -177,6 +177,12 @@ def test_golden(cli, tmp_path, target):
     from finetune import watch  # watch.py too: a verbatim copy of finetune.watch
 
     assert rendered.pop("watch.py") == Path(watch.__file__).read_text()
+    from finetune import watchdog  # and watchdog.py, of finetune.watchdog
+
+    assert rendered.pop("watchdog.py") == Path(watchdog.__file__).read_text()
+    from finetune import preflight  # and preflight.py, of finetune.preflight
+
+    assert rendered.pop("preflight.py") == Path(preflight.__file__).read_text()
     gold = GOLDEN / target
     if REGEN:
         gold.mkdir(parents=True, exist_ok=True)

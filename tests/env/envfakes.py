@@ -3,7 +3,8 @@
 * ``sitecustomize.py`` (on PYTHONPATH) hides the top-level modules named in ``FAKE_MISSING`` behind the
   meta-path finders (find_spec gives None and an import raises ModuleNotFoundError, as on a machine
   without them) and,
-  with ``FAKE_GPUS=N`` / ``FAKE_GPU_GIB``, makes torch report N CUDA GPUs of that memory;
+  with ``FAKE_GPUS=N`` / ``FAKE_GPU_GIB``, makes torch report N CUDA GPUs of that memory, and with
+  ``FAKE_CPUS=N`` makes ``os.cpu_count()`` / ``os.sched_getaffinity()`` report N logical CPUs;
 * fake packages (``vllm``, ``deepspeed``, another ``trl``) that only carry a version;
 * a wrapper ``python`` in a folder of its own, for FINETUNE_PYTHON (launch.sh runs trl / accelerate
   from the same folder), that records every invocation.
@@ -41,6 +42,11 @@ SITECUSTOMIZE = textwrap.dedent('''
 
     if _BLOCK:
         sys.meta_path[:] = [_Hide(f) for f in sys.meta_path]
+
+    if os.environ.get("FAKE_CPUS"):  # a host with that many logical CPUs (all in this process's CPU set)
+        _cpus = int(os.environ["FAKE_CPUS"])
+        os.cpu_count = lambda: _cpus
+        os.sched_getaffinity = lambda pid: set(range(_cpus))
 
     if os.environ.get("FAKE_GPUS"):
         import types

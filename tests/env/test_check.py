@@ -70,7 +70,9 @@ def test_target_json_states_what_the_config_needs(node_run, cpu_run):
     assert need["trl"] == "==1.16.0" and need["torch"] == "==2.13.0" and need["deepspeed"] == "==0.19.8"
     assert need["vllm"] == "<=0.31.0,>=0.22.0" and need["jsonschema"] == "==4.26.0"  # TRL 1.16's vllm range
     assert target["hardware"] == {"profile": "h100-80gb", "cpu": False, "nodes": 1, "gpus_per_node": 8,
-                                  "gpu_memory_gib": target["hardware"]["gpu_memory_gib"]}
+                                  "gpu_memory_gib": target["hardware"]["gpu_memory_gib"],
+                                  "vllm_gpus": target["hardware"]["vllm_gpus"], "host_cpus": None}
+    assert target["hardware"]["vllm_gpus"] >= 1 and target["sandbox"] is None  # server mode; no sandboxed reward
     assert [s["name"] for s in target["scripts"]] == ["trl", "accelerate"] and target["tools"][0]["name"] == "curl"
     cpu = json.loads((cpu_run / "config" / "target.json").read_text())
     assert {p["name"] for p in cpu["packages"]} == {"torch", "trl", "transformers", "accelerate", "datasets"}
@@ -113,7 +115,22 @@ def test_wrong_versions_and_too_few_small_gpus(node_run, tmp_path):
     assert fixes["trl"] == f"{PY} -m pip install trl==1.16.0"
     assert fixes["vllm"] == f"{PY} -m pip install vllm==0.30.0"  # the [train] pin, inside TRL's range
     assert "hardware.gpus: 4" in fixes["GPUs"] and "hardware.gpu_memory_gib: 39.4" in fixes["GPU memory"]
+    # vLLM 0.21 beside TRL 1.17: neither the TRL this config needs nor a known combination (no row: TRL != 1.16)
     assert set(fixes) == {"trl", "vllm", "GPUs", "GPU memory"}
+
+
+@pytest.mark.slow
+def test_known_bad_combinations_name_their_upstream_issue(node_run, tmp_path):
+    """transformers 5.1.0 beside DeepSpeed, and a vLLM newer than TRL 1.16 supports: each combination is a row
+    naming the installed versions and the upstream report, with the install line of the validated versions."""
+    site = fake_site(tmp_path / "site", {"vllm": "0.32.0", "deepspeed": "0.19.8", "transformers": "5.1.0"})
+    res = _check(node_run, site, FAKE_GPUS="8")
+    assert res.returncode == 1, res.stdout + res.stderr
+    fixes = _fixes(res.stdout)
+    assert fixes["versions transformers 5.1.0 + deepspeed 0.19.8"] == f"install the versions this config was " \
+        f"validated with: {PY} -m pip install transformers==5.24.0"
+    assert fixes["versions trl 1.16.0 + vllm 0.32.0"].endswith(f"{PY} -m pip install vllm==0.30.0")
+    assert "huggingface/trl#4985" in res.stdout and "huggingface/trl#6732" in res.stdout
 
 
 @pytest.mark.slow
@@ -126,8 +143,25 @@ def test_no_cuda_on_a_gpu_target(node_run, tmp_path):
 
 @pytest.mark.slow
 def test_ready_gpu_node(node_run, tmp_path):
-    res = _check(node_run, fake_site(tmp_path / "site", {"vllm": "0.30.0", "deepspeed": "0.19.8"}), FAKE_GPUS="8")
+    res = _check(node_run, fake_site(tmp_path / "site", {"vllm": "0.30.0", "deepspeed": "0.19.8"}), FAKE_GPUS="8",
+                 FAKE_MISSING="rich")
     assert res.returncode == 0, res.stdout + res.stderr
+    assert "[ok] GPUs used: need 8 of the 8 visible; found pins vLLM server on 0, training on 1," in res.stdout
+
+
+@pytest.mark.parametrize(("visible", "count", "serve", "need", "says"), [
+    (None, 8, 0, 1, "pins CUDA_VISIBLE_DEVICES=0; 7 idle (1,2,3,4,5,6,7)"),
+    ("4,5,6,7", 4, 0, 1, "pins CUDA_VISIBLE_DEVICES=4; 3 idle (5,6,7)"),  # a scheduler's choice is narrowed
+    (None, 8, 1, 8, "pins vLLM server on 0, training on 1,2,3,4,5,6,7"),
+    (None, 2, 0, 2, "pins CUDA_VISIBLE_DEVICES=0,1")])
+def test_env_check_says_which_gpus_the_layout_uses(monkeypatch, visible, count, serve, need, says):
+    from finetune.env.check import gpu_use
+
+    if visible is None:
+        monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    else:
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
+    assert gpu_use({"gpus_per_node": need, "vllm_gpus": serve, "nodes": 1}, count) == says
 
 
 def test_no_target_is_bad_input(tmp_path):

@@ -493,6 +493,7 @@ def _assemble_kwargs(spec: RunSpec, licence: _Licence, choice: _Choice, data: _D
         ("generation (vLLM)" if use_vllm else "generation (transformers; no vLLM on a CPU target)",
          _generation_settings(spec, choice, data.vllm_max_model_length)),
         ("logging and checkpoints (diagnose reads trainer_state.json)", _logging_settings(spec)),
+        ("stall bounds (config/watchdog.py also times each moment)", _stall_settings()),
     ]
     if spec.environment is not None:
         groups.append(("tools (multi-turn environment: environment_factory)", _tool_settings(spec)))
@@ -605,6 +606,12 @@ def _logging_settings(spec: RunSpec) -> dict[str, Setting]:
         "log_completions": Setting(True, "print sample completions: keep reading outputs during training"),
         "num_completions_to_print": Setting(2, "a couple per logging step"),
     }
+
+
+def _stall_settings() -> dict[str, Setting]:
+    return {"ddp_timeout": Setting(1800, "torch.distributed collectives between training processes abort after this "
+                                   "many seconds (NCCL's watchdog); TRL 1.16's weight sync to vLLM has no timeout of "
+                                   "its own: config/watchdog.py bounds it")}
 
 
 def _check_memory(info: ModelInfo, hw: Hardware, spec: RunSpec, kw: dict[str, Setting], choice: _Choice,

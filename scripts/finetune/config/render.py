@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from finetune import __version__, literals, rundir, watch
+from finetune import __version__, literals, rundir, watch, watchdog
 from finetune.config.build import (
     TRL_VERSION_PIN,
     UNGATED_OVERRIDE,
@@ -49,6 +49,7 @@ def _env() -> jinja2.Environment:
 
 def _context(plan: RenderPlan) -> dict[str, Any]:
     from finetune import hashing
+    from finetune.env.target import sandbox_target
 
     spec, topo = plan.spec, plan.topology
     gate_hashes = dict((plan.gate or {}).get("hashes") or {})
@@ -62,6 +63,9 @@ def _context(plan: RenderPlan) -> dict[str, Any]:
         "gate_required": not plan.no_gate, "gate_hashes": gate_hashes,
         "ungated_override": UNGATED_OVERRIDE, "ungated_smoke_steps": UNGATED_SMOKE_STEPS,
         "watch_sha256": hashlib.sha256(watch_source().encode("utf-8")).hexdigest(),
+        "watchdog_sha256": hashlib.sha256(watchdog_source().encode("utf-8")).hexdigest(),
+        "preflight_sha256": hashlib.sha256(preflight_source().encode("utf-8")).hexdigest(),
+        "sandbox": sandbox_target(plan),  # the reward sandbox's CPU sizing, as target.json states it
         "score_report_sha256": ((plan.gate or {}).get("inputs") or {}).get(rundir.SCORE_REPORT),
         "reward_section_json": json.dumps(reward_section, sort_keys=True, separators=(",", ":"), ensure_ascii=False),
         "reward_section_sha256": hashing.reward_section_digest(reward_section),
@@ -85,6 +89,7 @@ def _context(plan: RenderPlan) -> dict[str, Any]:
         "slurm_job_name": re.sub(r"[^A-Za-z0-9_.-]", "-", spec.name)[:64] or "grpo",
         "inspection": inspection_settings(spec),
         "stopped_exit": STOPPED_EXIT,
+        "stalled_exit": STALLED_EXIT, "dry_run_factor": f"{watchdog.FACTOR:g}",
     }
 
 
@@ -108,6 +113,8 @@ def render_files(plan: RenderPlan) -> dict[str, str]:
     files["target.json"] = json.dumps(build_target(plan), indent=2) + "\n"
     files["env_check.py"] = checker_source()
     files["watch.py"] = watch_source()
+    files["watchdog.py"] = watchdog_source()
+    files["preflight.py"] = preflight_source()
     if not plan.topology.cpu and plan.topology.nodes > 1:
         files["launch.slurm"] = env.get_template("launch.slurm.j2").render(**ctx)
     # launch.slurm and the multi-node launch.sh always train through `accelerate launch --config_file`, even
@@ -120,6 +127,7 @@ def render_files(plan: RenderPlan) -> dict[str, str]:
 
 
 STOPPED_EXIT = watch.STOPPED_EXIT  # train.py's and launch.sh's exit status when the inspection callback stopped the run
+STALLED_EXIT = watchdog.STALLED_EXIT  # launch.sh's exit status when the stall watchdog stopped the run
 
 
 def watch_source() -> str:
@@ -127,6 +135,20 @@ def watch_source() -> str:
     from finetune import watch
 
     return Path(watch.__file__).read_text(encoding="utf-8")
+
+
+def watchdog_source() -> str:
+    """finetune/watchdog.py, rendered verbatim beside train.py (the stall watchdog and the dry run's moments)."""
+    from finetune import watchdog
+
+    return Path(watchdog.__file__).read_text(encoding="utf-8")
+
+
+def preflight_source() -> str:
+    """finetune/preflight.py, rendered verbatim beside train.py (the checks train.py runs before the model loads)."""
+    from finetune import preflight
+
+    return Path(preflight.__file__).read_text(encoding="utf-8")
 
 
 def write(plan: RenderPlan, files: dict[str, str]) -> Path:
@@ -146,7 +168,7 @@ def write(plan: RenderPlan, files: dict[str, str]) -> Path:
 
 
 _RENDERED_NAME = re.compile(r"BRIEF\.md|grpo_config\.yaml|train\.py|launch\.sh|launch\.slurm|accelerate\.yaml|"
-                            r"deepspeed_zero\d\.json|target\.json|env_check\.py|watch\.py")
+                            r"deepspeed_zero\d\.json|target\.json|env_check\.py|watch\.py|watchdog\.py|preflight\.py")
 
 
 def render(spec_path: str | Path, out: str | Path | None = None, *, preview: bool = False,

@@ -33,6 +33,7 @@ KL_BLOWUP = "kl_blowup"
 NAN = "nan"
 REWARD_HACKING = "reward_hacking"
 STALE_WEIGHTS = "stale_vllm_weights"
+MISMATCH = "train_inference_mismatch"
 
 # ----------------------------------------------------------------------------------------------
 # thresholds (why each value: see the comment beside it)
@@ -65,6 +66,16 @@ BASELINE_POINTS = 3  # length drift is measured from the median of the first log
 #                      first 20% of the run would otherwise hide inside the start window
 CAP_REACHED = 0.9  # a mean length at >= 90% of max_completion_length has climbed to the cap
 UNKNOWN_SETTING = "unknown (no config found)"
+# Train/inference mismatch: vLLM's sampling logprobs disagree with the trainer's for the same weights. TRL 1.16 logs
+# sampling/importance_sampling_ratio/{min,mean,max} and sampling/sampling_logp_difference/{mean,max} with
+# vllm_importance_sampling_correction on (trl/trainer/grpo_trainer.py, _generate_and_score_completions). The mean
+# ratio of matching engines is ~1 (bf16 noise is symmetric); truncated sampling (top_p < 1, top_k > 0, min_p > 0)
+# pulls it to the kept probability mass (trl#6789 measured 0.896 at top_p 0.8). Both signals are read from the first
+# step on: there vLLM and the trainer hold the same weights, so a gap then is the engines disagreeing, while a gap
+# that only grows later is stale weights (stale_vllm_weights).
+K_IS_RATIO = "sampling/importance_sampling_ratio/mean"
+IS_RATIO_BIAS = 0.05  # |mean ratio - 1| at the first step and (median) over the second half: a biased correction
+MISMATCH_MIN_POINTS = 3
 
 
 # ----------------------------------------------------------------------------------------------
@@ -93,6 +104,52 @@ def stale_weights(run: Run) -> Finding:
     if d.status == "not_evaluated" and run.ctx.config.get("use_vllm") is False:
         return Finding(STALE_WEIGHTS, "not_evaluated", "the run generates with transformers (use_vllm off)")
     return Finding(STALE_WEIGHTS, d.status, d.why, d.evidence, d.window)
+
+
+def sampling_filters(config: dict[str, Any]) -> dict[str, Any]:
+    """The truncating sampling settings of a config (top_p < 1, top_k > 0, min_p > 0): name → value."""
+    def number(key: str) -> float | None:
+        value = config.get(key)
+        return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+    top_p, top_k, min_p = number("top_p"), number("top_k"), number("min_p")
+    cuts = {"top_p": top_p is not None and top_p < 1.0, "top_k": top_k is not None and top_k > 0,
+            "min_p": min_p is not None and min_p > 0}
+    return {k: config[k] for k, cut in cuts.items() if cut}
+
+
+def mismatch(run: Run) -> Finding:
+    ratio, gap = run.logs.get(K_IS_RATIO), run.logs.get(watch.K_SAMPLING_GAP)
+    rf = ratio.finite() if ratio is not None else None
+    gf = gap.finite() if gap is not None else None
+    if (rf is None or len(rf) < MISMATCH_MIN_POINTS) and (gf is None or len(gf) < MISMATCH_MIN_POINTS):
+        why = ("the run generates with transformers (use_vllm off)" if run.ctx.config.get("use_vllm") is False else
+               f"fewer than {MISMATCH_MIN_POINTS} logged {K_IS_RATIO} / {watch.K_SAMPLING_GAP} values (TRL logs them "
+               "with use_vllm and vllm_importance_sampling_correction on)")
+        return Finding(MISMATCH, "not_evaluated", why)
+    filters = sampling_filters(run.ctx.config)
+    ev: dict[str, Any] = {"threshold_ratio_bias": IS_RATIO_BIAS, "threshold_gap": watch.STALE_MIN_GAP,
+                          "sampling_filters": filters, "vllm_mode": run.ctx.config.get("vllm_mode")}
+    reasons = []
+    if rf is not None and len(rf) >= MISMATCH_MIN_POINTS:
+        first_bias, bias = abs(rf.values[0] - 1.0), median([abs(v - 1.0) for v in second_half(rf).values])
+        ev.update(first_step_ratio=rf.values[0], median_ratio_bias=bias, last_ratio_mean=rf.values[-1])
+        if first_bias >= IS_RATIO_BIAS and bias >= IS_RATIO_BIAS:
+            reasons.append(f"the mean importance-sampling ratio sits {bias:.1%} from 1 from step {rf.steps[0]} on "
+                           f"(first {rf.values[0]:.3g}, last {rf.values[-1]:.3g})")
+    if gf is not None and len(gf) >= MISMATCH_MIN_POINTS:
+        first, later = gf.values[0], median(gf.values[1:])
+        ev.update(first_step_gap=first, later_median_gap=later)
+        if first >= watch.STALE_MIN_GAP and later >= watch.STALE_MIN_GAP:
+            reasons.append(f"vLLM's logprobs differ from the trainer's by {first:.3g} nats/token already at step "
+                           f"{gf.steps[0]}, before any update (median {later:.3g} after)")
+    if not reasons:
+        return Finding(MISMATCH, "clear", "vLLM's sampling logprobs agree with the trainer's (importance-sampling "
+                       "ratio near 1, no gap at the first step)", ev)
+    span = rf if rf is not None and len(rf) >= MISMATCH_MIN_POINTS else gf
+    assert span is not None
+    cause = f"; the run samples with {filters} (trl#6789)" if filters else ""
+    return Finding(MISMATCH, "symptom", "; ".join(reasons) + cause, ev, (span.steps[0], span.steps[-1]))
 
 
 def moe(run: Run) -> Finding:
@@ -330,6 +387,35 @@ def reward_hacking_change(finding: Finding, config: dict[str, Any], current: str
                       "variant fixes a reward that pays for something other than correctness"}
 
 
+def mismatch_change(finding: Finding, config: dict[str, Any], current: str) -> Change:
+    """The fix of a train/inference mismatch — never a variant: the ratio is biased by sampling filters, by a server
+    that returns raw logprobs, or left uncorrected."""
+    filters = sampling_filters(config)
+    if filters and config.get("vllm_importance_sampling_correction") is not False:
+        neutral = {"top_p": 1.0, "top_k": 0, "min_p": 0.0}
+        return health(finding.name, current, "sampling filters and the importance-sampling correction together bias "
+                      "the ratio by the kept probability mass (trl#6789): sample without the filters (these are gated "
+                      "sampling settings: Phase 1 re-samples with them), or keep them and set "
+                      "vllm_importance_sampling_correction: false",
+                      {k: {"from": v, "to": neutral[k]} for k, v in filters.items()})
+    if config.get("vllm_importance_sampling_correction") is False:
+        return health(finding.name, current, "correct the mismatch instead of training on it: turn the "
+                      "importance-sampling correction on (TRL's sequence_mask drops sequences whose ratio leaves "
+                      "[clip_min, clip_max])",
+                      {"vllm_importance_sampling_correction": {"from": False, "to": True},
+                       "vllm_importance_sampling_mode": {"from": config.get("vllm_importance_sampling_mode"),
+                                                         "to": "sequence_mask"}})
+    if config.get("vllm_mode") == "server":
+        return health(finding.name, current, "start the server with `--logprobs-mode processed_logprobs` (what `trl "
+                      "vllm-serve` sets; a plain `vllm serve` returns raw logprobs, before temperature), and keep "
+                      "the importance-sampling correction on")
+    mode = config.get("vllm_importance_sampling_mode")
+    return health(finding.name, current, "the engines disagree numerically (kernels, precision): keep the correction "
+                  "on and bound each token's ratio (token_truncate) rather than drop whole sequences",
+                  {"vllm_importance_sampling_mode": {"from": mode, "to": "token_truncate"}}
+                  if mode != "token_truncate" else None)
+
+
 def kl_blowup_change(finding: Finding, config: dict[str, Any], current: str) -> Change:
     lr = config.get("learning_rate")
     if lr is not None and lr > BASE_LEARNING_RATE:
@@ -398,6 +484,12 @@ DETECTORS: tuple[Detector, ...] = (
              f"the total reward (or a non-correctness reward) rises significantly (p < {P_SIGNIFICANT}, gain ≥ "
              f"{FLAT_GAIN:.0%} of its scale) while every correctness reward stays flat or falls; names the reward "
              "carrying the rise"),
+    Detector(MISMATCH, mismatch, mismatch_change, "fix the sampling/training logprob mismatch (sampling filters with "
+             "the IS correction, the server's logprobs mode, the IS correction mode); never a variant",
+             f"from the first step on (same weights in both engines), TRL's {K_IS_RATIO} sits at least "
+             f"{IS_RATIO_BIAS:.0%} from 1 (median of the second half too) or {watch.K_SAMPLING_GAP} is at least "
+             f"{watch.STALE_MIN_GAP} nats/token (trl#6789)",
+             colour="tab:pink"),
     Detector(ENTROPY_COLLAPSE, entropy_collapse, switch_variant, "switch the variant",
              f"token entropy loses at least {ENTROPY_DROP:.0%} of its starting level and the reward plateaus after "
              "the fall", colour="tab:red", trend=True),
@@ -454,4 +546,4 @@ def thresholds() -> dict[str, Any]:
             "entropy_settled": ENTROPY_SETTLED, "length_rise": LENGTH_RISE, "baseline_points": BASELINE_POINTS,
             "cap_reached": CAP_REACHED, "length_reward_rho": LENGTH_REWARD_RHO, "zero_std_majority": ZERO_STD_MAJORITY,
             "clipped_majority": CLIPPED_MAJORITY, "flat_gain": FLAT_GAIN, "kl_limit": KL_LIMIT,
-            "stale_min_gap": watch.STALE_MIN_GAP, "stale_rise": watch.STALE_RISE}
+            "stale_min_gap": watch.STALE_MIN_GAP, "stale_rise": watch.STALE_RISE, "is_ratio_bias": IS_RATIO_BIAS}

@@ -6,9 +6,11 @@ the machine it runs on: Python, torch with CUDA and the GPU count / memory the c
 the exact TRL the config was rendered for, vLLM within TRL's supported range when vLLM generates,
 DeepSpeed when a ZeRO config was rendered, the packages the rewards import, the `trl` / `accelerate`
 commands beside this interpreter, `curl` for launch.sh's health check, and the training data and the model
-the config names (relative paths from the run directory; a hub id in the cache or reachable). Each missing piece is
-printed with the exact command that installs it into this interpreter. Exit 0 ready, 1 not ready,
-2 no readable target.json.
+the config names (relative paths from the run directory; a hub id in the cache or reachable), the installed
+versions against combinations known to break (``KNOWN_BAD``, each with its upstream issue), which GPUs the
+layout uses of those visible, and for a reward sandbox the isolation this host grants and its workers × training
+processes against the host's CPUs. Each missing piece is printed with the exact command that installs it into
+this interpreter. Exit 0 ready, 1 not ready, 2 no readable target.json.
 
 Standalone on purpose: `finetune config render` writes this file beside target.json as
 ``config/env_check.py`` and launch.sh runs it with the interpreter it will train with, on a
@@ -23,6 +25,7 @@ import os
 import re
 import shlex
 import shutil
+import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +33,25 @@ from typing import Any, Optional, TextIO
 
 TARGET = "config/target.json"
 GPU_MEMORY_TOLERANCE = 0.95  # a GPU reporting 95% of the profile's memory is that GPU (driver reserve)
+ISOLATION_LEVELS = ("process", "unprivileged", "namespaces")  # the sandbox runner's order (rewards_sandbox.py)
+SANDBOX_MAX_WORKERS = 128  # the most workers one sandbox pool takes (rewards_sandbox.py's uid block per pool)
+
+# Installed combinations known to break, each with its upstream report. ``when``: distribution → specifier (""
+# = installed at all); every one must hold for the row to fire. TRL itself is pinned exactly (train.py refuses
+# another), so these are the other packages beside TRL 1.16.
+KNOWN_BAD = (  # type: tuple[dict[str, Any], ...]
+    {"when": {"transformers": "==5.1.0", "deepspeed": ""},
+     "breaks": "DeepSpeed ZeRO training breaks on transformers 5.1.0 (TRL excludes it from its deepspeed extra)",
+     "issue": "huggingface/trl#4985 (fixed upstream by huggingface/transformers#43780)"},
+    {"when": {"trl": "==1.16.0", "vllm": ">0.31.0"},
+     "breaks": "newer than TRL 1.16 supports (trl/import_utils.py is_vllm_available: 0.22.0-0.31.0); vLLM is "
+               "removing the weight-sync API TRL's clients call",
+     "issue": "huggingface/trl#6732"},
+    {"when": {"trl": "==1.16.0", "vllm": "<0.22.0"},
+     "breaks": "older than TRL 1.16 supports: its weight sync needs vLLM's NCCL weight-transfer engine "
+               "(trl/generation/vllm_client.py init_communicator)",
+     "issue": "huggingface/trl#6119"},
+)
 
 
 @dataclass
@@ -75,8 +97,17 @@ def pip_line(requirement: str, *extra: str) -> str:
     return " ".join([shlex.quote(sys.executable), "-m", "pip", "install", *extra, shlex.quote(requirement)])
 
 
+_VERSIONS = {}  # type: dict[tuple[str, str], tuple[Optional[str], str]]
+
+
 def _module_version(module: str, dist: str) -> tuple[Optional[str], str]:
     """(version or None, why not) — the module is imported, so a broken install counts as missing."""
+    if (module, dist) not in _VERSIONS:
+        _VERSIONS[(module, dist)] = _import_version(module, dist)
+    return _VERSIONS[(module, dist)]
+
+
+def _import_version(module: str, dist: str) -> tuple[Optional[str], str]:
     try:
         mod = importlib.import_module(module)
     except Exception as exc:  # noqa: BLE001 - any import failure means this package is unusable here
@@ -108,6 +139,35 @@ def check_package(pkg: dict[str, Any]) -> Check:
         return Check(name, require or "installed", why or "missing", False, fix)
     ok = not require or version == "unknown" or satisfies(version, require)
     return Check(name, require or "installed", version, ok, "" if ok else fix)
+
+
+def check_known_bad(target: dict[str, Any]) -> list[Check]:
+    """One row per installed combination of ``KNOWN_BAD``, naming the versions and the upstream issue."""
+    modules = {p["name"]: p.get("module", p["name"]) for p in target.get("packages", [])}
+    rows = []
+    for combo in KNOWN_BAD:
+        found = {}
+        for dist, require in combo["when"].items():
+            version = _module_version(modules.get(dist, dist.replace("-", "_")), dist)[0]
+            if version is None or version == "unknown" or (require and not satisfies(version, require)):
+                break
+            found[dist] = version
+        else:
+            pair = " + ".join(f"{d} {v}" for d, v in found.items())
+            off = [d for d, v in found.items() if modules_pin(target, d) and not satisfies(v, modules_pin(target, d))]
+            rows.append(Check(f"versions {pair}", "a combination known to work", f"{combo['breaks']} — see "
+                              f"{combo['issue']}", False, "install the versions this config was validated with: "
+                              + "; ".join(pip_line(d + modules_pin(target, d)) for d in off)
+                              if off else f"avoid this combination ({combo['issue']})"))
+    return rows
+
+
+def modules_pin(target: dict[str, Any], dist: str) -> str:
+    """The version target.json installs for ``dist`` ('==5.24.0'), or ''."""
+    for p in target.get("packages", []):
+        if p["name"] == dist:
+            return str(p.get("install_require", p.get("require", "")))
+    return ""
 
 
 def _gpus() -> tuple[Optional[str], int, float, str]:
@@ -144,7 +204,27 @@ def check_gpus(target: dict[str, Any]) -> list[Check]:
         rows.append(Check("GPU memory", f"{gib:.1f} GiB each", f"{memory:.1f} GiB (smallest)", ok,
                           "" if ok else f"re-render for this GPU: hardware.gpu_memory_gib: {memory:.1f} "
                           "(or its hardware.profile) so the batch sizes fit"))
+    if count >= need:
+        rows.append(Check("GPUs used", f"{need} of the {count} visible", gpu_use(hw, count), True))
     return rows
+
+
+def visible_gpus(count: int) -> list[str]:
+    """The GPU ids a process here sees, as CUDA_VISIBLE_DEVICES names them (0..count-1 when it is unset)."""
+    inherited = [g.strip() for g in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if g.strip()]
+    return inherited[:count] if len(inherited) >= count else [str(i) for i in range(count)]
+
+
+def gpu_use(hw: dict[str, Any], count: int) -> str:
+    """Which of the visible GPUs the launch pins: the first the layout needs, in CUDA_VISIBLE_DEVICES order (a
+    scheduler's setting is kept and narrowed, never replaced); the rest stay idle and unseen by training."""
+    ids, need = visible_gpus(count), hw["gpus_per_node"]
+    serve = int(hw.get("vllm_gpus") or 0) if hw.get("nodes", 1) == 1 else 0
+    used = ids[:need]
+    parts = ([f"vLLM server on {','.join(used[:serve])}", f"training on {','.join(used[serve:])}"] if serve
+             else [f"CUDA_VISIBLE_DEVICES={','.join(used)}"])
+    idle = f"; {count - need} idle ({','.join(ids[need:])})" if count > need else ""
+    return "pins " + ", ".join(parts) + idle
 
 
 def _release_str(version: str) -> str:
@@ -224,10 +304,95 @@ def check_inputs(target: dict[str, Any], run_dir: Path) -> list[Check]:
     return rows
 
 
+def host_cpus() -> int:
+    """Logical CPUs this process may run on (a container's or scheduler's CPU set, not the whole machine)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def sandbox_workers(cpus: int, processes: int, reserved: int = 0, fixed: int = 0, pools: int = 1) -> int:
+    """Workers per sized sandbox pool in each training process: the node's CPUs less ``reserved`` (a vLLM server
+    on the node) shared by its ``processes``, one CPU kept for each process itself and ``fixed`` for its pools of
+    a set size (math-verify workers, a tool sandbox), the rest split over its ``pools``; at least 1, at most the
+    runner's SANDBOX_MAX_WORKERS. The rendered train.py applies the same rule on the host it starts on."""
+    share = (cpus - reserved) // max(processes, 1) - 1 - fixed
+    return max(1, min(SANDBOX_MAX_WORKERS, share // max(pools, 1)))
+
+
+def check_sandbox(target: dict[str, Any], run_dir: Optional[Path]) -> list[Check]:
+    """The reward sandbox: the isolation its rewards need, and workers × training processes against this host's
+    CPUs (an oversubscribed host times out correct programs under the per-execution wall-clock limit)."""
+    box = target.get("sandbox")
+    if not box:
+        return []
+    rows = []
+    cpus, per = host_cpus(), int(box["processes_per_node"])
+    sized = sandbox_workers(cpus, per, box["reserved_cpus"], box["fixed_workers"], box["sized_pools"])
+    if box.get("workers_per_pool"):  # rendered for the target's host_cpus: never more than that here
+        sized = min(sized, int(box["workers_per_pool"]))
+    workers = box["fixed_workers"] + sized * box["sized_pools"]
+    used = per * (workers + 1) + box["reserved_cpus"]
+    rendered = f" (rendered for {box['host_cpus']})" if box.get("host_cpus") and box["host_cpus"] != cpus else ""
+    rows.append(Check("sandbox CPUs", f"{per} training process(es) × ({workers} sandbox workers + 1)"
+                      + (f" + {box['reserved_cpus']} for vLLM" if box["reserved_cpus"] else "") + f" = {used}",
+                      f"{cpus} CPUs{rendered}", used <= cpus, "" if used <= cpus else
+                      f"run on a host with at least {used} CPUs, or re-render with hardware.host_cpus: {cpus} and "
+                      "fewer training processes per node"))
+    if run_dir is not None:
+        rows.append(check_isolation(box, run_dir))
+    return rows
+
+
+_PROBE = """import hashlib, json, sys, types
+path, want = sys.argv[1], sys.argv[2]
+data = open(path, "rb").read()
+if hashlib.sha256(data).hexdigest() != want:
+    print(json.dumps({"changed": True}))
+    raise SystemExit(0)
+module = types.ModuleType("rewards_sandbox")
+module.__file__ = path
+sys.modules["rewards_sandbox"] = module
+exec(compile(data, path, "exec"), module.__dict__)
+iso = module.detect_isolation()
+print(json.dumps({"level": iso.level, "notes": list(iso.notes)}))
+"""
+
+
+def check_isolation(box: dict[str, Any], run_dir: Path) -> Check:
+    """The isolation this host grants, probed by the run's own sandbox runner (rewards_sandbox.py's
+    detect_isolation) in a throw-away ``python -I`` child that first checks the bytes it runs are the runner this
+    config was rendered with; many GPU containers grant no user namespaces."""
+    need, why = box["min_isolation"], box.get("why", "")
+    path = run_dir / box["file"]
+    fix = ("run as root where unshare() is permitted (docker: --cap-add SYS_ADMIN, or --privileged), or lower "
+           "min_isolation in the spec and re-run Phase 1 if you accept the weaker isolation")
+    try:
+        out = subprocess.run([sys.executable, "-I", "-c", _PROBE, str(path), box["sha256"]], capture_output=True,
+                             text=True, timeout=120, cwd="/")
+        found = json.loads(out.stdout.strip().splitlines()[-1]) if out.returncode == 0 else None
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
+        found = None
+    if not isinstance(found, dict) or found.get("changed"):
+        what = "differs from the runner this config was rendered with" if isinstance(found, dict) else \
+            "could not probe this host"
+        return Check("sandbox isolation", f">= {need} ({why})", f"{box['file']} {what}", False,
+                     "re-render the rewards and the config (`finetune rewards render`, Phase 1, `finetune config "
+                     "render`)" if isinstance(found, dict) else f"run {sys.executable} {path} to see why")
+    level = str(found.get("level"))
+    ok = level in ISOLATION_LEVELS and ISOLATION_LEVELS.index(level) >= ISOLATION_LEVELS.index(need)
+    notes = "; ".join(str(n) for n in found.get("notes") or [])
+    return Check("sandbox isolation", f">= {need} ({why})", level + (f" ({notes})" if notes and not ok else ""), ok,
+                 "" if ok else fix)
+
+
 def run_checks(target: dict[str, Any], run_dir: Optional[Path] = None) -> list[Check]:
     rows = [check_python(target)]
     rows += [check_package(p) for p in target.get("packages", [])]
+    rows += check_known_bad(target)
     rows += check_gpus(target) + check_scripts(target) + check_tools(target)
+    rows += check_sandbox(target, run_dir)
     if run_dir is not None:
         rows += check_inputs(target, run_dir)
     return rows

@@ -8,6 +8,7 @@ and the install lines it prints cannot drift from what the plugin is tested with
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 from functools import lru_cache
 from pathlib import Path
@@ -116,14 +117,54 @@ def build_target(plan: Any) -> dict[str, Any]:
         "summary": topo.reason, "python": {"min": [3, 10]},
         "hardware": {"profile": hw.profile.name, "cpu": topo.cpu, "nodes": topo.nodes,
                      "gpus_per_node": topo.gpus_per_node, "gpu_memory_gib": round(float(hw.memory_gib), 1),
-                     # the GPU the profile names (compute capability, the torch arch, the oldest CUDA) and the
-                     # layout's processes per node (the reward sandbox sizes its workers by it)
+                     # the GPUs `trl vllm-serve` uses (placement's generation ordinals; 0 colocated), the GPU the
+                     # profile names (compute capability, the torch arch, the oldest CUDA) and the layout's
+                     # training processes per node (the reward sandbox sizes its workers by it)
+                     "vllm_gpus": topo.vllm_serving_gpus, "host_cpus": hw.host_cpus,
+                     "generation_gpu_ids": list(topo.generation_gpu_ids),
+                     "training_gpu_ids": list(topo.training_gpu_ids),
                      "gpu": gpu_requirements(hw.profile), "processes_per_node": topo.processes_per_node},
+        "sandbox": sandbox_target(plan),
         "packages": packages, "scripts": scripts, "tools": tools,
         # where train.py finds its inputs (relative to the run directory unless absolute)
         "inputs": {"model": plan.model_ref, "model_is_path": spec.resolve_path(spec.model).exists(),
                    "dataset": plan.dataset["path"]},
     }
+
+
+def sandbox_target(plan: Any) -> dict[str, Any] | None:
+    """The reward sandbox's needs on the training host (None when no rewards_sandbox.py is rendered): the isolation
+    its rewards ask for and the CPU sizing of its pools. Workers of a pool whose reward leaves ``workers`` unset are
+    sized per training process from the host's CPUs (``check.sandbox_workers``) and reach the pool through
+    FINETUNE_SANDBOX_WORKERS, which train.py sets: never through rewards.py, so sizing never voids a gate PASS."""
+    from finetune.env.check import ISOLATION_LEVELS, sandbox_workers
+    from finetune.rewards.registry import HELPERS
+    from finetune.rewards.render import uses_sandbox
+    from finetune.sandbox.runner import TOOL_DEFAULTS
+
+    name, source = HELPERS["sandbox"]
+    if not (plan.run_dir / name).is_file():
+        return None
+    topo, rewards = plan.topology, plan.spec.rewards
+    levels = {r.name: str(r.min_isolation) for r in rewards if getattr(r, "min_isolation", None)}
+    env_file = plan.run_dir / "rewards_env.py"
+    tool = env_file.is_file() and uses_sandbox(env_file.read_text(encoding="utf-8"))
+    if tool:
+        levels["the environment's code tool"] = str(TOOL_DEFAULTS["min_isolation"])
+    need = max(levels.values(), key=ISOLATION_LEVELS.index, default="namespaces")
+    # a pool per settings: rewards with the same unset-workers settings share one (unit_tests.py.j2 `_sandbox`)
+    sized = {(r.timeout_s, r.memory_mb, r.min_isolation) for r in rewards
+             if hasattr(r, "workers") and getattr(r, "min_isolation", None) and r.workers is None}
+    fixed = sum(int(r.workers) for r in rewards if isinstance(getattr(r, "workers", None), int))
+    fixed += int(TOOL_DEFAULTS["workers"]) if tool else 0
+    per = max(1, topo.processes_per_node)
+    reserved = topo.vllm_serving_gpus if topo.vllm_mode == "server" and topo.nodes == 1 else 0
+    cpus = plan.hardware.host_cpus
+    return {"file": name, "sha256": hashlib.sha256(source.read_bytes()).hexdigest(), "min_isolation": need,
+            "why": ", ".join(f"{k}: {v}" for k, v in levels.items() if v == need),
+            "processes_per_node": per, "reserved_cpus": reserved, "fixed_workers": fixed,
+            "sized_pools": len(sized), "host_cpus": cpus,
+            "workers_per_pool": sandbox_workers(cpus, per, reserved, fixed, len(sized)) if cpus and sized else None}
 
 
 def checker_source() -> str:

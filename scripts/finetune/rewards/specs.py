@@ -440,7 +440,10 @@ class UnitTestReward(RewardBase):
                                  "PARTIAL_CEILING × fraction passed).")
     timeout_s: float = Field(5.0, gt=0, le=600, description="Wall-clock limit of one execution.")
     memory_mb: int = Field(512, gt=0, description="Address-space limit of one execution.")
-    workers: int | None = Field(None, ge=1, description="Parallel executions (default: CPU count).")
+    workers: int | None = Field(None, ge=1, le=128, description="Parallel executions per process (default: sized "
+                                "from the host's CPUs and the training processes sharing them, through "
+                                "FINETUNE_SANDBOX_WORKERS, which the rendered train.py sets: outside rewards.py, so "
+                                "another host never voids the gate; else one per CPU, at most 128).")
     min_isolation: Literal["namespaces", "unprivileged", "process"] = Field(
         "namespaces", description="Refuse to run untrusted code on a host that grants less isolation.")
 

@@ -20,7 +20,7 @@ Public API
     ``preimport`` (stdlib modules loaded once in the zygote),
     ``queue_size`` (default 2 x workers).
     ``pool.run_batch(jobs) -> list[Result]`` runs every job of a GRPO step at once, up to ``workers``
-    (default: CPU count) executions in parallel, results in input order; ``pool.run(job)`` runs one.
+    (default: ``default_workers()``) executions in parallel, results in input order; ``pool.run(job)`` runs one.
     ``pool.isolation`` (an ``Isolation``) and ``pool.isolation_level`` say what the host granted.
     Construction raises ``SandboxUnavailable`` (one actionable message) when the host grants less
     than ``min_isolation``; nothing untrusted has run then.
@@ -1799,6 +1799,23 @@ _SENTINEL = object()
 _LIVE_POOLS: weakref.WeakSet[SandboxPool] = weakref.WeakSet()
 
 
+WORKERS_ENV = "FINETUNE_SANDBOX_WORKERS"
+
+
+def default_workers() -> int:
+    """Workers of a pool built with ``workers=None``: ``FINETUNE_SANDBOX_WORKERS`` when set (the rendered train.py
+    sets it from the host's cores and the training processes sharing them: a value outside the gated bytes, so
+    sizing never changes rewards_sandbox.py), else one per CPU up to the uid block a pool may use (a 224-CPU
+    host gets 128, not a refusal)."""
+    value = os.environ.get(WORKERS_ENV, "").strip()
+    if not value:
+        return max(1, min(os.cpu_count() or 1, _UID_BLOCK))
+    if not value.isdigit() or not 1 <= int(value) <= _UID_BLOCK:
+        raise ValueError(f"{WORKERS_ENV}={value!r} is not a whole number from 1 to {_UID_BLOCK}; unset it or "
+                         "give the workers per training process")
+    return int(value)
+
+
 @atexit.register
 def _close_live_pools() -> None:
     for pool in list(_LIVE_POOLS):
@@ -1806,7 +1823,7 @@ def _close_live_pools() -> None:
 
 
 class SandboxPool:
-    """Up to ``workers`` concurrent isolated executions (default: CPU count); see the module docstring.
+    """Up to ``workers`` concurrent isolated executions (default: ``default_workers()``); see the module docstring.
 
     ``timeout_s`` is the wall-clock limit of one execution (one stdin test, or all calls / asserts of
     one job); ``memory_mb`` its address-space limit. Results come back in input order; a runaway is
@@ -1829,7 +1846,7 @@ class SandboxPool:
                                      "run the unit-test reward on a Linux training box")
         if timeout_s <= 0 or memory_mb <= 0:
             raise ValueError("timeout_s and memory_mb must be positive")
-        self.workers = workers or os.cpu_count() or 1
+        self.workers = workers or default_workers()
         if self.workers > _UID_BLOCK:
             raise ValueError(f"at most {_UID_BLOCK} workers")
         self.timeout_s, self.memory_mb, self.min_isolation = timeout_s, memory_mb, min_isolation

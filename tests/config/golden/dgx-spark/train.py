@@ -8,6 +8,7 @@ and the rendered rewards.py beside the run; it never imports the llm-finetuning 
 
     python config/train.py                      # as launch.sh runs it (or under `accelerate launch`)
     python config/train.py --cpu --max-steps 2  # smoke test on a CPU box: no vLLM, no bf16
+    python config/train.py --dry-run            # one step timing model load, vLLM start, first sync and generation
 
 !!! UNGATED: RENDERED WITH --no-gate, a preview: these rewards never passed the Phase 1 gate. !!!
 It runs only a CPU smoke test (--cpu --max-steps 2 or fewer) unless a person sets
@@ -55,6 +56,15 @@ INSPECT_SAMPLE_ROWS = 50  # inspection.min_read: a step file holds as many compl
 MAX_COMPLETION_LENGTH = 1024  # a completion this long was truncated
 WATCH_SHA256 = '89072a570ca8f2e7294759efd2168bff2603f3f7250a6570011d05e84663d98e'  # config/watch.py as rendered: an edited inspection callback does not train
 STOPPED_EXIT = 3  # exit status when the inspection callback stopped the run (launch.sh passes it on)
+WATCHDOG_SHA256 = 'eed4cb849580c1ac5f2b9027619a17d0b1487359d28b3bb30fc8fdd4f2f145a6'  # config/watchdog.py as rendered (the stall watchdog, the dry run)
+PREFLIGHT_SHA256 = 'c3d386a8ef03608cb179cc09770106fd9c61947a5e3a747444b421437390abf7'  # config/preflight.py as rendered (the completion-mask check)
+MASK_TRUNCATED = False  # GRPOConfig.mask_truncated_completions below
+SEQ_LEN = 256 + 1024  # prompt + completion tokens
+
+# --- the reward sandbox's CPU sizing (config/target.json "sandbox"; None: no sandboxed reward). Workers per pool are
+# set through FINETUNE_SANDBOX_WORKERS from the host's CPUs: outside the gated rewards, so sizing never voids a PASS
+SANDBOX = None
+SANDBOX_MAX_WORKERS = 128  # the runner's most workers per pool (rewards_sandbox.py)
 
 
 def sha256_file(path: Path) -> str:
@@ -322,6 +332,94 @@ def load_watch():
     return watch
 
 
+def load_verified(name: str, sha256: str, what: str):
+    """config/<name> loaded by path from bytes whose sha256 must be ``sha256``, and those bytes."""
+    path = Path(__file__).resolve().parent / name
+    try:
+        data = path.read_bytes()
+        if hashlib.sha256(data).hexdigest() != sha256:
+            sys.exit(f"refusing to train: {path} differs from the {what} rendered with this train.py; re-render "
+                     "config/ (`finetune config render`)")
+        return load_by_path("finetune_" + name[:-3], path, data), data
+    except (OSError, SyntaxError) as exc:
+        sys.exit(f"refusing to train: cannot load {path} ({exc}); re-render config/")
+
+
+def check_completion_mask(preflight) -> None:
+    """On a gated sample rendered as TRL renders it, the loss mask TRL builds is not empty and leaves every tool
+    result out (config/preflight.py); refused before the model loads."""
+    found = preflight.episode(RUN_DIR, SYSTEM_PROMPT)
+    if found is None:
+        print("pre-flight: no conversational gated sample beside the run: the completion mask is not checked",
+              file=sys.stderr)
+        return
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(MODEL)
+    if not getattr(tokenizer, "chat_template", None):
+        return  # plain text: TRL stops a completion at the tokenizer's own EOS
+    res = preflight.completion_mask_check(tokenizer, found[0], preflight.eos_ids(MODEL), MASK_TRUNCATED, found[1])
+    if not res.ok:
+        sys.exit(f"refusing to train: on {res.source}, {res.why} — fix: make the model's generation_config.json "
+                 "eos_token_id include the token its chat template ends a turn with, or use a chat template TRL "
+                 "renders tool calls with (trl/chat_templates)")
+    print(f"pre-flight: completion mask on {res.source}: {res.why}", file=sys.stderr)
+
+
+def parse_budgets(watchdog, given: list) -> dict:
+    """--budget MOMENT=SECONDS, each checked before anything runs (one line naming the moments otherwise)."""
+    try:
+        return dict(watchdog.parse_budget(b) for b in given)
+    except ValueError as exc:
+        sys.exit(f"error: {exc}")
+
+
+def start_watchdog(watchdog, source: bytes, dry_run: bool, overrides: dict):
+    """The stall watchdog of this process: the dry run holds the start-up budgets; a real run the bounds its dry
+    run measured (train/dryrun.json of this very train.py), else the module's defaults; --budget overrides."""
+    this = watchdog.file_sha256(Path(__file__).resolve())
+    record = None if dry_run else watchdog.read_dry_run(RUN_DIR / "train" / watchdog.DRY_RUN, this)
+    budgets = watchdog.budgets_from(overrides, record)
+    enabled = os.environ.get(watchdog.OFF_ENV, "").lower() != "off"
+    if int(os.environ.get("RANK", "0")) == 0:  # a stall of an earlier launch says nothing about this one
+        (RUN_DIR / "train" / watchdog.STALLED).unlink(missing_ok=True)
+    dog = watchdog.Watchdog(budgets, RUN_DIR / "train", rank=int(os.environ.get("RANK", "0")), enabled=enabled,
+                            memory=dry_run)  # a dry run also records each moment's peak GPU memory
+    return dog.start(source), this
+
+
+def finish_dry_run(watchdog, dog, this: str, used: list, attention: dict) -> None:
+    """train/dryrun.json and the table of each moment's first duration beside the bound the real run gets, and the
+    attention implementation the policy runs (eager: the T² softmax the memory estimate does not count)."""
+    record = dict(watchdog.dry_run_record(dog, this, used), attention=attention)
+    print(f"attention: {attention['implementation']}" + (f" — {attention['note']}" if "note" in attention else ""))
+    if int(os.environ.get("RANK", "0")) == 0:
+        out = RUN_DIR / "train" / watchdog.DRY_RUN
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+        print("dry run: one optimiser step; first duration of each moment and the bound the run will be held to "
+              f"(train/{watchdog.DRY_RUN}):\n" + watchdog.dry_run_table(record, dog.budgets))
+    dog.close()
+
+
+def size_sandbox() -> None:
+    """Workers per sized sandbox pool in this process from THIS host's CPUs and the training processes sharing
+    them (the rule of env_check.py's sandbox_workers), never more than rendered for the target; a value a person
+    set in FINETUNE_SANDBOX_WORKERS is kept."""
+    if not SANDBOX or not SANDBOX["sized_pools"] or os.environ.get("FINETUNE_SANDBOX_WORKERS"):
+        return
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = os.cpu_count() or 1
+    local = int(os.environ.get("LOCAL_WORLD_SIZE") or SANDBOX["processes_per_node"])
+    share = (cpus - SANDBOX["reserved_cpus"]) // max(local, 1) - 1 - SANDBOX["fixed_workers"]
+    workers = max(1, min(SANDBOX_MAX_WORKERS, share // SANDBOX["sized_pools"]))
+    if SANDBOX["workers_per_pool"]:
+        workers = min(workers, SANDBOX["workers_per_pool"])
+    os.environ["FINETUNE_SANDBOX_WORKERS"] = str(workers)
+
+
 def report_stop(callback) -> None:
     """A run the inspection callback stopped exits STOPPED_EXIT with the reason (train/STOPPED.json)."""
     if callback.stopped:
@@ -398,12 +496,24 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cpu", action="store_true", help="smoke test on CPU: use_cpu, no bf16, no vLLM")
     parser.add_argument("--max-steps", type=int, default=-1, help="stop after N optimiser steps")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="one optimiser step timing model load, vLLM start, the first weight sync and the first "
+                        "generation (stops naming the moment that exceeds its budget); writes train/dryrun.json, the "
+                        "watchdog's bounds for the real run")
+    parser.add_argument("--budget", action="append", default=[], metavar="MOMENT=SECONDS",
+                        help="the watchdog's budget of one moment (model_load, vllm_start, weight_sync, generation, "
+                        "step), repeatable")
     args, _ = parser.parse_known_args(argv)
     cpu = args.cpu
     os.chdir(RUN_DIR)  # output_dir and data paths are relative to the run directory
     check_trl()
-    check_gate(cpu, args.max_steps)
+    check_gate(cpu, 1 if args.dry_run else args.max_steps)
     check_no_shadows()
+    size_sandbox()  # before the rewards start their pools (the re-score below already uses them)
+    watchdog, watchdog_source = load_verified("watchdog.py", WATCHDOG_SHA256, "watchdog")
+    budgets = parse_budgets(watchdog, args.budget)
+    preflight, _ = load_verified("preflight.py", PREFLIGHT_SHA256, "pre-flight checks")
+    check_completion_mask(preflight)
 
     rewards = load_gated_rewards()
     REWARD_FUNCS, REWARD_WEIGHTS = rewards.REWARD_FUNCS, rewards.REWARD_WEIGHTS
@@ -418,6 +528,9 @@ def main(argv=None) -> None:
         REWARD_FUNCS, meta=rewards.REWARD_META, weights=REWARD_WEIGHTS, every_steps=INSPECT_EVERY_STEPS,
         sample_rows=INSPECT_SAMPLE_ROWS, max_completion_length=MAX_COMPLETION_LENGTH)
     dataset = load_train_dataset()
+    # every refusal above has had its say: from here on the sidecar holds the clock of each moment
+    dog, this_sha256 = start_watchdog(watchdog, watchdog_source, args.dry_run, budgets)
+    watchdog.watch_trl(dog)  # TRL's trainer start, vLLM start, weight sync and generation become timed moments
 
     # --- recipe:start (the GRPO recipe; skills/grpo-rlvr-training/SKILL.md shows this block)
     from trl import GRPOConfig, GRPOTrainer
@@ -466,7 +579,7 @@ def main(argv=None) -> None:
         per_device_train_batch_size=8,  # memory.recommend(): 8 completions per micro-batch: peak 76.8 GiB of 119.7 (64%) (LM head 1.6 GiB, activations 30.2 GiB)
         gradient_accumulation_steps=4,  # memory.recommend(): 8 × 1 process(es) × 4 = 32 completions per generation round = 4 prompts × 8 generations (divisible by num_generations)
         num_train_epochs=1.0,  # training.num_train_epochs
-        max_steps=args.max_steps,  # training.max_steps (-1: run the epochs); rendered -1
+        max_steps=1 if args.dry_run else args.max_steps,  # training.max_steps (-1: run the epochs); rendered -1
         gradient_checkpointing_kwargs={'use_reentrant': False},  # non-reentrant checkpointing works with ZeRO-3 and PEFT
         # precision and model loading
         bf16=True and not cpu,  # bf16 mixed precision (the seed's recipe) (off for --cpu)
@@ -482,17 +595,20 @@ def main(argv=None) -> None:
         vllm_enable_sleep_mode=False,  # memory.recommend(): off: the training peak fits beside the awake engine (no wake-up cost per step)
         vllm_tensor_parallel_size=1,  # one GPU: vLLM colocated with training (the seed's single-GPU default)
         # logging and checkpoints (diagnose reads trainer_state.json)
-        output_dir='train',  # the run directory's train/ (relative to the run directory)
+        output_dir='train' + ("/dryrun" if args.dry_run else ""),  # the run directory's train/ (relative to the run directory) (a dry run: train/dryrun)
         logging_steps=1,  # training.logging_steps
         logging_first_step=True,  # log step 1: a broken reward shows immediately
-        save_strategy='steps',  # checkpoints (with trainer_state.json) every save_steps
+        save_strategy="no" if args.dry_run else 'steps',  # checkpoints (with trainer_state.json) every save_steps (none in a dry run)
         save_steps=200,  # training.save_steps
         report_to='none',  # trainer_state.json is the log diagnose reads; add trackers in overrides
         log_completions=True,  # print sample completions: keep reading outputs during training
         num_completions_to_print=2,  # a couple per logging step
+        # stall bounds (config/watchdog.py also times each moment)
+        ddp_timeout=1800,  # torch.distributed collectives between training processes abort after this many seconds (NCCL's watchdog); TRL 1.16's weight sync to vLLM has no timeout of its own: config/watchdog.py bounds it
     )
     check_sampling(grpo_args)
-    callbacks = [metrics_callback(Path(grpo_args.output_dir) / METRICS_FILE), inspector]  # append your own
+    callbacks = [metrics_callback(Path(grpo_args.output_dir) / METRICS_FILE), inspector,
+                 watchdog.step_callback(dog)]  # append your own
     trainer = GRPOTrainer(
         model=MODEL,  # hub id
         args=grpo_args,
@@ -505,6 +621,12 @@ def main(argv=None) -> None:
     trainer.train()
     # --- recipe:end
 
+    if args.dry_run:
+        attention = preflight.attention_check(trainer.model, grpo_args.per_device_train_batch_size, SEQ_LEN,
+                                              bool(grpo_args.gradient_checkpointing))
+        return finish_dry_run(watchdog, dog, this_sha256, [m for m in watchdog.MOMENTS if m in dog.durations],
+                              attention)
+    dog.close()
     trainer.save_model(grpo_args.output_dir)
     trainer.save_state()  # trainer_state.json (log history) for `finetune diagnose`
     report_stop(inspector)

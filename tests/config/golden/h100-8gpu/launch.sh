@@ -79,6 +79,8 @@ wait_for_vllm() {  # URL, server log ("" when it is on another node), server pid
 
 STOPPED_FILE="$RUN_DIR/train/STOPPED.json"  # written by train.py's inspection callback when it stops the run
 rm -f "$STOPPED_FILE"  # a stop of an earlier launch says nothing about this one
+STALLED_FILE="$RUN_DIR/train/STALLED.json"  # written by config/watchdog.py when a moment outlived its budget
+rm -f "$STALLED_FILE"
 
 train() {  # run the training command; a run the inspection callback stopped exits 3, whatever it returned
   local rc=0
@@ -88,6 +90,13 @@ train() {  # run the training command; a run the inspection callback stopped exi
     sed -n '1,12p' "$STOPPED_FILE" >&2
     echo "review the step's completions: train/inspections/ (see config/BRIEF.md)" >&2
     exit 3
+  fi
+  if [ -f "$STALLED_FILE" ]; then
+    echo "launch: training STALLED and the watchdog stopped it — $STALLED_FILE:" >&2
+    sed -n '1,12p' "$STALLED_FILE" >&2
+    echo "the stacks of every thread are in the file it names; a dry run measures each moment:" \
+      "config/launch.sh --dry-run (see config/BRIEF.md)" >&2
+    exit 4
   fi
   return "$rc"
 }
