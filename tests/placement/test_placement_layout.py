@@ -53,16 +53,20 @@ def test_several_nodes_generate_from_node_zero_whole(qwen7):
     assert (idle.vllm_dp, idle.idle_gpus, idle.generation_gpu_ids) == (1, 2, (0, 1, 2, 3))
 
 
-def test_qlora_never_serves_and_shards_with_a_quant_storage(qwen7):
-    """TRL issue #4973: the merged 4-bit weights do not load into a bf16 server."""
+def test_qlora_generates_without_vllm_and_shards_with_a_quant_storage(qwen7):
+    """A server refuses the merged 4-bit weights (TRL issue #4973), and vLLM 0.30 has no bitsandbytes for TRL to start
+    a colocated engine with: QLoRA generates with transformers."""
     with pytest.raises(LayoutRefusal) as exc:
         arrange(qwen7, hw(4), "qlora", Request(vllm_gpus=1))
     assert "#4973" in str(exc.value) and exc.value.alternatives == [("hardware.vllm_gpus", 0), ("method", "lora")]
-    with pytest.raises(LayoutRefusal):
-        arrange(qwen7, hw(8, 2), "qlora", Request())
+    with pytest.raises(LayoutRefusal) as exc:
+        arrange(qwen7, hw(4), "qlora", Request(use_vllm=True))
+    assert "Unknown quantization method" in str(exc.value) and exc.value.alternatives == [("method", "lora")]
     lay = arrange(qwen7, hw(4), "qlora", Request(zero_stage=3))
-    assert lay.vllm_mode == "colocate" and lay.quant_storage == "bfloat16"
+    assert not lay.use_vllm and lay.vllm_mode is None and lay.quant_storage == "bfloat16"
+    assert lay.training_gpu_ids == (0, 1, 2, 3) and lay.generation_gpu_ids == ()
     assert arrange(qwen7, hw(4), "qlora", Request(zero_stage=0)).quant_storage is None
+    assert not arrange(qwen7, hw(8, 2), "qlora", Request()).use_vllm  # several nodes: every node trains
 
 
 def test_colocated_tp_is_held_to_trl_and_to_vllms_mlp_split():
@@ -116,11 +120,13 @@ def test_decide_prefers_the_fewest_server_gpus_then_colocates(qwen7):
     assert {s.zero_stage for s in seen if s.training_processes > 1} == {2, 3}  # one process: none
 
 
-def test_decide_never_serves_qlora_and_tries_colocated_tp_groups(qwen7):
-    size, seen = _sizer(lambda lay: lay.vllm_tp == 2)
+def test_decide_lays_qlora_out_without_vllm_and_tries_colocated_tp_groups_for_lora(qwen7):
+    size, seen = _sizer(lambda lay: lay.zero_stage == 3)
     d = decide(qwen7, hw(4), "qlora", Request(), size)
-    assert d.layout.vllm_mode == "colocate" and d.layout.vllm_tp == 2
-    assert all(not s.server for s in seen)
+    assert not d.layout.use_vllm and [s.zero_stage for s in seen] == [0, 3]
+    size, seen = _sizer(lambda lay: lay.vllm_mode == "colocate" and lay.vllm_tp == 2)
+    assert decide(qwen7, hw(4), "lora", Request(), size).layout.vllm_tp == 2
+    assert [s.vllm_tp for s in seen if s.vllm_mode == "colocate"] == [1, 1, 2]  # TP 1 at ZeRO 0 and 3, then TP 2
 
 
 def test_decide_on_several_nodes_takes_the_smallest_tp_whose_engine_fits():

@@ -36,7 +36,7 @@ from finetune.memory.formulas import (
     logits_bytes,
     vllm_activation_bytes,
 )
-from finetune.memory.moments import moments, problems
+from finetune.memory.moments import moments, policy_bytes, problems
 from finetune.memory.result import Component, Estimate, Suggestion, VllmBudget
 from finetune.memory.sizing import Knobs as Knobs
 from finetune.memory.sizing import LmHead as LmHead
@@ -262,9 +262,10 @@ def _generate_kv(s: Sizing, out: Parts) -> None:
     kv_bytes = 2 if s.dtype == "bfloat16" or not s.cpu else 4
     out.add("generate_kv", "KV cache (transformers generate)", kv_cache_bytes(m, s.round_seqs * T, kv_bytes),
             f"{s.round_seqs} sequences × {T} tokens × {m.kv_bytes_per_token(kv_bytes) // 1024} KiB", "generation")
-    if s.zero3 and k.method == "full":
-        out.add("zero3_generation_gather", "full weights gathered for generate (ZeRO-3)", 2 * m.params * (1 - 1 / N),
-                f"ds3_gather_for_generation: {_b(m.params)} × 2 B × (1 − 1/{N})", "generation")
+    if s.zero3:  # TRL's unwrap_model_for_generation gathers every parameter (ds3_gather_for_generation), PEFT too
+        whole = policy_bytes(s)
+        out.add("zero3_generation_gather", "whole policy gathered for generate (ZeRO-3)", whole * (1 - 1 / N),
+                f"ds3_gather_for_generation: {whole / GIB:.1f} GiB × (1 − 1/{N})", "generation")
 
 
 def _cuda_context(s: Sizing, out: Parts) -> None:
@@ -400,8 +401,10 @@ def _fix_options(est: Estimate, k: Knobs) -> list[tuple[str, dict[str, Any], Har
         targets = lora_targets_text(est.model, k.lora_target_modules)
         options.append((f"LoRA r={k.lora_r} on {targets} (no reference copy, tiny optimizer)",
                         {"method": "lora", "model_dtype": None}, hw))
-    if k.method != "qlora":
-        options.append(("QLoRA (4-bit base weights)", {"method": "qlora", "model_dtype": None}, hw))
+    if k.method != "qlora":  # generating with transformers: vLLM 0.30 cannot take a 4-bit policy (placement)
+        options.append(("QLoRA (4-bit base weights; generation with transformers, as vLLM 0.30 cannot load them)",
+                        {"method": "qlora", "model_dtype": None, "use_vllm": False, "vllm_mode": "colocate",
+                         "vllm_gpus": None}, hw))
     if k.optimizer == "adamw_torch":
         options.append(("8-bit AdamW (optim=adamw_8bit)", {"optimizer": "adamw_8bit"}, hw))
     if est.vllm and est.vllm.mode == "colocate":

