@@ -258,7 +258,7 @@ def _vllm_budget(s: Sizing) -> VllmBudget:
 
 
 def _generate_kv(s: Sizing, out: Parts) -> None:
-    m, k, T, N = s.model, s.k, s.seq_len, s.shards
+    m, T, N = s.model, s.seq_len, s.shards
     kv_bytes = 2 if s.dtype == "bfloat16" or not s.cpu else 4
     out.add("generate_kv", "KV cache (transformers generate)", kv_cache_bytes(m, s.round_seqs * T, kv_bytes),
             f"{s.round_seqs} sequences × {T} tokens × {m.kv_bytes_per_token(kv_bytes) // 1024} KiB", "generation")
