@@ -19,7 +19,7 @@ the same phase as torch's allocator sees it (``Estimate.components`` without the
 vLLM engine pool, re-estimated for the generation backend actually used) and their ratio.
 
 Moments (the layout classes): the smallest real instance of each layout class — LoRA colocated on 1 GPU, QLoRA
-colocated on 1 GPU, full fine-tuning with `trl vllm-serve` on 2 GPUs — rendered for this box and run through the
+on 1 GPU (generating with transformers: vLLM 0.30 cannot load a 4-bit policy), full fine-tuning with `trl vllm-serve` on 2 GPUs — rendered for this box and run through the
 rendered ``config/launch.sh --dry-run``: one optimiser step that times each moment (model load, vLLM start, the
 first weight sync, the first generation, the step; config/watchdog.py) and records the GPU memory torch's allocator
 held in it, printed beside the estimator's figure for that moment and their ratio. A class this box has too few
@@ -308,7 +308,8 @@ def run_launch(work: Path, args: argparse.Namespace) -> dict:
 # The smallest real instance of each layout class: name, method, GPUs (and server GPUs) it needs.
 LAYOUT_CLASSES = (
     {"name": "lora-colocate", "method": "lora", "gpus": 1, "mode": "colocate"},
-    {"name": "qlora-colocate", "method": "qlora", "gpus": 1, "mode": "colocate"},
+    # QLoRA generates with transformers: vLLM 0.30 has no bitsandbytes (finetune.placement.layout.QLORA_VLLM)
+    {"name": "qlora-generate", "method": "qlora", "gpus": 1, "mode": None},
     {"name": "full-server", "method": "full", "gpus": 2, "vllm_gpus": 1, "mode": "server"},
 )
 MOMENTS = ("model_load", "vllm_start", "weight_sync", "generation", "step")
@@ -394,7 +395,7 @@ def print_moments(rows: list[dict]) -> None:
     print("|---|---|---|---:|---:|---:|---:|")
     for r in classes:
         lay = r.get("layout") or {}
-        where = f"{lay.get('mode')} ×{lay.get('gpus')}" if lay else "—"
+        where = f"{lay.get('mode') or 'transformers'} ×{lay.get('gpus')}" if lay else "—"
         if "skipped" in r or "error" in r:
             print(f"| {r['class']} | {where} | — | — | — | — | {r.get('skipped') or r.get('error')} |")
             continue

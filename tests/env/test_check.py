@@ -71,7 +71,13 @@ def test_target_json_states_what_the_config_needs(node_run, cpu_run):
     assert need["vllm"] == "<=0.31.0,>=0.22.0" and need["jsonschema"] == "==4.26.0"  # TRL 1.16's vllm range
     assert target["hardware"] == {"profile": "h100-80gb", "cpu": False, "nodes": 1, "gpus_per_node": 8,
                                   "gpu_memory_gib": target["hardware"]["gpu_memory_gib"],
-                                  "vllm_gpus": target["hardware"]["vllm_gpus"], "host_cpus": None}
+                                  "vllm_gpus": target["hardware"]["vllm_gpus"], "host_cpus": None,
+                                  # finetune.placement's layout and the profile's GPU facts (hardware.gpu_requirements)
+                                  "generation_gpu_ids": list(range(target["hardware"]["vllm_gpus"])),
+                                  "training_gpu_ids": list(range(target["hardware"]["vllm_gpus"], 8)),
+                                  "gpu": {"profile": "h100-80gb", "compute_capability": [9, 0], "arch": "sm_90",
+                                          "min_cuda": "11.8"},
+                                  "processes_per_node": 8 - target["hardware"]["vllm_gpus"]}
     assert target["hardware"]["vllm_gpus"] >= 1 and target["sandbox"] is None  # server mode; no sandboxed reward
     assert [s["name"] for s in target["scripts"]] == ["trl", "accelerate"] and target["tools"][0]["name"] == "curl"
     cpu = json.loads((cpu_run / "config" / "target.json").read_text())
