@@ -184,6 +184,8 @@ def test_colocate_tensor_parallel_override_held_to_trl_and_vllm(tmp_path):
     for n in fixes:
         plan = _plan(tmp_path, f"tp{n}", "Qwen/Qwen2.5-7B", hardware=hw, overrides={"vllm_tensor_parallel_size": n})
         assert plan.kwargs["vllm_tensor_parallel_size"].value == n
+        # the override is fed back into the memory model: the recommendation and the estimate size TP n
+        assert plan.topology.vllm_tp == plan.recommendation.layout.vllm_tp == plan.estimate.vllm.tensor_parallel_size == n
     with pytest.raises(UserError) as exc:  # server mode: the field would do nothing
         _plan(tmp_path, "srv", "Qwen/Qwen2.5-7B", hardware={**hw, "vllm_gpus": 2},
               overrides={"vllm_tensor_parallel_size": 2})
