@@ -35,6 +35,8 @@ CODE_VALUES = {
     "kwargs.num_generations.value", "kwargs.gradient_accumulation_steps.value",
     "kwargs.vllm_max_model_length.value", "kwargs.vllm_server_timeout.value", "s.value",
     "counts.get", "memory_table",
+    # gate.json's counts: inspect.gaterecord.Counts, every field an int the model validates
+    "counts.read", "counts.human", "counts.agent", "counts.agreed", "counts.disagreements",
     "plan.run_length.to_markdown",  # finetune.runlength: a table of counts computed from the rendered numbers
     # grpo-memory.md.j2: Markdown the estimator renders (Estimate.to_markdown, recommendation_markdown) and the
     # setups of memory.published_checks() — constants in memory/published.py (one quotes '~12 GB'), never a spec string
