@@ -48,6 +48,17 @@ class DataFilterSpec(_Strict):
                                                     "prediction; 0: predicted in-sample (biased low).")
 
 
+class HeldoutSpec(_Strict):
+    """The held-out prompts `finetune eval` measures success on, before (base) and after training: never trained on,
+    never read in Phase 1. Bound by the gate record: changing it after a PASS voids the PASS."""
+
+    prompts: int = Field(64, ge=0, le=100_000, description="Held-out prompts: carved by `config render` from the "
+                         "training data (at most a tenth of its rows, none that Phase 1 sampled; train.py leaves them "
+                         "out), or the first N of `path`. 0: no held-out split (`finetune eval` then refuses).")
+    path: str | None = Field(None, description="A held-out file of your own (the training data's columns); "
+                             "without it the split is carved from the training data.")
+
+
 class DatasetSpec(_Strict):
     path: str = Field(description="jsonl / parquet file, or a folder saved with datasets.save_to_disk.")
     format: Literal["auto", "jsonl", "parquet", "hf_disk"] = Field(
@@ -60,6 +71,8 @@ class DatasetSpec(_Strict):
                                          "prompt column holds plain strings and the model has a chat template.")
     filter: DataFilterSpec | None = Field(None, description="Set by `finetune data filter`: train on this "
                                              "pass-rate-filtered file instead of `path` (bound into the gate record).")
+    heldout: HeldoutSpec = Field(HeldoutSpec(), description="Held-out prompts for `finetune eval` (bound into the "
+                                 "gate record).")
 
 
 class HardwareSpec(_Strict):
@@ -292,9 +305,16 @@ class RunSpec(_Strict):
         generation section (temperature, top_p, top_k, min_p, repetition_penalty, the length caps)."""
         return {"system_prompt": self.dataset.system_prompt, "generation": self.generation.model_dump(mode="json")}
 
+    def heldout_binding(self) -> dict[str, Any]:
+        """Keyword arguments of hashing.bound_hashes for the held-out split: its settings and, for a file of its
+        own, that file."""
+        h = self.dataset.heldout
+        return {"heldout": h.model_dump(mode="json"), "heldout_file": self.resolve_path(h.path) if h.path else None}
+
     def binding(self) -> dict[str, Any]:
-        """Keyword arguments of hashing.bound_hashes beyond the reward section: sampling and the data filter."""
-        return {"sampling": self.sampling_binding(), **self.filter_binding()}
+        """Keyword arguments of hashing.bound_hashes beyond the reward section: sampling, the data filter and the
+        held-out split."""
+        return {"sampling": self.sampling_binding(), **self.filter_binding(), **self.heldout_binding()}
 
     def reward_section(self) -> list[dict[str, Any]]:
         """The reward section exactly as it is bound by the gate (weights included)."""
