@@ -10,12 +10,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from render_fixtures import pass_phase1, write_run
+from gated_helpers import gated_run
 
 from finetune import evaluate, rundir
-
-HELD = [{"prompt": f"What is {a} plus {b}? Answer in <answer></answer>.", "answer": str(a + b)}
-        for a, b in [(2, 3), (4, 5), (6, 7), (1, 8), (3, 3)]]
 
 
 def test_sign_test_equals_scipy_binomtest():
@@ -39,31 +36,16 @@ def test_paired_interval_brackets_the_mean_change_and_counts_prompts():
 
 
 @pytest.fixture(scope="module")
-def gated_run(tmp_path_factory, tiny_model_dir):
-    from finetune.cli import main
-
-    class Cli:
-        def __call__(self, *args):
-            class R:
-                pass
-            r = R()
-            r.code = main([str(a) for a in args])
-            return r
-
-    run = tmp_path_factory.mktemp("eval") / "run"
-    spec = write_run(run, str(tiny_model_dir), dataset__heldout={"prompts": 4, "path": "data/heldout.jsonl"})
-    (run / "data" / "heldout.jsonl").write_text("".join(json.dumps(r) + "\n" for r in HELD))
-    pass_phase1(Cli(), spec)
-    assert main(["config", "render", str(spec)]) == 0
-    return run
+def gated(tmp_path_factory, tiny_model_dir):
+    return gated_run(tmp_path_factory.mktemp("eval") / "run", str(tiny_model_dir))
 
 
 @pytest.mark.slow
-def test_eval_of_a_checkpoint_equal_to_the_base_reports_no_change(gated_run, tiny_model_dir, cli):
-    r = cli("eval", gated_run, "--checkpoint", tiny_model_dir, "--name", "same", "--k", "2",
+def test_eval_of_a_checkpoint_equal_to_the_base_reports_no_change(gated, tiny_model_dir, cli):
+    r = cli("eval", gated, "--checkpoint", tiny_model_dir, "--name", "same", "--k", "2",
             "--backend", "transformers")
     assert r.code == 0, r
-    target = gated_run / rundir.EVAL_DIR / "same"
+    target = gated / rundir.EVAL_DIR / "same"
     assert {p.name for p in target.iterdir()} == {evaluate.RESULT, evaluate.REPORT, evaluate.PLOT, evaluate.SAMPLES}
     result = json.loads((target / evaluate.RESULT).read_text())
     assert result["gate"]["status"] == "PASS" and result["heldout"]["source"] == "file"
@@ -82,16 +64,16 @@ def test_eval_of_a_checkpoint_equal_to_the_base_reports_no_change(gated_run, tin
 
 
 @pytest.mark.slow
-def test_eval_refuses_without_the_gate_and_a_changed_split_voids_it(gated_run, tiny_model_dir, cli, tmp_path):
-    assert cli("eval", gated_run, "--checkpoint", tmp_path / "nope").code == 2
-    spec = gated_run / rundir.SPEC
+def test_eval_refuses_without_the_gate_and_a_changed_split_voids_it(gated, tiny_model_dir, cli, tmp_path):
+    assert cli("eval", gated, "--checkpoint", tmp_path / "nope").code == 2
+    spec = gated / rundir.SPEC
     original = spec.read_text()
     data = yaml.safe_load(original)
     data["dataset"]["heldout"]["prompts"] = 3
     spec.write_text(yaml.safe_dump(data))
     try:
-        r = cli("eval", gated_run, "--checkpoint", tiny_model_dir, "--backend", "transformers")
+        r = cli("eval", gated, "--checkpoint", tiny_model_dir, "--backend", "transformers")
         assert r.code == 2 and "gate PASS does not hold" in r.err and len(r.err.strip().splitlines()) == 1
-        assert not (gated_run / rundir.EVAL_DIR / Path(tiny_model_dir).name).exists()
+        assert not (gated / rundir.EVAL_DIR / Path(tiny_model_dir).name).exists()
     finally:
         spec.write_text(original)
