@@ -59,6 +59,22 @@ class HeldoutSpec(_Strict):
                              "without it the split is carved from the training data.")
 
 
+class JobsSpec(_Strict):
+    """Job files `config render` writes for a PASS run (config/sky.yaml, config/hf_job.sh): the person submits them,
+    and each stops at the limit set here."""
+
+    engines: list[Literal["skypilot", "hf"]] = Field(min_length=1, description="skypilot: a SkyPilot task (one "
+                                                     "node or several, node 0 serving vLLM as launch.slurm does); hf: "
+                                                     "a Hugging Face Jobs command (one node, a flavour of the profile)")
+    max_hours: float = Field(gt=0, le=720, description="Time limit: the job is stopped after this many hours.")
+    max_cost_usd: float | None = Field(None, gt=0, description="Cost limit (HF Jobs: the timeout becomes the "
+                                       "smaller of max_hours and this at the flavour's listed price, read at submit "
+                                       "time; SkyPilot shows its price before the person confirms).")
+    image: str = Field("python:3.12", pattern=r"^[A-Za-z0-9][A-Za-z0-9._/:@-]{0,199}$",
+                       description="HF Jobs: the Docker image (python and pip; the pinned packages are installed on "
+                       "it).")
+
+
 class DatasetSpec(_Strict):
     path: str = Field(description="jsonl / parquet file, or a folder saved with datasets.save_to_disk.")
     format: Literal["auto", "jsonl", "parquet", "hf_disk"] = Field(
@@ -240,6 +256,8 @@ class RunSpec(_Strict):
                                       "remote code (trust_remote_code): config.GATED_OVERRIDES; never an "
                                       "algorithm-defining field or a deprecated alias TRL copies over another field "
                                       "(vllm_importance_sampling_cap).")
+    jobs: JobsSpec | None = Field(None, description="Job files for SkyPilot / Hugging Face Jobs, with the person's "
+                                  "time and cost limits (config render writes them for a PASS run).")
     environment: EnvironmentSpec | None = Field(None, description="Multi-turn tool environment (TRL "
                                                 "`environment_factory`); score it with a `type: environment` "
                                                 "reward (references/reward-functions.md).")

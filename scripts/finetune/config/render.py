@@ -11,7 +11,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from finetune import __version__, heldout, literals, rundir, watch, watchdog
+from finetune import __version__, heldout, literals, rundir, tracking, watch, watchdog
+from finetune.config import jobs
 from finetune.config.build import (
     TRL_VERSION_PIN,
     UNGATED_OVERRIDE,
@@ -91,6 +92,8 @@ def _context(plan: RenderPlan) -> dict[str, Any]:
         "rendered_python": sys.executable,
         "slurm_job_name": re.sub(r"[^A-Za-z0-9_.-]", "-", spec.name)[:64] or "grpo",
         "inspection": inspection_settings(spec),
+        "tracking": tracking.target(spec),  # W&B when the person configured it, else Trackio when importable
+        "job_lines": jobs.brief_lines(plan),  # the SkyPilot / HF Jobs files and how the person submits them
         "stopped_exit": STOPPED_EXIT,
         "stalled_exit": STALLED_EXIT, "dry_run_factor": f"{watchdog.FACTOR:g}",
     }
@@ -119,6 +122,7 @@ def render_files(plan: RenderPlan) -> dict[str, str]:
     files["watchdog.py"] = watchdog_source()
     files["preflight.py"] = preflight_source()
     files[rundir.HELDOUT] = json.dumps(ctx["heldout"].record(), indent=2) + "\n"
+    files.update(jobs.files(plan, env, ctx))  # SkyPilot / HF Jobs for a PASS run whose spec asks for them
     if not plan.topology.cpu and plan.topology.nodes > 1:
         files["launch.slurm"] = env.get_template("launch.slurm.j2").render(**ctx)
     # launch.slurm and the multi-node launch.sh always train through `accelerate launch --config_file`, even
@@ -173,7 +177,7 @@ def write(plan: RenderPlan, files: dict[str, str]) -> Path:
 
 _RENDERED_NAME = re.compile(r"BRIEF\.md|grpo_config\.yaml|train\.py|launch\.sh|launch\.slurm|accelerate\.yaml|"
                             r"deepspeed_zero\d\.json|target\.json|env_check\.py|watch\.py|watchdog\.py|preflight\.py|"
-                            r"heldout\.json")
+                            r"heldout\.json|sky\.yaml|hf_job\.sh")
 
 
 def render(spec_path: str | Path, out: str | Path | None = None, *, preview: bool = False,
