@@ -57,20 +57,26 @@ def target(spec: RunSpec) -> dict[str, Any]:
             "database": f"{TRACKIO_DIR}/{project}.db"}
 
 
+def claim(run_dir: Path) -> None:
+    """Point this process's Trackio at ``run_dir/train/trackio`` while trackio is not imported yet (importing TRL's
+    GRPOTrainer imports it, and it reads TRACKIO_DIR once)."""
+    import sys
+
+    if "trackio" not in sys.modules:
+        os.environ["TRACKIO_DIR"] = str((run_dir / TRACKIO_DIR).resolve())
+
+
 def in_process(run_dir: Path, project: str) -> dict[str, Any]:
     """GRPOConfig kwargs for a run trained in this process (the demo's toy runs): Trackio when importable, its
     database in ``run_dir/train/trackio``; files only when trackio is missing or was already imported with another
     folder (Trackio reads TRACKIO_DIR once, at import)."""
     import importlib.util
-    import sys
 
-    want = str((run_dir / TRACKIO_DIR).resolve())
     if importlib.util.find_spec("trackio") is None:
         return {"report_to": "none"}
-    if "trackio" in sys.modules:
-        from trackio import utils
+    claim(run_dir)
+    from trackio import utils
 
-        if str(Path(utils.TRACKIO_DIR).resolve()) != want:
-            return {"report_to": "none"}
-    os.environ["TRACKIO_DIR"] = want
+    if Path(utils.TRACKIO_DIR).resolve() != (run_dir / TRACKIO_DIR).resolve():
+        return {"report_to": "none"}
     return {"report_to": "trackio", "project": project}

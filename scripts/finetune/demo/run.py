@@ -78,6 +78,9 @@ def run_demo(out: str | Path, *, reader: str = "auto", seeds: tuple[int, ...] = 
     console = console or Console(highlight=False, file=sys.stdout)
     out = Path(out).resolve()
     prepare_out(out)
+    from finetune import tracking
+
+    tracking.claim(out / "pass")  # the toy runs log to the PASS run's local Trackio project
     interactive = reader == "terminal"
     if reader == "auto" and sys.stdin.isatty() and sys.stdout.isatty():
         from rich.prompt import Prompt
