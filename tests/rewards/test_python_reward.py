@@ -95,3 +95,30 @@ def test_editing_the_user_file_changes_what_the_gate_binds(cli, tmp_path):
     before = sha256_file(tmp_path / "rewards_user_mine.py")
     (tmp_path / "rewards_user_mine.py").write_text(USER + "\n# always 1.0\n")
     assert sha256_file(tmp_path / "rewards_user_mine.py") != before
+
+
+ENV_READER = '''
+import os
+
+
+def check(completion, **_):
+    """1.0 when the variable the completion names is visible to the verifier."""
+    return 1.0 if os.environ.get(completion) else 0.0
+'''
+
+
+def test_the_verifier_sees_only_the_variables_the_person_allowed(tmp_path, monkeypatch):
+    """It runs in the sandbox: HF_TOKEN stays out; a name passed as agent_env (the person's allow-list) comes in."""
+    from finetune.rewards.render import render_sources
+    from finetune.rewards.specs import PythonReward
+
+    (tmp_path / "env_reader.py").write_text(ENV_READER)
+    reward = PythonReward(name="mine", type="python", file="env_reader.py", function="check")
+    files = render_sources([reward], source_path=tmp_path / "spec.yaml", agent_env=("ALLOWED_BY_PERSON",))
+    assert "AGENT_ENV = ('ALLOWED_BY_PERSON',)" in files["rewards.py"]
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    monkeypatch.setenv("HF_TOKEN", "hf_secret")
+    monkeypatch.setenv("ALLOWED_BY_PERSON", "yes")
+    mod = _import(tmp_path)
+    assert mod.mine(prompts=["q", "q"], completions=["HF_TOKEN", "ALLOWED_BY_PERSON"]) == [0.0, 1.0]

@@ -45,7 +45,7 @@ def rewards(run_dir):
     return load_rewards(run_dir).module
 
 
-def test_render_copies_the_sandbox_beside_an_environment_that_imports_it(run_dir):
+def test_render_copies_the_sandbox_beside_every_environment(run_dir):
     from finetune.hashing import bound_hashes
     from finetune.rewards.render import render_sources
     from finetune.spec import EnvironmentSpec, load_spec
@@ -54,11 +54,13 @@ def test_render_copies_the_sandbox_beside_an_environment_that_imports_it(run_dir
     assert (run_dir / "rewards_env.py").read_text() == (EXAMPLE / "env.py").read_text()
     spec = load_spec(run_dir / "spec.yaml")
     assert "rewards_sandbox.py" in bound_hashes(run_dir, [r.model_dump() for r in spec.rewards])  # the gate binds it
-    # an environment that runs no code gets no sandbox
+    # an environment that runs no code still runs in the sandbox (agent-written code), but starts no tool pool
     calculator = EnvironmentSpec.model_validate({"file": "env.py", "class": "Calculator"})
     tool_env = EXAMPLE.parent / "tool-environment" / "spec.yaml"
     files = render_sources(spec.rewards, source_path=tool_env, tool_env=calculator)
-    assert "rewards_env.py" in files and "rewards_sandbox.py" not in files
+    assert "rewards_env.py" in files and files["rewards_sandbox.py"] == runner_source()
+    assert "_tool_sandbox_ready" not in files["rewards.py"] and "_tool_sandbox_ready" in \
+        (run_dir / "rewards.py").read_text()
 
 
 @pytest.mark.skipif(not can_isolate, reason=f"host grants '{HOST.level}' isolation, below the tool default")

@@ -209,6 +209,12 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:
+        if not getattr(exc, "agent_code_refused", False):
+            raise
+        # agent-written code (a verifier, an environment) the sandbox cannot run here: refused, never run outside it
+        print(f"error: {UserError(str(exc), fix=str(getattr(exc, 'fix', ''))).line()}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

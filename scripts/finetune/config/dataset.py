@@ -133,37 +133,31 @@ def _environment_tools(spec: RunSpec, tokenizer: Any) -> list[Any] | None:
                             where="environment", fix="use a model whose chat template supports tools (Qwen, "
                             "Llama 3.1+, ...) or set its chat template")
         _require_response_parser(spec, tokenizer)
-    import importlib.util
+    return _sandboxed_tools(spec)
+
+
+def _sandboxed_tools(spec: RunSpec) -> list[Any]:
+    """One instance of the environment built in the sandbox's agent host (its file is agent-written: it never runs
+    in this process) and its tools as stand-ins with the real names, docstrings, signatures and type hints, so the
+    chat template renders exactly the schemas TRL will."""
     import inspect
 
+    from finetune.rewards.render import environment_sources
+    from finetune.sandbox import runner
+
+    assert spec.environment is not None  # the caller checked
     path = spec.resolve_path(spec.environment.file)
-    module_spec = importlib.util.spec_from_file_location("finetune_env_for_lengths", path)
-    if module_spec is None or module_spec.loader is None:
-        raise UserError(f"cannot load {path}", where="environment.file", fix="name your environment's .py file")
-    module = importlib.util.module_from_spec(module_spec)
-    import sys
-
-    from finetune.rewards.render import environment_imports
-    from finetune.sandbox import runner as sandbox_runner
-
-    # A code-running tool's `from rewards_sandbox import run_python` finds the runner: the file `rewards render`
-    # copies beside rewards_env.py is this module's text, verbatim. The environment's own modules (env_utils.py
-    # beside it) are found as rewards_lib_<name>.py will be (environment_imports).
-    before = sys.modules.get("rewards_sandbox")
-    sys.modules["rewards_sandbox"] = sandbox_runner
+    host = runner.agent_host(environment_sources(spec.environment, spec.source), folder=str(path.parent))
     try:
-        with environment_imports(spec.environment, spec.source):
-            module_spec.loader.exec_module(module)
-            instance = getattr(module, spec.environment.class_)()
-    except Exception as exc:
-        raise UserError(f"{path}: the environment does not load ({exc!r})", where="environment",
+        cls = runner.environment_class(host, "rewards_env", spec.environment.class_)
+        instance = cls()
+        instance._agent_fresh()  # constructed in the sandbox, as TRL constructs it
+    except runner.AgentCodeRefused as exc:
+        raise UserError(str(exc), where="environment", fix=exc.fix) from None
+    except runner.AgentCallError as exc:
+        raise UserError(f"{path}: the environment does not load ({exc})", where="environment",
                         fix="make the class importable and constructible without arguments") from None
-    finally:
-        if before is None:
-            sys.modules.pop("rewards_sandbox", None)
-        else:
-            sys.modules["rewards_sandbox"] = before
-    return [getattr(instance, name) for name, _ in inspect.getmembers(type(instance), predicate=inspect.isfunction)
+    return [getattr(instance, name) for name, _ in inspect.getmembers(cls, predicate=inspect.isfunction)
             if not name.startswith("_") and name not in ("reset", "get_reward")]
 
 

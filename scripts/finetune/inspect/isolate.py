@@ -95,6 +95,11 @@ def _child(conn: Connection, env: dict[str, str], cwd: str, target: Callable[...
         conn.send(("exited", (channel.current, exc.code)))
     except UserError as exc:
         conn.send(("user_error", (exc.what, exc.where, exc.fix)))
+    except Exception as exc:
+        if not getattr(exc, "agent_code_refused", False):  # a bug: carry the child's traceback to the parent
+            conn.send(("crash", traceback.format_exc()))
+        else:  # the sandbox cannot run agent-written code here, or it does not import: refused, in one line
+            conn.send(("user_error", (str(exc), None, str(getattr(exc, "fix", "")))))
     except BaseException:  # a bug: carry the child's traceback to the parent
         conn.send(("crash", traceback.format_exc()))
     else:

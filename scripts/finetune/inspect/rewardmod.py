@@ -181,6 +181,13 @@ def _whys(reward: RewardInfo, extra: dict[str, Any], n: int) -> list[str | None]
     return [w if isinstance(w, str) else None for w in got]
 
 
+def _raise_refusal(reward: RewardInfo, exc: Exception) -> None:
+    """Agent-written code the sandbox cannot run (or that does not import in it) is refused in one line, never
+    scored as a batch of None: it must not run at all outside the sandbox."""
+    if getattr(exc, "agent_code_refused", False):
+        raise UserError(str(exc), where=f"reward '{reward.name}'", fix=str(getattr(exc, "fix", ""))) from None
+
+
 def score_items(reward: RewardInfo, items: list[dict[str, Any]], batch_size: int = 32,
                 whys: list[str | None] | None = None) -> tuple[list[float | None], list[str | None]]:
     """Score ``items`` (dicts with prompt, completion, conversational, columns) with one reward.
@@ -200,8 +207,8 @@ def score_items(reward: RewardInfo, items: list[dict[str, Any]], batch_size: int
             if whys is not None:
                 whys.extend(_whys(reward, extra, len(batch)))
             continue
-        except Exception:
-            pass
+        except Exception as exc:
+            _raise_refusal(reward, exc)
         for it in batch:
             extra = {}
             try:

@@ -7,10 +7,7 @@ references/reward-functions.md.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import sys
-from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -137,9 +134,11 @@ def _requirements(rewards: list[Any]) -> tuple[list[str], list[str]]:
 
 def render_sources(rewards: list[Any], *, run_name: str = "run", spec_path: str = "spec.yaml",
                    section_digest: str = "", max_completion_length: int = 1024,
-                   source_path: Path | None = None, tool_env: Any = None) -> dict[str, str]:
+                   source_path: Path | None = None, tool_env: Any = None,
+                   agent_env: tuple[str, ...] = ()) -> dict[str, str]:
     """File name → text for rewards.py and every helper it needs (nothing is written); ``tool_env``: the
-    spec's EnvironmentSpec, whose file is copied as rewards_env.py."""
+    spec's EnvironmentSpec, whose file is copied as rewards_env.py; ``agent_env``: the environment variables the
+    person allows agent-written code (a verifier, the environment) to read in the sandbox (none by default)."""
     planned = plan(rewards, max_completion_length, source_path)
     types_used = [t for t in TYPE_ORDER if any(r.type == t for r in rewards)]
     packages, helpers = _requirements(rewards)
@@ -154,10 +153,10 @@ def render_sources(rewards: list[Any], *, run_name: str = "run", spec_path: str 
     elif any(KINDS[r.type].needs_environment for r in rewards):
         raise _fail("rewards", "a `type: environment` reward needs the spec's `environment: {file, class}`",
                     "add the environment section", source_path)
-    # the environment, a verifier or one of their own modules runs code through the sandbox: the runner is
-    # rendered beside them (before them in the helper order: their `import rewards_sandbox` finds this copy)
+    # agent-written code (a verifier, the environment, their modules) runs in the sandbox's agent host: the runner
+    # is rendered beside it; an environment whose tools run code also needs the trusted side's tool pool
     env_sandbox = any(uses_sandbox(text) for text in ([env_text] if env_text else []) + list(env_modules.values()))
-    if any(uses_sandbox(text) for text in user_files.values()) and "sandbox" not in helpers:
+    if user_files and "sandbox" not in helpers:
         helpers.append("sandbox")
     stdlib = sorted(set(STDLIB_IMPORTS).union(*(KINDS[t].stdlib for t in types_used), ("os", "sys") if helpers
                                               else ()))
@@ -171,8 +170,8 @@ def render_sources(rewards: list[Any], *, run_name: str = "run", spec_path: str 
     text = env.get_template("rewards.py.j2").render(
         run_name=run_name, spec_path=spec_path, section_digest=section_digest or "-" * 16, rewards=planned,
         packages=packages, helper_files=helper_files,
-        helper_modules=[f[:-3] for f in helper_files if not f.startswith(LIB_PREFIX)],
-        lib_modules=tuple(f[len(LIB_PREFIX):-3] for f in helper_files if f.startswith(LIB_PREFIX)),
+        helper_modules=[f[:-3] for f in helper_files if f not in user_files],
+        agent_files=tuple(user_files), agent_env=tuple(agent_env),
         stdlib_imports=stdlib, package_imports=third_party,
         library_templates=library_templates, environment=tool_env, env_sandbox=env_sandbox,
         caches=[c for t in types_used for c in KINDS[t].caches],
@@ -251,43 +250,11 @@ def _environment_modules(environment: Any, text: str, source_path: Path | None) 
     return _local_modules(ast.parse(text, str(path)), path, "environment.file", source_path)
 
 
-@contextlib.contextmanager
-def environment_imports(environment: Any, source_path: Path | None) -> Iterator[None]:
-    """While loading the spec's environment file from the spec folder (``config render`` reads its tools'
-    schemas), its `import NAME` of a module of its own finds the text ``rewards render`` copies as
-    rewards_lib_NAME.py, by name, ahead of sys.path; the modules are dropped again on exit."""
-    import ast
-    import importlib.util
-
-    path = _inside_spec_folder(environment.file, "environment.file", source_path)
-    modules = {n[len(LIB_PREFIX):-3]: t for n, t in _local_modules(
-        ast.parse(path.read_text(encoding="utf-8"), str(path)), path, "environment.file", source_path).items()}
-
-    class Finder:
-        @staticmethod
-        def find_spec(fullname: str, _path: Any = None, _target: Any = None) -> Any:
-            if fullname not in modules:
-                return None
-            return importlib.util.spec_from_loader(fullname, Finder,  # type: ignore[arg-type]
-                                                   origin=str(path.parent / f"{fullname}.py"))
-
-        @staticmethod
-        def create_module(_spec: Any) -> None:
-            return None
-
-        @staticmethod
-        def exec_module(module: Any) -> None:
-            exec(compile(modules[module.__name__], module.__spec__.origin, "exec"), module.__dict__)
-
-    before = {name: sys.modules.pop(name) for name in modules if name in sys.modules}
-    sys.meta_path.insert(0, Finder)
-    try:
-        yield
-    finally:
-        sys.meta_path.remove(Finder)
-        for name in modules:
-            sys.modules.pop(name, None)
-        sys.modules.update(before)
+def environment_sources(environment: Any, source_path: Path | None) -> dict[str, str]:
+    """The agent-written files of the spec's environment as ``rewards render`` copies them (rewards_env.py and
+    its own modules as rewards_lib_NAME.py): what `config render` runs in the sandbox to read its tools."""
+    text = _environment_file(environment, source_path)
+    return {ENV_FILE: text, **_environment_modules(environment, text, source_path)}
 
 
 def _add_modules(files: dict[str, str], modules: dict[str, str], loc: str, source_path: Path | None) -> None:

@@ -617,7 +617,7 @@ class JudgeReward(RewardBase):
         return 1.0 / self.max_points
 
 
-@kind("Your own verifier (`type: python`)", stdlib=("concurrent.futures", "os", "sys"),
+@kind("Your own verifier (`type: python`)", stdlib=("os", "sys"), helpers=("sandbox",),
       reading=lambda r: Reading(), copies_verifier=True,
       fix="your verifier's function (the spec's `file`): it decides and logs no reason",
       remedies={"gold_answer_fails": "your verifier rejects the gold answer: fix its function (the file the "
@@ -629,9 +629,13 @@ class JudgeReward(RewardBase):
           "grader). The renderer copies your file beside rewards.py as `rewards_user_<name>.py`; the gate "
           "binds its sha256, so editing it after the gate voids the PASS (re-render, re-score, re-read).",
           "Same guard as every reward: an exception, a non-number, a value outside [0, 1] or a call past "
-          "`timeout_s` gives None and is counted in `rewards/<name>/errors` (an overrunning call is left "
-          "running in its thread: make the function itself bounded). Role, threshold and the format gate "
-          "come from the spec; flags and probes run on it like on any reward.",
+          "`timeout_s` gives None and is counted in `rewards/<name>/errors` (an overrunning call's process is "
+          "stopped). Role, threshold and the format gate come from the spec; flags and probes run on it like "
+          "on any reward.",
+          "Your file and its own modules run in the sandbox (rendered beside them as `rewards_sandbox.py`), "
+          "in scoring, the gate, `data filter` and training alike: no network, no environment variable, a "
+          "read-only file system (scratch: /tmp) with the run folder readable, each batch a fresh process; "
+          "what it returns is plain data. A machine that cannot build the sandbox refuses to run it.",
           "Worked example: `examples/python-reward/` — an SQL-result checker that runs the completion's "
           "query on an in-memory SQLite database built from the row's `schema` column and compares the "
           "rows with the `expected` column.",
@@ -749,7 +753,7 @@ _RESERVED_NAMES = {"REWARD_FUNCS", "REWARD_WEIGHTS", "REWARD_META", "PARTIAL_CEI
                    "annotations", "concurrent", "dataclasses", "decimal", "hashlib", "json", "jsonschema", "math",
                    "os", "re", "sys", "time", "urllib", "warnings", "rewards_mathpool", "rewards_sandbox",
                    "rewards_answers", "rewards_code", "rewards_user", "rewards_jsonmatch", "rewards_toolcall",
-                   "rewards_env",
+                   "rewards_env", "agent_host", "AGENT_FILES", "AGENT_ENV",
                    "environment_factory", "environment_tools", "ENVIRONMENT_CLASS", "MAX_TOOL_CALLING_ITERATIONS"}
 
 

@@ -1,4 +1,4 @@
-"""Local sandbox for untrusted code (unit-test rewards): isolated, tamper-proof verdicts, parallel.
+"""Local sandbox for untrusted code (unit-test rewards, code tools, agent-written verifiers and environments).
 
 This file is standalone and stdlib-only on purpose: ``finetune rewards render`` copies it verbatim
 beside ``rewards.py`` as ``rewards_sandbox.py`` (self-contained-output contract), and the plugin imports it as
@@ -104,16 +104,26 @@ Isolation levels (ordered; ``Isolation.level`` is the best the host grants)
                  dirs such as /tmp. Needs root (CAP_SETUID, CAP_SETGID: docker's default).
 ``namespaces``   + fresh PID, network, mount, IPC and UTS namespaces per execution: the candidate is
                  PID 1 of its namespace, so every descendant dies with it; no network (no interface
-                 is up); every mount is read-only (/proc included: a user namespace the candidate
-                 creates gets no uid map, and its inherited mounts stay locked) except fresh tmpfs
-                 scratch dirs (/tmp with the work dir, sized ``disk_mb``; /var/tmp, /dev/shm) that
-                 vanish with it; the trusted side's working dir (a run dir: dataset, expected
-                 outputs), this module's folder (rewards_sandbox.py: the run dir), the running
-                 script's folder, HOME, /root, /home, every top-level directory outside the system's
-                 (/work, /data, /mnt, /opt, /srv ...; not /usr, /etc, /var, /run) and ``hide_paths``
-                 are covered by empty tmpfs (the interpreter's own sys.path and library folder
-                 inside them are bound back read-only). Needs root with
-                 CAP_SYS_ADMIN (docker: ``--cap-add SYS_ADMIN`` or ``--privileged``).
+                 is up); a root built from an allow-list (``pivot_root``), read-only: /usr, /bin,
+                 /sbin, /lib*, /nix, the interpreter's sys.path, library folder and executable, the /etc
+                 entries of ``_VIEW_ETC``, a minimal /dev, a fresh /proc, empty /run and /var, and
+                 fresh tmpfs scratch dirs (/tmp with the work dir, sized ``disk_mb``; /var/tmp,
+                 /dev/shm) that vanish with it — nothing else of the host (no /run/secrets, top-level
+                 file, HOME, run dir or dataset; ``hide_paths`` covers a path inside something bound);
+                 a seccomp filter (``_seccomp_program``: io_uring, bpf, userfaultfd, keyrings,
+                 perf_event_open, setns, mount calls, clone/unshare with CLONE_NEW* denied; x86-64 and
+                 aarch64). Needs root with CAP_SYS_ADMIN (docker: ``--cap-add SYS_ADMIN`` or
+                 ``--privileged``); a host that cannot build all of it is below this level.
+
+Agent-written code (``AgentHost``, ``agent_host``, ``environment_class``, ``provide_sources``)
+=============================================================================================
+
+A `type: python` verifier, an environment file and their own modules run in a sandboxed interpreter of their
+own: the same view (the run folder readable), the filter (plus flock), no network, no environment variable but
+the allowed ones, root or a user namespace of its own; every batch or episode a fresh fork ("session") with
+fresh scratch. ``AgentHost(sources, folder=, allow_env=)``; ``host.session(renew=False).call(op, ...)``;
+``environment_class(host, module, name)`` (stand-ins with the real tools' schemas); ``AgentCodeRefused`` when
+the sandbox cannot be built or the code does not import in it: agent code never runs outside it.
 
 Not isolated at any level: CPU caches/timing side channels, and the zygote's freed heap (earlier
 requests' code and inputs — never expected outputs, which stay on the trusted side).
@@ -147,6 +157,8 @@ __all__ = [
     "ISOLATION_LEVELS", "Isolation", "SandboxError", "SandboxUnavailable", "detect_isolation",
     "StdioTest", "StdioJob", "CallTest", "CallJob", "AssertJob", "Job", "Result", "SandboxPool",
     "ExecJob", "Execution", "TOOL_DEFAULTS", "tool_pool", "execute_python", "run_python",
+    "AgentCodeRefused", "AgentCallError", "AgentTimeout", "AgentHost", "AgentSession", "agent_host",
+    "agent_sources", "provide_sources", "environment_class",
 ]
 
 ISOLATION_LEVELS = ("process", "unprivileged", "namespaces")
@@ -344,36 +356,24 @@ def _probe(uid: int) -> Isolation:
     if setuid_err:
         notes.append(f"cannot switch to an unprivileged uid: {setuid_err}")
 
-    readonly = {"ok": False}
+    def isolated() -> None:  # what a candidate gets at the namespaces level: the view, the uid, the filter
+        _enter_view(_plan_view(_interpreter_paths()), 1, uid)
+        _drop_privileges(uid)
+        _apply_seccomp()
 
     def ns_probe() -> None:
         _unshare(_CLONE_NEWPID | _CLONE_NEWNET | _CLONE_NEWIPC | _CLONE_NEWUTS)
-        pid = os.fork()
-        if pid == 0:
-            try:
-                _enter_mount_namespace([], 1, uid, probe=True)
-                os._exit(0)
-            except BaseException:  # noqa: BLE001
-                os._exit(3)
-        _, status = os.waitpid(pid, 0)
-        if os.waitstatus_to_exitcode(status) != 0:
-            raise OSError("mount namespace setup failed in the new PID namespace")
+        error = _fork_probe(isolated)
+        if error:
+            raise OSError(error)
 
-    ns_err = _fork_probe(ns_probe) if root else "not running as root"
-    if not ns_err and not os.path.isdir("/tmp"):
-        ns_err = "no /tmp directory to hold the sandbox's tmpfs work dir"
+    ns_err = _fork_probe(ns_probe) if root and not setuid_err else (setuid_err or "not running as root")
+    if not ns_err and not os.path.isdir(_STAGE):
+        ns_err = f"no {_STAGE} directory to assemble the sandbox's root on"
+    if not ns_err and os.uname().machine not in _SECCOMP_ARCHES:
+        ns_err = f"no system-call filter for {os.uname().machine} (x86_64 and aarch64 only)"
     if ns_err:
-        notes.append(f"no PID/network/mount namespaces: {ns_err}")
-    else:
-
-        def remount_probe() -> None:
-            _unshare(_CLONE_NEWNS)
-            _mount(None, "/", None, _MS_REC | _MS_PRIVATE)
-            _remount_readonly(strict=True)
-
-        readonly["ok"] = _fork_probe(remount_probe) is None
-        if not readonly["ok"]:
-            notes.append("cannot remount / read-only; file permissions still apply")
+        notes.append(f"no PID/network/mount namespaces with the sandbox's view and system-call filter: {ns_err}")
     if setuid_err:
         level = "process"
     elif ns_err:
@@ -381,7 +381,7 @@ def _probe(uid: int) -> Isolation:
     else:
         level = "namespaces"
     return Isolation(level=level, root=root, setuid=setuid_err is None, namespaces=ns_err is None,
-                     readonly_root=readonly["ok"], notes=tuple(notes))
+                     readonly_root=ns_err is None, notes=tuple(notes))
 
 
 def detect_isolation(python: str | None = None) -> Isolation:
@@ -396,111 +396,292 @@ def detect_isolation(python: str | None = None) -> Isolation:
 
 
 # --------------------------------------------------------------------------------------------------
-# Child side: mount namespace, limits, harness
+# Child side: the sandbox's view of the file system, its system-call filter, limits, harness
 # --------------------------------------------------------------------------------------------------
 
+# Top-level entries of the host's root that a sandboxed process sees, read-only: the interpreter, its libraries
+# and the dynamic linker live there. Nothing else at / exists in the sandbox's root: not /work, /data, /home,
+# /root, /opt, /srv, /mnt, /media, /run (Docker and Kubernetes secrets), /var, /sys, /boot, nor a top-level file.
+_VIEW_SYSTEM = ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "nix")
+# /etc entries the C library and Python read (the dynamic linker's cache, the time zone, user and group names,
+# host names, MIME types, the OS name, Debian's alternatives and python3.X); no other /etc entry is there.
+_VIEW_ETC = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "timezone", "passwd", "group",
+             "nsswitch.conf", "host.conf", "hosts", "mime.types", "os-release", "alternatives")
+_VIEW_ETC_PREFIX = "python"
+# A minimal /dev: these nodes (bound from the host's), /dev/shm scratch and the /proc/self/fd links. No
+# /dev/fuse, /dev/net/tun, disks, terminals or GPUs.
+_VIEW_DEVICES = ("null", "zero", "full", "random", "urandom")
+_VIEW_DEV_LINKS = {"fd": "/proc/self/fd", "stdin": "/proc/self/fd/0", "stdout": "/proc/self/fd/1",
+                   "stderr": "/proc/self/fd/2"}
+# Scratch dirs get a fresh, writable tmpfs per execution (size in MB; None = the request's disk_mb).
+_SCRATCH_DIRS = {"/tmp": None, "/var/tmp": 8, "/dev/shm": 8}
+_NS_WORKDIR = "/tmp/work"
+# The new root is assembled on a tmpfs mounted here, then made the root (pivot_root); the old root is detached.
+_STAGE = "/tmp"
+_MNT_DETACH = 2
+_PIVOT_ROOT_NR = {"x86_64": 155, "aarch64": 41}
+
+
+def _under(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def _plan_view(needed: Sequence[str], readable: Sequence[str] = (), hide: Sequence[str] = ()) -> dict[str, Any]:
+    """What the sandbox's root holds, as plain data (computed on the trusted side, applied by _enter_view):
+    ``binds`` — host paths bound read-only at the same place: the system directories of _VIEW_SYSTEM, then
+    ``needed`` (the interpreter's sys.path and library folder) and ``readable`` outside them, each at its path
+    as given and, when that differs, its real path; ``links`` — top-level symlinks copied (/bin → usr/bin);
+    ``etc`` — the _VIEW_ETC entries present (name → None to bind, or a symlink's target); ``hide`` — paths inside
+    something bound, covered by an empty read-only tmpfs (anything needed below them is bound back after)."""
+    links: dict[str, str] = {}
+    binds: list[str] = []
+    for name in _VIEW_SYSTEM:
+        path = "/" + name
+        if os.path.islink(path):
+            links[path] = os.readlink(path)
+        elif os.path.isdir(path):
+            binds.append(path)
+    system = [os.path.realpath(p) for p in binds] + [os.path.realpath(p) for p in links]
+    for path in [*needed, *readable]:
+        if not path or not os.path.exists(path):
+            continue
+        for form in dict.fromkeys((os.path.abspath(path), os.path.realpath(path))):
+            if not any(_under(form, s) for s in system):
+                binds.append(form)
+    shown = [*binds, *system]
+    hidden = sorted({os.path.abspath(h) for h in hide if h and os.path.exists(h)
+                     and any(os.path.abspath(h) != b and _under(os.path.abspath(h), b) for b in shown)})
+    hidden = [h for h in hidden if not any(h != o and _under(h, o) for o in hidden)]
+    # a path inside another bind is bound with it, unless a hidden path between them covers it (then again)
+    binds = [b for b in dict.fromkeys(binds)
+             if not any(b != o and _under(b, o) and not any(_under(b, h) and _under(h, o) for h in hidden)
+                        for o in binds)]
+    etc: dict[str, str | None] = {}
+    try:
+        entries = sorted(os.listdir("/etc"))
+    except OSError:
+        entries = []
+    for name in entries:
+        if name in _VIEW_ETC or name.startswith(_VIEW_ETC_PREFIX):
+            path = os.path.join("/etc", name)
+            etc[name] = os.readlink(path) if os.path.islink(path) else None
+    return {"binds": binds, "links": links, "etc": etc, "hide": hidden,
+            "devices": [d for d in _VIEW_DEVICES if os.path.exists("/dev/" + d)]}
+
+
+def _interpreter_paths() -> list[str]:
+    """What a sandboxed interpreter needs to see: its sys.path, its own library folder (the shared libraries its
+    extension modules load lazily), and the executable with its venv's pyvenv.cfg (``sys.executable`` in a
+    subprocess starts the same environment)."""
+    return [*sys.path, os.path.join(sys.base_exec_prefix, "lib"), sys.executable,
+            os.path.join(sys.prefix, "pyvenv.cfg")]
+
+
 def _mount_points() -> dict[str, str]:
-    """Mount point -> per-mount options, from /proc/self/mountinfo."""
+    """Mount point -> per-mount options, from /proc/self/mountinfo (its octal escapes decoded)."""
+    import re
+
     points = {}
     with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as fh:
         for line in fh:
             parts = line.split()
             if len(parts) > 5:
-                points[parts[4].encode().decode("unicode_escape")] = parts[5]
+                points[re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), parts[4])] = parts[5]
     return points
 
 
-def _remount_readonly(strict: bool = False) -> None:
-    """Make every mount of this (private) mount namespace read-only, keeping nosuid/nodev/noexec."""
+def _remount_readonly(skip: Sequence[str] = ()) -> None:
+    """Make every mount of this (private) mount namespace read-only except ``skip``, keeping nosuid / nodev /
+    noexec (in a user namespace a remount must keep the flags the mount was locked with)."""
     keep = {"nosuid": _MS_NOSUID, "nodev": _MS_NODEV, "noexec": _MS_NOEXEC}
     for point, options in sorted(_mount_points().items(), key=lambda kv: len(kv[0])):
+        if point in skip or "ro" in options.split(","):
+            continue
         flags = _MS_REMOUNT | _MS_BIND | _MS_RDONLY
         for opt in options.split(","):
             flags |= keep.get(opt, 0)
-        try:
-            _mount(None, point, None, flags)
-        except OSError:
-            if strict and point == "/":
-                raise
+        _mount(None, point, None, flags)
 
 
-_NS_WORKDIR = "/tmp/work"
+def _bind_into(root: str, path: str, fd: int) -> None:
+    """Bind the host object open as ``fd`` (a directory or a file) at ``root + path``."""
+    target = root + path
+    if os.path.isdir(f"/proc/self/fd/{fd}"):
+        os.makedirs(target, 0o755, exist_ok=True)
+    else:
+        os.makedirs(os.path.dirname(target), 0o755, exist_ok=True)
+        if not os.path.exists(target):
+            os.close(os.open(target, os.O_WRONLY | os.O_CREAT, 0o444))
+    _mount(f"/proc/self/fd/{fd}", target, None, _MS_BIND | _MS_REC)
 
 
-# Scratch dirs get a fresh, writable tmpfs per execution (size in MB; None = the request's disk_mb).
-_SCRATCH_DIRS = {"/tmp": None, "/var/tmp": 8, "/dev/shm": 8, "/run/lock": 1}
+def _build_root(root: str, plan: dict[str, Any], fds: dict[str, int], disk_mb: int) -> None:
+    """Fill the new root (a tmpfs at ``root``): /proc, the scratch dirs, then binds (a venv or run folder under
+    /tmp lands on the scratch tmpfs, read-only) and hidden paths, links, /etc, /dev."""
+    flags = _MS_NOSUID | _MS_NODEV
+    for path in ("/proc", "/run", "/var", "/dev", "/etc"):
+        os.makedirs(root + path, 0o755, exist_ok=True)
+    _mount("proc", root + "/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
+    _mount("sandbox", root + "/dev", "tmpfs", _MS_NOSUID | _MS_NOEXEC, "size=64k,mode=0755")
+    for path, size in _SCRATCH_DIRS.items():
+        os.makedirs(root + path, 0o755, exist_ok=True)
+        _mount("sandbox", root + path, "tmpfs", flags,
+               f"size={min(size or disk_mb, disk_mb)}m,mode=1777,nr_inodes=4096")
+    for path in sorted([*plan["binds"], *plan["hide"]], key=lambda p: (p.count("/"), p not in plan["hide"])):
+        if path in plan["hide"]:
+            _mount("sandbox", root + path, "tmpfs", flags | _MS_RDONLY, "size=4k,mode=0755")
+        else:
+            _bind_into(root, path, fds[path])
+    for path, target in plan["links"].items():
+        os.symlink(target, root + path)
+    for name, target in plan["etc"].items():
+        if target is not None:
+            os.symlink(target, f"{root}/etc/{name}")
+        elif "/etc/" + name in fds:
+            _bind_into(root, "/etc/" + name, fds["/etc/" + name])
+    for name in plan["devices"]:
+        _bind_into(root, "/dev/" + name, fds["/dev/" + name])
+    for name, target in _VIEW_DEV_LINKS.items():
+        os.symlink(target, f"{root}/dev/{name}")
 
 
-def _plan_overlays(hide_paths: Sequence[str], needed: Sequence[str]) -> list[tuple[str, str, list[str]]]:
-    """Which directories to cover with a tmpfs — ``(root, "scratch" | "hidden", needed paths inside)``.
-
-    Covered: the scratch dirs (writable), ``hide_paths`` (empty, read-only), and the first ancestor of
-    each needed path (the interpreter's sys.path) that other users cannot traverse (e.g. pyenv under
-    /root, mode 0700): the candidate runs as another uid. Needed paths under a covered root are bound
-    back, read-only, at the same place."""
-    import stat
-
-    def under(path: str, root: str) -> bool:
-        return path == root or path.startswith(root.rstrip("/") + "/")
-
-    needed = sorted({os.path.realpath(n) for n in needed if n and os.path.isdir(n)})
-    scratch = {d for d in _SCRATCH_DIRS if os.path.isdir(d) and not os.path.islink(d)}
-    roots = scratch | ({os.path.realpath(h) for h in hide_paths if h and os.path.isdir(h)} - {"/"})
-    for path in needed:
-        current = "/"
-        for part in path.strip("/").split("/"):
-            current = os.path.join(current, part)
-            try:
-                traversable = os.stat(current).st_mode & stat.S_IXOTH
-            except OSError:
-                break
-            if not traversable:
-                roots.add(current)
-                break
-    roots = {r for r in roots if not any(r != o and under(r, o) for o in roots)}
-    plan = []
-    for root in sorted(roots):
-        inside = [n for n in needed if under(n, root)]
-        inside = [n for n in inside if not any(n != o and under(n, o) for o in inside)]
-        if root not in inside:
-            plan.append((root, "scratch" if root in scratch else "hidden", inside))
-    return plan
-
-
-def _enter_mount_namespace(overlays: Sequence[tuple[str, str, Sequence[str]]], disk_mb: int, uid: int,
-                           probe: bool = False) -> str:
-    """In the PID-namespace init, before dropping root: a private, read-only view of the file system
-    with fresh tmpfs scratch dirs and hidden dirs; returns the work dir (``/tmp/work``, on the new
-    /tmp tmpfs when /tmp exists)."""
+def _enter_view(plan: dict[str, Any], disk_mb: int, owner: int) -> str:
+    """In the new PID namespace's init, still privileged (root, or root of its own user namespace): a private
+    mount namespace whose root holds only what ``plan`` lists, every mount read-only but the scratch tmpfs, the
+    host's root detached. Returns the work dir (``/tmp/work``, owned by ``owner``)."""
     _unshare(_CLONE_NEWNS)
     _mount(None, "/", None, _MS_REC | _MS_PRIVATE)
-    _mount("proc", "/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
-    if probe:
-        return ""
-    # After the new /proc, so it is read-only too: a user namespace the candidate creates cannot get
-    # a uid map (no capabilities in it), and nothing under /proc/sys or /proc/self is writable.
-    _remount_readonly()
-    keep_fds = {n: os.open(n, os.O_PATH | os.O_DIRECTORY) for _, _, inside in overlays for n in inside}
-    flags = _MS_NOSUID | _MS_NODEV
-    for root, kind, inside in overlays:
-        if kind == "scratch":
-            size = _SCRATCH_DIRS.get(root) or disk_mb
-            _mount("sandbox", root, "tmpfs", flags, f"size={min(size, disk_mb)}m,mode=1777,nr_inodes=4096")
-        else:
-            _mount("sandbox", root, "tmpfs", flags, "size=256k,mode=0755")
-        for path in inside:
-            os.makedirs(path, 0o755, exist_ok=True)
-            _mount(f"/proc/self/fd/{keep_fds[path]}", path, None, _MS_BIND | _MS_REC)
-            _mount(None, path, None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | flags)
-        if kind != "scratch":
-            _mount(None, root, None, _MS_REMOUNT | _MS_RDONLY | flags)
-    for fd in keep_fds.values():
-        os.close(fd)
-    if not os.path.isdir("/tmp"):  # no /tmp on this host: a tmpfs of its own for the work dir
-        raise OSError("the namespaces level needs a /tmp directory")
+    sources = [*plan["binds"], *(f"/etc/{n}" for n, t in plan["etc"].items() if t is None),
+               *(f"/dev/{d}" for d in plan["devices"])]
+    fds = {}
+    for path in sources:  # opened before the staging tmpfs covers /tmp (a venv there stays reachable)
+        try:
+            fds[path] = os.open(path, os.O_PATH | os.O_CLOEXEC)
+        except OSError:
+            if path.startswith("/etc/"):
+                continue  # gone since planned: simply absent
+            raise
+    _mount("sandbox", _STAGE, "tmpfs", _MS_NOSUID | _MS_NODEV, "size=1m,mode=0755")
+    try:
+        _build_root(_STAGE, plan, fds, disk_mb)
+    finally:
+        for fd in fds.values():
+            os.close(fd)
+    os.chdir(_STAGE)
+    os.mkdir(".old")
+    ctypes, libc = _libc()
+    _check(ctypes, libc.syscall(_PIVOT_ROOT_NR[os.uname().machine], b".", b".old"), "pivot_root")
+    os.chdir("/")
+    _check(ctypes, libc.umount2(b"/.old", _MNT_DETACH), "umount2")
+    os.rmdir("/.old")
+    _remount_readonly(skip=tuple(_SCRATCH_DIRS))
     os.mkdir(_NS_WORKDIR, 0o700)
-    os.chown(_NS_WORKDIR, uid, uid)
+    os.chown(_NS_WORKDIR, owner, owner)
     return _NS_WORKDIR
+
+
+# The system-call filter every sandboxed process runs under (seccomp, classic BPF built here: no libseccomp).
+# Denied with EPERM: io_uring (its own path around every other check), bpf, userfaultfd, the kernel keyrings,
+# perf_event_open, joining or creating namespaces (setns; clone / unshare with a CLONE_NEW* flag: a fresh user
+# namespace would give the process capabilities again) and every mount call. clone3 gets ENOSYS: its flags sit
+# in memory the filter cannot read, and the C library then falls back to clone. Any other system-call ABI (i386
+# through int 0x80, x32) gets ENOSYS. Numbers from the kernel's asm/unistd_64.h and asm-generic/unistd.h.
+_SECCOMP_DENIED = ("io_uring_setup", "io_uring_enter", "io_uring_register", "bpf", "userfaultfd", "keyctl",
+                   "add_key", "request_key", "perf_event_open", "setns", "mount", "umount2", "pivot_root",
+                   "open_tree", "move_mount", "fsopen", "fsconfig", "fsmount", "fspick", "mount_setattr")
+_SECCOMP_ARCHES: dict[str, tuple[int, dict[str, int]]] = {
+    "x86_64": (0xC000003E, {
+        "clone": 56, "clone3": 435, "unshare": 272, "setns": 308, "io_uring_setup": 425, "io_uring_enter": 426,
+        "io_uring_register": 427, "bpf": 321, "userfaultfd": 323, "keyctl": 250, "add_key": 248,
+        "request_key": 249, "perf_event_open": 298, "mount": 165, "umount2": 166, "pivot_root": 155,
+        "open_tree": 428, "move_mount": 429, "fsopen": 430, "fsconfig": 431, "fsmount": 432, "fspick": 433,
+        "mount_setattr": 442, "flock": 73}),
+    "aarch64": (0xC00000B7, {
+        "clone": 220, "clone3": 435, "unshare": 97, "setns": 268, "io_uring_setup": 425, "io_uring_enter": 426,
+        "io_uring_register": 427, "bpf": 280, "userfaultfd": 282, "keyctl": 219, "add_key": 217,
+        "request_key": 218, "perf_event_open": 241, "mount": 40, "umount2": 39, "pivot_root": 41,
+        "open_tree": 428, "move_mount": 429, "fsopen": 430, "fsconfig": 431, "fsmount": 432, "fspick": 433,
+        "mount_setattr": 442, "flock": 32}),
+}
+# Agent-written code also sees the run folder: flock, which the plugin's run lock uses (finetune.locks), is denied
+# there too, so that code can neither hold a trusted command's lock nor wait on one.
+_SECCOMP_DENIED_AGENT = ("flock",)
+# CLONE_NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET, NEWTIME
+_CLONE_NS_FLAGS = 0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000 | 0x20000000 | 0x40000000 | 0x80
+_X32_SYSCALL_BIT = 0x40000000
+_BPF_LD_ABS, _BPF_JEQ, _BPF_JGE, _BPF_JSET, _BPF_RET = 0x20, 0x15, 0x35, 0x45, 0x06
+_SECCOMP_ALLOW, _SECCOMP_ERRNO = 0x7FFF0000, 0x00050000
+_EPERM, _ENOSYS = 1, 38
+_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 22, 2
+
+
+def _seccomp_arch_block(numbers: dict[str, int], x32: bool,
+                        extra: Sequence[str] = ()) -> list[tuple[int, int, int, int]]:
+    """The filter's checks for one ABI (accumulator: the system-call number); ends in a return."""
+    deny, nosys = _SECCOMP_ERRNO | _EPERM, _SECCOMP_ERRNO | _ENOSYS
+    block = [(_BPF_LD_ABS, 0, 0, 0)]  # seccomp_data.nr
+    if x32:
+        block += [(_BPF_JGE, 0, 1, _X32_SYSCALL_BIT), (_BPF_RET, 0, 0, nosys)]
+    block += [(_BPF_JEQ, 0, 1, numbers["clone3"]), (_BPF_RET, 0, 0, nosys)]
+    for name in (*_SECCOMP_DENIED, *extra):
+        block += [(_BPF_JEQ, 0, 1, numbers[name]), (_BPF_RET, 0, 0, deny)]
+    for name in ("clone", "unshare"):  # flags in the first argument's low word (seccomp_data.args[0], LE)
+        block += [(_BPF_JEQ, 0, 4, numbers[name]), (_BPF_LD_ABS, 0, 0, 16), (_BPF_JSET, 0, 1, _CLONE_NS_FLAGS),
+                  (_BPF_RET, 0, 0, deny), (_BPF_RET, 0, 0, _SECCOMP_ALLOW)]
+    return block + [(_BPF_RET, 0, 0, _SECCOMP_ALLOW)]
+
+
+def _seccomp_program(extra: Sequence[str] = ()) -> list[tuple[int, int, int, int]]:
+    """The whole filter: dispatch on seccomp_data.arch to the x86-64 or the aarch64 block, else ENOSYS; ``extra``:
+    more calls denied (_SECCOMP_DENIED_AGENT for agent-written code)."""
+    program = [(_BPF_LD_ABS, 0, 0, 4)]  # seccomp_data.arch
+    for machine, (audit_arch, numbers) in _SECCOMP_ARCHES.items():
+        block = _seccomp_arch_block(numbers, x32=machine == "x86_64", extra=extra)
+        program += [(_BPF_JEQ, 0, len(block), audit_arch), *block]
+    return program + [(_BPF_RET, 0, 0, _SECCOMP_ERRNO | _ENOSYS)]
+
+
+def _apply_seccomp(extra: Sequence[str] = ()) -> None:
+    """Install the filter on this (single-threaded) process and its future children; it cannot be removed."""
+    import struct
+
+    ctypes, libc = _libc()
+    program = _seccomp_program(extra)
+    code = ctypes.create_string_buffer(b"".join(struct.pack("=HBBI", *ins) for ins in program))
+    # struct sock_fprog {unsigned short len; struct sock_filter *filter;} on a 64-bit ABI
+    fprog = ctypes.create_string_buffer(struct.pack("=H6xQ", len(program), ctypes.addressof(code)))
+    _prctl(_PR_SET_NO_NEW_PRIVS, 1)
+    _check(ctypes, libc.prctl(_PR_SET_SECCOMP, ctypes.c_ulong(_SECCOMP_MODE_FILTER),
+                              ctypes.c_void_p(ctypes.addressof(fprog)), ctypes.c_ulong(0), ctypes.c_ulong(0)),
+           "seccomp")
+
+
+_PR_CAPBSET_DROP, _PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL, _PR_SET_DUMPABLE = 24, 47, 4, 4
+
+
+def _drop_capabilities() -> None:
+    """Root of a user namespace of our own, after building the view: no capability left (bounding, ambient,
+    effective, permitted, inheritable), so the read-only mounts stay read-only and no execve regains any."""
+    ctypes, libc = _libc()
+    for cap in range(64):
+        if libc.prctl(_PR_CAPBSET_DROP, ctypes.c_ulong(cap), ctypes.c_ulong(0), ctypes.c_ulong(0),
+                      ctypes.c_ulong(0)) != 0 and ctypes.get_errno() != 22:  # EINVAL: no such capability
+            _check(ctypes, -1, "dropping a capability")
+    libc.prctl(_PR_CAP_AMBIENT, ctypes.c_ulong(_PR_CAP_AMBIENT_CLEAR_ALL), ctypes.c_ulong(0), ctypes.c_ulong(0),
+               ctypes.c_ulong(0))
+    header = (ctypes.c_uint32 * 2)(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this process
+    data = (ctypes.c_uint32 * 6)()
+    _check(ctypes, libc.capset(header, data), "capset")
+    _prctl(_PR_SET_NO_NEW_PRIVS, 1)
+
+
+def _enter_user_namespace(flags: int) -> None:
+    """unshare(CLONE_NEWUSER | flags) as a user without privileges: this uid and gid map to themselves."""
+    uid, gid = os.getuid(), os.getgid()
+    _unshare(0x10000000 | flags)
+    for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1")):
+        with open(f"/proc/self/{name}", "w") as fh:
+            fh.write(text)
 
 
 def _set_limits(req: dict[str, Any], processes_ok: bool) -> None:
@@ -700,7 +881,7 @@ def _child_after_fork(req: dict[str, Any], cfg: dict[str, Any], workdir: str, fd
         os.setsid()
         level = cfg["level"]
         if level == "namespaces":
-            workdir = _enter_mount_namespace(cfg["overlays"], req["disk_mb"], cfg["uid"])
+            workdir = _enter_view(cfg["view"], req["disk_mb"], cfg["uid"])
         _set_limits(req, processes_ok=level != "process")
         os.dup2(fds["stdin"], 0)
         os.dup2(fds["stdout"], 1)
@@ -711,6 +892,8 @@ def _child_after_fork(req: dict[str, Any], cfg: dict[str, Any], workdir: str, fd
             _drop_privileges(cfg["uid"])
         else:
             _prctl(_PR_SET_NO_NEW_PRIVS, 1)
+        if level == "namespaces":
+            _apply_seccomp()
         os.chdir(workdir)
         os.environ.clear()
         os.environ.update({"PATH": _SAFE_PATH, "HOME": workdir, "TMPDIR": workdir, "LANG": "C.UTF-8",
@@ -977,9 +1160,7 @@ def _zygote_main(cfg: dict[str, Any]) -> None:
     # it must neither be bound back into the sandbox's view nor be importable from there.
     own_dir = os.path.realpath(os.path.dirname(os.path.abspath(__file__)))
     sys.path[:] = [p for p in sys.path if p and os.path.realpath(p) != own_dir]
-    # the interpreter's own library folder too (shared libraries its extension modules load lazily)
-    needed = [*sys.path, os.path.join(sys.base_exec_prefix, "lib")]
-    cfg["overlays"] = _plan_overlays(cfg.get("hide_paths", ()), needed)
+    cfg["view"] = _plan_view(_interpreter_paths(), hide=cfg.get("hide_paths", ()))
     _snapshot_pristine()
     base_dir = tempfile.mkdtemp(prefix="sandbox-", dir=cfg.get("tmp_root"))
     os.chmod(base_dir, 0o711)
@@ -1768,30 +1949,15 @@ def _zygote_hashseed_env() -> dict[str, Any]:
     return {**_zygote_env(), "PYTHONHASHSEED": "0", "PYTHONSAFEPATH": "1", "PYTHONNOUSERSITE": "1"}
 
 
-# Top-level directories a candidate may see (the system). Every other one (/work, /data, /home, /opt, a
-# mounted volume ...) is covered by an empty tmpfs at the namespaces level, so a dataset or run directory
-# there stays out of reach wherever the user keeps it; the interpreter's own paths are bound back.
-_SYSTEM_DIRS = frozenset({"bin", "boot", "dev", "etc", "lib", "lib32", "lib64", "libx32", "nix", "proc", "run",
-                          "sbin", "sys", "tmp", "usr", "var"})
-
-
 def _default_hide_paths() -> list[str]:
-    """The trusted side's working dir, this module's folder (for rewards_sandbox.py: the run dir), the
-    running script's folder, HOME, and every top-level directory outside ``_SYSTEM_DIRS``; the
-    interpreter's own paths inside them are bound back (``_plan_overlays``). Pass ``hide_paths`` to add a
-    dataset directory under a system directory (e.g. /var/lib/...)."""
+    """Paths the sandbox's view must not show even where they lie inside something it binds (the interpreter's
+    folders, a system directory): the trusted side's working dir, this module's folder (for rewards_sandbox.py:
+    the run dir), the running script's folder, HOME. Everything outside _VIEW_SYSTEM and the interpreter's own
+    paths is absent anyway. Pass ``hide_paths`` to add a dataset directory under a system directory."""
     paths = [os.getcwd(), os.path.dirname(os.path.abspath(__file__)), os.path.expanduser("~"), "/root", "/home"]
     script = sys.argv[0] if sys.argv else ""
     if script and os.path.isfile(script):
         paths.append(os.path.dirname(os.path.abspath(script)))
-    try:
-        tops = sorted(os.listdir("/"))
-    except OSError:
-        tops = []
-    for name in tops:
-        path = os.path.join("/", name)
-        if name not in _SYSTEM_DIRS and os.path.isdir(path) and not os.path.islink(path):
-            paths.append(path)
     return paths
 
 
@@ -2114,6 +2280,9 @@ def tool_pool(*, memory_mb: int | None = None, min_isolation: str | None = None,
     Raises ``SandboxUnavailable`` (one line) when the host grants less than ``min_isolation``, and
     ``ValueError`` when settings differ from those of the pool already running."""
     asked = {"memory_mb": memory_mb, "min_isolation": min_isolation, "workers": workers}
+    if _IN_AGENT_HOST:  # agent-written code in its sandbox: the trusted side's pool runs the code
+        _host_callback("tool_pool", asked)
+        return cast(SandboxPool, _ForwardedPool())
     state = _TOOL_STATE
     with state["lock"]:
         if state["pid"] != os.getpid() or (state["pool"] is not None and state["pool"]._is_closed()):
@@ -2166,10 +2335,958 @@ def run_python(code: str, stdin: str = "", *, timeout_s: float | None = None,
         return f"[sandbox error: {_exception_line(exc)}]"
 
 
+# --------------------------------------------------------------------------------------------------
+# Agent-written code: a `type: python` verifier, an environment, their own modules — run in the sandbox
+# --------------------------------------------------------------------------------------------------
+#
+# The files an agent may write (copied beside rewards.py as rewards_user_NAME.py, rewards_env.py and
+# rewards_lib_NAME.py) never run in the trusted process: an AgentHost is a sandboxed interpreter holding them,
+# started as a fresh process whose first part (trusted: this module's code) builds the sandbox — new PID,
+# network, IPC, UTS and mount namespaces (root: a candidate uid of its own; otherwise a user namespace of its
+# own, every capability dropped after), the allow-listed read-only view (the run folder readable, nothing else
+# of the project, HOME, /run, /var, /etc but the few entries Python reads), the system-call filter, no
+# environment variable but the ones the person allowed — and only then imports the agent's modules. Each batch
+# of a verifier's calls and each environment episode is a fresh fork of that host ("session"), so nothing
+# carries over between them; what comes back is plain data (a score, a tool's result). The same host serves
+# `inspect score`, the gate, `data filter`, `config render`, the sampler and training, so the code sees the same
+# process, stack and environment in Phase 1 and in GRPO steps. A host that cannot be built refuses
+# (AgentCodeRefused, one line with the reason): agent code never runs unsandboxed.
+
+AGENT_CALL_TIMEOUT_S = 60.0  # one call of an environment's method (a tool, reset, get_reward)
+AGENT_IMPORT_TIMEOUT_S = 60.0  # the agent's modules imported (in the host's first session)
+AGENT_START_TIMEOUT_S = 120.0  # the sandbox built and the agent's modules imported
+AGENT_MEMORY_MB = 4096  # address space of the host and each session
+AGENT_DISK_MB = 64  # its /tmp scratch (and the largest file it may write there)
+_AGENT_MAX_HOSTS = 4  # live hosts per process; the least recently used beyond it is closed
+_AGENT_LIB = "rewards_lib_"  # an agent module NAME.py, copied as rewards_lib_NAME.py, imported as NAME
+_FRAME_LIMIT = 64 << 20
+_AGENT_STATE: dict[str, Any] = sys.__dict__.setdefault("_llm_finetuning_agent_hosts", {
+    "pid": None, "hosts": {}, "given": {}, "lock": threading.Lock()})
+_HOST_LINK: list[Any] = []  # inside a session: its socket to the trusted side (code tools forward through it)
+_IN_AGENT_HOST: list[bool] = []
+
+
+class AgentCodeRefused(SandboxError):
+    """Agent-written code cannot run: the sandbox cannot be built on this host, or the code does not import in it.
+    ``fix`` says what to do; nothing of the code ran outside the sandbox."""
+
+    agent_code_refused = True
+
+    def __init__(self, message: str, fix: str) -> None:
+        super().__init__(message)
+        self.fix = fix
+
+
+class AgentCallError(Exception):
+    """The agent's code raised (``str()`` is its exception's own message) or its process ended."""
+
+
+class AgentTimeout(AgentCallError):
+    """A call ran past its time limit; the session's process was killed."""
+
+
+_NOT_BUILT = ("run agent-written code (a python verifier, an environment) on Linux as root, or where user "
+              "namespaces are allowed (Ubuntu: the AppArmor profile `unprivileged_userns`, or sysctl "
+              "kernel.apparmor_restrict_unprivileged_userns=0; docker: --security-opt seccomp=unconfined and "
+              "--security-opt apparmor=unconfined, or --privileged)")
+
+
+def _send_frame(sock: Any, obj: Any) -> None:
+    data = json.dumps(obj).encode()
+    sock.sendall(len(data).to_bytes(4, "big") + data)
+
+
+def _recv_exact(sock: Any, n: int, deadline: float | None) -> bytes:
+    buf = bytearray()
+    while len(buf) < n:
+        if deadline is not None:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError
+            sock.settimeout(remaining)
+        chunk = sock.recv(min(n - len(buf), 1 << 20))
+        if not chunk:
+            raise EOFError
+        buf += chunk
+    return bytes(buf)
+
+
+def _recv_frame(sock: Any, deadline: float | None = None) -> Any:
+    n = int.from_bytes(_recv_exact(sock, 4, deadline), "big")
+    if n > _FRAME_LIMIT:
+        raise ValueError(f"a message of {n} bytes (at most {_FRAME_LIMIT})")
+    return json.loads(_recv_exact(sock, n, deadline))
+
+
+def provide_sources(folder: str, sources: dict[str, bytes]) -> None:
+    """Hand over the bytes of ``folder``'s agent files as checked against the gate (train.py): the rewards.py of
+    that folder runs exactly these, never a re-read of files that may have changed since the check."""
+    _AGENT_STATE["given"][os.path.realpath(folder)] = dict(sources)
+
+
+def agent_sources(folder: str, files: Sequence[str]) -> dict[str, str]:
+    """name → text of each agent file beside rewards.py: the bytes handed over by provide_sources, else read now."""
+    given = _AGENT_STATE["given"].get(os.path.realpath(folder))
+    out = {}
+    for name in files:
+        if given is not None:
+            data = given[name]
+        else:
+            with open(os.path.join(folder, name), "rb") as fh:
+                data = fh.read()
+        out[name] = data.decode("utf-8")
+    return out
+
+
+def agent_host(sources: dict[str, str], *, folder: str | None = None, allow_env: Sequence[str] = ()) -> AgentHost:
+    """The process's host for these sources (one per run folder, source bytes and allowed variables; shared by
+    every copy of this module in the process), started on first use."""
+    import hashlib
+
+    digest = hashlib.sha256(json.dumps(sorted(sources.items())).encode()).hexdigest()
+    key = f"{os.path.realpath(folder or '/')}\0{digest}\0{','.join(allow_env)}"
+    state = _AGENT_STATE
+    with state["lock"]:
+        if state["pid"] != os.getpid():  # a forked child starts its own hosts
+            state.update(pid=os.getpid(), hosts={})
+        hosts: dict[str, AgentHost] = state["hosts"]
+        host = hosts.pop(key, None)
+        if host is None or host._closed:
+            host = AgentHost(sources, folder=folder, allow_env=allow_env)
+        hosts[key] = host  # most recently used last
+        while len(hosts) > _AGENT_MAX_HOSTS:
+            hosts.pop(next(iter(hosts))).close()
+        return host
+
+
+@atexit.register
+def _close_agent_hosts() -> None:
+    if _AGENT_STATE["pid"] == os.getpid():
+        for host in list(_AGENT_STATE["hosts"].values()):
+            host.close()
+
+
+class AgentHost:
+    """A sandboxed interpreter holding agent-written modules (``sources``: file name → text; NAME.py of the agent
+    imported as NAME when its file is rewards_lib_NAME.py, else by its file name), ``folder`` (the run folder)
+    readable, the environment variables named in ``allow_env`` (and no other) passed in. ``session()`` forks a
+    fresh process of it for one batch or episode. Raises AgentCodeRefused when it cannot start."""
+
+    def __init__(self, sources: dict[str, str], *, folder: str | None = None, allow_env: Sequence[str] = (),
+                 memory_mb: int = AGENT_MEMORY_MB, python: str | None = None) -> None:
+        self.sources, self.folder, self.allow_env = dict(sources), folder, tuple(allow_env)
+        self.memory_mb, self._python = memory_mb, python or sys.executable
+        self._lock = threading.RLock()  # re-entrant: a stand-in collected mid-call closes its session
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._ctl: Any = None
+        self._stderr: IO[bytes] | None = None
+        self._next, self._closed = 0, False
+        self._pool_index: int | None = None
+
+    # -- start / stop -------------------------------------------------------------------------------
+    def _config(self, child_fd: int) -> dict[str, Any]:
+        if self._pool_index is None:
+            self._pool_index = _claim_pool_index()
+        imports = [n[:-3] for n in self.sources if not n.startswith(_AGENT_LIB)]
+        return {"sources": self.sources, "imports": imports, "folder": self.folder, "ctl_fd": child_fd,
+                "uid": _uid_block(self._pool_index), "memory_mb": self.memory_mb, "disk_mb": AGENT_DISK_MB,
+                "hide": _default_hide_paths(),
+                "env": {n: os.environ[n] for n in self.allow_env if n in os.environ}}
+
+    def _start(self) -> None:
+        import socket
+
+        parent_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self._stderr = tempfile.TemporaryFile()
+        cfg = self._config(child_end.fileno())
+        try:
+            proc = subprocess.Popen(
+                _child_argv(self._python, ("-s",), "--agent-host"), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                stderr=self._stderr, env=_agent_spawn_env(), pass_fds=(child_end.fileno(),), cwd="/",
+                start_new_session=True)
+        except OSError:
+            parent_end.close()
+            raise
+        finally:
+            child_end.close()
+        self._proc, self._ctl = proc, parent_end
+        try:
+            stdin, stdout = cast(IO[bytes], proc.stdin), cast(IO[bytes], proc.stdout)
+            stdin.write(_own_code_blob() + json.dumps(cfg).encode() + b"\n")
+            stdin.close()
+            deadline = time.monotonic() + AGENT_START_TIMEOUT_S
+            hello = self._hello(stdout, deadline)
+            if "error" in hello:
+                raise AgentCodeRefused(f"cannot start the sandbox for agent-written code: {hello['error']}",
+                                       _NOT_BUILT)
+            self._ready(deadline)
+        except BaseException:
+            self._stop()
+            raise
+
+    def _hello(self, stdout: IO[bytes], deadline: float) -> dict[str, Any]:
+        ready, _, _ = select.select([stdout], [], [], max(0.0, deadline - time.monotonic()))
+        line = stdout.readline() if ready else b""
+        try:
+            hello = json.loads(line)
+        except ValueError:
+            hello = None
+        if not isinstance(hello, dict):
+            raise AgentCodeRefused(f"the sandbox for agent-written code did not start: {self._stderr_tail()}",
+                                   _NOT_BUILT)
+        return hello
+
+    def _ready(self, deadline: float) -> None:
+        """The sandboxed init's first word: ready, or why not (its setup, or an agent module that does not import)."""
+        message = None
+        try:
+            self._ctl.settimeout(max(0.01, deadline - time.monotonic()))
+            message = json.loads(self._ctl.recv(1 << 16) or b"null")
+        except (OSError, ValueError):
+            pass
+        if isinstance(message, dict) and message.get("ready") is True:
+            return
+        if isinstance(message, dict) and isinstance(message.get("import_error"), str):
+            raise AgentCodeRefused(
+                f"{message['import_error']} (importing it in the sandbox)",
+                "fix the module: in the sandbox it has no network, no environment variable but those the person "
+                "allowed, a read-only file system (scratch: /tmp) and the run folder to read")
+        why = message.get("error") if isinstance(message, dict) else None
+        raise AgentCodeRefused(f"cannot start the sandbox for agent-written code: "
+                               f"{why if isinstance(why, str) else self._stderr_tail()}", _NOT_BUILT)
+
+    def _stderr_tail(self) -> str:
+        if self._stderr is None:
+            return "no output"
+        self._stderr.seek(0)
+        tail = self._stderr.read()[-400:].decode(errors="replace").strip().replace("\n", " | ")
+        return tail or "no output"
+
+    def _stop(self) -> None:
+        if self._ctl is not None:
+            self._ctl.close()
+            self._ctl = None
+        if self._proc is not None:
+            if self._proc.poll() is None:
+                self._proc.terminate()  # its first process kills the sandbox's init: the whole namespace goes
+                try:
+                    self._proc.wait(5)
+                except subprocess.TimeoutExpired:
+                    os.killpg(self._proc.pid, signal.SIGKILL)
+                    self._proc.wait()
+            self._proc = None
+        if self._stderr is not None:
+            self._stderr.close()
+            self._stderr = None
+
+    def close(self) -> None:
+        """Stop the host and every session of it. Idempotent."""
+        with self._lock:
+            self._closed = True
+            self._stop()
+            if self._pool_index is not None:
+                with _pool_indices_lock:
+                    _pool_indices.discard(self._pool_index)
+                self._pool_index = None
+
+    def start(self) -> None:
+        """Build the sandbox and import the agent's modules now (else on the first session)."""
+        with self._lock:
+            self._ensure()
+
+    def _ensure(self) -> None:
+        if self._closed:
+            raise SandboxError("the agent code host is closed")
+        if self._proc is None or self._proc.poll() is not None:
+            self._stop()
+            self._start()
+
+    # -- sessions -----------------------------------------------------------------------------------
+    def session(self, renew: bool = False) -> AgentSession:
+        """A fresh process of the host (a fork: nothing of earlier sessions in it). ``renew``: after a call that
+        timed out or ended the process, the next call gets another fresh one (rows of a verifier's batch) rather
+        than an error (an environment episode, whose state died with it)."""
+        return AgentSession(self, renew)
+
+    def _open(self) -> tuple[int, Any]:
+        import socket
+
+        with self._lock:
+            self._ensure()
+            sid = self._next
+            self._next += 1
+            mine, theirs = socket.socketpair()
+            try:
+                socket.send_fds(self._ctl, [json.dumps({"op": "session", "id": sid}).encode()], [theirs.fileno()])
+            except OSError as exc:
+                mine.close()
+                self._stop()
+                raise AgentCallError(f"the agent code host is gone ({exc})") from None
+            finally:
+                theirs.close()
+            return sid, mine
+
+    def _kill(self, sid: int) -> None:
+        with self._lock:
+            if self._ctl is not None:
+                try:
+                    self._ctl.send(json.dumps({"op": "kill", "id": sid}).encode())
+                except OSError:
+                    pass
+
+    def describe(self, module: str, name: str) -> dict[str, Any]:
+        """The tools of class ``name`` in the agent's ``module``, as _describe_class reports them."""
+        with self.session() as session:
+            desc = session.call("describe", module=module, cls=name, timeout_s=AGENT_CALL_TIMEOUT_S)
+        if not isinstance(desc, dict) or not isinstance(desc.get("tools"), list):
+            raise AgentCallError(f"the sandbox did not describe {name}")
+        return desc
+
+
+class AgentSession:
+    """One fresh process of an AgentHost (see AgentHost.session); a context manager. ``call(op, ...)`` sends one
+    request and returns its plain-data result, serving the code tools the agent's code asks the trusted side for
+    meanwhile; raises AgentCallError (the code raised; ``str`` is its message) or AgentTimeout."""
+
+    def __init__(self, host: AgentHost, renew: bool) -> None:
+        self.host, self.renew = host, renew
+        self._lock = threading.RLock()  # re-entrant: a stand-in collected mid-call closes its session
+        self._sid: int | None = None
+        self._sock: Any = None
+        self._broken: str | None = None
+
+    def __enter__(self) -> AgentSession:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        with self._lock:
+            self._drop()
+
+    def _drop(self) -> None:
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+            if self._sid is not None:
+                self.host._kill(self._sid)
+
+    def call(self, op: str, *, timeout_s: float, args: Sequence[Any] = (), kwargs: dict[str, Any] | None = None,
+             **fields: Any) -> Any:
+        with self._lock:
+            if self._broken is not None and not self.renew:
+                raise AgentCallError(self._broken)
+            if self._sock is None:
+                self._sid, self._sock = self.host._open()
+                self._broken = None
+            request = {**fields, "op": op, "args": _encode_plain(list(args)), "kwargs": _encode_plain(kwargs or {})}
+            try:
+                reply = self._exchange(request, timeout_s)
+            except TimeoutError:
+                self._broken = f"the call timed out after {timeout_s:g} s (its process was stopped)"
+                self._drop()
+                raise AgentTimeout(self._broken) from None
+            except (EOFError, OSError, ValueError) as exc:
+                self._broken = f"the agent code's process ended ({_exception_line(exc)})"
+                self._drop()
+                raise AgentCallError(self._broken) from None
+        if not isinstance(reply, dict):
+            raise AgentCallError("unreadable reply from the sandbox")
+        if "error" in reply:
+            raise AgentCallError(str(reply["error"]))
+        try:
+            return _decode_value(reply.get("ok"))
+        except (ValueError, TypeError, RecursionError):
+            raise AgentCallError("unreadable reply from the sandbox") from None
+
+    def _exchange(self, request: dict[str, Any], timeout_s: float) -> Any:
+        _send_frame(self._sock, request)
+        deadline = time.monotonic() + timeout_s
+        while True:
+            frame = _recv_frame(self._sock, deadline)
+            if not (isinstance(frame, dict) and "callback" in frame):
+                return frame
+            started = time.monotonic()
+            answer = _serve_callback(frame)
+            deadline += time.monotonic() - started  # the code tool's own time is not the call's
+            _send_frame(self._sock, answer)
+
+
+def _serve_callback(frame: dict[str, Any]) -> dict[str, Any]:
+    """What agent code in the sandbox asks of the trusted side: its code-running tool (run_python), run in this
+    process's tool sandbox (the zygote pool: the model's code isolated again, apart from the agent's)."""
+    name, given = frame.get("callback"), frame.get("args")
+    try:
+        if not isinstance(given, dict):
+            raise ValueError("malformed callback")
+        if name == "tool_pool":
+            tool_pool(**{k: given.get(k) for k in ("memory_mb", "min_isolation", "workers")})
+            return {"ok": None}
+        if name == "execute_python":
+            run = execute_python(str(given.get("code", "")), str(given.get("stdin") or ""),
+                                 timeout_s=given.get("timeout_s"), max_output_bytes=given.get("max_output_bytes"))
+            return {"ok": {k: getattr(run, k) for k in Execution.__dataclass_fields__}}
+        raise ValueError(f"no such callback: {name!r}")
+    except Exception as exc:  # noqa: BLE001 - the agent's code gets the failure as its own exception
+        return {"error": _exception_line(exc), "unavailable": isinstance(exc, SandboxUnavailable)}
+
+
+def _host_callback(name: str, args: dict[str, Any]) -> Any:
+    """Inside a session: ask the trusted side for ``name`` (see _serve_callback) and wait for its answer."""
+    if not _HOST_LINK:
+        raise SandboxUnavailable("agent-written code reaches the code sandbox only while it is called (a tool, a "
+                                 "verifier's call), not while its module is imported")
+    _send_frame(_HOST_LINK[0], {"callback": name, "args": args})
+    reply = _recv_frame(_HOST_LINK[0])
+    if "error" in reply:
+        raise (SandboxUnavailable if reply.get("unavailable") else SandboxError)(str(reply["error"]))
+    return reply.get("ok")
+
+
+class _ForwardedPool:
+    """tool_pool() inside the agent's sandbox: the code runs in the trusted side's tool sandbox."""
+
+    def run_code(self, code: str, stdin: str = "", timeout_s: float | None = None,
+                 max_output_bytes: int | None = None) -> Execution:
+        return Execution(**_host_callback("execute_python", {"code": code, "stdin": stdin, "timeout_s": timeout_s,
+                                                             "max_output_bytes": max_output_bytes}))
+
+
+def _agent_spawn_env() -> dict[str, str]:
+    """The host's environment at its start: nothing of the caller's (its API keys stay out); a fixed string-hash
+    seed, so set iteration orders alike in Phase 1 and in training."""
+    return {**_zygote_hashseed_env(), "PYTHONDONTWRITEBYTECODE": "1"}
+
+
+# ---- the host's side (runs this module's code: `--agent-host`) ----
+
+def _agent_outer(cfg: dict[str, Any]) -> int:
+    """The host's first process (trusted, nothing of the agent loaded): the namespaces, then the sandbox's init,
+    whose pid it reports on stdout; it waits for it and, on SIGTERM, kills it (and so the whole namespace)."""
+    cfg["view"] = _plan_view(_interpreter_paths(), readable=[cfg["folder"]] if cfg.get("folder") else [],
+                             hide=[h for h in cfg.get("hide", ()) if h != cfg.get("folder")])
+    flags = _CLONE_NEWPID | _CLONE_NEWNET | _CLONE_NEWIPC | _CLONE_NEWUTS
+    userns = os.geteuid() != 0
+    try:
+        if os.uname().machine not in _SECCOMP_ARCHES:
+            raise OSError(f"no system-call filter for {os.uname().machine} (x86_64 and aarch64 only)")
+        if not userns:
+            try:
+                _unshare(flags)
+            except OSError:  # root without CAP_SYS_ADMIN: a user namespace of its own still builds the same box
+                userns = True
+        if userns:
+            _enter_user_namespace(flags)
+    except OSError as exc:
+        print(json.dumps({"error": f"no namespaces: {exc}"}), flush=True)
+        return 1
+    child: list[int] = []
+
+    def stop(*_: object) -> None:
+        for pid in child:
+            os.kill(pid, signal.SIGKILL)
+
+    signal.signal(signal.SIGTERM, stop)
+    pid = os.fork()
+    if pid == 0:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        _agent_init(cfg, userns)
+    child.append(pid)
+    os.close(cfg["ctl_fd"])  # the init's alone: its death is then the end of the control socket
+    print(json.dumps({"pid": pid}), flush=True)
+    while True:
+        try:
+            os.waitpid(pid, 0)
+            return 0
+        except ChildProcessError:
+            return 0
+        except InterruptedError:
+            continue
+
+
+def _set_agent_limits(cfg: dict[str, Any]) -> None:
+    import resource
+
+    mem, disk = cfg["memory_mb"] << 20, cfg["disk_mb"] << 20
+    for limit, value in ((resource.RLIMIT_AS, mem), (resource.RLIMIT_FSIZE, disk), (resource.RLIMIT_NOFILE, 1024),
+                         (resource.RLIMIT_CORE, 0), (resource.RLIMIT_NPROC, 512)):
+        resource.setrlimit(limit, (value, value))
+
+
+def _agent_init(cfg: dict[str, Any], userns: bool) -> None:
+    """The sandbox's init, PID 1 of its namespace. Trusted: no agent code ever runs in it. It builds the read-only
+    view, loads the libraries the agent's modules import (so a session starts fast), has a first session check
+    that those modules import, then forks a session per request. Never returns; its exit takes every process of
+    the namespace with it."""
+    import socket
+
+    ctl = socket.socket(fileno=cfg["ctl_fd"])
+    try:
+        _enter_view(cfg["view"], cfg["disk_mb"], os.getuid() if userns else cfg["uid"])
+        os.chdir("/")
+        null = os.open(os.devnull, os.O_RDWR)
+        os.dup2(null, 0)
+        os.dup2(null, 1)
+        for name in ("asyncio", "inspect", "typing", "enum", "importlib.util", "resource", "struct"):
+            __import__(name)  # what a session's own code uses: loaded once here, not in every fork
+        _preload_libraries(cfg["sources"])
+    except BaseException as exc:  # noqa: BLE001 - never run the agent's code half-isolated
+        ctl.send(json.dumps({"error": _exception_line(exc)}).encode())
+        os._exit(_SETUP_FAILED_EXIT)
+    verdict = _agent_import_check(cfg, userns)
+    ctl.send(json.dumps(verdict).encode())
+    if not verdict.get("ready"):
+        os._exit(1)
+    _agent_serve(ctl, cfg, userns)
+
+
+def _preload_libraries(sources: dict[str, str]) -> None:
+    """Import (in the trusted init) the installed or standard-library modules the agent's files name, so each
+    session, a fork, finds them loaded; the agent's own modules are never imported here."""
+    import importlib
+    import importlib.util
+
+    own = {(n[len(_AGENT_LIB):] if n.startswith(_AGENT_LIB) else n)[:-3] for n in sources} | {"rewards_sandbox"}
+    names: set[str] = set()
+    for text in sources.values():
+        try:
+            tree = ast.parse(text)
+        except (SyntaxError, ValueError, MemoryError, RecursionError):
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                names.update(a.name for a in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names.add(node.module)
+                names.update(f"{node.module}.{a.name}" for a in node.names if a.name != "*")
+    for name in sorted(n for n in names if n.split(".")[0] not in own):
+        try:
+            if importlib.util.find_spec(name.split(".")[0]) is not None:
+                importlib.import_module(name)
+        except BaseException:  # noqa: BLE001 - not a module (a name imported from one), or the session says why
+            pass
+
+
+def _agent_import_check(cfg: dict[str, Any], userns: bool) -> dict[str, Any]:
+    """A first session, set up like every other, imports the agent's modules: ready, or which one fails and how.
+    It answers through a pipe of its own (never the control socket, which no agent code may hold)."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read_end)
+        os.close(cfg["ctl_fd"])
+        try:
+            _agent_session_setup(cfg, userns)
+        except BaseException as exc:  # noqa: BLE001
+            os.write(write_end, json.dumps({"error": _exception_line(exc)}).encode())
+            os._exit(_SETUP_FAILED_EXIT)
+        verdict: dict[str, Any] = {"ready": True}
+        for name in cfg["imports"]:
+            try:
+                __import__(name)
+            except BaseException as exc:  # noqa: BLE001 - SystemExit too: an import that exits did not import
+                verdict = {"import_error": f"{name}.py: {_exception_line(exc)}"}
+                break
+        os.write(write_end, json.dumps(verdict).encode())
+        os._exit(0)
+    os.close(write_end)
+    data, deadline = b"", time.monotonic() + AGENT_IMPORT_TIMEOUT_S
+    while (left := deadline - time.monotonic()) > 0 and select.select([read_end], [], [], left)[0]:
+        chunk = os.read(read_end, 65536)
+        if not chunk:
+            break
+        data += chunk[:4096]
+    os.close(read_end)
+    if not data:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        return {"import_error": f"{', '.join(m + '.py' for m in cfg['imports'])}: still importing after "
+                                f"{AGENT_IMPORT_TIMEOUT_S:g} s (a module must import quickly: no waiting at import)"}
+    os.waitpid(pid, 0)
+    try:
+        said = json.loads(data)
+    except ValueError:
+        said = None
+    return said if isinstance(said, dict) else {"error": "the first session died while importing"}
+
+
+def _agent_session_setup(cfg: dict[str, Any], userns: bool) -> None:
+    """In a session's process, still privileged: a mount namespace of its own with fresh scratch dirs (what a
+    session writes is gone with it: nothing carries to the next), the limits, no privilege left, the system-call
+    filter, a clean environment, the agent's modules importable."""
+    _unshare(_CLONE_NEWNS)
+    _fresh_scratch(cfg["view"], cfg["disk_mb"])
+    owner = os.getuid() if userns else cfg["uid"]
+    os.mkdir(_NS_WORKDIR, 0o700)
+    os.chown(_NS_WORKDIR, owner, owner)
+    _set_agent_limits(cfg)
+    if userns:
+        _drop_capabilities()
+    else:
+        _drop_privileges(cfg["uid"])
+    _prctl(_PR_SET_DUMPABLE, 0)  # no other session (same uid) reads its memory
+    _apply_seccomp(_SECCOMP_DENIED_AGENT)
+    os.chdir(_NS_WORKDIR)
+    os.environ.clear()
+    os.environ.update({"PATH": _SAFE_PATH, "HOME": _NS_WORKDIR, "TMPDIR": _NS_WORKDIR, "LANG": "C.UTF-8",
+                       "PYTHONIOENCODING": "utf-8", "PYTHONHASHSEED": "0", **cfg["env"]})
+    _install_agent_modules(cfg["sources"], cfg.get("folder") or _NS_WORKDIR)
+
+
+def _fresh_scratch(plan: dict[str, Any], disk_mb: int) -> None:
+    """New tmpfs on the scratch dirs of this mount namespace; anything bound inside them (a run folder or venv
+    under /tmp) bound again, read-only."""
+    inside = sorted((b for b in plan["binds"] if any(_under(b, d) for d in _SCRATCH_DIRS)), key=len)
+    fds = {b: os.open(b, os.O_PATH | os.O_CLOEXEC) for b in inside}
+    try:
+        for path, size in _SCRATCH_DIRS.items():
+            _mount("sandbox", path, "tmpfs", _MS_NOSUID | _MS_NODEV,
+                   f"size={min(size or disk_mb, disk_mb)}m,mode=1777,nr_inodes=4096")
+        for path in inside:
+            _bind_into("", path, fds[path])
+    finally:
+        for fd in fds.values():
+            os.close(fd)
+    if inside:
+        _remount_readonly(skip=tuple(_SCRATCH_DIRS))
+
+
+def _install_agent_modules(sources: dict[str, str], folder: str) -> None:
+    """The agent's files become importable by exact name, ahead of sys.path (rewards_user_X and rewards_env by
+    their file names, rewards_lib_NAME.py as NAME), and `rewards_sandbox` is this module: its code tools forward
+    to the trusted side."""
+    import importlib.util
+
+    by_module = {(n[len(_AGENT_LIB):] if n.startswith(_AGENT_LIB) else n)[:-3]: n for n in sources}
+
+    class _AgentFinder:
+        @staticmethod
+        def find_spec(fullname: str, path: Any = None, target: Any = None) -> Any:
+            if fullname not in by_module:
+                return None
+            return importlib.util.spec_from_loader(fullname, _AgentFinder,  # type: ignore[arg-type]
+                                                   origin=os.path.join(folder, by_module[fullname]))
+
+        @staticmethod
+        def create_module(spec: Any) -> None:
+            return None
+
+        @staticmethod
+        def exec_module(module: Any) -> None:
+            module.__file__ = module.__spec__.origin
+            source = sources[by_module[module.__name__]]
+            exec(compile(source, module.__spec__.origin, "exec"), module.__dict__)
+
+    sys.meta_path.insert(0, _AgentFinder)
+    _IN_AGENT_HOST.append(True)
+    sys.modules["rewards_sandbox"] = sys.modules[__name__]
+
+
+def _agent_serve(ctl: Any, cfg: dict[str, Any], userns: bool) -> None:
+    """The init's loop: a session request (with its socket) forks a session; a kill request ends one."""
+    import socket
+
+    sessions: dict[int, Any] = {}  # pid -> session id
+    signal.signal(signal.SIGCHLD, lambda *_: _reap_sessions(sessions))  # no zombie waits for the next request
+    while True:
+        try:
+            data, fds, _, _ = socket.recv_fds(ctl, 1 << 16, 4)
+        except OSError:
+            break
+        if not data:
+            break
+        try:
+            req = json.loads(data)
+        except ValueError:
+            req = {}
+        if isinstance(req, dict) and req.get("op") == "session" and fds:
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})  # recorded before it can be reaped
+            pid = os.fork()
+            if pid == 0:
+                signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD})
+                ctl.close()
+                for extra in fds[1:]:
+                    os.close(extra)
+                _agent_session(socket.socket(fileno=fds[0]), cfg, userns)
+            sessions[pid] = req.get("id")
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD})
+        elif isinstance(req, dict) and req.get("op") == "kill":
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})  # no pid reaped (and reused) meanwhile
+            for pid, sid in list(sessions.items()):
+                if sid == req.get("id"):
+                    os.kill(pid, signal.SIGKILL)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD})
+        for fd in fds:
+            os.close(fd)
+    os._exit(0)
+
+
+def _reap_sessions(sessions: dict[int, Any]) -> None:
+    """Reap every exited process of the namespace (the init's duty); forget sessions that were among them."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        sessions.pop(pid, None)
+
+
+def _agent_session(sock: Any, cfg: dict[str, Any], userns: bool) -> None:
+    """A session: set up, the agent's modules imported, then requests in, one reply each, until the trusted side
+    closes it. Never returns."""
+    try:
+        _agent_session_setup(cfg, userns)
+        for name in cfg["imports"]:
+            __import__(name)
+    except BaseException as exc:  # noqa: BLE001 - every call of this session then fails with why
+        _send_frame(sock, {"error": f"the session did not start: {_exception_line(exc)}"})
+        os._exit(_SETUP_FAILED_EXIT)
+    _HOST_LINK.append(sock)
+    instance: list[Any] = [None]
+    while True:
+        try:
+            req = _recv_frame(sock)
+        except BaseException:  # noqa: BLE001 - closed, or garbage: the session is over
+            os._exit(0)
+        try:
+            reply = {"ok": _encode_plain(_agent_request(req, instance))}
+        except BaseException as exc:  # noqa: BLE001 - SystemExit too: the call failed, the session lives on
+            try:
+                reply = {"error": str(exc)}
+            except BaseException:  # noqa: BLE001 - a hostile __str__
+                reply = {"error": type(exc).__name__}
+        try:
+            _send_frame(sock, reply)
+        except BaseException:  # noqa: BLE001
+            os._exit(0)
+
+
+def _agent_request(req: Any, instance: list[Any]) -> Any:
+    import asyncio
+    import inspect
+
+    if not isinstance(req, dict):
+        raise ValueError("malformed request")
+    op, args, kwargs = req.get("op"), _decode_value(req.get("args")), _decode_value(req.get("kwargs"))
+    if op == "verify":
+        result = getattr(sys.modules[req["module"]], req["function"])(*args, **kwargs)
+    elif op == "new":
+        instance[0] = getattr(sys.modules[req["module"]], req["cls"])()
+        return None
+    elif op == "call":
+        if instance[0] is None:
+            raise RuntimeError("no instance in this session")
+        result = getattr(instance[0], req["method"])(*args, **kwargs)
+    elif op == "describe":
+        return _describe_class(getattr(sys.modules[req["module"]], req["cls"]))
+    else:
+        raise ValueError(f"unknown request {op!r}")
+    return asyncio.run(result) if inspect.iscoroutine(result) else result
+
+
+# ---- environment classes: proxies in the trusted process, the real instance in a session ----
+
+_PARAM_KINDS = ("POSITIONAL_ONLY", "POSITIONAL_OR_KEYWORD", "VAR_POSITIONAL", "KEYWORD_ONLY", "VAR_KEYWORD")
+_PLAIN_TYPES = {"int": int, "float": float, "str": str, "bool": bool, "list": list, "tuple": tuple, "dict": dict,
+                "bytes": bytes, "complex": complex, "set": set, "frozenset": frozenset, "None": type(None)}
+
+
+def _type_tree(hint: Any, depth: int = 0) -> Any:
+    """A type hint as plain data (builtins, None, Any, Union / Optional, Literal, list / tuple / dict / set
+    generics, Enum classes; anything else by name), rebuilt on the trusted side by _rebuild_type."""
+    import enum
+    import types
+    import typing
+
+    if depth > 20:
+        return {"opaque": "nested too deeply"}
+    if hint is None or hint is type(None):
+        return "None"
+    if hint is typing.Any:
+        return "Any"
+    if isinstance(hint, type) and hint.__name__ in _PLAIN_TYPES and _PLAIN_TYPES[hint.__name__] is hint:
+        return hint.__name__
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is typing.Union or origin is getattr(types, "UnionType", None):
+        return {"union": [_type_tree(a, depth + 1) for a in args]}
+    if origin is typing.Literal:
+        return {"literal": _encode_plain(list(args))}
+    if origin in (list, tuple, dict, set, frozenset):
+        return {"generic": origin.__name__, "args": ["..." if a is Ellipsis else _type_tree(a, depth + 1)
+                                                      for a in args]}
+    if isinstance(hint, type) and issubclass(hint, enum.Enum):
+        return {"enum": hint.__name__, "members": _encode_plain([[m.name, m.value] for m in hint])}
+    return {"opaque": str(getattr(hint, "__name__", None) or repr(hint))[:80]}
+
+
+def _rebuild_type(tree: Any, depth: int = 0) -> Any:
+    """The type hint _type_tree described (a class of the same name standing in for an opaque one)."""
+    import enum
+    import typing
+
+    if depth > 20:
+        raise ValueError("type nested too deeply")
+    if isinstance(tree, str):
+        return typing.Any if tree == "Any" else _PLAIN_TYPES[tree]
+    if not isinstance(tree, dict) or len(tree) not in (1, 2):
+        raise ValueError("not a type description")
+    if "union" in tree:
+        return typing.Union[tuple(_rebuild_type(t, depth + 1) for t in tree["union"])]  # noqa: UP007
+    if "literal" in tree:
+        return typing.Literal[tuple(_decode_value(tree["literal"]))]
+    if "generic" in tree:
+        origin: Any = {"list": list, "tuple": tuple, "dict": dict, "set": set, "frozenset": frozenset}[tree["generic"]]
+        args = tuple(Ellipsis if a == "..." else _rebuild_type(a, depth + 1) for a in tree["args"])
+        return origin[args] if args else origin
+    if "enum" in tree:
+        return enum.Enum(str(tree["enum"]), [(str(n), v) for n, v in _decode_value(tree["members"])])
+    return type(str(tree["opaque"]), (), {})
+
+
+def _describe_class(cls: Any) -> dict[str, Any]:
+    """The tools of an environment class as TRL finds them (public functions on the class other than reset and
+    get_reward), each with what transformers' get_json_schema reads: name, docstring, signature as bound to an
+    instance, resolved type hints; and whether it is a coroutine function."""
+    import inspect
+    import typing
+
+    tools = []
+    for name, func in inspect.getmembers(cls, predicate=inspect.isfunction):
+        if name.startswith("_") or name in ("reset", "get_reward"):
+            continue
+        static = isinstance(inspect.getattr_static(cls, name), staticmethod)
+        params = list(inspect.signature(func).parameters.values())[0 if static else 1:]
+        try:
+            hints: dict[str, Any] | None = {k: _type_tree(v) for k, v in typing.get_type_hints(func).items()}
+        except Exception:  # noqa: BLE001 - unresolvable: the proxy's own resolution fails the same way
+            hints = None
+        described = []
+        for p in params:
+            entry: dict[str, Any] = {"name": p.name, "kind": p.kind.name,
+                                     "annotated": p.annotation is not inspect.Parameter.empty}
+            if p.default is not inspect.Parameter.empty:
+                try:
+                    entry["default"] = _encode_plain(p.default)
+                except (TypeError, ValueError):
+                    entry["default_opaque"] = True
+            described.append(entry)
+        tools.append({"name": name, "doc": inspect.getdoc(func), "async": inspect.iscoroutinefunction(func),
+                      "params": described, "hints": hints})
+    return {"tools": tools, "doc": inspect.getdoc(cls)}
+
+
+class _OpaqueDefault:
+    def __repr__(self) -> str:
+        return "<default>"
+
+
+def _proxy_tool(class_name: str, spec: dict[str, Any]) -> Callable[..., Any]:
+    """A function standing in for one tool: the same name, docstring, signature and type hints (so TRL lists it
+    and get_json_schema gives the same schema), forwarding the call to the instance in the session."""
+    import inspect
+
+    name = spec["name"]
+    if not (isinstance(name, str) and name.isidentifier() and not name.startswith("_")
+            and name not in ("reset", "get_reward")):
+        raise AgentCallError(f"the sandbox described a tool named {name!r}")
+    if spec.get("async"):
+        async def tool(self: Any, *args: Any, **kwargs: Any) -> Any:
+            import asyncio
+
+            return await asyncio.get_running_loop().run_in_executor(None, lambda: self._agent_call(name, args, kwargs))
+    else:
+        def tool(self: Any, *args: Any, **kwargs: Any) -> Any:  # type: ignore[misc]
+            return self._agent_call(name, args, kwargs)
+    hints = spec.get("hints")
+    # Hints the sandbox could not resolve stay unresolvable here, by a name no namespace holds: a string from the
+    # sandbox is never what get_type_hints evaluates in this process.
+    annotations: dict[str, Any] = ({k: _rebuild_type(v) for k, v in hints.items()} if isinstance(hints, dict)
+                                   else {p["name"]: "_unresolved_in_the_sandbox_" for p in spec["params"]
+                                         if p.get("annotated")})
+    params = [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+    for p in spec["params"]:
+        kind = getattr(inspect.Parameter, _PARAM_KINDS[_PARAM_KINDS.index(p["kind"])])
+        default = (_decode_value(p["default"]) if "default" in p
+                   else _OpaqueDefault() if p.get("default_opaque") else inspect.Parameter.empty)
+        annotation = annotations.get(p["name"], inspect.Parameter.empty) if p.get("annotated") \
+            else inspect.Parameter.empty
+        params.append(inspect.Parameter(p["name"], kind, default=default, annotation=annotation))
+    tool.__name__, tool.__qualname__ = name, f"{class_name}.{name}"
+    tool.__doc__ = spec.get("doc") if isinstance(spec.get("doc"), str) else None
+    tool.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        params, return_annotation=annotations.get("return", inspect.Signature.empty))
+    tool.__annotations__ = annotations
+    return tool
+
+
+class _AgentEnvironment:
+    """Base of the proxy environment classes (see environment_class). Every reset starts a fresh session holding
+    a fresh instance, so an episode never sees an earlier one's state, whether TRL reuses the proxy or not."""
+
+    _agent_host: AgentHost
+    _agent_module: str
+    _agent_class: str
+    get_reward = None  # not a function: TRL's environment probe adds no reward of its own
+
+    def __init__(self) -> None:
+        self._agent_session: AgentSession | None = None
+
+    def _agent_fresh(self) -> AgentSession:
+        if self._agent_session is not None:
+            self._agent_session.close()
+        session = self._agent_host.session()
+        session.call("new", module=self._agent_module, cls=self._agent_class, timeout_s=AGENT_CALL_TIMEOUT_S)
+        self._agent_session = session
+        return session
+
+    def _agent_call(self, method: str, args: Sequence[Any] = (), kwargs: dict[str, Any] | None = None) -> Any:
+        session = self._agent_session or self._agent_fresh()
+        return session.call("call", method=method, args=args, kwargs=kwargs, timeout_s=AGENT_CALL_TIMEOUT_S)
+
+    def reset(self, **kwargs: Any) -> Any:
+        self._agent_fresh()
+        return self._agent_call("reset", (), kwargs)
+
+    def _finetune_get_reward(self) -> Any:
+        return self._agent_call("get_reward")
+
+    def __del__(self) -> None:
+        try:
+            if self._agent_session is not None:
+                self._agent_session.close()
+        except Exception:  # noqa: BLE001 - at interpreter exit the host may be gone already
+            pass
+
+
+def environment_class(host: AgentHost, module: str, name: str) -> type:
+    """A class standing in for the agent's environment class ``name`` (in ``module``, run by ``host``): its tools
+    are functions of the same name, docstring, signature and type hints; calling one, reset or get_reward
+    (as ``_finetune_get_reward``) runs the real instance's method in the sandbox and returns its plain-data result
+    (an exception there raises AgentCallError with the same message)."""
+    desc = host.describe(module, name)
+    namespace: dict[str, Any] = {"__doc__": desc.get("doc") if isinstance(desc.get("doc"), str) else None,
+                                 "__qualname__": name, "_agent_host": host, "_agent_module": module,
+                                 "_agent_class": name}
+    for spec in desc["tools"]:
+        if not isinstance(spec, dict):
+            raise AgentCallError(f"the sandbox did not describe {name}")
+        try:
+            namespace[spec["name"]] = _proxy_tool(name, spec)
+        except (KeyError, ValueError, TypeError, IndexError) as exc:
+            raise AgentCallError(f"the sandbox described {name} unreadably ({_exception_line(exc)})") from None
+    return type(name, (_AgentEnvironment,), namespace)
+
+
 def _main(argv: list[str]) -> int:
     if argv[:1] == ["--zygote"]:
         _zygote_main(json.loads(sys.stdin.buffer.readline()))
         return 0
+    if argv[:1] == ["--agent-host"]:
+        return _agent_outer(json.loads(sys.stdin.buffer.readline()))
     if argv[:1] == ["--probe"]:
         iso = _probe(_uid_block(_POOLS_PER_PROCESS - 1) + _UID_BLOCK - 1)
         print(json.dumps({**iso.__dict__, "notes": list(iso.notes)}))

@@ -216,34 +216,6 @@ def load_by_path(name: str, path: Path, data: bytes):
     return module
 
 
-def install_verifier_modules(blobs: dict) -> None:
-    """A `type: python` verifier's `import NAME` gets the checked bytes of rewards_lib_NAME.py (by name, ahead of
-    sys.path): never a module the training box's path happens to hold, never ModuleNotFoundError."""
-    import importlib.util
-
-    class VerifierModules:
-        VERIFIER_MODULES = blobs
-        GATED_VERIFIER_MODULES = True  # the rendered rewards.py then installs no finder of its own
-
-        @classmethod
-        def find_spec(cls, fullname, path=None, target=None):
-            if fullname not in blobs:
-                return None
-            origin = RUN_DIR / f"rewards_lib_{fullname}.py"
-            return importlib.util.spec_from_file_location(fullname, origin, loader=cls)
-
-        @staticmethod
-        def create_module(spec):
-            return None
-
-        @staticmethod
-        def exec_module(module):
-            exec(compile(blobs[module.__name__], module.__spec__.origin, "exec"), module.__dict__)
-
-    if blobs:
-        sys.meta_path.insert(0, VerifierModules)
-
-
 def load_gated_rewards():
     """rewards.py and its rewards_*.py helpers, executed from the exact bytes checked against the gate.
 
@@ -264,13 +236,28 @@ def load_gated_rewards():
         if got != want:
             changed = sorted(k for k in set(got) | set(want) if got.get(k) != want.get(k))
             sys.exit(f"refusing to train: {', '.join(changed)} differ from what the gate PASSed; re-run Phase 1")
-    install_verifier_modules({n[len("rewards_lib_"):-3]: blobs[n] for n in blobs if n.startswith("rewards_lib_")})
-    # library helpers first (rewards.py finds them in sys.modules), then the user's environment (its
-    # `import rewards_sandbox` must find the gated copy already loaded), rewards.py last, each under its own name
-    for name in sorted(blobs, key=lambda n: (n == "rewards.py", n == "rewards_env.py")):
-        if not name.startswith("rewards_lib_"):  # a verifier's own module: imported by its name, below
-            load_by_path(name[:-3], RUN_DIR / name, blobs[name])
+    # Agent-written files (a verifier, the environment, their own modules) are never executed here: rewards.py runs
+    # them in the sandbox (rewards_sandbox's agent host), from the bytes checked above, handed over before it loads.
+    agent = {n: blobs.pop(n) for n in list(blobs) if n.startswith(("rewards_user_", "rewards_lib_"))
+             or n == "rewards_env.py"}
+    for name in sorted(blobs, key=lambda n: n == "rewards.py"):  # library helpers first, rewards.py last
+        if name == "rewards.py" and agent:
+            sys.modules["rewards_sandbox"].provide_sources(RUN_DIR, agent)
+        load_by_path(name[:-3], RUN_DIR / name, blobs[name])
     return sys.modules["rewards"]
+
+
+def check_agent_sandbox(rewards) -> None:
+    """Agent-written code runs only in the sandbox: a machine that cannot build it refuses here, in one line,
+    before anything trains (never an unsandboxed fallback, never a run of None rewards)."""
+    if not hasattr(rewards, "agent_host"):
+        return
+    try:
+        rewards.agent_host().start()
+    except Exception as exc:
+        if not getattr(exc, "agent_code_refused", False):
+            raise
+        sys.exit(f"refusing to train: {exc}; {exc.fix}")
 
 
 def rescore(func, rows: list) -> list:
@@ -587,6 +574,7 @@ def main(argv=None) -> None:
 
     rewards = load_gated_rewards()
     REWARD_FUNCS, REWARD_WEIGHTS = rewards.REWARD_FUNCS, rewards.REWARD_WEIGHTS
+    check_agent_sandbox(rewards)
 
     if [f.__name__ for f in REWARD_FUNCS] != REWARD_NAMES or list(REWARD_WEIGHTS) != REWARD_WEIGHTS_RENDERED:
         sys.exit("refusing to train: rewards.py does not match the spec this config was rendered for; re-render")
