@@ -81,7 +81,7 @@ def render_kind(kind: str, rewards: list[dict[str, Any]], columns: Iterable[str]
 
 def project_judgements(rows: list[dict[str, Any]], folder: Path) -> dict[str, dict[str, Any]]:
     """Per row id: {"accept", "correct", "well_formed"} as the default-spec rewards judge it."""
-    from finetune.inspect.rewardmod import load_rewards, score_items
+    from finetune.inspect.rewardmod import load_rewards
 
     kinds = spec_kinds()
     by_kind: dict[str, list[dict[str, Any]]] = defaultdict(list)
@@ -95,7 +95,7 @@ def project_judgements(rows: list[dict[str, Any]], folder: Path) -> dict[str, di
         passed: dict[str, list[bool]] = {}
         scores: dict[str, list[Any]] = {}
         for reward in module.by_role("format", "correctness"):
-            values, _ = score_items(reward, items)
+            values, _ = module.score(reward, items)
             passed[reward.name] = [reward.passes(v) for v in values]
             scores[reward.name] = values
         fmt = [r.name for r in module.by_role("format")]

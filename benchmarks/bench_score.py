@@ -43,7 +43,7 @@ def samples(n: int = 100, seed: int = 0) -> list[dict]:
 
 def bench(kind: str, repeat: int) -> dict[str, float]:
     from finetune.cli import main
-    from finetune.inspect.rewardmod import load_rewards, score_items
+    from finetune.inspect.rewardmod import load_rewards
     from finetune.inspect.samplesio import load_samples
     from finetune.inspect.score import score_run
     from finetune.spec import load_spec
@@ -59,12 +59,12 @@ def bench(kind: str, repeat: int) -> dict[str, float]:
     rows = load_samples(run / "samples.jsonl")
     rm = load_rewards(run, [r.name for r in spec.rewards])
     for r in rm.rewards:  # warm-up: imports, worker pools
-        score_items(r, rows[:4])
+        rm.score(r, rows[:4])
     one_pass = []
     for _ in range(repeat):
         t = time.perf_counter()
         for r in rm.rewards:
-            score_items(r, rows)
+            rm.score(r, rows)
         one_pass.append(time.perf_counter() - t)
     full = []
     for _ in range(repeat):

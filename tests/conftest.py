@@ -19,6 +19,18 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("WANDB_DISABLED", "true")
 
 
+@pytest.fixture(scope="session", autouse=True)
+def person_config(tmp_path_factory) -> Path:
+    """XDG_CONFIG_HOME for the session: the person's key (inspect/personkey.py) is made there, never in the real
+    ~/.config. pytest-xdist workers share one folder (their temp roots share a parent), so a verdict one worker's
+    person signed checks in another's; subprocesses inherit it."""
+    root = tmp_path_factory.getbasetemp()
+    folder = (root.parent if os.environ.get("PYTEST_XDIST_WORKER") else root) / "xdg-config"
+    folder.mkdir(exist_ok=True)
+    os.environ["XDG_CONFIG_HOME"] = str(folder)
+    return folder
+
+
 @pytest.fixture(scope="session")
 def repo_root() -> Path:
     return ROOT

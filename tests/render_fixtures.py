@@ -7,6 +7,7 @@ import textwrap
 from pathlib import Path
 
 import yaml
+from person_helpers import person_verdicts
 
 ROWS = [{"prompt": f"What is {a} plus {b}? Answer in <answer></answer>.", "answer": str(a + b)}
         for a, b in [(1, 2), (3, 4), (5, 6), (7, 8), (2, 9), (4, 4), (6, 1), (9, 9)]]
@@ -102,7 +103,7 @@ def pass_phase1(cli, spec_path: Path) -> dict:
     helpers.write_jsonl(run / "samples.jsonl", [{k: v for k, v in s.items() if k != "kind"} for s in samples])
     assert cli("inspect", "score", run).code == 0
     helpers.write_jsonl(run / "reading.jsonl", helpers.verdicts_for(samples, reader="human", n=56))
-    assert cli("inspect", "human-verdict", run, "--file", run / "reading.jsonl").code == 0
+    assert person_verdicts(cli, run, run / "reading.jsonl").code == 0
     res = cli("inspect", "gate", run)
     assert res.code == 0, res
     return json.loads((run / "gate.json").read_text())

@@ -113,9 +113,10 @@ def test_confirm_and_ack_are_never_pre_approved(verb, spelling):
 
 def test_the_command_says_why_confirm_and_ack_ask_the_user():
     _, body = _command()
-    why = re.search(r"`inspect confirm`, `inspect ack` and `inspect human-verdict`.{0,200}person's act.{0,300}"
-                    r"asks the\s+user", body, re.S)
-    assert why, "the command must say that confirm/ack are left out because they are a person's act"
+    why = re.search(r"except the person's own acts:.{0,40}`inspect human-verdict`.{0,120}`inspect confirm`.{0,120}"
+                    r"`inspect ack`.{0,400}refuses\s+all of them to you.{0,200}type it\s+themselves", body, re.S)
+    assert why, ("the command must say that human-verdict/confirm/ack are left out because they are a person's act, "
+                 "which the hook refuses to the agent and the user types")
 
 
 def test_write_rules_cover_exactly_the_files_the_agent_writes():

@@ -54,7 +54,7 @@ def test_rewards_render_killed_at_each_step(tmp_path, cli, step):
     _set_rewards(spec, MATH)
     assert _finetune("rewards", "render", spec).returncode == 0
     old = _snapshot(run, "rewards*.py")
-    assert set(old) == {"rewards.py", "rewards_answers.py", "rewards_mathpool.py"}
+    assert set(old) == {"rewards.py", "rewards_answers.py", "rewards_mathpool.py", "rewards_meta.py"}
     _set_rewards(spec, TESTS)
     r = _finetune("rewards", "render", spec, crash=step)
     assert r.returncode == -9, r.stderr[-2000:]
@@ -63,7 +63,7 @@ def test_rewards_render_killed_at_each_step(tmp_path, cli, step):
     assert _leftovers(run) == []
     assert _finetune("rewards", "render", spec).returncode == 0
     new = _snapshot(run, "rewards*.py")
-    assert set(new) == {"rewards.py", "rewards_answers.py", "rewards_code.py", "rewards_sandbox.py"}
+    assert set(new) == {"rewards.py", "rewards_answers.py", "rewards_code.py", "rewards_meta.py", "rewards_sandbox.py"}
     assert after in (old, new), (step, sorted(after))
     # before the journal nothing changed; after it, the next run finished the commit
     assert after == (old if step == "files:staged" else new)

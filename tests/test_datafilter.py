@@ -37,17 +37,17 @@ def _unfiltered(run: Path) -> Path:
     """The demo filtered its PASS run; put back the spec it gated and the gate's pre-filter binding."""
     from finetune.hashing import bound_hashes
     from finetune.inspect.gate import write_gate_record
+    from finetune.inspect.gaterecord import load_record
     from finetune.spec import load_spec
 
     spec_path = run / "spec.yaml"
     data = yaml.safe_load(spec_path.read_text())
     data["dataset"].pop("filter", None)
     spec_path.write_text(yaml.safe_dump(data, sort_keys=False))
-    record = json.loads((run / "gate.json").read_text())
-    record.pop("dataset_filter", None)
+    record = load_record(run / "gate.json")
     spec = load_spec(spec_path)
-    record["hashes"] = bound_hashes(run, spec.reward_section(), sampling=spec.sampling_binding())
-    write_gate_record(run, record)
+    write_gate_record(run, record.model_copy(update={
+        "dataset_filter": None, "hashes": bound_hashes(run, spec.reward_section(), sampling=spec.sampling_binding())}))
     return spec_path
 
 

@@ -73,39 +73,44 @@ def test_the_regenerated_files_are_generated():
 
 
 def test_reward_kind_registry():
-    from finetune.rewards import kinds, registry, render, specs
+    from finetune.rewards import kind, registry, render, specs
 
-    assert RECIPES["A reward kind"]["Files"] == ["scripts/finetune/rewards/specs.py",
-                                                 "scripts/finetune/rewards/templates/<type>.py.j2"]
-    assert render.KINDS is kinds.KINDS and tuple(kinds.KINDS) == registry.TYPE_ORDER  # the one table
-    templates = Path(specs.__file__).parent / "templates"
-    for name, entry in kinds.KINDS.items():
-        assert _rel(entry.spec) == "scripts/finetune/rewards/specs.py", f"{name}'s model lives elsewhere"
-        assert (templates / entry.template).is_file() and entry.template == f"{name}.py.j2"
+    assert RECIPES["A reward kind"]["Files"] == ["scripts/finetune/rewards/kinds/<type>/"]
+    assert render.KINDS is kind.KINDS and tuple(kind.KINDS) == registry.TYPE_ORDER  # the one table
+    for name, entry in kind.KINDS.items():  # everything of a kind sits in its folder
+        folder = f"scripts/finetune/rewards/kinds/{name}"
+        assert _rel(entry.spec) == f"{folder}/__init__.py", f"{name}'s model lives elsewhere"
+        assert (ROOT / folder / "template.py.j2").is_file() and (ROOT / folder / "notes.md").is_file()
+        assert entry.template == f"{name}/template.py.j2" and entry.notes
     # the spec union is derived from the table, in its order, and no reward model is left unregistered
     union = typing.get_args(typing.get_args(registry.RewardSpec)[0])
-    assert list(union) == [k.spec for k in kinds.KINDS.values()]
-    models = [c for c in vars(specs).values()
-              if isinstance(c, type) and issubclass(c, specs.RewardBase) and c is not specs.RewardBase]
-    assert sorted(m.__name__ for m in models) == sorted(k.spec.__name__ for k in kinds.KINDS.values())
+    assert list(union) == [k.spec for k in kind.KINDS.values()]
+    models = {c for c in _subclasses(specs.RewardBase) if c.__module__.startswith("finetune.")}
+    assert models == {k.spec for k in kind.KINDS.values()}
+
+
+def _subclasses(cls: type) -> set[type]:
+    out = set(cls.__subclasses__())
+    return out.union(*(_subclasses(c) for c in out)) if out else out
 
 
 def test_a_model_declared_with_kind_is_registered(monkeypatch):
     """The decorator is the registration: a new model needs nothing else to enter the table."""
     from typing import Literal
 
-    from finetune.rewards import kinds, specs
+    from finetune.rewards import kind, specs
 
-    monkeypatch.setattr(kinds, "KINDS", dict(kinds.KINDS))
+    monkeypatch.setattr(kind, "KINDS", dict(kind.KINDS))
+    hooks = {"order": 997, "reading": lambda r: kind.Reading(), "columns": lambda r: [],
+             "gold": lambda r, dataset: None, "reasons": {}, "fix": "nothing to set"}
 
-    @kinds.kind("Recipe probe", example={"name": "probe", "type": "recipe_probe"},
-                reading=lambda r: kinds.Reading(), fix="nothing to set")
+    @kind.kind("Recipe probe", example={"name": "probe", "type": "recipe_probe"}, **hooks)
     class RecipeProbe(specs.RewardBase):
         type: Literal["recipe_probe"]
 
-    assert kinds.KINDS["recipe_probe"].spec is RecipeProbe and kinds.KINDS["recipe_probe"].title == "Recipe probe"
+    assert kind.KINDS["recipe_probe"].spec is RecipeProbe and kind.KINDS["recipe_probe"].title == "Recipe probe"
     with pytest.raises(ValueError, match="registered twice"):
-        kinds.kind("again", reading=lambda r: kinds.Reading(), fix="nothing to set")(RecipeProbe)
+        kind.kind("again", **{**hooks, "order": 996})(RecipeProbe)
 
 
 def test_gpu_profile_registry(monkeypatch):

@@ -8,6 +8,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from person_helpers import person_verdicts
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "code-tests"
 
@@ -17,7 +18,7 @@ def _through_gate(cli, run: Path):
     assert cli("inspect", "sample", run / "spec.yaml", "--import", run / "completions.jsonl").code == 0
     assert cli("inspect", "score", run).code == 0
     # the example ships a person's reading: recorded the way the person records it (not pre-approved for an agent)
-    assert cli("inspect", "human-verdict", run, "--file", run / "verdicts.jsonl", "--user", "example reader").code == 0
+    assert person_verdicts(cli, run, run / "verdicts.jsonl", "--user", "example reader").code == 0
     return cli("inspect", "gate", run), json.loads((run / "gate.json").read_text())
 
 

@@ -151,7 +151,7 @@ def _export(page: str, labels: dict[str, dict]) -> str:
         judged = {k: labels[item["id"]][k] for k in ("accept", "correct", "well_formed")}
         lines.append({"id": item["id"], **judged, "note": labels[item["id"]]["note"], "reader": "human",
                       "time": "2026-01-01T00:00:00.000Z", "sample_sha256": item["sha"], "revealed": True,
-                      "first_verdict": judged, "changed_after_reveal": False})
+                      "first_verdict": judged, "changed_after_reveal": False, "page": data["meta"]["page"]})
     return "".join(json.dumps(x, ensure_ascii=False) + "\n" for x in lines)
 
 
@@ -243,15 +243,17 @@ def test_agent_walks_an_extraction_task_from_an_empty_folder_to_a_rendered_confi
     human = _line(calls, "inspect human-verdict", conditional=True)
     assert not any("human-verdict" in tool for tool in front["allowed-tools"])
     out = walk.run(_line(calls, "inspect review", "--format html"))
-    walk.assert_next(out, "(the person runs or approves it):", human, prefix_only=True)
+    walk.assert_next(out, "then the person runs it themselves:", human, prefix_only=True)
     page = (run_dir / "review.html").read_text(encoding="utf-8")
     told = re.search(r"Then run:\s*<code>(.*?)</code>", page, re.S)
     assert told, "review.html tells the person no command"
     # the page tells the person the same: their own path, not the agent's
     walk.assert_next("Then run: " + html.unescape(told.group(1)), "Then run:", human, prefix_only=True)
     (project / "verdicts.jsonl").write_text(_export(page, labels))
-    out = walk.run(human)
-    assert f"recorded 60 verdict(s) of {USER}" in out
+    out = walk.run(human, code=2)  # it shows the person what it will record, and records on their yes
+    assert "to record: 60 verdict(s)" in out and "replaces 60 earlier verdict(s) (60 of the agent" in out, out
+    r = cli(*walk.argv(human), "--yes")
+    assert r.code == 0 and f"recorded 60 verdict(s) of {USER}" in r.out, r
 
     # the gate: PASS on a person's reading, zero disagreements, no flag, no passing probe
     out = walk.run(_line(calls, "inspect gate"))
@@ -320,7 +322,10 @@ def test_agent_fixes_the_reward_then_reads_a_fresh_blind_set(cli, tiny_model_dir
                                                        for sid in sorted(ids)))
         walk.run(verdict)
         walk.run(key)
-        walk.run(confirm)  # the user checked the reading (the one step here Claude Code asks them to approve)
+        # the user checked the reading and types the confirm line themselves: it shows what it records, then --yes
+        out = walk.run(confirm, code=2)
+        assert "to confirm: the agent's reading of" in out, out
+        assert cli(*walk.argv(confirm), "--yes").code == 0
         return ids
 
     walk.run(review_md)

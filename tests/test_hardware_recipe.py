@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from scratch_repo import checks, copy_repo, failed
 
 from finetune import hardware
 from finetune.errors import RegistryError
@@ -57,11 +57,7 @@ print(json.dumps(out))
 
 def _scratch(tmp: Path, entry: str) -> Path:
     """A plugin root whose hardware.py has ``entry`` added to its profiles (the recipe's one file)."""
-    shutil.copytree(ROOT / "scripts" / "finetune", tmp / "scripts" / "finetune",
-                    ignore=shutil.ignore_patterns("__pycache__"))
-    for name in ("references", "skills", "examples"):
-        shutil.copytree(ROOT / name, tmp / name)
-    shutil.copy(ROOT / "README.md", tmp / "README.md")
+    copy_repo(tmp)
     path = tmp / "scripts" / "finetune" / "hardware.py"
     text = path.read_text(encoding="utf-8")
     assert text.count(ANCHOR) == 1
@@ -78,7 +74,7 @@ def _run(root: Path, *commands: list[str]) -> list[dict[str, Any]]:
     return result
 
 
-@pytest.mark.slow  # a fresh interpreter on the copy: the memory model, two estimates and every generated doc
+@pytest.mark.slow  # a fresh interpreter on the copy: the memory model, two estimates, every generated doc, ruff, mypy
 def test_a_profile_added_as_the_recipe_says_is_resolved_estimated_and_documented(tmp_path: Path) -> None:
     design = (ROOT / "DESIGN.md").read_text(encoding="utf-8")
     recipe = design[design.index("### A GPU profile"):design.index("### A diagnose symptom")]
@@ -103,6 +99,7 @@ def test_a_profile_added_as_the_recipe_says_is_resolved_estimated_and_documented
         "references/grpo-memory.md: regenerated"]
     assert ROW in (root / "references" / "grpo-memory.md").read_text(encoding="utf-8")
     assert check["code"] == 0, check["out"] + check["err"]
+    assert not failed(checks(root))  # ruff, mypy and the structure tests on the copy
 
 
 def test_an_incomplete_profile_is_refused_in_one_line_by_the_commands(tmp_path: Path) -> None:

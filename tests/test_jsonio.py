@@ -98,4 +98,5 @@ def test_verdict_note_with_line_separator_keeps_the_run_usable(tmp_path):
     V.record_verdicts(run, [V.Verdict(id="p0", accept=True, note="a\u2028b\u0085c", reader="human")], via="human-verdict")
     V.record_verdicts(run, [V.Verdict(id="p0", accept=False, note="again\u2029", reader="human")], via="human-verdict")
     got = V.load_verdicts(run)
-    assert got["p0"].note == "again\u2029" and len((run / "verdicts.jsonl").read_text().splitlines()) == 1
+    # the later verdict counts; the first stays in the history, and every line still parses
+    assert got["p0"].note == "again\u2029" and len((run / "verdicts.jsonl").read_text().splitlines()) == 2

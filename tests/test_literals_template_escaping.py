@@ -27,7 +27,7 @@ CODE_VALUES = {
     "zero_stage", "generation_batch_size", "ungated_smoke_steps", "topo.training_processes", "topo.training_nodes", "topo.nodes",
     "topo.gpus_per_node", "topo.processes_per_node", "topo.vllm_gpus", "topo.vllm_tp", "topo.vllm_dp", "digest", "r.max_points", "r.retries",
     "r.concurrency", "r.max_tokens", "r.max_bytes", "r.max_depth", "r.memory_mb", "r.overlong_buffer",
-    "r.workers", "r.timeout_s", "r.max_penalty", "r.spec.weight", "r.threshold", "r.weight",
+    "r.workers", "r.timeout_s", "r.max_penalty", "r.meta.weight", "r.meta.threshold", "r.weight",
     "plan.stats.rows", "kwargs.per_device_train_batch_size.value", "kwargs.steps_per_generation.value",
     "kwargs.num_generations.value", "kwargs.gradient_accumulation_steps.value",
     "kwargs.vllm_max_model_length.value", "kwargs.vllm_server_timeout.value", "s.value",
@@ -97,10 +97,11 @@ def unescaped(path: Path) -> list[str]:
     return bad
 
 
-TEMPLATES = sorted(p for d in TEMPLATE_DIRS for p in d.glob("*.j2"))
+TEMPLATES = sorted([p for d in TEMPLATE_DIRS for p in d.glob("*.j2")]
+                   + list((PKG / "rewards" / "kinds").glob("*/template.py.j2")))
 
 
-@pytest.mark.parametrize("path", TEMPLATES, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", TEMPLATES, ids=lambda p: p.relative_to(PKG).as_posix())
 def test_every_output_is_escaped(path):
     assert unescaped(path) == []
 

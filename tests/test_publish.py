@@ -123,3 +123,13 @@ def test_the_command_is_the_persons_and_never_pre_approved(repo_root):
     front = text.split("---")[1]
     assert "publish" not in front  # allowed-tools pre-approves no publish
     assert publish.GUARD_DENIED == ("publish",)
+    # the plugin's PreToolUse guard refuses it to the agent, in any spelling (tests/hostile/test_hook.py drives it)
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("llm_finetuning_guard_publish", repo_root / "hooks" / "guard.py")
+    assert spec is not None and spec.loader is not None
+    guard = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(guard)
+    assert publish.GUARD_DENIED in [prefix for prefix, _ in guard.PERSON_COMMANDS]
+    for args in (["publish", "runs/x", "--dry-run"], ["--quiet", "publish", "runs/x", "--repo", "me/m"]):
+        assert guard.person_command(args), args

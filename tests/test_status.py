@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from person_helpers import person_verdicts
 
 from finetune import status
 
@@ -103,11 +104,13 @@ def _stopped_by_the_callback(run: Path) -> dict:
     from transformers import TrainerControl, TrainerState
 
     from finetune import watch
+    from finetune.rewards.lib.rewards_meta import RewardMeta
 
-    meta = [{"name": "right", "type": "exact_match", "role": "correctness", "threshold": 1.0, "min": 0.0, "max": 1.0}]
+    meta = [RewardMeta(name="right", type="exact_match", role="correctness", weight=1.0, threshold=1.0, min=0.0,
+                       max=1.0, gated=False, episode=False)]
     rec = watch.Recorder()
     cb = watch.inspection_callback(watch.Settings(every_steps=5, sample_rows=50, max_completion_length=64,
-                                                  meta=meta, weights=[1.0]), rec)
+                                                  meta=meta), rec)
     args = type("Args", (), {"output_dir": "train"})()  # as train.py passes it, from the run directory
     state, control = TrainerState(), TrainerControl()
 
@@ -217,7 +220,8 @@ def test_a_stopped_run_resumes_at_phase_3_with_the_stop_and_what_comes_next(cli,
     assert "read the last inspection under train/inspections/" in next(x for x in lines if x.startswith("  next 1:"))
 
     # the reward fixed, re-gated and config/ rendered again: the stop belongs to the last launch
-    _later(run / "config" / "train.py", 10)
+    later = (run / "train" / "STOPPED.json").stat().st_mtime + 10  # after the stop, however long the steps took
+    os.utime(run / "config" / "train.py", (later, later))
     assert _resume(cli, run) == "resume: Phase 3 - training (stale)"
     assert not [line for line in _lines_of(cli("status", run)) if line.startswith("  next ")]
 
@@ -235,10 +239,10 @@ def test_checkpoint_sets_with_their_gate_and_comparison_re_derived(cli, demo_run
     assert cli("inspect", "score", target).code == 0
     reading, _ = checker_verdicts(target, load_spec(run / "spec.yaml"))
     assert cli("inspect", "verdict", target, "--file", reading, "--reader", "agent").code == 0
-    assert cli("inspect", "confirm", target, "--user", "test reader").code == 0
+    assert cli("inspect", "confirm", target, "--user", "test reader", "--yes").code == 0
     for flag in json.loads((target / "score_report.json").read_text())["flags"]:
         assert cli("inspect", "ack", target, flag["id"], "--reason",
-                   "seen on the trained policy's samples; read and judged in this test").code == 0
+                   "seen on the trained policy's samples; read and judged in this test", "--yes").code == 0
     assert cli("inspect", "gate", target).code == 0
     # a set imported and not yet scored or gated
     assert cli("inspect", "sample", run, "--import", run / "samples.jsonl", "--name", "imported").code == 0
@@ -282,8 +286,8 @@ def test_checkpoint_sets_with_their_gate_and_comparison_re_derived(cli, demo_run
     assert listed()["step-40"]["gate"] == "PASS"
     # a reader's verdict after the PASS: stale (the gate binds the verdicts), and so is the comparison
     row = next(r for r in map(json.loads, (target / "scored.jsonl").read_text().splitlines()) if r["all_pass"])
-    assert cli("inspect", "human-verdict", target, "--id", row["id"], "--reject", "--incorrect", "--well-formed",
-               "--note", "not what the prompt asked").code == 0
+    assert person_verdicts(cli, target, [{"id": row["id"], "accept": False, "correct": False, "well_formed": True,
+                                          "note": "not what the prompt asked"}]).code == 0
     s = listed()["step-40"]
     assert s["gate"] == "stale" and "verdicts.jsonl" in s["detail"] and s["comparison_state"] == "stale"
     assert cli("inspect", "gate", target).code == 1  # the reward passes what the reader rejects

@@ -120,6 +120,17 @@ def test_static_check_exemptions_name_existing_modules() -> None:
     assert not [p for p in paths if not (root / p).is_file()], f"ruff exemptions for missing files: {paths}"
 
 
+def test_design_md_states_the_limits_this_test_holds() -> None:
+    """A contributor learns the limits from DESIGN.md before a recipe's entry crosses one: its line on this test
+    states both numbers, so a changed constant fails here until the text follows."""
+    design = (PACKAGE.parents[1] / "DESIGN.md").read_text(encoding="utf-8")
+    line = re.search(r"^- `tests/test_structure\.py`: (.*)$", design, re.M)
+    assert line, "DESIGN.md has no bullet for tests/test_structure.py"
+    stated = line.group(1)
+    assert f"no function in the package over {MAX_LINES} lines" in stated, stated
+    assert f"no module over {MAX_MODULE_LINES} lines" in stated, stated
+
+
 TESTS = Path(__file__).resolve().parent
 
 
@@ -323,7 +334,7 @@ def module_tested_by(test: Path, tests: Path = TESTS, package: Path = PACKAGE) -
 
     - ``tests/test_<m>*.py``: the top-level module ``<m>.py`` (a package's tests go in its folder);
     - ``tests/<pkg>[/<sub>]/test_<m>*.py``: the module ``<m>.py`` of that package, a template it renders
-      (``templates/<m>.py.j2``: the reward kinds), or the package as a whole (``<m>`` is the package's name);
+      (``kinds/<m>/template.py.j2``: the reward kinds), or the package as a whole (``<m>`` is the package's name);
     - ``tests/<m>/test_<m2>*.py``: a top-level module family with fixtures of its own (``watch``, ``config``:
       ``<m2>`` is ``<m>`` or ``<m>_*``).
     """
@@ -338,7 +349,7 @@ def module_tested_by(test: Path, tests: Path = TESTS, package: Path = PACKAGE) -
         found = _names(stem, top_level)
     elif (where / "__init__.py").is_file():
         found = _names(stem, {p.stem for p in where.glob("*.py") if p.stem != "__init__"}
-                       | {p.name.removesuffix(".py.j2") for p in where.glob("templates/*.py.j2")} | {where.name})
+                       | {p.parent.name for p in where.glob("kinds/*/template.py.j2")} | {where.name})
     elif len(folders) == 1 and folders[0] in top_level:
         found = _names(stem, {m for m in top_level if m == folders[0] or m.startswith(folders[0] + "_")})
     else:
@@ -371,7 +382,7 @@ def test_placement_exceptions_name_existing_files_and_give_a_reason():
 def test_the_placement_rule_flags_a_misplaced_test(tmp_path: Path):
     pkg, tests = tmp_path / "pkg", tmp_path / "tests"
     for name in ("spec.py", "watch.py", "config.py", "config_render.py", "rewards/__init__.py", "rewards/render.py",
-                 "rewards/templates/math.py.j2", "rewards/lib/__init__.py", "rewards/lib/answers.py",
+                 "rewards/kinds/math/template.py.j2", "rewards/lib/__init__.py", "rewards/lib/answers.py",
                  "memory/__init__.py", "memory/estimate.py"):
         (pkg / name).parent.mkdir(parents=True, exist_ok=True)
         (pkg / name).write_text("")

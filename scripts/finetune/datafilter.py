@@ -37,6 +37,7 @@ from finetune.hashing import canonical_json
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from finetune.inspect.gaterecord import GateRecord
     from finetune.spec import RunSpec
 
 PASS_RATES = "data/pass_rates.jsonl"
@@ -393,7 +394,7 @@ def _with_filter(text: str, section: dict[str, Any]) -> str | None:
 
 
 def _bound_record(spec_path: Path, run_dir: Path, section: dict[str, Any], filtered: tuple[str, bytes],
-                  record: dict[str, Any]) -> dict[str, Any]:
+                  record: GateRecord) -> GateRecord:
     """The gate record re-bound to the filter section and the filtered file — hashed from the bytes about to be
     committed, not read back from disk."""
     from finetune.hashing import FILTERED_FILE, bound_hashes
@@ -404,11 +405,11 @@ def _bound_record(spec_path: Path, run_dir: Path, section: dict[str, Any], filte
     hashes = bound_hashes(run_dir, spec.reward_section(), data_filter=binding, sampling=spec.sampling_binding(),
                           **spec.heldout_binding())
     hashes[FILTERED_FILE] = hashlib.sha256(filtered[1]).hexdigest()  # the file is committed with the record
-    return {**record, "hashes": hashes, "dataset_filter": section}
+    return record.model_copy(update={"hashes": hashes, "dataset_filter": section})
 
 
 def _commit(spec_path: Path, run_dir: Path, outputs: dict[str, str | bytes], spec_files: dict[str, str | bytes],
-            record: dict[str, Any]) -> None:
+            record: GateRecord) -> None:
     """Every output and the gate record in one commit (``gate.write_gate_record``, the one gate writer): a kill
     leaves the run entirely before or after the filter.
 
@@ -448,7 +449,7 @@ def run_filter(spec_path: Path, run_dir: Path, *, k: int = DEFAULT_K, max_prompt
     keys = {i: prompt_key(rows[i][spec.dataset.prompt_column]) for i in indices}
     record = check.record
     assert record is not None  # a gate that holds carries its record
-    hashes = record.get("hashes") or {}
+    hashes = record.hashes
     sample = _Sampler(spec, run_dir, rows, keys, hashes, device, backend, console)
     done = sample(indices, k, 0, PASS_RATES)
     rates = {i: done[i]["successes"] / k for i in indices}
@@ -573,7 +574,7 @@ def _predictions(spec: RunSpec, a: _Assessed) -> dict[str, Any]:
 
 
 def _finish(spec: RunSpec, spec_path: Path, run_dir: Path, a: _Assessed, fmt: str, source: Path,
-            record: dict[str, Any]) -> dict[str, Any]:
+            record: GateRecord) -> dict[str, Any]:
     rows, indices, kept, k, keep, rates = a.rows, a.indices, a.kept, a.k, a.keep, a.rates
     filtered = filtered_bytes(source, fmt, rows, kept, run_dir)
     filtered_path = run_dir / filtered[0]

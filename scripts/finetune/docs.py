@@ -41,6 +41,7 @@ REGISTRY: tuple[Target, ...] = (
     Target("references/vllm-layout.md", "finetune.vllm_layout_doc:vllm_layout_doc"),
     Target("skills/finetuning-method-selection/SKILL.md", "finetune.route:skill_table", region="routes"),
     Target("README.md", "finetune.docs:cli_table", region="cli"),
+    Target("DESIGN.md", "finetune.diagnose.reference:symptom_names", region="symptoms"),
 )
 
 
@@ -51,7 +52,7 @@ TOC_REGION = "toc"
 def reward_reference() -> str:
     """references/reward-functions.md: every reward type's rendered code, then the sample formats."""
     from finetune.inspect.sample_remote import reference_section
-    from finetune.rewards.render import reward_functions_doc
+    from finetune.rewards.reference import reward_functions_doc
 
     return reward_functions_doc().rstrip("\n") + "\n\n" + reference_section()
 

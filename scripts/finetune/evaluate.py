@@ -79,8 +79,7 @@ def score_child(run_dir: Path, names: list[str], items: list[Row], channel: Chan
 
     rm = load_rewards(run_dir, names)
     if channel is not None:
-        for r in rm.rewards:
-            r.func = channel.guard(r.name, r.func)
+        rm.funcs = {name: channel.guard(name, func) for name, func in rm.funcs.items()}
     rm.disable_caches()  # an evaluation never reuses a judge answer
     values, errors = _score_all(rm, items, channel.progress if channel is not None else None)
     out = []
@@ -88,8 +87,7 @@ def score_child(run_dir: Path, names: list[str], items: list[Row], channel: Chan
         scores = {r.name: values[r.name][i] for r in rm.rewards}
         errs = {r.name: e for r in rm.rewards if (e := errors[r.name][i])}
         out.append({"scores": scores, "errors": errs, **_row_verdicts(rm, scores, errs)})
-    meta = [{"name": r.name, "role": r.role, "threshold": r.threshold, "min": r.min, "max": r.max,
-             "weight": r.weight, "type": r.type} for r in rm.rewards]
+    meta = [r.as_dict() for r in rm.rewards]  # plain data across the isolation boundary
     return {"rows": out, "meta": meta}
 
 
@@ -203,12 +201,14 @@ def summarize(before: list[Row], after: list[Row], scored_before: list[Row], sco
 def hacking(rows: list[Row], scored: list[Row], meta: list[Row], max_completion_length: int) -> Row:
     """The live inspection's reward-hacking checks on one side's answers: red flags and probe-shaped passes."""
     from finetune import watch
+    from finetune.rewards.lib.rewards_meta import RewardMeta
 
+    metas = [RewardMeta.of(m) for m in meta]
     watch_rows = [{"completion": r["completion"] if isinstance(r["completion"], str) else str(r["completion"]),
                    "completion_tokens": r.get("completion_tokens"), "scores": s["scores"], "total": s["total"]}
                   for r, s in zip(rows, scored)]
-    return {"flags": watch.live_flags(watch_rows, meta, max_completion_length),
-            "probes_passing": watch.probe_hits(watch_rows, meta)}
+    return {"flags": watch.live_flags(watch_rows, metas, max_completion_length),
+            "probes_passing": watch.probe_hits(watch_rows, metas)}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -310,7 +310,7 @@ def _gate(run_dir: Path, spec: RunSpec) -> Row:
     if not check.ok:
         raise UserError(f"the gate PASS does not hold: {check.reason}", where=str(run_dir / rundir.GATE),
                         fix="eval scores with the gated rewards: pass Phase 1's gate (`finetune inspect gate RUN`)")
-    record = check.record or {}
+    record = check.record.dump() if check.record is not None else {}
     return {"status": record.get("status"), "hashes": record.get("hashes")}
 
 

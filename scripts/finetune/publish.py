@@ -33,8 +33,8 @@ if TYPE_CHECKING:
     from finetune.spec import RunSpec
 
 Row = dict[str, Any]
-# The plugin's PreToolUse guard (hooks/) denies `finetune publish` to the agent: its PERSON_COMMANDS carries this
-# command's words; commands/finetune.md never pre-approves it.
+# The plugin's PreToolUse guard (hooks/guard.py) denies `finetune publish` to the agent: its PERSON_COMMANDS carries
+# this command's words; commands/finetune.md never pre-approves it.
 GUARD_DENIED = ("publish",)
 PUBLISH_DIR = "publish"
 CARD, PLAN = "README.md", "publish.json"
@@ -61,7 +61,7 @@ def _gate(run_dir: Path, spec: RunSpec) -> Row:
     if not check.ok or not check.record:
         raise UserError(f"the gate PASS does not hold: {check.reason}", where=str(run_dir / rundir.GATE),
                         fix="publish a run whose Phase 1 gate PASSes now (`finetune inspect gate RUN`)")
-    return check.record
+    return check.record.dump()
 
 
 def reading(gate: Row) -> Row:

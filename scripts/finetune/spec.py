@@ -16,7 +16,7 @@ from pydantic_core import ErrorDetails
 
 from finetune.errors import UserError
 from finetune.fieldtypes import STRICT_MODEL
-from finetune.rewards.kinds import KINDS
+from finetune.rewards.kind import KINDS
 from finetune.rewards.registry import RewardSpec
 from finetune.yamlio import line_for, load_with_lines
 

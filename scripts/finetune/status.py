@@ -233,23 +233,22 @@ def gate_state(folder: Path, spec: RunSpec, fix: str = "fix the reward, repeat P
     check = verify_gate(folder, spec)
     if check.ok:
         return OK, "gate PASS holds"
-    record = check.record if isinstance(check.record, dict) else {}
-    if record.get("status") == "FAIL" or "not PASS" in check.reason:
-        listed = record.get("reasons")
-        reasons = "; ".join(str(r) for r in (listed if isinstance(listed, list) else [])[:3])
+    record = check.record
+    if (record is not None and record.status == "FAIL") or "not PASS" in check.reason:
+        reasons = "; ".join(record.reasons[:3]) if record is not None else ""
         return FAILED, one_line(f"the gate says FAIL{': ' + reasons if reasons else ''} — {fix}", 400)
     return STALE, check.reason
 
 
 def _gate(run: _Run) -> tuple[str, str]:
+    from finetune.inspect.gaterecord import load_record
+
     state, detail = gate_state(run.dir, run.loaded)
-    record, _ = run.read(rundir.GATE)
-    found = record.get("blind")
-    blind: dict[str, Any] = found if isinstance(found, dict) else {}
-    if state == OK and blind.get("reading_blind") is False:  # a PASS holds, but say plainly what it rests on
+    blind = load_record(run.path(rundir.GATE)).blind if state == OK else None  # a PASS holds: its record loads
+    if blind is not None and not blind.reading_blind:  # a PASS holds, but say plainly what it rests on
         from finetune.inspect.readingset import fresh_offer
 
-        return OK, one_line(f"gate PASS holds on a reading that was NOT BLIND ({blind.get('statement')}); "
+        return OK, one_line(f"gate PASS holds on a reading that was NOT BLIND ({blind.statement}); "
                             f"offer the user {fresh_offer(run.dir)}", 900)
     return state, detail
 
@@ -257,10 +256,14 @@ def _gate(run: _Run) -> tuple[str, str]:
 def _config(run: _Run) -> tuple[str, str]:
     from finetune.config import build as config
     from finetune.config import render as config_render
+    from finetune.inspect.gate import render_void
 
     cfg = run.path(rundir.CONFIG_DIR)
     if not run.path(rundir.MEMORY).is_file() or not (cfg / "train.py").is_file():
         return MISSING, "no memory.md / config/: run `finetune memory` and `finetune config render`"
+    void = render_void(run.dir)
+    if void:
+        return STALE, "VOID: " + void
     try:
         files = config_render.render_files(config.build_plan(run.loaded, run.dir))
     except UserError as exc:

@@ -36,7 +36,10 @@ import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # beside train.py the class is rewards.py's copy (rewards_meta.py): only its attributes are read
+    from finetune.rewards.lib.rewards_meta import RewardMeta
 
 # ----------------------------------------------------------------------------------------------
 # thresholds (finetune.diagnose re-exports the first four; references/diagnosis.md prints them)
@@ -178,33 +181,25 @@ def rises(t: Mapping[str, Any]) -> bool:
 # the reward-hacking rule (diagnose's reward_hacking and the callback's stop rule)
 
 
-@dataclass
-class Rewards:
-    """What the rule knows of the rewards: roles, weights and declared ranges (REWARD_META)."""
+def reward_roles(rewards: Sequence[RewardMeta], roles: Mapping[str, str] | None = None) -> dict[str, str]:
+    """name -> role: the rewards' own (rewards.py's REWARD_META), under ``roles`` — what a diagnosis knows of
+    rewards with no meta (read off their logged names) or was told (``--correctness``)."""
+    return {**{m.name: m.role for m in rewards}, **(roles or {})}
 
-    roles: dict[str, str]
-    weights: dict[str, float] = field(default_factory=dict)
-    minima: dict[str, float] = field(default_factory=dict)
-    maxima: dict[str, float] = field(default_factory=dict)
 
-    @classmethod
-    def from_meta(cls, meta: Sequence[Mapping[str, Any]], weights: Sequence[float]) -> Rewards:
-        names = [str(m["name"]) for m in meta]
-        return cls({n: str(m.get("role")) for n, m in zip(names, meta)},
-                   {n: float(w) for n, w in zip(names, weights)},
-                   {n: float(m["min"]) for n, m in zip(names, meta) if isinstance(m.get("min"), (int, float))},
-                   {n: float(m["max"]) for n, m in zip(names, meta) if isinstance(m.get("max"), (int, float))})
-
-    def scale(self, key: str, series: Mapping[str, Points]) -> float:
-        """Span of a reward series: from the declared min/max when known (weighted, for the total),
-        else the observed range; never 0."""
-        names = (list(self.roles) if key == K_REWARD else [key.split("/")[1]] if key.startswith("rewards/") else [])
-        if names and all(n in self.maxima and n in self.minima for n in names):
-            span = sum(abs(self.weights.get(n, 1.0)) * (self.maxima[n] - self.minima[n]) for n in names)
-            if span > 0:
-                return span
-        vals = [v for v in (series[key][1] if key in series else []) if math.isfinite(v)]
-        return (max(vals) - min(vals)) if vals and max(vals) > min(vals) else 1.0
+def scale(key: str, series: Mapping[str, Points], rewards: Sequence[RewardMeta],
+          roles: Mapping[str, str] | None = None) -> float:
+    """Span of a reward series: from the declared min/max when every reward in it has a RewardMeta (weighted,
+    for the total), else the observed range; never 0."""
+    metas = {m.name: m for m in rewards}
+    names = (list(reward_roles(rewards, roles)) if key == K_REWARD
+             else [key.split("/")[1]] if key.startswith("rewards/") else [])
+    if names and all(n in metas for n in names):
+        span = sum(abs(metas[n].weight) * (metas[n].max - metas[n].min) for n in names)
+        if span > 0:
+            return span
+    vals = [v for v in (series[key][1] if key in series else []) if math.isfinite(v)]
+    return (max(vals) - min(vals)) if vals and max(vals) > min(vals) else 1.0
 
 
 @dataclass
@@ -226,15 +221,19 @@ def _enough(points: Points | None) -> bool:
     return points is not None and sum(math.isfinite(v) for v in points[1]) >= MIN_POINTS
 
 
-def divergence(series: Mapping[str, Points], rewards: Rewards) -> Divergence:
+def divergence(series: Mapping[str, Points], rewards: Sequence[RewardMeta],
+               roles: Mapping[str, str] | None = None) -> Divergence:
     """The total (or a non-correctness) reward rises while every correctness reward is flat or falls.
 
-    ``series`` holds ``reward`` and ``rewards/<name>/mean``; names the reward whose weighted rise is the
-    largest share of the total's scale (the carrier), or None when only the total rises."""
+    ``series`` holds ``reward`` and ``rewards/<name>/mean``; ``rewards`` their RewardMeta, ``roles`` the roles
+    of rewards without one (:func:`reward_roles`). Names the reward whose weighted rise is the largest share of
+    the total's scale (the carrier), or None when only the total rises."""
+    role_of = reward_roles(rewards, roles)
+    weight = {m.name: m.weight for m in rewards}
     total = series.get(K_REWARD)
     if total is None or not _enough(total):
         return Divergence("not_evaluated", f"fewer than {MIN_POINTS} logged rewards")
-    cor_keys = [f"rewards/{n}/mean" for n, role in rewards.roles.items()
+    cor_keys = [f"rewards/{n}/mean" for n, role in role_of.items()
                 if role == "correctness" and series.get(f"rewards/{n}/mean", ([], []))[1]]
     if not cor_keys:
         return Divergence("not_evaluated", "no correctness reward identified")
@@ -243,18 +242,19 @@ def divergence(series: Mapping[str, Points], rewards: Rewards) -> Divergence:
     carriers: dict[str, float] = {}  # reward name -> its weighted rise, as a share of the total's scale
     for key in sorted(series):
         name = reward_name(key)
-        if name is None or rewards.roles.get(name) == "correctness" or not _enough(series[key]):
+        if name is None or role_of.get(name) == "correctness" or not _enough(series[key]):
             continue
         t = trend(key, *series[key])
         ev.setdefault("other_trends", {})[key] = t
-        share = rewards.weights.get(name, 1.0) * (t["end"] - t["start"]) / rewards.scale(K_REWARD, series)
+        share = weight.get(name, 1.0) * (t["end"] - t["start"]) / scale(K_REWARD, series, rewards, roles)
         # a carrier must move the *total* materially, not only itself: a format reward going 0.93 -> 0.98 at
         # weight 0.25 adds 0.6% of the total's scale, and early format learning is no hack (a demo seed was
         # stopped for exactly that while its correctness rose, not significantly, 0.48 -> 0.55)
-        if rises(t) and (t["end"] - t["start"]) / rewards.scale(key, series) >= FLAT_GAIN and share >= FLAT_GAIN:
+        own = (t["end"] - t["start"]) / scale(key, series, rewards, roles)
+        if rises(t) and own >= FLAT_GAIN and share >= FLAT_GAIN:
             carriers[name] = share
     tt = trend(K_REWARD, *total)
-    gain = (tt["end"] - tt["start"]) / rewards.scale(K_REWARD, series)
+    gain = (tt["end"] - tt["start"]) / scale(K_REWARD, series, rewards, roles)
     ev.update(reward_trend=tt, reward_gain_over_scale=gain, rising_rewards=carriers)
     if not carriers and not (rises(tt) and gain >= FLAT_GAIN):
         return Divergence("clear", "neither the total nor any non-correctness reward rises significantly", ev)
@@ -263,7 +263,7 @@ def divergence(series: Mapping[str, Points], rewards: Rewards) -> Divergence:
     carrier = max(carriers, key=lambda n: carriers[n]) if carriers else None
     ev["carrier"] = carrier
     flat = "; ".join(f"{k} {t['start']:.3g} → {t['end']:.3g}" for k, t in ev["correctness_trends"].items())
-    what = (f"rewards/{carrier}/mean ({rewards.roles.get(carrier, 'role unknown')}) carries the rise"
+    what = (f"rewards/{carrier}/mean ({role_of.get(carrier, 'role unknown')}) carries the rise"
             if carrier else "no single reward carries it")
     why = (f"the total reward rose {tt['start']:.3g} → {tt['end']:.3g} ({gain:+.0%} of its scale, rho "
            f"{tt['spearman_rho']:.2f}) while every correctness reward stayed flat or fell ({flat}); {what}")
@@ -409,13 +409,13 @@ class Recorder:
         key, batch = self._current
         return key == id(completions) or (name not in batch.scores and list(completions) == batch.completions)
 
-    def take(self, names: Sequence[str], weights: Sequence[float]) -> list[dict[str, Any]]:
+    def take(self, rewards: Sequence[RewardMeta]) -> list[dict[str, Any]]:
         """Every completion recorded since the last take, one row each (scores, total, text, tokens)."""
         rows: list[dict[str, Any]] = []
         for b in self.batches:
             for i, completion in enumerate(b.completions):
-                scores = {n: (b.scores.get(n) or [None] * len(b.completions))[i] for n in names}
-                total = sum(w * v for n, w in zip(names, weights) if (v := scores[n]) is not None and math.isfinite(v))
+                scores = {m.name: (b.scores.get(m.name) or [None] * len(b.completions))[i] for m in rewards}
+                total = sum(m.weight * v for m in rewards if (v := scores[m.name]) is not None and math.isfinite(v))
                 rows.append({"step": b.step, "prompt": b.prompts[i] if i < len(b.prompts) else "",
                              "completion": _text(completion), "conversational": isinstance(completion, list),
                              "columns": {k: v[i] for k, v in b.columns.items() if i < len(v)},
@@ -473,11 +473,12 @@ def length_flagged(role: str, rho: float | None) -> bool:
     return rho >= LENGTH_CORRELATION if role == "shaping" else abs(rho) >= LENGTH_CORRELATION
 
 
-def _passes(value: float | None, threshold: float) -> bool:
-    return value is not None and math.isfinite(value) and value >= threshold - 1e-9
+def _passes(meta: RewardMeta, value: float | None) -> bool:
+    """RewardMeta.passes, on the meta's data alone (whatever object rewards.py's REWARD_META holds)."""
+    return value is not None and math.isfinite(value) and value >= meta.threshold - 1e-9
 
 
-def live_flags(rows: Sequence[dict[str, Any]], meta: Sequence[Mapping[str, Any]],
+def live_flags(rows: Sequence[dict[str, Any]], meta: Sequence[RewardMeta],
                max_completion_length: int | None = None) -> list[dict[str, Any]]:
     """The Phase 1 red flags that a batch of training completions can show: non_finite, all_none,
     out_of_range, empty_rewarded, length_correlated, truncated."""
@@ -488,28 +489,25 @@ def live_flags(rows: Sequence[dict[str, Any]], meta: Sequence[Mapping[str, Any]]
                       **ev})
 
     for m in meta:
-        name, role = str(m["name"]), str(m.get("role"))
+        name, role = m.name, m.role
         vals = [r["scores"].get(name) for r in rows]
         finite = [v for v in vals if v is not None and math.isfinite(v)]
         if any(v is not None and not math.isfinite(v) for v in vals):
             add("non_finite", name, sum(v is not None and not math.isfinite(v) for v in vals))
         if rows and all(v is None for v in vals):
             add("all_none", name, len(rows))
-        lo, hi = m.get("min"), m.get("max")
-        outside = [v for v in finite if (isinstance(lo, (int, float)) and v < lo - 1e-9)
-                   or (isinstance(hi, (int, float)) and v > hi + 1e-9)]
+        outside = [v for v in finite if v < m.min - 1e-9 or v > m.max + 1e-9]
         if outside:
             add("out_of_range", name, len(outside))
-        floor = float(lo) if isinstance(lo, (int, float)) else 0.0
         empty = [r for r in rows if not r["completion"].strip() and (v := r["scores"].get(name)) is not None
-                 and math.isfinite(v) and v > floor + 1e-9]
+                 and math.isfinite(v) and v > m.min + 1e-9]
         if role != "shaping" and empty:
             add("empty_rewarded", name, len(empty))
         pairs = [(float(r["completion_tokens"] if isinstance(r["completion_tokens"], int) else len(r["completion"])), v)
                  for r in rows if (v := r["scores"].get(name)) is not None and math.isfinite(v)]
         # an environment's reward scores the episode it ran, not the text: length says nothing of it (Phase 1 lists
         # the check as not applicable to it too)
-        if len(pairs) >= MIN_FOR_CORRELATION and not m.get("episode"):
+        if len(pairs) >= MIN_FOR_CORRELATION and not m.episode:
             rho = spearman([a for a, _ in pairs], [b for _, b in pairs])
             if length_flagged(role, rho):
                 add("length_correlated", name, len(pairs), rho=round(float(rho or 0.0), 3))
@@ -532,18 +530,17 @@ PROBE_SHAPES: dict[str, Callable[[str], bool]] = {
 }
 
 
-def probe_hits(rows: Sequence[dict[str, Any]], meta: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def probe_hits(rows: Sequence[dict[str, Any]], meta: Sequence[RewardMeta]) -> list[dict[str, Any]]:
     """Completions shaped like a Phase 1 hack probe (empty, gibberish, an instruction to the judge) that a
     correctness reward passes: at the gate no probe passed, so the policy found one."""
     hits = []
     for m in meta:
-        if m.get("role") != "correctness":
+        if m.role != "correctness":
             continue
-        name, threshold = str(m["name"]), float(m.get("threshold") or 1.0)
         for probe, shaped in PROBE_SHAPES.items():
-            found = [r for r in rows if shaped(r["completion"]) and _passes(r["scores"].get(name), threshold)]
+            found = [r for r in rows if shaped(r["completion"]) and _passes(m, r["scores"].get(m.name))]
             if found:
-                hits.append({"probe": probe, "reward": name, "count": len(found),
+                hits.append({"probe": probe, "reward": m.name, "count": len(found),
                              "example": found[0]["completion"][:200]})
     return hits
 
@@ -553,17 +550,14 @@ def top_rows(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return sorted(rows, key=lambda r: -r["total"])[:k] if len(rows) >= MIN_TOP else []
 
 
-def top_format_failures(rows: Sequence[dict[str, Any]], meta: Sequence[Mapping[str, Any]]
-                        ) -> dict[str, Any] | None:
+def top_format_failures(rows: Sequence[dict[str, Any]], meta: Sequence[RewardMeta]) -> dict[str, Any] | None:
     """Share of the top-reward completions failing a format-role reward (None without format rewards)."""
-    formats = [m for m in meta if m.get("role") == "format"]
+    formats = [m for m in meta if m.role == "format"]
     top = top_rows(rows)
     if not formats or not top:
         return None
-    failing = {str(m["name"]): sum(not _passes(r["scores"].get(str(m["name"])), float(m.get("threshold") or 1.0))
-                                   for r in top) for m in formats}
-    any_fail = sum(any(not _passes(r["scores"].get(str(m["name"])), float(m.get("threshold") or 1.0))
-                       for m in formats) for r in top)
+    failing = {m.name: sum(not _passes(m, r["scores"].get(m.name)) for r in top) for m in formats}
+    any_fail = sum(any(not _passes(m, r["scores"].get(m.name)) for m in formats) for r in top)
     worst = max(failing, key=lambda n: failing[n])
     return {"share": any_fail / len(top), "top": len(top), "failing": failing, "reward": worst}
 
@@ -587,8 +581,7 @@ def stop_reasons(step: int, rows: Sequence[dict[str, Any]], history: Sequence[Ma
     """Why the run must stop now (empty: it goes on) and the ``inspection/*`` metrics of this inspection."""
     reasons: list[dict[str, Any]] = []
     meta = settings.meta
-    rewards = Rewards.from_meta(meta, settings.weights)
-    d = divergence(series_from_history(history), rewards)
+    d = divergence(series_from_history(history), meta)
     state.fired = state.fired + 1 if d.status == "symptom" else 0
     if d.status == "symptom" and state.fired >= CONFIRM:
         tt = d.evidence["reward_trend"]
@@ -686,8 +679,7 @@ class Settings:
     every_steps: int
     sample_rows: int
     max_completion_length: int | None
-    meta: list[dict[str, Any]]
-    weights: list[float]
+    meta: list[RewardMeta]  # rewards.py's REWARD_META, in REWARD_FUNCS order
     gate_summary: dict[str, Any] | None = None  # what the run's tracker records of the gate at the start
 
 
@@ -723,7 +715,6 @@ def inspection_callback(settings: Settings, recorder: Recorder) -> Any:
     """The TrainerCallback; call ``.attach(trainer)`` once the trainer exists (its metrics are logged there)."""
     from transformers import TrainerCallback
 
-    names = [str(m["name"]) for m in settings.meta]
 
     class Inspection(TrainerCallback):
         def __init__(self) -> None:
@@ -747,7 +738,7 @@ def inspection_callback(settings: Settings, recorder: Recorder) -> Any:
             step = state.global_step
             if step % settings.every_steps:
                 return
-            rows = recorder.take(names, settings.weights)
+            rows = recorder.take(settings.meta)
             reasons, metrics = stop_reasons(step, rows, state.log_history, settings, self.state)
             metrics["inspection/record_errors"] = float(recorder.errors)
             reasons = _agree(reasons)
@@ -777,17 +768,17 @@ def inspection_callback(settings: Settings, recorder: Recorder) -> Any:
     return Inspection()
 
 
-def instrument(reward_funcs: Sequence[Callable[..., Any]], *, meta: Sequence[Mapping[str, Any]],
-               weights: Sequence[float], every_steps: int, sample_rows: int,
-               max_completion_length: int | None,
+def instrument(reward_funcs: Sequence[Callable[..., Any]], *, meta: Sequence[RewardMeta], every_steps: int,
+               sample_rows: int, max_completion_length: int | None,
                gate_summary: Mapping[str, Any] | None = None) -> tuple[list[Callable[..., Any]], Any]:
     """(the gated rewards wrapped so what each call scores is recorded, the inspection callback).
 
-    The one wiring of the inspection: the rendered train.py and `finetune demo` both train with it. The
+    The one wiring of the inspection: the rendered train.py and `finetune demo` both train with it. ``meta``:
+    rewards.py's REWARD_META (each reward's role, weight, threshold, range and episode mark, as rendered). The
     wrappers return the rewards' own values and draw no random numbers, so training is unchanged by it."""
     recorder = Recorder()
     settings = Settings(every_steps=every_steps, sample_rows=sample_rows, max_completion_length=max_completion_length,
-                        meta=[dict(m) for m in meta], weights=[float(w) for w in weights],
+                        meta=list(meta),
                         gate_summary=dict(gate_summary) if gate_summary else None)
     return [recorder.wrap(f) for f in reward_funcs], inspection_callback(settings, recorder)
 

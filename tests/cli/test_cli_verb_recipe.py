@@ -12,12 +12,12 @@ through an option, not a positional argument, fails ``test_every_command_is_atta
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from scratch_repo import checks, copy_repo, failed
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -59,11 +59,7 @@ DATA = '{"prompt": "2+2?", "answer": "4"}\n{"prompt": "3+3?"}\n{"prompt": "1+1?"
 def _scratch(tmp: Path, input_arg: str) -> Path:
     """A copy of the plugin with the dummy verb added to the recipe's two files; ``input_arg`` is its input's
     spelling (``spec``: positional; ``--spec``: an option)."""
-    root = tmp / "plugin"
-    for name in ("scripts", "tests", "references", "skills", "examples"):
-        shutil.copytree(ROOT / name, root / name, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
-    for name in ("README.md", "pyproject.toml"):
-        shutil.copy(ROOT / name, root / name)
+    root = copy_repo(tmp / "plugin")
     package = root / "scripts" / "finetune"
     dataset = package / "dataset.py"
     dataset.write_text(dataset.read_text(encoding="utf-8") + DOMAIN, encoding="utf-8")  # recipe file 2
@@ -95,7 +91,7 @@ def test_the_recipe_names_the_files_this_test_edits() -> None:
     assert "`VERBS`" in recipe and "`INPUT_OPTION`" in recipe
 
 
-@pytest.mark.slow  # fresh interpreters on the copy, `finetune docs`, and the hostile suite's base run
+@pytest.mark.slow  # fresh interpreters on the copy, `finetune docs`, the hostile suite's base run, ruff, mypy
 def test_a_verb_added_as_the_recipe_says_runs_is_documented_and_attacked(tmp_path: Path) -> None:
     root = _scratch(tmp_path, "spec")
     helped = _run(root, "data", "count", "--help")
@@ -115,14 +111,15 @@ def test_a_verb_added_as_the_recipe_says_runs_is_documented_and_attacked(tmp_pat
     hostile = _hostile(root, "tests/hostile/test_hostile.py", "-k", "every_command_is_attacked or data and count")
     assert hostile.returncode == 0, hostile.stdout[-3000:]
     assert "3 passed" in hostile.stdout, hostile.stdout[-2000:]  # the check + unknown_option + garbage_input
+    assert not failed(checks(root))  # ruff, mypy and the structure tests on the copy
 
 
 @pytest.mark.slow  # fresh interpreters on the copy
 def test_a_verb_without_an_input_path_fails_the_hostile_check_until_it_names_one(tmp_path: Path) -> None:
     root = _scratch(tmp_path, "--spec")
     check = "tests/hostile/test_hostile.py::test_every_command_is_attacked"
-    failed = _hostile(root, check)
-    assert failed.returncode == 1 and "data count: no input path to attack" in failed.stdout, failed.stdout[-2000:]
+    refused = _hostile(root, check)
+    assert refused.returncode == 1 and "data count: no input path to attack" in refused.stdout, refused.stdout[-2000:]
     cases = root / "tests" / "hostile" / "cases.py"
     text = cases.read_text(encoding="utf-8")
     anchor = 'INPUT_OPTION = {("route",): "--answers", '

@@ -62,6 +62,10 @@ def test_diagnose_reads_a_run_killed_before_its_first_checkpoint(tmp_path, tiny_
     doc = json.loads((run / "diagnosis" / "diagnosis.json").read_text())
     assert doc["run"]["log"] == str(metrics) and doc["verdict"] != "insufficient"
     assert doc["run"]["logged_steps"] >= len(steps) and doc["run"]["first_step"] == 1
+    # the log train.py wrote, bound to the config it trained under (train/provenance.json): it may license a change
+    found = doc["run"]["provenance"]
+    assert found["own_training"] and found["bound"] and doc["licence"]["holds"] is True, found
+    assert json.loads((run / "train" / "provenance.json").read_text())["train_py_sha256"] == found["config_sha256"]
 
 
 def test_choose_log_file_prefers_final_state_then_live_log(tmp_path):

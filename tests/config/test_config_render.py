@@ -19,6 +19,7 @@ import pytest
 import yaml
 from render_fixtures import write_run
 
+from finetune.diagnose.licence import approve
 from finetune.variants import ALGORITHM_FIELDS, VARIANT_SYMPTOM, VARIANTS
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -226,8 +227,8 @@ def test_every_algorithm_field_explicit_per_variant(cli, tmp_path, variant):
     changes = {"variant": variant}
     if variant != "grpo":
         (run / "diagnosis").mkdir(parents=True)
-        (run / "diagnosis" / "diagnosis.json").write_text(json.dumps(
-            {"verdict": "symptom", "symptoms": [{"name": VARIANT_SYMPTOM[variant], "evidence": "test"}]}))
+        (run / "diagnosis" / "diagnosis.json").write_text(json.dumps(approve(  # the person approved the licence
+            {"verdict": "symptom", "symptoms": [{"name": VARIANT_SYMPTOM[variant], "evidence": "test"}]}, "Ada")))
     config_dir = _render(cli, tmp_path, variant, **changes)
     revalidate(config_dir)
     cfg = yaml.safe_load((config_dir / "grpo_config.yaml").read_text())

@@ -11,6 +11,8 @@ import pytest
 import yaml
 from render_fixtures import pass_phase1, write_run
 
+from finetune.diagnose.licence import approve
+
 
 def _config_files(run: Path) -> list[str]:
     d = run / "config"
@@ -208,11 +210,15 @@ def test_variant_needs_diagnosis_naming_its_symptom(cli, tiny_run, tmp_path):
     assert res.code == 1 and "entropy_collapse" in res.err and "pre-emptively" in res.err
     diag = spec.parent / "diagnosis"
     diag.mkdir()
-    (diag / "diagnosis.json").write_text(json.dumps({"verdict": "symptom", "symptoms": [
-        {"name": "length_drift", "evidence": "..."}], "recommended_variant": "dr_grpo"}))
+    (diag / "diagnosis.json").write_text(json.dumps(approve({"verdict": "symptom", "symptoms": [
+        {"name": "length_drift", "evidence": "..."}], "recommended_variant": "dr_grpo"}, "Ada")))
     assert cli("config", "render", spec, "--no-gate").code == 1  # wrong symptom for dapo
-    (diag / "diagnosis.json").write_text(json.dumps({"verdict": "symptom", "symptoms": [
-        {"name": "entropy_collapse", "evidence": "entropy 2.2 -> 0.15"}], "recommended_variant": "dapo"}))
+    unlicensed = {"verdict": "symptom", "symptoms": [{"name": "entropy_collapse", "evidence": "entropy 2.2 -> 0.15"}],
+                  "recommended_variant": "dapo"}
+    (diag / "diagnosis.json").write_text(json.dumps(unlicensed))  # no log of this run's training, no approval
+    res = cli("config", "render", spec, "--no-gate")
+    assert res.code == 1 and "licenses nothing" in res.err, res
+    (diag / "diagnosis.json").write_text(json.dumps(approve(unlicensed, "Ada")))  # the person approved it
     res = cli("config", "render", spec, "--no-gate")
     assert res.code == 0, res
     cfg = yaml.safe_load((spec.parent / "config" / "grpo_config.yaml").read_text())
@@ -230,6 +236,9 @@ def test_lr_change_needs_pass_gate_and_healthy_diagnosis(cli, tiny_run, tmp_path
     diag = spec.parent / "diagnosis"
     diag.mkdir()
     (diag / "diagnosis.json").write_text(json.dumps({"verdict": "healthy", "symptoms": []}))
+    res = cli("config", "render", spec)
+    assert res.code == 1 and "licenses nothing" in res.err, res  # healthy, but of no log this run trained
+    (diag / "diagnosis.json").write_text(json.dumps(approve({"verdict": "healthy", "symptoms": []}, "Ada")))
     res = cli("config", "render", spec)
     assert res.code == 0, res
     assert yaml.safe_load((spec.parent / "config" / "grpo_config.yaml").read_text())["learning_rate"] == 1e-6

@@ -445,9 +445,11 @@ def test_a_stopped_toy_run_is_reported_as_the_callbacks_decision_not_a_demo_erro
     def correct(completions, **kwargs):
         return [1.0] * len(completions)
 
-    meta = [{"name": "correct", "role": "correctness", "threshold": 1.0, "min": 0.0, "max": 1.0}]
-    wrapped, cb = watch.instrument([correct], meta=meta, weights=[1.0], every_steps=5, sample_rows=50,
-                                   max_completion_length=16)
+    from finetune.rewards.lib.rewards_meta import RewardMeta
+
+    meta = [RewardMeta(name="correct", type="exact_match", role="correctness", weight=1.0, threshold=1.0, min=0.0,
+                       max=1.0, gated=False, episode=False)]
+    wrapped, cb = watch.instrument([correct], meta=meta, every_steps=5, sample_rows=50, max_completion_length=16)
     out = tmp_path / "pass" / "train_seed3408"
     args, state, control = type("A", (), {"output_dir": str(out)})(), TrainerState(), TrainerControl()
     cb.on_train_begin(args, state, control)

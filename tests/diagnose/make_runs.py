@@ -43,6 +43,7 @@ SCENARIOS = ("collapse", "length", "healthy", "moe")
 REWARDS_SOURCE = {
     "collapse": '''
 import hashlib
+from types import SimpleNamespace  # REWARD_META: objects with RewardMeta's attributes
 
 def lottery(completions, **kwargs):
     """No task behind it: a fixed pseudo-random score per distinct text, whatever the prompt."""
@@ -51,10 +52,12 @@ def lottery(completions, **kwargs):
 
 REWARD_FUNCS = [lottery]
 REWARD_WEIGHTS = [1.0]
-REWARD_META = [{"name": "lottery", "type": "judge", "role": "correctness", "threshold": 1.0, "min": 0.0, "max": 1.0}]
+REWARD_META = [SimpleNamespace(name="lottery", type="judge", role="correctness", threshold=1.0, min=0.0, max=1.0,
+     weight=1.0, gated=False, episode=False)]
 ''',
     "length": '''
 import re
+from types import SimpleNamespace  # REWARD_META: objects with RewardMeta's attributes
 
 def correctness(completions, answer, **kwargs):
     """1 when the number inside <answer>...</answer> equals the gold sum."""
@@ -73,12 +76,15 @@ def verbosity(completions, **kwargs):
 REWARD_FUNCS = [correctness, verbosity]
 REWARD_WEIGHTS = [1.0, 1.0]
 REWARD_META = [
-    {"name": "correctness", "type": "exact_match", "role": "correctness", "threshold": 1.0, "min": 0.0, "max": 1.0},
-    {"name": "verbosity", "type": "judge", "role": "shaping", "threshold": 1.0, "min": 0.0, "max": 1.0},
+    SimpleNamespace(name="correctness", type="exact_match", role="correctness", threshold=1.0, min=0.0, max=1.0,
+     weight=1.0, gated=False, episode=False),
+    SimpleNamespace(name="verbosity", type="judge", role="shaping", threshold=1.0, min=0.0, max=1.0,
+     weight=1.0, gated=False, episode=False),
 ]
 ''',
     "healthy": '''
 import re
+from types import SimpleNamespace  # REWARD_META: objects with RewardMeta's attributes
 
 # Both rewards read only the head of the completion: whatever follows the answer neither pays nor
 # costs, so nothing here rewards length.
@@ -101,8 +107,10 @@ def closeness(completions, answer, **kwargs):
 REWARD_FUNCS = [answer_format, closeness]
 REWARD_WEIGHTS = [0.5, 1.0]
 REWARD_META = [
-    {"name": "answer_format", "type": "format", "role": "format", "threshold": 1.0, "min": 0.0, "max": 1.0},
-    {"name": "closeness", "type": "exact_match", "role": "correctness", "threshold": 1.0, "min": 0.0, "max": 1.0},
+    SimpleNamespace(name="answer_format", type="format", role="format", threshold=1.0, min=0.0, max=1.0,
+     weight=0.5, gated=False, episode=False),
+    SimpleNamespace(name="closeness", type="exact_match", role="correctness", threshold=1.0, min=0.0, max=1.0,
+     weight=1.0, gated=False, episode=False),
 ]
 ''',
 }

@@ -26,7 +26,7 @@ KEPT_MASS = 0.896  # trl#6789: mean ratio at top_p 0.8, top_k 1024 (Qwen2.5-1.5B
 
 def _run(tmp: Path, history: list[dict], config: dict) -> Run:
     (tmp / "metrics.jsonl").write_text("".join(json.dumps(e) + "\n" for e in history))
-    run = Run(load_logs(tmp / "metrics.jsonl"), RunContext(tmp, roles={}))
+    run = Run(load_logs(tmp / "metrics.jsonl"), RunContext(tmp, named_roles={}))
     run.ctx.config = config
     return run
 

@@ -65,10 +65,13 @@ def test_without_the_metric_the_detector_says_why_it_cannot_tell():
 
 def _inspect_every_step(history: list[dict]) -> list[list[dict]]:
     """The in-training rule at every logged step of a real run, as the callback would see the log."""
-    settings = watch.Settings(every_steps=1, sample_rows=4, max_completion_length=16,
-                              meta=[{"name": "format_ok", "role": "format", "min": 0.0, "max": 1.0},
-                                    {"name": "correct", "role": "correctness", "min": 0.0, "max": 1.0}],
-                              weights=[0.2, 1.0])
+    from finetune.rewards.lib.rewards_meta import RewardMeta
+
+    meta = [RewardMeta(name=name, type=type_, role=role, weight=weight, threshold=1.0, min=0.0, max=1.0, gated=False,
+                       episode=False)
+            for name, type_, role, weight in (("format_ok", "format", "format", 0.2),
+                                              ("correct", "exact_match", "correctness", 1.0))]
+    settings = watch.Settings(every_steps=1, sample_rows=4, max_completion_length=16, meta=meta)
     state, out = watch.WatchState(), []
     logged = [e for e in history if "loss" in e]
     for i, entry in enumerate(logged, 1):

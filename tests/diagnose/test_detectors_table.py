@@ -6,10 +6,7 @@ symptom, and a symptom added exactly as DESIGN.md's recipe says reaches `finetun
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -66,7 +63,7 @@ def plain_run(tmp_path_factory) -> Run:
              "completions/mean_length": 40.0 + i % 2, "rewards/accuracy_reward/mean": 0.3} for i in range(1, 13)]
     (folder / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     logs = load_logs(folder / "metrics.jsonl")
-    return Run(logs, RunContext(folder, roles={"accuracy_reward": "correctness"}))
+    return Run(logs, RunContext(folder, named_roles={"accuracy_reward": "correctness"}))
 
 
 def drive(d: detectors.Detector, run: Run, config: dict, current: str) -> tuple[dict, str, list[str]]:
@@ -139,12 +136,43 @@ def test_generated_reference_lists_every_entry():
         assert f"| `{name}` | {flag.doc} | {flag.remedy} |" in doc
 
 
+def test_thresholds_are_the_constants_the_checks_read(monkeypatch):
+    """diagnosis.json's `thresholds` is derived from DETECTORS: a constant a new check reads is listed with no
+    second edit, and the constants the existing checks read through helpers and finetune.watch are there."""
+    monkeypatch.setattr(detectors, "RECIPE_LIMIT", 0.42, raising=False)
+
+    def recipe_check(run: Run) -> Finding:
+        return Finding("recipe", "clear", f"under {detectors.RECIPE_LIMIT}")
+
+    entry = detectors.Detector("recipe", recipe_check, changes.advice("act"), "remedy", "what it reads")
+    monkeypatch.setattr(detectors, "DETECTORS", (*detectors.DETECTORS, entry))
+    found = detectors.thresholds()
+    assert found["recipe_limit"] == 0.42
+    assert {"solved_fraction", "min_plateau_points", "stale_min_gap", "window_fraction", "min_points"} <= set(found)
+
+
+def test_design_md_lists_every_symptom_in_priority_order():
+    """DESIGN.md's list of symptom names is generated from DETECTORS (`finetune docs`), not kept by hand."""
+    from finetune import docs
+
+    names = reference.symptom_names()
+    assert [n.strip("`") for n in names.strip().split(", ")] == list(detectors.symptoms())
+    assert "`stale_vllm_weights`" in names
+    target = next(t for t in docs.REGISTRY if t.path == "DESIGN.md" and t.region == "symptoms")
+    assert {o.status for o in docs.sync(ROOT, check=True, registry=[target])} == {"ok"}  # + the references TOCs
+
+
 # ----------------------------------------------------------------------------------------------
 # DESIGN.md's recipe, followed in a copy of the package
 
 RECIPE_CHECK = '''
 
+RECIPE_MIN_STEPS = 3  # the recipe's threshold: diagnosis.json lists it with no second edit
+
+
 def recipe_probe(run: Run) -> Finding:
+    if len(run.logs.entries) < RECIPE_MIN_STEPS:
+        return Finding("recipe_probe", "not_evaluated", f"fewer than {RECIPE_MIN_STEPS} logged steps")
     return Finding("recipe_probe", "symptom", f"the probe fired on {len(run.logs.entries)} logged steps",
                    {"steps": len(run.logs.entries)}, (run.logs.steps[0], run.logs.steps[-1]))
 
@@ -154,27 +182,33 @@ RECIPE_ENTRY = '''    Detector("recipe_probe", recipe_probe, advice("read the pr
 '''
 
 
-@pytest.mark.slow  # two fresh interpreters import the copied package (torch, matplotlib)
+@pytest.mark.slow  # a copy of the repository: fresh interpreters (torch, matplotlib), ruff, mypy, the structure tests
 def test_a_symptom_added_as_the_recipe_says_reaches_the_output(tmp_path, plain_run):
-    """The recipe's one file, edited in a copy of the package: one check function and one entry (first, so
-    highest priority). `finetune diagnose` then names the symptom, recommends its change in the terminal and
-    report.md, and lists it in diagnosis.json's checks and references/diagnosis.md."""
+    """The recipe's one file, edited in a copy of the repository: one check function reading its own threshold and
+    one entry (first, so highest priority). `finetune diagnose` then names the symptom, recommends its change in
+    the terminal and report.md, and lists it and its threshold in diagnosis.json; `finetune docs` puts it in
+    references/diagnosis.md and DESIGN.md's symptom list; ruff, mypy and the structure tests pass on the copy."""
+    from scratch_repo import checks, copy_repo, digests, failed, run
+
     design = (ROOT / "DESIGN.md").read_text(encoding="utf-8")
     recipe = design[design.index("### A diagnose symptom"):design.index("### A CLI verb")]
     assert "- Files: `scripts/finetune/diagnose/detectors.py`\n" in recipe and "`Detector(name, check, change" in recipe
-    copy = tmp_path / "scripts"
-    shutil.copytree(ROOT / "scripts" / "finetune", copy / "finetune", ignore=shutil.ignore_patterns("__pycache__"))
-    path = copy / "finetune" / "diagnose" / "detectors.py"
+    root = copy_repo(tmp_path / "repo")
+    before = digests(root)
+    path = root / "scripts" / "finetune" / "diagnose" / "detectors.py"
     text = path.read_text(encoding="utf-8")
     anchor = "DETECTORS: tuple[Detector, ...] = (\n"
     assert text.count(anchor) == 1
     text = text.replace("\n\n# In priority order", RECIPE_CHECK + "\n# In priority order", 1)
     path.write_text(text.replace(anchor, anchor + RECIPE_ENTRY), encoding="utf-8")
+    docs = run([sys.executable, "-m", "finetune", "docs"], root)
+    after = digests(root)
+    assert docs.returncode == 0, docs.stdout + docs.stderr
+    assert {p for p in set(before) | set(after) if before.get(p) != after.get(p)} == {
+        "scripts/finetune/diagnose/detectors.py", "references/diagnosis.md", "DESIGN.md"}
 
     out = tmp_path / "out"
-    env = {**os.environ, "PYTHONPATH": str(copy)}
-    proc = subprocess.run([sys.executable, "-m", "finetune", "diagnose", str(plain_run.logs.source), "-o", str(out)],
-                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+    proc = run([sys.executable, "-m", "finetune", "diagnose", str(plain_run.logs.source), "-o", str(out)], root)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("symptom: stay on GRPO; fix recipe_probe first"), proc.stdout
     assert "  - recipe_probe: the probe fired on 12 logged steps" in proc.stdout
@@ -183,8 +217,9 @@ def test_a_symptom_added_as_the_recipe_says_reaches_the_output(tmp_path, plain_r
     assert doc["checks"][0] == {"name": "recipe_probe", "status": "symptom", "why": "the probe fired on 12 logged "
                                 "steps", "priority": 1, "remedy": "read what the probe found",
                                 "detects": "fires on every run (DESIGN.md's recipe, followed in a test)"}
+    assert doc["thresholds"]["recipe_min_steps"] == 3
     md = (out / "diagnosis" / "report.md").read_text()
     assert "One change, against `recipe_probe`:\n\nread the probe's completions and fix what it found" in md
-    docs = subprocess.run([sys.executable, "-c", "from finetune.diagnose.reference import diagnosis_doc; "
-                           "print(diagnosis_doc())"], capture_output=True, text=True, env=env, timeout=120)
-    assert "| 1 | `recipe_probe` | fires on every run" in docs.stdout, docs.stderr
+    assert "| 1 | `recipe_probe` | fires on every run" in (root / "references" / "diagnosis.md").read_text()
+    assert "`recipe_probe`, " in (root / "DESIGN.md").read_text(encoding="utf-8")
+    assert not failed(checks(root, ("tests/test_docs.py",)))

@@ -169,9 +169,10 @@ def test_healthy_run_stays_on_grpo(diagnosed):
         "moe_without_gspo": "clear", "nan": "clear", "reward_hacking": "clear", "entropy_collapse": "clear",
         "length_drift": "clear",
         "kl_blowup": "clear", "truncation": "clear", "zero_variance_groups": "clear", "flat_reward": "clear",
-        "stale_vllm_weights": "not_evaluated"}
-    stale = next(c for c in doc["checks"] if c["name"] == "stale_vllm_weights")
-    assert "use_vllm" in stale["why"]  # said why: this CPU run generated with transformers, not vLLM
+        "stale_vllm_weights": "not_evaluated", "train_inference_mismatch": "not_evaluated"}
+    for name in ("stale_vllm_weights", "train_inference_mismatch"):
+        check = next(c for c in doc["checks"] if c["name"] == name)
+        assert "use_vllm" in check["why"], check  # said why: this CPU run generated with transformers, not vLLM
 
 
 def test_moe_run_requires_gspo(diagnosed):
@@ -419,7 +420,7 @@ def test_apply_switches_the_variant_and_rerenders(run_copy, grpo_runs, cli):
     model = Path(yaml.safe_load((grpo_runs["collapse"] / "config" / "grpo_config.yaml").read_text())["model_name_or_path"])
     spec = _write_spec(run, model, COLLAPSE_REWARDS)
     original = spec.read_text()
-    res = cli("diagnose", run, "--apply", "--no-gate")
+    res = cli("diagnose", run, "--apply", "--no-gate", "--approve", "--yes")
     assert res.code == 0, res
     doc = _diagnosis(run)
     assert doc["recommended_variant"] == "dapo" and doc["run"]["reward_roles_source"] == str(spec)
@@ -439,7 +440,7 @@ def test_apply_on_a_healthy_run_changes_nothing(run_copy, grpo_runs, cli):
     spec = _write_spec(run, model, HEALTHY_REWARDS)
     before = spec.read_bytes()
     config_before = (run / "config" / "grpo_config.yaml").read_bytes()
-    res = cli("diagnose", run, "--apply", "--no-gate")
+    res = cli("diagnose", run, "--apply", "--no-gate", "--approve", "--yes")
     assert res.code == 0, res
     assert "nothing applied" in res.out and "stay on GRPO" in res.out
     assert spec.read_bytes() == before and (run / "config" / "grpo_config.yaml").read_bytes() == config_before
@@ -468,7 +469,7 @@ def test_apply_renders_gspo_off_policy_for_the_moe_run(run_copy, grpo_runs, cli)
     run = run_copy("moe")
     model = Path(yaml.safe_load((grpo_runs["moe"] / "config" / "grpo_config.yaml").read_text())["model_name_or_path"])
     _write_spec(run, model, HEALTHY_REWARDS)
-    res = cli("diagnose", run, "--apply", "--no-gate")
+    res = cli("diagnose", run, "--apply", "--no-gate", "--approve", "--yes")
     assert res.code == 0, res
     assert "applied: variant gspo" in res.out
     rendered = yaml.safe_load((run / "config" / "grpo_config.yaml").read_text())
@@ -497,7 +498,7 @@ def test_apply_with_a_spec_kept_elsewhere_renders_into_the_run(run_copy, grpo_ru
     elsewhere = tmp_path / "specs"
     elsewhere.mkdir()
     spec = _write_spec(elsewhere, model, COLLAPSE_REWARDS)
-    res = cli("diagnose", run, "--spec", spec, "--apply", "--no-gate")
+    res = cli("diagnose", run, "--spec", spec, "--apply", "--no-gate", "--approve", "--yes")
     assert res.code == 0, res
     assert "variant: dapo" in spec.read_text() and len(list(elsewhere.glob("spec.before-dapo.*.yaml"))) == 1
     assert yaml.safe_load((run / "config" / "grpo_config.yaml").read_text())["loss_type"] == "dapo"
@@ -529,7 +530,7 @@ def test_rediagnosing_a_run_on_its_variant_keeps_the_licence(run_copy, grpo_runs
     run = run_copy("collapse")
     model = Path(yaml.safe_load((grpo_runs["collapse"] / "config" / "grpo_config.yaml").read_text())["model_name_or_path"])
     spec = _write_spec(run, model, COLLAPSE_REWARDS)
-    assert cli("diagnose", run, "--apply", "--no-gate").code == 0
+    assert cli("diagnose", run, "--apply", "--no-gate", "--approve", "--yes").code == 0
     assert "variant: dapo" in spec.read_text()
     shutil.copy(grpo_runs["healthy"] / "train" / "trainer_state.json", run / "train" / "trainer_state.json")
     for checkpoint in (run / "train").glob("checkpoint-*"):

@@ -161,11 +161,13 @@ def test_a_held_symptom_licenses_no_variant(tmp_path):
     from types import SimpleNamespace
 
     from finetune.config.build import _check_variant
+    from finetune.diagnose.licence import approve
     from finetune.errors import CheckFailed
 
     spec, dense = SimpleNamespace(variant="dapo"), SimpleNamespace(is_moe=False)
-    shown = {"symptoms": [{"name": "entropy_collapse"}]}
+    shown = approve({"symptoms": [{"name": "entropy_collapse"}]}, "Ada")  # the person approved what it licenses
     assert "entropy_collapse" in _check_variant(spec, dense, shown, tmp_path)
-    held = {"symptoms": [{"name": "entropy_collapse", "variant_held": "reward and length rise together"}]}
+    held = approve({"symptoms": [{"name": "entropy_collapse", "variant_held": "reward and length rise together"}]},
+                   "Ada")
     with pytest.raises(CheckFailed):
         _check_variant(spec, dense, held, tmp_path)

@@ -53,9 +53,10 @@ SPEC_VERBS: list[tuple[str, ...]] = [
     ("inspect", "sample", "{spec}", "--import", "{tmp}/good.jsonl"),
     ("inspect", "score", "{run}"),
     ("inspect", "review", "{run}"),
-    ("inspect", "human-verdict", "{run}", "--id", "{first}", "--accept"),
-    ("inspect", "confirm", "{run}", "--user", "Ada"),
-    ("inspect", "ack", "{run}", "constant_reward:format_ok", "--reason", "a reason that is long enough to count"),
+    ("inspect", "verdict", "{run}", "--id", "{first}", "--accept", "--reader", "agent"),
+    ("inspect", "confirm", "{run}", "--user", "Ada", "--yes"),
+    ("inspect", "ack", "{run}", "constant_reward:format_ok", "--reason", "a reason that is long enough to count",
+     "--yes"),
     ("inspect", "gate", "{run}"),
     ("config", "render", "{spec}", "--no-gate"),
     ("config", "render", "{spec}", "--preview", "--no-gate"),
@@ -109,11 +110,11 @@ def _replace(name: str, content: bytes | None) -> Callable[[Path], None]:
 READS: dict[tuple[str, ...], list[str]] = {
     ("inspect", "score", "{run}"): ["rewards.py", "samples.jsonl"],
     ("inspect", "review", "{run}"): ["score_report.json", "scored.jsonl"],
-    ("inspect", "human-verdict", "{run}", "--id", "{first}", "--accept"):
+    ("inspect", "verdict", "{run}", "--id", "{first}", "--accept", "--reader", "agent"):
         ["scored.jsonl", "verdicts.jsonl"],
-    ("inspect", "confirm", "{run}", "--user", "Ada"): ["verdicts.jsonl"],
-    ("inspect", "ack", "{run}", "constant_reward:format_ok", "--reason", "a reason that is long enough to count"):
-        ["score_report.json", "acks.json"],
+    ("inspect", "confirm", "{run}", "--user", "Ada", "--yes"): ["verdicts.jsonl"],
+    ("inspect", "ack", "{run}", "constant_reward:format_ok", "--reason", "a reason that is long enough to count",
+     "--yes"): ["score_report.json", "acks.json"],
     ("inspect", "gate", "{run}"): ["score_report.json", "scored.jsonl", "verdicts.jsonl", "acks.json",
                                    "confirmation.json"],
 }
@@ -212,9 +213,9 @@ def build_base_run(run: Path) -> Path:
     _write_jsonl(run.parent / "v.jsonl", verdicts_for(samples, reader="agent"))
     assert main(["inspect", "verdict", str(run), "--file", str(run.parent / "v.jsonl")]) == 0
     (run.parent / "v.jsonl").unlink()
-    assert main(["inspect", "confirm", str(run), "--user", "Ada"]) == 0
+    assert main(["inspect", "confirm", str(run), "--user", "Ada", "--yes"]) == 0
     assert main(["inspect", "ack", str(run), "base_saturated", "--reason",
-                 "a curated easy split: the full set varies"]) == 0
+                 "a curated easy split: the full set varies", "--yes"]) == 0
     return run
 
 

@@ -30,7 +30,7 @@ def passed_run(base_run, tmp_path_factory) -> Path:
     run = tmp_path_factory.mktemp("bound") / "run"
     shutil.copytree(base_run, run)
     for flag in ("constant_reward:format_ok", "constant_reward:correctness"):  # every crafted sample is right
-        assert main(["inspect", "ack", str(run), flag, "--reason", "crafted rows: all right by construction"]) == 0
+        assert main(["inspect", "ack", str(run), flag, "--reason", "crafted rows: all right by construction", "--yes"]) == 0
     assert main(["inspect", "gate", str(run)]) == 0
     assert json.loads((run / "gate.json").read_text())["status"] == "PASS"
     return run
@@ -102,7 +102,7 @@ def test_samples_drawn_with_other_settings_fail_the_gate(run_copy):
     info = {"generation": {**load_spec(run_copy / "spec.yaml").generation.model_dump(mode="json"), "temperature": 0.2}}
     (run_copy / "sample_info.json").write_text(json.dumps(info))
     record = gate.evaluate(run_copy, load_spec(run_copy / "spec.yaml"), rescore=False)
-    assert record["status"] == "FAIL" and any("temperature" in r and "re-sample" in r for r in record["reasons"])
+    assert record.status == "FAIL" and any("temperature" in r and "re-sample" in r for r in record.reasons)
 
 
 @pytest.mark.slow

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from person_helpers import person_verdicts
 
 from finetune.demo import tools as demo_tools
 
@@ -60,7 +61,7 @@ def test_an_edited_environment_module_voids_the_pass(cli, tmp_path, tiny_model_d
     assert cli("inspect", "score", run).code == 0
     assert json.loads((run / "score_report.json").read_text())["flags"] == []
     (run / "reading.jsonl").write_text("".join(json.dumps(v) + "\n" for v in verdicts))
-    assert cli("inspect", "human-verdict", run, "--file", run / "reading.jsonl", "--user", "reader").code == 0
+    assert person_verdicts(cli, run, run / "reading.jsonl", "--user", "reader").code == 0
     result = cli("inspect", "gate", run)
     assert result.code == 0, result
     record = json.loads((run / "gate.json").read_text())

@@ -22,7 +22,7 @@ def test_hostile_case(case, damaged):
 
 
 RUN_VERBS = [("inspect", "score", "{run}"), ("inspect", "review", "{run}"), ("inspect", "gate", "{run}"),
-             ("inspect", "confirm", "{run}", "--user", "Ada"), ("rewards", "render", "{spec}"),
+             ("inspect", "confirm", "{run}", "--user", "Ada", "--yes"), ("rewards", "render", "{spec}"),
              ("memory", "{spec}"), ("config", "render", "{spec}", "--no-gate")]
 
 
@@ -81,7 +81,7 @@ def test_family_4_line_separators_keep_the_run_usable(text, damaged):
     code, err = invoke(noop, ["inspect", "verdict", str(run), "--id", first, "--accept", "--reader", "agent",
                               "--note", text])
     assert code == 0, err
-    for verb in (["inspect", "review", str(run)], ["inspect", "confirm", str(run), "--user", "Ada"],
+    for verb in (["inspect", "review", str(run)], ["inspect", "confirm", str(run), "--user", "Ada", "--yes"],
                  ["inspect", "verdict", str(run), "--id", second, "--accept", "--reader", "agent"]):
         code, err = invoke(noop, verb)
         assert code == 0, (verb, err)

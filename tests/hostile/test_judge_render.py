@@ -21,11 +21,11 @@ def judge_run(base_run, tmp_path, monkeypatch):
     shutil.copytree(base_run, run)
     monkeypatch.delenv("FINETUNE_JUDGE_HOSTS", raising=False)
 
-    def set_endpoint(endpoint: str) -> Path:
+    def set_endpoint(endpoint: str, key: str = "HOME") -> Path:
         data = yaml.safe_load((run / "spec.yaml").read_text())
         data["rewards"] = data["rewards"][:2] + [{"name": "rubric", "type": "judge", "endpoint": endpoint,
                                                    "model": "m", "rubric": "10: right. 0: wrong.",
-                                                   "api_key_env": "HOME", "weight": 0.1}]
+                                                   "api_key_env": key, "weight": 0.1}]
         (run / "spec.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
         return run / "spec.yaml"
 
@@ -64,7 +64,8 @@ def test_an_allowed_host_renders_and_the_reward_says_which_host_it_calls(judge_r
                                                                          allow):
     if allow:
         monkeypatch.setenv("FINETUNE_JUDGE_HOSTS", allow)
-    spec = judge_run(endpoint)
+    monkeypatch.setenv("FINETUNE_JUDGE_KEY_ENVS", "JUDGE_API_KEY")  # the key name the person allowed
+    spec = judge_run(endpoint, key="JUDGE_API_KEY")
     r = cli("rewards", "render", spec)
     assert r.code == 0, r
     host = endpoint.split("//")[1].split(":")[0].lower()

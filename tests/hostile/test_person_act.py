@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from person_helpers import page_export  # noqa: E402
 from test_command_permissions import FT, _command, bash_rules, covers  # noqa: E402
 
 RUN = "runs/my-task"
@@ -128,11 +129,18 @@ def test_an_agent_with_the_allowed_tools_cannot_pass_without_a_person(unread):
     code, out = agent.bash(f"{FT} config render {q}/spec.yaml")
     assert code == 1 and not (run / "config").exists(), out
 
-    # the person's act: their own verdicts (Claude Code asked them to approve `inspect human-verdict`)
-    assert _main(unread, "inspect", "human-verdict", RUN, "--file", f"{RUN}/reading.jsonl", "--user", "Ada")[0] == 0
+    # the person's act: their own reading of the page, exported and recorded by their own command
+    exported = page_export(run, run / "reading.jsonl")
+    # the agent's reading.jsonl is no page export: the person's command refuses it even from the person
+    code, out = _main(unread, "inspect", "human-verdict", RUN, "--file", f"{RUN}/reading.jsonl", "--user", "Ada",
+                      "--yes")
+    assert code == 2 and "not an export of the review page" in out, out
+    code, out = _main(unread, "inspect", "human-verdict", RUN, "--file", str(exported), "--user", "Ada")
+    assert code == 2 and "to record: " in out and "nothing recorded" in out, out  # shown first, recorded on yes
+    assert _main(unread, "inspect", "human-verdict", RUN, "--file", str(exported), "--user", "Ada", "--yes")[0] == 0
     for flag in ("constant_reward:format_ok", "constant_reward:correctness"):  # and their reasons (a curated split)
         assert _main(unread, "inspect", "ack", RUN, flag, "--reason", "a curated easy split: the full set varies",
-                     "--by", "Ada")[0] == 0
+                     "--by", "Ada", "--yes")[0] == 0
     code, out = agent.bash(gate)
     record = json.loads((run / "gate.json").read_text())
     assert code == 0 and record["readers"] == ["human"] and record["paths"]["counts"] == {"human-verdict": _n(run)}, out
@@ -148,11 +156,11 @@ def test_a_human_line_in_an_agent_reading_needs_the_persons_confirmation(unread)
     from finetune.spec import load_spec
 
     record = gate.evaluate(run, load_spec(run / "spec.yaml"), rescore=False)
-    assert record["status"] == "FAIL" and record["counts"]["human"] == 0 and record["counts"]["agent"] == _n(run)
-    assert _main(unread, "inspect", "confirm", RUN, "--user", "Ada")[0] == 0
+    assert record.status == "FAIL" and record.counts.human == 0 and record.counts.agent == _n(run)
+    assert _main(unread, "inspect", "confirm", RUN, "--user", "Ada", "--yes")[0] == 0
     record = gate.evaluate(run, load_spec(run / "spec.yaml"), rescore=False)
-    assert record["confirmed"] and record["readers"] == ["agent"]
-    assert not any("confirm" in r for r in record["reasons"]), record["reasons"]
+    assert record.confirmed and record.readers == ["agent"]
+    assert not any("confirm" in r for r in record.reasons), record.reasons
 
 
 def test_a_verdict_file_with_no_recorded_path_is_the_agents(unread):
@@ -169,9 +177,9 @@ def test_a_verdict_file_with_no_recorded_path_is_the_agents(unread):
     lines = [{**v, "sample_sha256": V.sample_digest(r)} for v, r in zip(verdicts_for(rows, reader="human"), rows)]
     (run / "verdicts.jsonl").write_text("".join(json.dumps(v) + "\n" for v in lines))
     record = gate.evaluate(run, load_spec(run / "spec.yaml"), rescore=False)
-    assert record["status"] == "FAIL" and record["readers"] == ["agent"]
-    assert len(record["paths"]["human_declared_not_established"]) == len(rows)
-    assert any("has not confirmed" in r for r in record["reasons"])
+    assert record.status == "FAIL" and record.readers == ["agent"]
+    assert len(record.paths.human_declared_not_established) == len(rows)
+    assert any("has not confirmed" in r for r in record.reasons)
 
 
 @pytest.mark.slow  # a scoring child (it imports torch for the zero-std prediction): 2-3.5 s CPU
@@ -189,12 +197,12 @@ def test_a_reading_copied_from_the_rewards_view_is_reported_as_such(unread):
     assert _main(unread, "inspect", "verdict", RUN, "--file", f"{RUN}/reading.jsonl")[0] == 0
     spec = load_spec(run / "spec.yaml")
     record = gate.evaluate(run, spec, rescore=False)
-    assert record["counts"]["disagreements"] == 0 and record["blind"]["revealed"] == 0
-    assert record["blind"]["mirrors_rewards"] is True
+    assert record.counts.disagreements == 0 and record.blind.revealed == 0
+    assert record.blind.mirrors_rewards is True
     code, out = _main(unread, "inspect", "gate", RUN)
     assert "equals the rewards' view on every sample" in out, out
     # the same reading with the reader's own notes on what they checked is not reported
     noted = [{**v, "note": f"checked the sum in {v['id']}"} for v in copied]
     (run / "reading.jsonl").write_text("".join(json.dumps(v) + "\n" for v in noted))
     assert _main(unread, "inspect", "verdict", RUN, "--file", f"{RUN}/reading.jsonl")[0] == 0
-    assert gate.evaluate(run, spec, rescore=False)["blind"]["mirrors_rewards"] is False
+    assert gate.evaluate(run, spec, rescore=False).blind.mirrors_rewards is False

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from inspect_helpers import craft_samples, verdicts_for, write_jsonl
+from person_helpers import person_verdicts
 
 from finetune import rundir
 from finetune.inspect import checkpoint
@@ -87,7 +88,7 @@ def test_imported_set_through_the_gate_against_a_passing_phase1(cli, make_run):
     run = make_run("good")
     assert cli("inspect", "score", run).code == 0
     write_jsonl(run / "phase1.jsonl", verdicts_for(craft_samples(), reader="human", n=56))
-    assert cli("inspect", "human-verdict", run, "--file", run / "phase1.jsonl").code == 0
+    assert person_verdicts(cli, run, run / "phase1.jsonl").code == 0
     assert cli("inspect", "gate", run).code == 0
     phase1 = _tree(run)
 
@@ -99,7 +100,7 @@ def test_imported_set_through_the_gate_against_a_passing_phase1(cli, make_run):
     assert json.loads((target / checkpoint.SET_INFO).read_text())["same_prompts_as_phase1"] is False
     assert cli("inspect", "score", target).code == 0
     write_jsonl(target.parent / "reading.jsonl", verdicts_for(later, reader="human"))
-    assert cli("inspect", "human-verdict", target, "--file", target.parent / "reading.jsonl").code == 0
+    assert person_verdicts(cli, target, target.parent / "reading.jsonl").code == 0
     r = cli("inspect", "gate", target)
     assert r.code == 0 and "gate PASS" in r.out, r
     c = json.loads((target / checkpoint.COMPARISON).read_text())
@@ -218,7 +219,7 @@ def _recount_success(set_path: Path) -> dict[str, float]:
                       completions=[[{"role": "assistant", "content": s["completion"]}] if s["conversational"]
                                    else s["completion"] for s in samples],
                       completion_ids=None, trainer_state=None, log_extra=None, log_metric=None, **columns)
-        out[meta["name"]] = sum(v is not None and v >= meta["threshold"] - 1e-9 for v in scores) / len(samples)
+        out[meta.name] = sum(v is not None and v >= meta.threshold - 1e-9 for v in scores) / len(samples)
     return out
 
 
@@ -226,7 +227,8 @@ def _recount_agreement(set_path: Path, metas: dict[str, dict]) -> dict[str, tupl
     """Per reward: (share of read samples whose verdict agrees with it, ids where it does not), from
     verdicts.jsonl and the scored passes, by the rule of DESIGN.md's reward-roles contract written out here."""
     scored = {r["id"]: r for r in _lines(set_path / rundir.SCORED)}
-    verdicts = _lines(set_path / rundir.VERDICTS)
+    # the verdict that counts per sample: verdicts.jsonl keeps every line; here the last one per id is it
+    verdicts = list({v["id"]: v for v in _lines(set_path / rundir.VERDICTS)}.values())
     out = {}
     for name, meta in metas.items():
         role = meta["role"]
@@ -238,7 +240,7 @@ def _recount_agreement(set_path: Path, metas: dict[str, dict]) -> dict[str, tupl
                 against.add(v["id"])
             said = v.get({"correctness": "correct", "format": "well_formed"}.get(role, ""))
             # correct but malformed against a format-gated correctness reward is agreement (reward-roles contract)
-            excused = role == "correctness" and meta["gated_on_format"] and said is True and \
+            excused = role == "correctness" and meta["gated"] and said is True and \
                 v.get("well_formed") is False
             if said is not None and said != passed and not excused and row["rewards"][name] is not None:
                 against.add(v["id"])
@@ -266,11 +268,11 @@ def test_trained_checkpoint_through_the_gate_against_phase1(cli, demo_run, tmp_p
     reading, counts = checker_verdicts(target, spec)
     assert counts["read"] == len(_lines(target / rundir.SAMPLES))
     assert cli("inspect", "verdict", target, "--file", reading, "--reader", "agent").code == 0
-    assert cli("inspect", "confirm", target, "--user", "test reader").code == 0
+    assert cli("inspect", "confirm", target, "--user", "test reader", "--yes").code == 0
     for flag in json.loads((target / rundir.SCORE_REPORT).read_text())["flags"]:
         assert not flag["name"].startswith("base_")  # a trained policy's success is no flag about the reward
         assert cli("inspect", "ack", target, flag["id"], "--reason",
-                   "seen on the trained policy's samples; read and judged in this test").code == 0
+                   "seen on the trained policy's samples; read and judged in this test", "--yes").code == 0
     r = cli("inspect", "gate", target)
     assert r.code == 0, r
     assert "Checkpoint `step-40` against Phase 1" in r.out and "gate PASS" in r.out
@@ -295,9 +297,8 @@ def test_trained_checkpoint_through_the_gate_against_phase1(cli, demo_run, tmp_p
 
     # a reader who finds three passing completions wrong: new false positives the comparison names
     passing = [r for r in _lines(target / rundir.SCORED) if r["all_pass"]][:3]
-    for row in passing:
-        assert cli("inspect", "human-verdict", target, "--id", row["id"], "--reject", "--incorrect", "--well-formed",
-                   "--note", "not what the prompt asked").code == 0
+    assert person_verdicts(cli, target, [{"id": row["id"], "accept": False, "correct": False, "well_formed": True,
+                                          "note": "not what the prompt asked"} for row in passing]).code == 0
     r = cli("inspect", "gate", target)
     assert r.code == 1 and "disagreement" in r.err
     comparison = json.loads((target / checkpoint.COMPARISON).read_text())

@@ -15,7 +15,7 @@ import yaml
 from finetune.demo import tools as demo_tools
 from finetune.inspect import flags
 from finetune.inspect.probes import run_probes
-from finetune.inspect.rewardmod import load_rewards, score_items
+from finetune.inspect.rewardmod import load_rewards
 from finetune.inspect.samplesio import normalise_row
 from finetune.rewards.render import render_sources
 from finetune.spec import load_spec
@@ -59,7 +59,7 @@ def _score(tmp_path: Path, env_source: str, rewards: list[dict[str, Any]]) -> tu
     rm = load_rewards(tmp_path)
     scored = [{**s, "rewards": {}, "errors": {}} for s in samples]
     for r in rm.rewards:
-        values, errors = score_items(r, samples)
+        values, errors = rm.score(r, samples)
         for row, v, e in zip(scored, values, errors):
             row["rewards"][r.name] = v
             if e:
@@ -68,7 +68,7 @@ def _score(tmp_path: Path, env_source: str, rewards: list[dict[str, Any]]) -> tu
     probe_result = run_probes(rm, spec, samples)
     found = flags.detect(rm, spec, scored, rescored, probe_result, None)
     assert [row["rewards"]["solved"] for row in scored if "solved" in row["rewards"]][:2] in ([1.0, 0.0], [])
-    return {f["name"]: f for f in found}, {"probes": probe_result["probes"], "skipped": flags.not_applicable(spec)}
+    return {f["name"]: f for f in found}, {"probes": probe_result["probes"], "skipped": flags.not_applicable(rm.rewards)}
 
 
 ENV = [{"name": "solved", "type": "environment"}]

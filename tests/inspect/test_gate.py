@@ -6,6 +6,7 @@ import json
 
 import pytest
 from inspect_helpers import SPEC, craft_samples, verdicts_for, write_jsonl
+from person_helpers import person_verdicts
 
 from finetune.inspect.gate import verify_gate
 from finetune.spec import load_spec
@@ -19,7 +20,8 @@ def _pass_run(cli, make_run, reader="human"):
     run = make_run("good")
     assert cli("inspect", "score", run).code == 0
     write_jsonl(run / "mine.jsonl", verdicts_for(craft_samples(), reader=reader, n=56))
-    r = cli("inspect", "human-verdict" if reader == "human" else "verdict", run, "--file", run / "mine.jsonl")
+    r = (person_verdicts(cli, run, run / "mine.jsonl") if reader == "human"
+         else cli("inspect", "verdict", run, "--file", run / "mine.jsonl"))
     assert r.code == 0, r
     return run
 
@@ -76,7 +78,7 @@ def test_agent_reading_needs_the_users_confirmation(cli, make_run):
     assert r.code == 1 and "confirm" in r.err
     assert json.loads((run / "gate.json").read_text())["status"] == "FAIL"
     assert not verify_gate(run, load_spec(run / "spec.yaml")).ok
-    assert cli("inspect", "confirm", run, "--user", "Ada").code == 0
+    assert cli("inspect", "confirm", run, "--user", "Ada", "--yes").code == 0
     r = cli("inspect", "gate", run)
     assert r.code == 0, r
     gate = json.loads((run / "gate.json").read_text())
@@ -92,9 +94,9 @@ def test_agent_reading_needs_the_users_confirmation(cli, make_run):
 def test_disagreements_are_listed_as_false_positive_or_negative(cli, make_run):
     run = _pass_run(cli, make_run)
     # the reader rejects a sample the reward passes, and accepts one it fails
-    assert cli("inspect", "human-verdict", run, "--id", "p0000-s00", "--reject", "--incorrect",
-               "--note", "looks right but the prompt wanted words").code == 0
-    assert cli("inspect", "human-verdict", run, "--id", "p0000-s02", "--accept").code == 0
+    assert person_verdicts(cli, run, [{"id": "p0000-s00", "accept": False, "correct": False,
+                                       "note": "looks right but the prompt wanted words"},
+                                      {"id": "p0000-s02", "accept": True}]).code == 0
     r = cli("inspect", "gate", run)
     assert r.code == 1
     gate = json.loads((run / "gate.json").read_text())
@@ -110,7 +112,7 @@ def test_too_few_read_fails(cli, make_run):
     run = make_run("good")
     assert cli("inspect", "score", run).code == 0
     write_jsonl(run / "mine.jsonl", verdicts_for(craft_samples(), reader="human", n=49))
-    assert cli("inspect", "human-verdict", run, "--file", run / "mine.jsonl").code == 0
+    assert person_verdicts(cli, run, run / "mine.jsonl").code == 0
     r = cli("inspect", "gate", run)
     assert r.code == 1 and "49 of the required 50 samples read" in r.err
 
@@ -125,7 +127,7 @@ def test_flags_need_a_written_reason_and_probes_cannot_be_waived(cli, make_run):
     ids = {f["id"] for f in report["flags"]}
     assert {"constant_reward:correctness", "constant_reward:format_ok", "base_saturated"} <= ids
     write_jsonl(run / "mine.jsonl", verdicts_for(samples, reader="human"))
-    assert cli("inspect", "human-verdict", run, "--file", run / "mine.jsonl").code == 0
+    assert person_verdicts(cli, run, run / "mine.jsonl").code == 0
     assert cli("inspect", "gate", run).code == 1
     r = cli("inspect", "ack", run, "base_saturated", "--reason", "ok")
     assert r.code == 2 and "reason too short" in r.err
@@ -135,7 +137,7 @@ def test_flags_need_a_written_reason_and_probes_cannot_be_waived(cli, make_run):
     assert r.code == 2 and "no red flag" in r.err
     for flag in sorted(ids):
         assert cli("inspect", "ack", run, flag, "--by", "Ada", "--reason",
-                   "these samples come from a curated easy split; the full set varies").code == 0
+                   "these samples come from a curated easy split; the full set varies", "--yes").code == 0
     r = cli("inspect", "gate", run)
     assert r.code == 0, r
     gate = json.loads((run / "gate.json").read_text())
@@ -196,7 +198,7 @@ def test_rendered_rewards_resist_every_probe(cli, make_run, correctness):
     report = json.loads((run / "score_report.json").read_text())
     assert report["flags"] == [] and not [p["id"] for p in report["probes"] if p["passing"]]
     write_jsonl(run / "mine.jsonl", verdicts_for(craft_samples(), reader="human", n=60))
-    assert cli("inspect", "human-verdict", run, "--file", run / "mine.jsonl").code == 0
+    assert person_verdicts(cli, run, run / "mine.jsonl").code == 0
     assert cli("inspect", "gate", run).code == 0
 
 
@@ -213,7 +215,8 @@ def test_verdicts_bind_the_sample_they_judged(cli, make_run):
     r = cli("inspect", "gate", run)
     assert r.code == 1 and "46 of the required 50 samples read (10 verdict(s) judged samples that changed" in r.err
     # a verdict file carrying the digest of an older completion is refused
-    old = json.loads((run / "verdicts.jsonl").read_text().splitlines()[0])
+    old = {k: v for k, v in json.loads((run / "verdicts.jsonl").read_text().splitlines()[0]).items()
+           if k not in ("time", "sig", "page", "first_verdict", "revealed", "changed_after_reveal")}
     (run / "old.jsonl").write_text(json.dumps(old) + "\n")
     r = cli("inspect", "verdict", run, "--file", run / "old.jsonl")
     assert r.code == 2 and "different completion" in r.err

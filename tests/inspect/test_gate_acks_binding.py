@@ -6,6 +6,7 @@ import json
 
 import pytest
 from inspect_helpers import craft_samples, verdicts_for, write_jsonl
+from person_helpers import person_verdicts
 
 from finetune.inspect.gate import verify_gate
 from finetune.spec import load_spec
@@ -16,11 +17,11 @@ def _flagged_run(cli, make_run):
     run = make_run("good", samples=samples)
     assert cli("inspect", "score", run).code == 0
     write_jsonl(run / "mine.jsonl", verdicts_for(samples, reader="human"))
-    assert cli("inspect", "human-verdict", run, "--file", run / "mine.jsonl").code == 0
+    assert person_verdicts(cli, run, run / "mine.jsonl").code == 0
     flags = [f["id"] for f in json.loads((run / "score_report.json").read_text())["flags"]]
     for flag in flags:
         assert cli("inspect", "ack", run, flag, "--by", "Ada", "--reason",
-                   "these samples come from a curated easy split; the full set varies").code == 0
+                   "these samples come from a curated easy split; the full set varies", "--yes").code == 0
     assert cli("inspect", "gate", run).code == 0
     return run, flags
 
@@ -51,7 +52,7 @@ def test_acks_or_confirmation_added_after_pass_are_noticed(cli, make_run):
     run = make_run("good")
     assert cli("inspect", "score", run).code == 0
     write_jsonl(run / "mine.jsonl", verdicts_for(craft_samples(), reader="human", n=56))
-    assert cli("inspect", "human-verdict", run, "--file", run / "mine.jsonl").code == 0
+    assert person_verdicts(cli, run, run / "mine.jsonl").code == 0
     assert cli("inspect", "gate", run).code == 0
     spec = load_spec(run / "spec.yaml")
     assert verify_gate(run, spec).ok
@@ -70,7 +71,7 @@ def test_confirmation_only_as_written_by_confirm(cli, make_run):
     assert cli("inspect", "score", run).code == 0
     write_jsonl(run / "mine.jsonl", verdicts_for(craft_samples(), reader="agent", n=56))
     assert cli("inspect", "verdict", run, "--file", run / "mine.jsonl").code == 0
-    assert cli("inspect", "confirm", run, "--user", "Ada").code == 0
+    assert cli("inspect", "confirm", run, "--user", "Ada", "--yes").code == 0
     good = json.loads((run / "confirmation.json").read_text())
     for bad in ({**good, "user": ""}, {**good, "verdicts": "56"}, {**good, "extra": 1}, ["x"]):
         (run / "confirmation.json").write_text(json.dumps(bad))

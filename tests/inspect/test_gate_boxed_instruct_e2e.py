@@ -9,6 +9,7 @@ import random
 
 import pytest
 from inspect_helpers import write_jsonl
+from person_helpers import person_verdicts
 
 SPEC = """name: gsm-boxed
 model: ./model
@@ -80,7 +81,7 @@ def _gate(cli, tmp_path, extra: str):
     r = cli("inspect", "score", run)
     assert r.code == 0, r
     write_jsonl(run / "mine.jsonl", _verdicts(samples, 56))
-    assert cli("inspect", "human-verdict", run, "--file", run / "mine.jsonl").code == 0
+    assert person_verdicts(cli, run, run / "mine.jsonl").code == 0
     result = cli("inspect", "gate", run)
     return result, json.loads((run / "gate.json").read_text())
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from inspect_helpers import craft_samples, verdicts_for, write_jsonl
+from person_helpers import person_verdicts
 
 from finetune.inspect.gate import verify_gate
 from finetune.spec import load_spec
@@ -33,8 +34,9 @@ def _put(path: Path, obj) -> None:
 
 def _read_all(cli, run: Path, reader: str = "human") -> None:
     write_jsonl(run / "mine.jsonl", verdicts_for(craft_samples(), reader=reader, n=56))
-    verb = "human-verdict" if reader == "human" else "verdict"
-    assert cli("inspect", verb, run, "--file", run / "mine.jsonl").code == 0
+    r = (person_verdicts(cli, run, run / "mine.jsonl") if reader == "human"
+         else cli("inspect", "verdict", run, "--file", run / "mine.jsonl"))
+    assert r.code == 0, r
 
 
 @pytest.fixture
@@ -122,7 +124,7 @@ def test_a_fail_record_with_its_status_edited_is_no_pass(cli, make_run):
     run = make_run("good", name="few")
     assert cli("inspect", "score", run).code == 0
     write_jsonl(run / "mine.jsonl", verdicts_for(craft_samples(), reader="human", n=10))
-    assert cli("inspect", "human-verdict", run, "--file", run / "mine.jsonl").code == 0
+    assert person_verdicts(cli, run, run / "mine.jsonl").code == 0
     assert cli("inspect", "gate", run).code == 1
     gate = _json(run / "gate.json")
     gate["status"], gate["reasons"] = "PASS", []

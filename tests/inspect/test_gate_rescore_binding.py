@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from inspect_helpers import MODULES, craft_samples, verdicts_for, write_jsonl
+from person_helpers import person_verdicts
 
 from finetune.inspect import gate
 from finetune.spec import load_spec
@@ -28,7 +29,7 @@ def _passed(cli, make_run, module: str = "good", name: str = "run") -> Path:
     run = make_run(module, name=name)
     assert cli("inspect", "score", run).code == 0
     write_jsonl(run / "mine.jsonl", verdicts_for(craft_samples(), reader="human", n=56))
-    assert cli("inspect", "human-verdict", run, "--file", run / "mine.jsonl").code == 0
+    assert person_verdicts(cli, run, run / "mine.jsonl").code == 0
     return run
 
 
@@ -58,10 +59,10 @@ def test_files_swapped_while_the_gate_rescores_fail_it(cli, make_run, tmp_path, 
 
     monkeypatch.setattr(gate, "rescore_differences", racing)
     record = gate.run_gate(run, load_spec(run / "spec.yaml"))
-    assert record["status"] == "FAIL", record["reasons"]
-    assert any("changed while the gate ran" in r and "rewards.py" in r for r in record["reasons"])
+    assert record.status == "FAIL", record.reasons
+    assert any("changed while the gate ran" in r and "rewards.py" in r for r in record.reasons)
     # the record binds the bytes that were judged, never the ones swapped in
-    assert record["hashes"]["rewards.py"] == hashlib.sha256(good["rewards.py"]).hexdigest()
+    assert record.hashes["rewards.py"] == hashlib.sha256(good["rewards.py"]).hexdigest()
     assert not gate.verify_gate(run, load_spec(run / "spec.yaml")).ok
 
 

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import pytest
 from inspect_helpers import CORRECTNESS, MODULES, SPEC, craft_samples, write_jsonl
+from person_helpers import page_export, person_verdicts
 
 from finetune import atomic, commit, rundir, status
 from finetune.inspect.score import report_is_current
@@ -314,9 +315,9 @@ def test_verdict_killed_between_verdicts_and_reveals_keeps_both_or_neither(make_
     run = make_run("good")
     assert cli("inspect", "score", run).code == 0
     given = [{**v, "revealed": True} for v in verdicts_for(craft_samples(), reader="human", n=6)]
-    write_jsonl(tmp_path / "v.jsonl", given)
+    exported = page_export(run, given, tmp_path / "v.jsonl")
     ids = sorted(v["id"] for v in given)
-    r = _finetune("inspect", "human-verdict", run, "--file", tmp_path / "v.jsonl", crash="files:rename:verdicts.jsonl")
+    r = _finetune("inspect", "human-verdict", run, "--file", exported, "--yes", crash="files:rename:verdicts.jsonl")
     assert r.returncode == -9, r.stderr[-2000:]
     assert (run / "verdicts.jsonl").is_file() and not (run / "reveals.json").exists()  # half switched ...
     assert commit.pending(run) == ["reveals.json"]
@@ -324,7 +325,7 @@ def test_verdict_killed_between_verdicts_and_reveals_keeps_both_or_neither(make_
     cli("inspect", "gate", run)  # ... until the next verb finishes the commit
     assert sorted(V.load_verdicts(run)) == ids and sorted(V.load_reveals(run)) == ids
     assert _leftovers(run) == [] and commit.pending(run) == []
-    r = _finetune("inspect", "human-verdict", run, "--file", tmp_path / "v.jsonl", crash="files:staged")
+    r = _finetune("inspect", "human-verdict", run, "--file", exported, "--yes", crash="files:staged")
     assert r.returncode == -9 and _leftovers(run)
     cli("inspect", "gate", run)
     assert sorted(V.load_verdicts(run)) == ids and _leftovers(run) == []  # the next verb cleared the stage
@@ -342,7 +343,7 @@ def test_review_key_killed_before_its_write_has_recorded_the_reveal(make_run, cl
     r = _finetune("inspect", "review", run, "--key", crash="write:review_key.md")
     assert r.returncode == -9, r.stderr[-2000:]
     assert not (run / "review_key.md").exists() and V.load_reveals(run)
-    assert all(e["via"] == "key" for e in V.load_reveals(run).values())
+    assert all(e.via == "key" for e in V.load_reveals(run).values())
 
 
 @pytest.mark.slow
@@ -435,7 +436,7 @@ def test_set_gate_killed_keeps_gate_and_comparison_together(set_runs, tmp_path, 
     ck = _set_of(run)
     assert _pair(ck) == (0, "FAIL", 0, "FAIL")
     write_jsonl(tmp_path / "v.jsonl", verdicts_for(craft_samples(seed=0), reader="human", n=3))
-    assert cli("inspect", "human-verdict", ck, "--file", tmp_path / "v.jsonl").code == 0
+    assert person_verdicts(cli, ck, tmp_path / "v.jsonl").code == 0
     r = _finetune("inspect", "gate", ck, crash=step)
     assert r.returncode in (-9, 1), r.stderr[-2000:]  # killed, or (a step it never reaches) a whole FAIL
     before = _pair(ck)
@@ -507,7 +508,7 @@ def test_compare_racing_a_set_gate_writes_nothing(set_runs, tmp_path, cli):
     try:
         _wait_for(marks / "comparison_computed", proc)  # compared against the gate with nothing read
         write_jsonl(tmp_path / "v.jsonl", verdicts_for(craft_samples(seed=0), reader="human", n=3))
-        assert cli("inspect", "human-verdict", ck, "--file", tmp_path / "v.jsonl").code == 0
+        assert person_verdicts(cli, ck, tmp_path / "v.jsonl").code == 0
         assert cli("inspect", "gate", ck).code == 1
     finally:
         release.touch()

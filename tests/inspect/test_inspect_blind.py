@@ -8,6 +8,7 @@ import re
 
 import pytest
 from inspect_helpers import craft_samples, write_jsonl
+from person_helpers import person_verdicts
 
 from finetune.inspect.gate import listing
 
@@ -29,7 +30,7 @@ def _run_with(cli, make_run, module: str | None):
     write_jsonl(run / "reading.jsonl", honest_reading())
     r = cli("inspect", "verdict", run, "--file", run / "reading.jsonl", "--reader", "agent")
     assert r.code == 0, r
-    assert cli("inspect", "confirm", run, "--user", "Ada").code == 0
+    assert cli("inspect", "confirm", run, "--user", "Ada", "--yes").code == 0
     return run
 
 
@@ -37,7 +38,7 @@ def _run_with(cli, make_run, module: str | None):
 def test_honest_reading_of_a_correct_format_gated_composite_passes(cli, make_run):
     run = _run_with(cli, make_run, None)
     meta = json.loads((run / "score_report.json").read_text())["rewards"]
-    assert [m["gated_on_format"] for m in meta] == [False, True]
+    assert [m["gated"] for m in meta] == [False, True]
     r = cli("inspect", "gate", run)
     assert r.code == 0, r
     gate = json.loads((run / "gate.json").read_text())
@@ -62,7 +63,7 @@ def test_the_same_reading_fails_a_broken_correctness_reward(cli, make_run):
 
 @pytest.mark.slow
 def test_the_gated_excuse_needs_a_gated_reward(cli, make_run):
-    # good.py does not declare gated_on_format: correct-but-malformed against it stays a false negative
+    # good.py's REWARD_META does not mark it gated: correct-but-malformed against it stays a false negative
     run = _run_with(cli, make_run, "good")
     assert cli("inspect", "gate", run).code == 1
     gate = json.loads((run / "gate.json").read_text())
@@ -124,7 +125,7 @@ def test_base_success_is_provisional_when_its_evidence_is_short(cli, make_run):
     assert any("as few as 4 sample(s) per prompt, the spec asks 16" in m for m in base["missing"])
     assert any("sampled at temperature 1, the spec asks 0.3" in m for m in base["missing"])
     write_jsonl(run / "reading.jsonl", honest_reading())
-    assert cli("inspect", "human-verdict", run, "--file", run / "reading.jsonl").code == 0
+    assert person_verdicts(cli, run, run / "reading.jsonl").code == 0
     r = cli("inspect", "gate", run)
     assert "base success: learnable (PROVISIONAL: training samples" in r.out
 

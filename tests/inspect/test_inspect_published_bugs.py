@@ -8,6 +8,7 @@ import shutil
 
 import pytest
 from inspect_helpers import CODE_SPEC, MODULES, code_samples, craft_samples, verdicts_for, write_jsonl
+from person_helpers import person_verdicts
 
 # module, correctness type in the spec, probes that must pass (the bug), flags that must be raised
 CASES = [
@@ -41,7 +42,7 @@ def test_published_bug_is_named_and_fails_the_gate(cli, make_run, judge_endpoint
     rows = [json.loads(line) for line in (run / "scored.jsonl").read_text().splitlines()]
     agreeing = [{"id": row["id"], "accept": row["all_pass"], "reader": "human"} for row in rows]
     write_jsonl(run / "v.jsonl", agreeing)
-    assert cli("inspect", "human-verdict", run, "--file", run / "v.jsonl").code == 0
+    assert person_verdicts(cli, run, run / "v.jsonl").code == 0
     assert cli("inspect", "gate", run).code == 1
     gate = json.loads((run / "gate.json").read_text())
     assert gate["status"] == "FAIL" and probes <= {p["probe"] for p in gate["probes"] if p["passing"]}
@@ -54,7 +55,7 @@ def test_reading_alone_misses_the_substring_bug(cli, make_run):
     run = make_run("substring")
     assert cli("inspect", "score", run).code == 0
     write_jsonl(run / "v.jsonl", verdicts_for(craft_samples(), reader="human"))
-    assert cli("inspect", "human-verdict", run, "--file", run / "v.jsonl").code == 0
+    assert person_verdicts(cli, run, run / "v.jsonl").code == 0
     assert cli("inspect", "gate", run).code == 1
     gate = json.loads((run / "gate.json").read_text())
     assert gate["disagreements"] == [] and any(p["passing"] for p in gate["probes"])

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from inspect_helpers import MODULES, craft_samples, verdicts_for, write_jsonl
+from person_helpers import person_verdicts
 
 WRAP = '''
 
@@ -61,7 +62,7 @@ def test_exit_during_the_gate_rescore_voids_the_pass(cli, make_run):
             action="_os._exit(0)")
     assert cli("inspect", "score", run).code == 0
     write_jsonl(run / "mine.jsonl", verdicts_for(craft_samples(), reader="human", n=56))
-    assert cli("inspect", "human-verdict", run, "--file", run / "mine.jsonl").code == 0
+    assert person_verdicts(cli, run, run / "mine.jsonl").code == 0
     assert cli("inspect", "gate", run).code == 0
     (run / "armed").write_text("")
     r = cli("inspect", "gate", run)

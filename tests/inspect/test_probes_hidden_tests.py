@@ -68,4 +68,4 @@ def test_prompt_quoting_every_test_without_hidden_tests_is_a_red_flag(cli, tmp_p
     assert not any(p["probe"] == "hardcoded_examples" for p in report["probes"])
     assert report["tests"][0]["hidden"] == {"min": 0, "max": 0, "rows_without": 4}
     assert cli("inspect", "ack", run, "no_hidden_tests:tests_pass", "--reason",
-               "the tests are generic properties, not examples").code == 0
+               "the tests are generic properties, not examples", "--yes").code == 0

@@ -52,7 +52,7 @@ def _read(cli, run, ids: set[str]) -> None:
     write_jsonl(run / "reading.jsonl", reading(ids))
     assert cli("inspect", "verdict", run, "--file", run / "reading.jsonl", "--reader", "agent").code == 0
     assert cli("inspect", "review", run, "--key").code == 0
-    assert cli("inspect", "confirm", run, "--user", "Ada").code == 0
+    assert cli("inspect", "confirm", run, "--user", "Ada", "--yes").code == 0
 
 
 def _status_line(cli, run, step: str) -> str:

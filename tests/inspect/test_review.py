@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from inspect_helpers import craft_samples, write_jsonl
+from person_helpers import person_verdicts
 
 from finetune.inspect import verdicts as V
 from finetune.inspect.gate import verify_gate
@@ -95,7 +96,7 @@ def test_key_after_verdicts_and_a_verdict_after_the_key_is_reported(cli, make_ru
     run = _gated_run(cli, make_run)
     samples = craft_samples()
     write_jsonl(run / "reading.jsonl", [{"id": s["id"], **_honest(s["kind"])} for s in samples[:60]])
-    assert cli("inspect", "human-verdict", run, "--file", run / "reading.jsonl").code == 0
+    assert person_verdicts(cli, run, run / "reading.jsonl").code == 0
     r = cli("inspect", "review", run, "--key")
     assert r.code == 0 and "4 sample(s) on the sheet have no verdict yet" in r.out
     key = (run / "review_key.md").read_text()
@@ -106,7 +107,7 @@ def test_key_after_verdicts_and_a_verdict_after_the_key_is_reported(cli, make_ru
     # the four left are read after the key was opened, at once (no pause: one-second time stamps let a verdict
     # recorded within the key's second pass as blind): the gate records them as judged after the reveal
     write_jsonl(run / "late.jsonl", [{"id": s["id"], **_honest(s["kind"])} for s in samples[60:]])
-    assert cli("inspect", "human-verdict", run, "--file", run / "late.jsonl").code == 0
+    assert person_verdicts(cli, run, run / "late.jsonl").code == 0
     r = cli("inspect", "gate", run)
     assert r.code == 0, r
     gate = json.loads((run / "gate.json").read_text())
@@ -145,8 +146,14 @@ def test_terminal_review_verdict_first_then_reveal_then_resumable(cli, make_run,
     # blind: the first sample's completion is shown before any score, and its scores only after the verdict
     first = r.out.index("completion")
     assert "the rewards say" not in r.out[:first] and r.out.index("accept or reject") < r.out.index("the rewards say")
-    got = [json.loads(line) for line in (run / "verdicts.jsonl").read_text().splitlines()]
-    assert [v["reader"] for v in got] == ["human"] * 3 and got[0]["note"] == "looks fine"
+    from finetune.inspect import verdicts as V
+
+    lines = [json.loads(line) for line in (run / "verdicts.jsonl").read_text().splitlines()]
+    assert [v["reader"] for v in lines] == ["human"] * 4  # the third's blind verdict stays in the history
+    assert lines[2]["accept"] is False and lines[3]["accept"] is True
+    counted = V.load_verdicts(run)
+    got = [counted[i].model_dump() for i in dict.fromkeys(v["id"] for v in lines)]
+    assert len(got) == 3 and all(V.is_person(counted[v["id"]]) for v in lines) and got[0]["note"] == "looks fine"
     assert got[0]["correct"] is True and got[0]["well_formed"] is True  # accept means both
     assert got[1]["accept"] is False and got[1]["correct"] is True and got[1]["well_formed"] is False
     assert got[2]["changed_after_reveal"] is True and got[2]["first_verdict"]["accept"] is False
@@ -230,8 +237,10 @@ def test_html_page_blind_then_reveal_mouse_keys_export_then_gate(cli, make_run, 
     assert sum(v["note"] == "checked the sum by hand" for v in lines.values()) == 1
     assert [i for i, v in lines.items() if v["changed_after_reveal"]] == [changed_id]
     assert lines[changed_id]["first_verdict"] == {"accept": False, "correct": False, "well_formed": True}
+    # the page's own export, bound to it (its digest on every line), recorded by the person as exported
+    assert all(v["page"] and v["sample_sha256"] for v in lines.values())
     # the changed verdict accepts a wrong answer: the gate sees that disagreement and the change
-    r = cli("inspect", "human-verdict", run, "--file", exported)
+    r = cli("inspect", "human-verdict", run, "--file", exported, "--yes")
     assert r.code == 0, r
     r = cli("inspect", "gate", run)
     assert r.code == 1 and f"{changed_id}: false negative" in r.out and "changed after the reveal" in r.out
@@ -239,7 +248,7 @@ def test_html_page_blind_then_reveal_mouse_keys_export_then_gate(cli, make_run, 
     # corrected back to the honest reading, the same page export passes
     lines[changed_id].update(accept=False, correct=False)
     write_jsonl(tmp_path / "fixed.jsonl", list(lines.values()))
-    assert cli("inspect", "human-verdict", run, "--file", tmp_path / "fixed.jsonl").code == 0
+    assert cli("inspect", "human-verdict", run, "--file", tmp_path / "fixed.jsonl", "--yes").code == 0
     r = cli("inspect", "gate", run)
     assert r.code == 0, r
     assert verify_gate(run, load_spec(run / "spec.yaml")).ok

@@ -111,4 +111,4 @@ def test_html_page_shows_rollouts_as_text_and_runs_nothing_from_a_tool_result(to
             browser.close()
     verdicts = [json.loads(line) for line in exported.read_text().splitlines()]
     assert {v["id"]: v["accept"] for v in verdicts} == {i: not rows[i][2] for i in rows}
-    assert cli("inspect", "human-verdict", tool_run, "--file", exported).code == 0
+    assert cli("inspect", "human-verdict", tool_run, "--file", exported, "--yes").code == 0  # the page's own export

@@ -11,7 +11,7 @@ from pathlib import Path
 from pydantic import TypeAdapter
 
 from finetune.demo import tools as demo_tools
-from finetune.inspect.rewardmod import load_rewards, score_items
+from finetune.inspect.rewardmod import load_rewards
 from finetune.inspect.samplesio import normalise_row
 from finetune.rewards.registry import RewardSpec
 from finetune.rewards.render import render_sources
@@ -43,7 +43,7 @@ def test_tool_results_are_never_read_as_the_models_calls(tmp_path: Path):
              for i, c in enumerate(rollouts.values())]
     assert all(FORGED in it["completion"] for it in items[2:])  # the review shows the forged text
     for reward in module.rewards:
-        values, errors = score_items(reward, items)
+        values, errors = module.score(reward, items)
         assert errors == [None] * 4
         assert dict(zip(rollouts, values)) == {"honest_right": 1.0, "honest_wrong": 0.0,
                                                "forged_call_in_result": 0.0, "escaped_result": 0.0}, reward.name

@@ -35,7 +35,7 @@ def test_os_errors_while_writing_name_the_path(cli, make_run, monkeypatch, code,
         raise OSError(code, "simulated", str(path))
 
     monkeypatch.setattr(atomic, "write_bytes", refuse)
-    r = cli("inspect", "human-verdict", run, "--id", rows[0]["id"], "--accept")
+    r = cli("inspect", "verdict", run, "--id", rows[0]["id"], "--accept", "--reader", "agent")
     _one_line(r, needle, str(run / "verdicts.jsonl"))
     assert not (run / "verdicts.jsonl").exists()
 
@@ -69,7 +69,7 @@ def test_malformed_scored_rows(cli, make_run, edit, needle):
     scored = [json.loads(line) for line in (run / "scored.jsonl").read_text().splitlines()]
     edit(scored)
     write_jsonl(run / "scored.jsonl", scored)
-    _one_line(cli("inspect", "human-verdict", run, "--id", rows[5]["id"], "--accept"), needle)
+    _one_line(cli("inspect", "verdict", run, "--id", rows[5]["id"], "--accept", "--reader", "agent"), needle)
     assert not (run / "verdicts.jsonl").exists()
 
 

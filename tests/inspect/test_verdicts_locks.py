@@ -23,8 +23,8 @@ def _scored_run(make_run):
 @pytest.mark.slow
 def test_concurrent_verdict_commands_lose_nothing(make_run):
     run, ids = _scored_run(make_run)
-    procs = [subprocess.Popen([sys.executable, "-m", "finetune", "inspect", "human-verdict", str(run), "--id", ids[i],
-                               "--accept" if i % 2 else "--reject", "--note", f"w{i}\u2028"],
+    procs = [subprocess.Popen([sys.executable, "-m", "finetune", "inspect", "verdict", str(run), "--id", ids[i],
+                               "--accept" if i % 2 else "--reject", "--note", f"w{i}\u2028", "--reader", "agent"],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for i in range(WRITERS)]
     outs = [p.communicate(timeout=240) for p in procs]
@@ -57,7 +57,7 @@ def test_concurrent_acks_lose_nothing(tmp_path):
 
     acks = V.load_acks(tmp_path)
     assert sorted(acks) == sorted(f"flag{i}" for i in range(WRITERS))
-    assert all(acks[f"flag{i}"]["by"] == f"w{i}" for i in range(WRITERS))
+    assert all(acks[f"flag{i}"].by == f"w{i}" and acks[f"flag{i}"].signed(f"flag{i}") for i in range(WRITERS))
 
 
 def test_lock_is_reentrant_and_writes_nothing(tmp_path):

@@ -63,7 +63,7 @@ def test_replay_scores_the_episode_and_hides_get_reward_from_trl(tmp_path):
 def test_reward_meta_marks_the_episode_reward_for_training_checks(tmp_path):
     """REWARD_META carries the kind's `episode` mark, which the live length check in train.py skips."""
     _, module = _render(tmp_path)
-    assert [m["episode"] for m in module.REWARD_META] == [True]
+    assert [m.episode for m in module.REWARD_META] == [True]
 
 
 def test_out_of_range_environment_reward_is_none(tmp_path):

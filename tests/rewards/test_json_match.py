@@ -112,10 +112,10 @@ def test_spec_refuses_settings_that_break_the_roles():
 
 
 def test_field_reasons_name_the_field_and_its_fix():
-    text, fix = explain("wrong_value:vendor")
-    assert "vendor" in text and fix.startswith("fields.vendor")
-    assert "extra_keys" in explain("hallucinated_key:tax")[1]
-    assert "type: python" not in explain("schema:date")[1]
+    text, fix = explain("wrong_value:vendor", "json_match")
+    assert "vendor" in text and fix.startswith("`fields.vendor`")
+    assert "extra_keys" in explain("hallucinated_key:tax", "json_match")[1]
+    assert "type: python" not in explain("schema:date", "json_match")[1]
 
 
 def test_corpus_is_what_its_builder_writes_and_meets_the_targets():
@@ -140,4 +140,6 @@ def test_reasons_no_field_answers_get_the_fix_for_their_reward_kind():
     assert "single final answer" not in text and "type: python" not in fix
     assert "`fields`" in explain("ok", "json_match")[1]
     assert "pattern" in explain("ok", "format")[1]
-    assert "type: python" in explain("ok")[1]  # no kind known: the old answer
+    assert "rewards.py" in explain("ok", None)[1]  # no kind known: read its code
+    text, fix = explain("made_up", "json_match")  # an id the kind's entry does not declare says so
+    assert "does not declare" in text and "`fields`" in fix

@@ -17,7 +17,7 @@ def test_matches_trl_soft_overlong_when_unbounded(render):
     expected = get_soft_overlong_punishment(max_completion_len=100, soft_punish_cache=20)(completion_ids=ids)
     got = mod.overlong(prompts=["Q"] * len(ids), completions=["x"] * len(ids), completion_ids=ids)
     assert got == pytest.approx(expected)
-    assert mod.REWARD_META[0]["min"] == -1.0 and mod.REWARD_META[0]["role"] == "shaping"
+    assert mod.REWARD_META[0].min == -1.0 and mod.REWARD_META[0].role == "shaping"
 
 
 def test_budget_mode_and_length_without_ids(render):
@@ -41,7 +41,7 @@ def test_floor_is_bounded_by_the_ordering_margin(render):
     assert floor == pytest.approx(-0.5 * 0.1 / 3.0)
     mod = render(entries)
     assert mod.overlong(prompts=["Q"], completions=["x"], completion_ids=[[0] * 99])[0] == pytest.approx(floor)
-    assert mod.REWARD_META[2]["min"] == pytest.approx(floor)
+    assert mod.REWARD_META[2].min == pytest.approx(floor)
 
 
 def test_wraps_penalises_only_where_the_wrapped_reward_passes(render):
@@ -51,7 +51,7 @@ def test_wraps_penalises_only_where_the_wrapped_reward_passes(render):
     kwargs = {"prompts": ["Q"] * 3, "completions": ["<answer>1</answer>", "<answer>2</answer>", "<answer>1</answer>"],
               "answer": ["1", "1", "1"], "completion_ids": [[0] * 50, [0] * 50, [0] * 2]}
     assert mod.correct(**kwargs) == [1.0, 0.0, 1.0]
-    assert mod.long_correct(**kwargs) == pytest.approx([-1.0 * abs(mod.REWARD_META[1]["min"]), 0.0, 0.0])
+    assert mod.long_correct(**kwargs) == pytest.approx([-1.0 * abs(mod.REWARD_META[1].min), 0.0, 0.0])
 
 
 def test_property_bounded_monotone_and_trl_shaped(render):
@@ -62,7 +62,7 @@ def test_property_bounded_monotone_and_trl_shaped(render):
     mod = render([{"name": "format", "type": "format", "weight": 0.3},
                   {"name": "overlong", "type": "length_penalty", "max_completion_length": 200, "overlong_buffer": 50,
                    "weight": 2.0}])
-    floor = mod.REWARD_META[1]["min"]
+    floor = mod.REWARD_META[1].min
     assert floor == pytest.approx(-0.5 * 0.3 / 2.0)
     reference = get_soft_overlong_punishment(max_completion_len=200, soft_punish_cache=50)
 

@@ -56,7 +56,7 @@ def test_user_file_is_copied_and_guarded(cli, tmp_path):
                    expected=["42", "42", "42", "42", "42", "42", None], log_metric=lambda k, v: logged.append((k, v)))
     assert out == [1.0, 0.0, None, None, None, None, None]
     assert logged == [("rewards/mine/errors", 4.0)]
-    assert mod.REWARD_META[0]["type"] == "python" and mod.REWARD_META[0]["role"] == "correctness"
+    assert mod.REWARD_META[0].type == "python" and mod.REWARD_META[0].role == "correctness"
 
 
 @pytest.mark.parametrize("entry, field", [
@@ -109,8 +109,8 @@ def check(completion, **_):
 
 def test_the_verifier_sees_only_the_variables_the_person_allowed(tmp_path, monkeypatch):
     """It runs in the sandbox: HF_TOKEN stays out; a name passed as agent_env (the person's allow-list) comes in."""
+    from finetune.rewards.kinds.python import PythonReward
     from finetune.rewards.render import render_sources
-    from finetune.rewards.specs import PythonReward
 
     (tmp_path / "env_reader.py").write_text(ENV_READER)
     reward = PythonReward(name="mine", type="python", file="env_reader.py", function="check")

@@ -1,4 +1,4 @@
-"""`finetune rewards render`: standalone output, interface, atomic writes, bad specs, doc drift."""
+"""`finetune rewards render`: standalone output, interface, atomic writes, bad specs."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from reward_helpers import reward_specs
 
-from finetune.rewards.render import render_sources, reward_functions_doc
+from finetune.rewards.render import render_sources
 
 SPEC = textwrap.dedent("""\
     name: toy-arith
@@ -43,7 +43,7 @@ def test_cli_renders_standalone_files(cli, spec_file, tmp_path):
     result = cli("rewards", "render", spec_file, "-o", out)
     assert result.code == 0, result
     assert sorted(p.name for p in out.iterdir()) == ["rewards.py", "rewards_answers.py", "rewards_code.py",
-                                                           "rewards_mathpool.py", "rewards_sandbox.py"]
+                                                           "rewards_mathpool.py", "rewards_meta.py", "rewards_sandbox.py"]
     text = (out / "rewards.py").read_text()
     header = ast.get_docstring(ast.parse(text))
     assert "toy-arith" in header and "spec.yaml" in header and "llm-finetuning 0.1.0" in header
@@ -61,16 +61,18 @@ def test_cli_renders_standalone_files(cli, spec_file, tmp_path):
     # Picklable by reference, as TRL's async rollout worker needs to send reward functions to a child.
     probe = ("import sys, pickle, rewards; assert 'finetune' not in sys.modules; import json; "
              "assert pickle.loads(pickle.dumps(rewards.REWARD_FUNCS)) == rewards.REWARD_FUNCS; "
-             "print(json.dumps([[f.__name__ for f in rewards.REWARD_FUNCS], rewards.REWARD_WEIGHTS, rewards.REWARD_META]))")
+             "print(json.dumps([[f.__name__ for f in rewards.REWARD_FUNCS], rewards.REWARD_WEIGHTS, "
+             "[m.as_dict() for m in rewards.REWARD_META]]))")
     done = subprocess.run([sys.executable, "-c", probe], cwd=out, capture_output=True, text=True, timeout=60,
                           env={"PYTHONPATH": str(out), "PATH": "/usr/bin:/bin"})
     assert done.returncode == 0, done.stderr
     names, weights, meta = json.loads(done.stdout)
     assert names == ["format", "correctness", "math_ok", "schema_ok", "tests_ok", "rubric", "overlong"]
     assert weights == [0.2, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0]
-    assert [set(m) for m in meta] == [{"name", "type", "role", "threshold", "min", "max", "gated_on_format", "episode"}] * 7
+    assert [set(m) for m in meta] == [{"name", "type", "role", "weight", "threshold", "min", "max", "gated",
+                                       "episode"}] * 7
     # correctness rewards in a spec with a format reward score 0 on malformed output (the gate reads this)
-    assert [m["gated_on_format"] for m in meta] == [False] + [True] * 5 + [False]
+    assert [m["gated"] for m in meta] == [False] + [True] * 5 + [False]
     assert [m["episode"] for m in meta] == [False] * 7  # no environment reward here
     assert [m["role"] for m in meta] == ["format"] + ["correctness"] * 5 + ["shaping"]
     assert meta[-1]["min"] == -0.1 and meta[-1]["max"] == 0.0  # bounded by the lightest format weight
@@ -81,7 +83,8 @@ def test_default_run_dir_and_stale_helpers_removed(cli, spec_file):
     assert (spec_file.parent / "rewards_mathpool.py").is_file()
     spec_file.write_text(SPEC.split("  - {name: math_ok")[0] + "generation: {max_completion_length: 256}\n")
     assert cli("rewards", "render", spec_file.parent).code == 0
-    assert sorted(p.name for p in spec_file.parent.glob("rewards*.py")) == ["rewards.py", "rewards_answers.py"]
+    assert sorted(p.name for p in spec_file.parent.glob("rewards*.py")) == ["rewards.py", "rewards_answers.py",
+                                                                           "rewards_meta.py"]
 
 
 @pytest.mark.parametrize("bad, field", [
@@ -113,7 +116,7 @@ def test_bad_spec_is_one_line_exit_2_nothing_written(cli, tmp_path, bad, field):
 
 
 def test_rendered_code_for_every_type_alone_imports_only_what_it_uses():
-    from finetune.rewards.render import DOC_EXAMPLES
+    from finetune.rewards.reference import DOC_EXAMPLES
 
     example_spec = Path(__file__).resolve().parents[2] / "examples" / "python-reward" / "spec.yaml"
     for entry in DOC_EXAMPLES.values():
@@ -135,24 +138,6 @@ def test_rendered_code_for_every_type_alone_imports_only_what_it_uses():
         assert imported <= used | {"rewards_mathpool", "rewards_sandbox", "rewards_answers", "rewards_user_sql_matches",
                                    "rewards_env", "rewards_toolcall"} and "annotations" not in used, \
             (entry["type"], sorted(imported - used))
-
-
-def test_committed_reward_functions_doc_matches_templates(repo_root):
-    committed = (repo_root / "references" / "reward-functions.md").read_text(encoding="utf-8")
-    from finetune import docs
-
-    expected = docs.with_toc(docs.reward_reference())  # the templates' doc + the sample formats, with its TOC
-    assert reward_functions_doc().split("\n", 2)[2].strip() in committed  # everything below the title, unchanged
-    assert committed == expected, "references/reward-functions.md drifted: run `finetune docs`"
-
-
-def test_reward_functions_doc_shows_the_rendered_code():
-    doc = reward_functions_doc()
-    source = render_sources(reward_specs([{"name": "format", "type": "format", "pattern": "think_answer"}]))["rewards.py"]
-    start = source.index("def _format_reason(")
-    assert source[start:source.index("\n\n\n", start)] in doc
-    for bug in ("trl#6966", "Visual-RFT#176", "open-r1#86", "signal.alarm"):
-        assert bug in doc
 
 
 R1_TEMPLATE = ("{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}{% endfor %}"

@@ -17,7 +17,7 @@ import yaml
 from finetune.demo import tools as demo_tools
 from finetune.errors import UserError
 from finetune.hashing import reward_files
-from finetune.inspect.rewardmod import load_rewards, score_items
+from finetune.inspect.rewardmod import load_rewards
 from finetune.inspect.samplesio import normalise_row
 from finetune.rewards.render import render_sources
 from finetune.sandbox import runner_source
@@ -82,7 +82,7 @@ def test_the_environments_own_modules_are_copied_bound_and_imported_by_path(tmp_
                             "columns": {"a": rows[0]["a"], "b": rows[0]["b"]}}, "t", i)
              for i, episode in enumerate([_episode(rows[0]["a"], rows[0]["b"], rows[0]["a"], rows[0]["b"]),
                                           _episode(rows[0]["a"], rows[0]["b"], rows[0]["a"] + 1, 0)])]
-    values, errors = score_items(solved, items)
+    values, errors = rm.score(solved, items)
     assert errors == [None, None] and values == [1.0, 0.0]  # the decoy would credit the wrong call too
     assert "env_utils" not in sys.modules  # imported only in the sandbox's agent host, never in this process
 
@@ -136,10 +136,11 @@ def test_a_verifier_that_runs_code_gets_the_sandbox_beside_it(tmp_path):
         run.mkdir()
         for name, text in files.items():
             (run / name).write_text(text)
-        runs = next(r for r in load_rewards(run).rewards if r.name == "runs")
+        rm = load_rewards(run)
+        runs = next(r for r in rm.rewards if r.name == "runs")
         items = [normalise_row({"id": f"s{i}", "prompt": "p", "completion": code}, "t", i)
                  for i, code in enumerate(["print(3 + 4)", "print(3 + 5)"])]
-        assert score_items(runs, items) == ([1.0, 0.0], [None, None])
+        assert rm.score(runs, items) == ([1.0, 0.0], [None, None])
     _, plain = _render(tmp_path, rewards, {"check.py": CODE_VERIFIER.replace("from rewards_sandbox import run_python",
                                                                              "run_python = print")},
                        environment=False)

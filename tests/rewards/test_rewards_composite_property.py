@@ -162,8 +162,8 @@ def test_ordering_holds_for_every_renderable_spec(dialect, layout, kinds, judge,
         payload, forbid, entries = case
         module = render_module(entries, root / f"run{next(_RUN)}", max_completion_length=256)
         groups = completions(dialect, layout, payload, forbid)
-        has_format = any(m["role"] == "format" for m in module.REWARD_META)
-        has_correct = any(m["role"] == "correctness" for m in module.REWARD_META)
+        has_format = any(m.role == "format" for m in module.REWARD_META)
+        has_correct = any(m.role == "correctness" for m in module.REWARD_META)
         long, short = 10_000, 1
         levels = {}
         for name, texts in groups.items():

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 from codetool_helpers import build_model, write_spec
+from person_helpers import person_verdicts
 
 from finetune.sandbox import runner_source
 from finetune.sandbox.runner import detect_isolation
@@ -98,7 +99,7 @@ def _pass_phase1(cli, spec: Path) -> dict:
     # the attack's replay ran in the sandbox: /etc/passwd was read-only there, so the program never printed
     assert scored["r1-3"]["rewards"]["solved"] == 0.0 and scored["r1-0"]["rewards"]["solved"] == 1.0
     (run / "reading.jsonl").write_text("".join(json.dumps(v) + "\n" for v in verdicts))
-    assert cli("inspect", "human-verdict", run, "--file", run / "reading.jsonl", "--user", "reader").code == 0
+    assert person_verdicts(cli, run, run / "reading.jsonl", "--user", "reader").code == 0
     report = json.loads((run / "score_report.json").read_text())
     assert report["flags"] == [], report["flags"]
     assert {n["check"] for n in report["not_applicable"]} == {"length_correlated", "gold_answer_fails", "format_blind"}

@@ -43,9 +43,10 @@ GRADED_REWARDS = textwrap.dedent('''
     REWARD_WEIGHTS = [0.2, 1.0]
     REWARD_META = [
         {"name": "format_ok", "type": "format", "role": "format", "threshold": 1.0, "min": 0.0, "max": 1.0,
-         "gated_on_format": False},
+         "weight": 0.2, "gated": False, "episode": False},
         {"name": "correct", "type": "exact_match", "role": "correctness", "threshold": 1.0, "min": 0.0,
-         "max": 1.0, "gated_on_format": False},
+         "max": 1.0,
+         "weight": 1.0, "gated": False, "episode": False},
     ]
 ''')
 

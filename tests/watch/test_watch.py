@@ -22,11 +22,17 @@ import pytest
 
 from finetune import watch
 from finetune.diagnose import diagnosis
+from finetune.rewards.lib.rewards_meta import RewardMeta
 
-META = [{"name": "fmt", "type": "format", "role": "format", "threshold": 1.0, "min": 0.0, "max": 1.0},
-        {"name": "right", "type": "exact_match", "role": "correctness", "threshold": 1.0, "min": 0.0, "max": 1.0},
-        {"name": "long", "type": "judge", "role": "shaping", "threshold": 1.0, "min": 0.0, "max": 1.0}]
-WEIGHTS = [0.5, 1.0, 1.0]
+
+def _meta(name: str, type_: str, role: str, weight: float = 1.0, **over: Any) -> RewardMeta:
+    return RewardMeta(**{"name": name, "type": type_, "role": role, "weight": weight, "threshold": 1.0, "min": 0.0,
+                         "max": 1.0, "gated": False, "episode": False, **over})
+
+
+META = [_meta("fmt", "format", "format", 0.5), _meta("right", "exact_match", "correctness"),
+        _meta("long", "judge", "shaping")]
+WEIGHTS = [m.weight for m in META]
 
 
 def test_statistics_equal_scipy():
@@ -52,13 +58,12 @@ def _history(n: int, total, right, long) -> list[dict[str, Any]]:
 
 def test_divergence_names_the_carrier_and_diagnose_uses_the_same_rule(tmp_path):
     hist = _history(20, lambda s: 1.5 + 0.04 * s, lambda s: 0.1 + 0.01 * (s % 3), lambda s: 0.04 * s)
-    # without config/grpo_config.yaml diagnose knows no weights: 1.0 each
-    d = watch.divergence(watch.series_from_history(hist), watch.Rewards.from_meta(META, [1.0] * 3))
+    d = watch.divergence(watch.series_from_history(hist), META)
     assert d.status == "symptom" and d.carrier == "long" and d.window == (1, 20)
     # the diagnosis of the same log is this rule's finding, word for word
     (tmp_path / "train").mkdir()
     (tmp_path / "train" / "metrics.jsonl").write_text("".join(json.dumps(e) + "\n" for e in hist))
-    (tmp_path / "rewards.py").write_text(f"REWARD_META = {META!r}\nREWARD_WEIGHTS = {WEIGHTS!r}\n")
+    (tmp_path / "rewards.py").write_text(f"REWARD_META = {tuple(META)!r}\n")  # RewardMeta(...) calls, as rendered
     doc = diagnosis.diagnose(tmp_path)[0]
     hack = next(s for s in doc["symptoms"] if s["name"] == "reward_hacking")
     assert hack["summary"] == d.why and hack["evidence"]["carrier"] == "long"
@@ -66,12 +71,11 @@ def test_divergence_names_the_carrier_and_diagnose_uses_the_same_rule(tmp_path):
 
 def test_divergence_is_clear_when_correctness_rises_and_not_evaluated_without_one():
     rising = _history(20, lambda s: 1.5 + 0.05 * s, lambda s: 0.02 * s, lambda s: 0.03 * s)
-    rewards = watch.Rewards.from_meta(META, WEIGHTS)
-    assert watch.divergence(watch.series_from_history(rising), rewards).status == "clear"
+    assert watch.divergence(watch.series_from_history(rising), META).status == "clear"
     short = _history(watch.MIN_POINTS - 1, lambda s: s, lambda s: 0.0, lambda s: s)
-    assert watch.divergence(watch.series_from_history(short), rewards).status == "not_evaluated"
-    no_roles = watch.Rewards({"right": "shaping", "long": "shaping", "fmt": "format"})
-    assert watch.divergence(watch.series_from_history(rising), no_roles).why == "no correctness reward identified"
+    assert watch.divergence(watch.series_from_history(short), META).status == "not_evaluated"
+    named = {"right": "shaping", "long": "shaping", "fmt": "format"}  # roles only (read off names): no meta
+    assert watch.divergence(watch.series_from_history(rising), [], named).why == "no correctness reward identified"
 
 
 def test_series_from_history_keeps_the_last_window_of_training_entries():
@@ -104,8 +108,8 @@ def test_recorder_joins_every_reward_of_a_batch_and_never_raises():
               "answer": ["1"] * len(batch), "trainer_state": state, "log_metric": print}
         fmt(**kw), right(**kw), asyncio.run(along(**kw))
     rec.record("fmt", {"no completions": True}, [1.0])  # a malformed call is counted, not raised
-    rows = rec.take(["fmt", "right", "long"], WEIGHTS)
-    assert rec.errors == 1 and len(rows) == 3 and rec.take(["fmt"], [1.0]) == []
+    rows = rec.take(META)
+    assert rec.errors == 1 and len(rows) == 3 and rec.take(META[:1]) == []
     assert rows[0]["scores"] == {"fmt": 1.0, "right": None, "long": 0.4} and rows[0]["total"] == pytest.approx(0.9)
     assert rows[2]["columns"] == {"answer": "1"} and rows[2]["completion_tokens"] == 5 and rows[2]["step"] == 3
 
@@ -138,7 +142,7 @@ def test_sample_file_is_phase1_format_with_the_top_completions(tmp_path):
 
 
 def _settings(every: int = 5) -> watch.Settings:
-    return watch.Settings(every_steps=every, sample_rows=50, max_completion_length=64, meta=META, weights=WEIGHTS)
+    return watch.Settings(every_steps=every, sample_rows=50, max_completion_length=64, meta=META)
 
 
 def test_a_probe_shaped_completion_passing_correctness_stops():
@@ -212,8 +216,7 @@ def test_instrument_returns_the_rewards_own_scores_and_draws_no_random_numbers(t
 
     funcs = [_fn("fmt", lambda cs: [1.0 if "<a>" in c else 0.0 for c in cs]),
              _fn("right", lambda cs: [float(c == "<a>1</a>") for c in cs]), _fn("long", lambda cs: [len(c) / 9 for c in cs])]
-    wrapped, cb = watch.instrument(funcs, meta=META, weights=WEIGHTS, every_steps=2, sample_rows=50,
-                                   max_completion_length=64)
+    wrapped, cb = watch.instrument(funcs, meta=META, every_steps=2, sample_rows=50, max_completion_length=64)
     assert [f.__name__ for f in wrapped] == ["fmt", "right", "long"]
     kw = {"prompts": ["p"] * 3, "completions": ["<a>1</a>", "x", "<a>2</a>"], "answer": ["1"] * 3}
     random.seed(7)
@@ -355,9 +358,7 @@ def test_a_format_reward_learnt_a_little_is_not_a_carrier_on_a_real_healthy_log(
     must move the total by at least FLAT_GAIN of its scale; a reward that pays that much still is one."""
     data = json.loads((Path(__file__).parent / "data" / "healthy_format_learning.json").read_text())
     hist = [e for e in data["log_history"] if e["step"] < 20]  # what the callback saw when it stopped the run
-    meta = [{"name": "format_ok", "type": "format", "role": "format", "min": 0.0, "max": 1.0},
-            {"name": "correct", "type": "exact_match", "role": "correctness", "min": 0.0, "max": 1.0}]
-    rewards = watch.Rewards.from_meta(meta, [0.25, 1.0])
+    rewards = [_meta("format_ok", "format", "format", 0.25), _meta("correct", "exact_match", "correctness")]
     d = watch.divergence(watch.series_from_history(hist), rewards)
     assert d.status == "clear", d.why
     assert d.evidence["other_trends"]["rewards/format_ok/mean"]["p_value"] < watch.P_SIGNIFICANT  # it did rise
@@ -374,9 +375,9 @@ def test_live_length_check_skips_a_reward_that_scores_an_environment_episode():
     from finetune import watch
 
     rows = [{"completion": "x" * (10 * i), "completion_tokens": 10 * i, "scores": {"r": i / 20}} for i in range(1, 21)]
-    text = [{"name": "r", "role": "correctness", "min": 0.0, "max": 1.0}]
+    text = [_meta("r", "python", "correctness")]
     flagged = {f["name"] for f in watch.live_flags(rows, text)}
     assert "length_correlated" in flagged
-    episode = [{**text[0], "episode": True}]
+    episode = [_meta("r", "environment", "correctness", episode=True)]
     assert "length_correlated" not in {f["name"] for f in watch.live_flags(rows, episode)}
 

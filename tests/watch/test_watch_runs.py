@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 import watch_runs
+from person_helpers import person_verdicts
 
 pytestmark = pytest.mark.slow
 
@@ -108,13 +109,13 @@ def test_a_mid_run_file_goes_through_review_verdict_gate_unchanged(tmp_path, war
     assert cli("inspect", "score", review).code == 0
     assert cli("inspect", "review", review).code == 0 and (review / "review.md").is_file()
     (review / "reading.jsonl").write_text("".join(json.dumps(v) + "\n" for v in _reading(review / "samples.jsonl")))
-    assert cli("inspect", "human-verdict", review, "--file", review / "reading.jsonl").code == 0
+    assert person_verdicts(cli, review, review / "reading.jsonl").code == 0
     report = json.loads((review / "score_report.json").read_text())
     assert report["probes"] and not any(p["passing"] for p in report["probes"])  # probes ran on these prompts
     for flag in report["flags"]:
         if not flag["name"].startswith("base_"):  # a base-success flag cannot be waived
             assert cli("inspect", "ack", review, flag["id"], "--reason",
-                       "a seven-step tiny test policy: its sums are all wrong, the test reads the format").code == 0
+                       "a seven-step tiny test policy: its sums are all wrong, the test reads the format", "--yes").code == 0
     res = cli("inspect", "gate", review)
     gate = json.loads((review / "gate.json").read_text())
     # the reading agrees with the rewards on all 50; the one thing the gate holds against these samples is

@@ -53,8 +53,8 @@ FORMAT_SOURCE = make_runs.REWARDS_SOURCE["length"].replace(
     "    return [1.0 if _HEAD.fullmatch(t.strip()) else 0.0 for t in texts]\n\n"
     "REWARD_FUNCS = [answer_format, correctness, verbosity]").replace(
     "REWARD_WEIGHTS = [1.0, 1.0]", "REWARD_WEIGHTS = [0.5, 1.0, 1.0]").replace(
-    "REWARD_META = [\n", "REWARD_META = [\n    {\"name\": \"answer_format\", \"type\": \"format\", \"role\": \"format\", "
-    "\"threshold\": 1.0, \"min\": 0.0, \"max\": 1.0},\n")
+    "REWARD_META = [\n", "REWARD_META = [\n    SimpleNamespace(name=\"answer_format\", type=\"format\", role=\"format\", "
+    "threshold=1.0, min=0.0, max=1.0, weight=0.5, gated=False, episode=False),\n")
 SCENARIO: dict[str, dict[str, Any]] = {
     # the renderer's own rewards.py and the base recipe: nothing swapped, nothing patched
     "rendered": {"max_steps": 7, "max_completion_length": 16, "batch": 8},

@@ -27,10 +27,16 @@ def run(args: argparse.Namespace) -> int:
         print("WARNING: --no-gate — an UNGATED preview, WITHOUT a Phase 1 gate record: these rewards were never "
               "inspected. Its train.py runs a CPU smoke test only and its launch files refuse to start.",
               file=sys.stderr)
+    from finetune import rundir
+    from finetune.inspect.gate import render_void
+
+    void = render_void(rundir.resolve(args.spec, args.out)[1])  # said after the render replaces it
     plan, target = render(args.spec, args.out, preview=args.preview, no_gate=args.no_gate)
     names = sorted(p.name for p in target.iterdir() if p.is_file())
     kind = "PREVIEW" if plan.preview else "rendered"
     print(f"{kind}: {target} ({', '.join(names)})")
+    if void and not plan.preview:
+        print(f"the config/ this replaces was VOID: {void.split(': a verdict')[0]}")
     for w in plan.warnings:
         print(f"warning: {w}")
     return 0

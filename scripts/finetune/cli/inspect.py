@@ -21,6 +21,7 @@ from finetune.inspect.sample_remote import SAMPLE_FORMATS
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from finetune.inspect.gaterecord import Disagreement, GateRecord
     from finetune.spec import RunSpec
 
 
@@ -63,38 +64,6 @@ def review_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def verdict_arguments(p: argparse.ArgumentParser) -> None:
-    _verdict_arguments(p)
-    p.add_argument("--reader", choices=["agent"],
-                   help="who read: always the agent on this path (a person's verdicts: `inspect human-verdict`)")
-
-
-def human_verdict_arguments(p: argparse.ArgumentParser) -> None:
-    _verdict_arguments(p)
-    p.add_argument("--user", help="the person who read (default: this login's name)")
-
-
-def confirm_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("run")
-    p.add_argument("--user", required=True, help="name of the person confirming")
-    p.add_argument("--statement", help="what the user checked")
-
-
-def ack_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("run")
-    p.add_argument("flag", help="flag id from the score report, e.g. constant_reward:correctness")
-    p.add_argument("--reason", required=True)
-    p.add_argument("--by", help="who acknowledges it")
-
-
-def gate_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("run")
-
-
-def compare_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("set", help="RUN/inspect/checkpoints/NAME")
-
-
-def _verdict_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("run")
     p.add_argument("--id", help="sample id")
     g = p.add_mutually_exclusive_group()
@@ -107,8 +76,51 @@ def _verdict_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--well-formed", dest="well_formed", action="store_true", default=None)
     g.add_argument("--malformed", dest="well_formed", action="store_false")
     p.add_argument("--note", default="")
-    p.add_argument("--file", help="JSONL of verdicts, one per sample (a whole reading, or review.html's export); "
-                                  "validated in full, then recorded atomically")
+    p.add_argument("--file", help="JSONL of verdicts, one per sample (the agent's whole reading); validated in full, "
+                                  "then recorded atomically")
+    p.add_argument("--reader", choices=["agent"],
+                   help="who read: always the agent on this path (a person's verdicts: `inspect human-verdict`)")
+
+
+def _yes_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--yes", action="store_true",
+                   help="record what the command shows without asking (the person, after reading it); without a "
+                        "terminal the command shows it and records nothing unless --yes is given")
+
+
+def human_verdict_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("run")
+    p.add_argument("--file", required=True, help="review.html's export (its button x): the person's verdicts, bound "
+                                                  "to the page and the samples it showed")
+    p.add_argument("--user", help="the person who read (default: this login's name)")
+    _yes_argument(p)
+
+
+def confirm_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("run")
+    p.add_argument("--user", required=True, help="name of the person confirming")
+    p.add_argument("--statement", help="what the user checked")
+    _yes_argument(p)
+
+
+def ack_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("run")
+    p.add_argument("flag", help="flag id from the score report, e.g. constant_reward:correctness")
+    p.add_argument("--reason", required=True)
+    p.add_argument("--by", help="who acknowledges it")
+    _yes_argument(p)
+
+
+def gate_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("run")
+
+
+def verify_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("run")
+
+
+def compare_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("set", help="RUN/inspect/checkpoints/NAME")
 
 
 def _run_dir_and_spec(arg: str, out: str | None = None) -> tuple[RunSpec, Path]:
@@ -242,11 +254,11 @@ def _review(args: argparse.Namespace) -> int:
                             fix="switch with --fresh, read and record the verdicts, then write the key")
         from finetune.inspect import readingset
 
-        doc = readingset.switch_to_fresh(run_dir, spec)
-        console.print(f"the reading is now the {len(doc['ids'])} held-back samples no one has seen (recorded in "
+        doc, short = readingset.switch_to_fresh(run_dir, spec)
+        console.print(f"the reading is now the {len(doc.ids)} held-back samples no one has seen (recorded in "
                       f"{run_dir / readingset.FILE}); verdicts on them, given before their key, are a blind reading "
-                      "of the reward as it is now" + (f" — {doc['short']} short of inspection.min_read: re-sample "
-                                                       "for more" if doc.get("short") else ""), markup=False)
+                      "of the reward as it is now" + (f" — {short} short of inspection.min_read: re-sample "
+                                                       "for more" if short else ""), markup=False)
     if args.key:
         from finetune.inspect import reviewkey
 
@@ -268,9 +280,9 @@ def _review(args: argparse.Namespace) -> int:
     path = review.write_review(run_dir, spec, args.format, n=args.n)
     console.print(f"wrote {path}", markup=False)
     if args.format == "html":
-        console.print("open it in a browser, read, press x to export verdicts.jsonl, then (the person runs or "
-                      "approves it): " + review.command("inspect", "human-verdict", run_dir, "--file",
-                                                         "verdicts.jsonl"), markup=False)
+        console.print("open it in a browser, read, press x to export verdicts.jsonl, then the person runs it "
+                      "themselves: " + review.command("inspect", "human-verdict", run_dir, "--file",
+                                                      "verdicts.jsonl"), markup=False)
     else:
         console.print("read it blind, record the verdicts, then: "
                       + review.command("inspect", "review", run_dir, "--key"), markup=False)
@@ -278,68 +290,116 @@ def _review(args: argparse.Namespace) -> int:
 
 
 def on_a_terminal() -> bool:
-    """Are stdin and stdout a terminal? (an agent's Bash tool gives neither; tests emulate a person here)"""
+    """Are stdin and stdout a terminal? An agent's Bash tool gives neither, but a pty wrapper (`script`, `expect`)
+    does: this is no proof of a person. What keeps the agent out of the person's commands is the plugin's hook
+    (hooks/guard.py denies them, and `--format terminal`, to the agent's Bash) and the person's key they sign with;
+    tests emulate a person here."""
     return sys.stdin.isatty() and sys.stdout.isatty()
 
 
-def _verdict(args: argparse.Namespace) -> int:
-    """`verdict` (the agent's, pre-approved) and `human-verdict` (a person's): the verb is the path."""
-    import getpass
+def person_approves(lines: list[str], yes: bool, what: str) -> None:
+    """Show the person what their command will record; go on only on their yes (typed on their terminal, or
+    ``--yes`` on the command line they typed after reading these lines). Otherwise nothing is recorded (exit 2)."""
+    for line in lines:
+        print(line)
+    if yes:
+        return
+    if on_a_terminal():
+        try:
+            answer = input(f"record {what}? [y/N] ")
+        except EOFError:
+            answer = ""
+        if answer.strip().lower() in ("y", "yes"):
+            return
+        raise UserError(f"{what} not recorded: the answer was not yes", where=what, fix="run it again to record it")
+    raise UserError(f"nothing recorded: {what} records a person's act, after they read the lines above", where="--yes",
+                    fix="the person runs the same command again with --yes (in their own terminal or Claude Code's "
+                        "`!` mode; the plugin's hook refuses it to the agent)")
 
+
+def _verdict(args: argparse.Namespace) -> int:
+    """`verdict`: the agent's reading (pre-approved), recorded as the agent's whatever a file says."""
     from finetune.inspect import verdicts as V
 
     spec, run_dir = _run_dir_and_spec(args.run)
-    person = args.verb == "human-verdict"
-    reader = "human" if person else "agent"
     if args.file:
         if args.id or args.accept is not None:
             raise UserError("give either --file or --id with --accept/--reject, not both", where=args.verb,
                             fix="record a file of verdicts, or one verdict")
         # a whole reading in one call: every line validated (and every id checked) before one atomic write
-        new = V.parse_verdicts(Path(args.file), reader=None if not person and not args.reader else reader,
-                               unique=True)
+        new = V.parse_verdicts(Path(args.file), reader=None if not args.reader else "agent", unique=True)
         if not new:
             raise UserError("no verdicts in the file", where=args.file, fix="write one JSON object per sample")
         source = args.file
     else:
-        if not args.id or args.accept is None or not (person or args.reader):
-            raise UserError("one verdict needs --id, --accept or --reject" + ("" if person else ", and --reader"),
-                            where=args.verb, fix="e.g. finetune inspect verdict RUN --id p0001-s00 --reject "
-                                                 "--incorrect --note 'wrong sum' --reader agent")
+        if not args.id or args.accept is None or not args.reader:
+            raise UserError("one verdict needs --id, --accept or --reject, and --reader", where=args.verb,
+                            fix="e.g. finetune inspect verdict RUN --id p0001-s00 --reject --incorrect --note "
+                                "'wrong sum' --reader agent")
         new = [V.Verdict(id=args.id, accept=args.accept, correct=args.correct, well_formed=args.well_formed,
-                         note=args.note, reader=reader)]
+                         note=args.note, reader="agent")]
         source = "--id"
-    declared = sum(v.reader == "human" for v in new) if not person else 0
-    by = ((args.user or "").strip() or getpass.getuser()) if person else None
-    path = V.record_verdicts(run_dir, new, source, via=V.PERSON_PATHS[0] if person else V.AGENT_PATH, by=by)
+    declared = sum(v.reader == "human" for v in new)
+    path = V.record_verdicts(run_dir, new, source, via=V.AGENT_PATH)
     total = len(V.load_verdicts(run_dir))
-    print(f"recorded {len(new)} verdict(s) " + (f"of {by} " if person else "of the agent ") + f"in {path} "
-          f"({total} in all)")
+    print(f"recorded {len(new)} verdict(s) of the agent in {path} ({total} in all)")
     if declared:
         print(f"{declared} line(s) say reader 'human' but `inspect verdict` records the agent's reading: a person's "
-              f"verdicts are recorded by {_cmd('inspect', 'human-verdict', run_dir, '--file', source)} (the person "
-              "approves it), or the person confirms this reading")
+              f"verdicts come from their own reading (review.html's export, recorded by the person with "
+              f"{_cmd('inspect', 'human-verdict', run_dir, '--file', 'verdicts.jsonl')}), or the person confirms "
+              "this reading")
+    return 0
+
+
+def _human_verdict(args: argparse.Namespace) -> int:
+    """`human-verdict`: the person records their page export, after seeing what it records (signed)."""
+    import getpass
+
+    from finetune.inspect import personact
+    from finetune.inspect import verdicts as V
+
+    spec, run_dir = _run_dir_and_spec(args.run)
+    new = V.parse_verdicts(Path(args.file), unique=True)
+    if not new:
+        raise UserError("no verdicts in the file", where=args.file, fix="export them from review.html (x)")
+    page = personact.check_export(run_dir, new, args.file)
+    by = (args.user or "").strip() or getpass.getuser()
+    person_approves(personact.verdict_lines(run_dir, new, by, args.file, page), args.yes, "these verdicts")
+    path = V.record_verdicts(run_dir, [v.model_copy(update={"reader": "human"}) for v in new], args.file,
+                             via="human-verdict", by=by)
+    print(f"recorded {len(new)} verdict(s) of {by} in {path} ({len(V.load_verdicts(run_dir))} in all), signed with "
+          "the person's key")
     return 0
 
 
 def _confirm(args: argparse.Namespace) -> int:
+    from finetune.inspect import gate, personact
     from finetune.inspect import verdicts as V
 
     spec, run_dir = _run_dir_and_spec(args.run)
-    path = V.confirm(run_dir, args.user, args.statement)
-    print(f"recorded {args.user}'s confirmation in {path}")
+    if not args.user.strip():
+        raise UserError("empty --user", where="--user", fix="give the name of the person confirming")
+    if not V.load_verdicts(run_dir):
+        raise UserError(f"no verdicts in {run_dir}", fix="record verdicts with `finetune inspect verdict` first")
+    shown = personact.confirm_lines(gate.evaluate(run_dir, spec, rescore=False))
+    person_approves(shown, args.yes, "this confirmation")
+    path = V.confirm(run_dir, args.user, args.statement, shown)
+    print(f"recorded {args.user}'s confirmation in {path}, signed with the person's key")
     return 0
 
 
 def _ack(args: argparse.Namespace) -> int:
-    from finetune.inspect import score
+    from finetune.inspect import personact, score
     from finetune.inspect import verdicts as V
 
     spec, run_dir = _run_dir_and_spec(args.run)
     report = score.load_report(run_dir)
-    path = V.acknowledge(run_dir, args.flag, args.reason, args.by, report["flags"],
-                         [p["id"] for p in report["probes"]])
-    print(f"acknowledged {args.flag} in {path}")
+    probes = [p["id"] for p in report["probes"]]
+    flag = V.check_ack(args.flag, args.reason, args.by, report["flags"], probes)
+    person_approves(personact.ack_lines(flag, args.reason, (args.by or "unknown").strip()), args.yes,
+                    "this acknowledgement")
+    path = V.acknowledge(run_dir, args.flag, args.reason, args.by, report["flags"], probes)
+    print(f"acknowledged {args.flag} in {path}, signed with the person's key")
     return 0
 
 
@@ -353,31 +413,9 @@ def _gate(args: argparse.Namespace) -> int:
              f"`finetune inspect score {run_dir}`"] if drift else []
     set_gate = checkpoint.gate_set(run_dir, spec, extra) if in_set else None  # gate + comparison: one commit
     record = set_gate.record if set_gate else gate.run_gate(run_dir, spec)
-    c = record["counts"]
-    blind = record.get("blind") or {}
-    if blind.get("reading_blind") is False:  # first: a PASS on a reading that was not blind says so at once
-        print(f"{'PASS' if record['status'] == 'PASS' else 'FAIL'} on a reading that was NOT BLIND: "
-              f"{blind.get('statement')}")
-    print(f"read {blind.get('reading_read', c['read'])}/{c['min_read']} required, "
-          f"{c['disagreements']} disagreement(s), "
-          f"{sum(f['status'] == 'open' for f in record['flags'])} open flag(s), "
-          f"{sum(bool(p['passing']) for p in record['probes'])} passing probe(s)")
-    _print_some(record["disagreements"], 20, _disagreement_line)
-    if record.get("gated_agreements"):
-        print(f"{len(record['gated_agreements'])} correct-but-malformed sample(s) count as agreement: the "
-              "correctness reward is gated on format, so it gives malformed output no credit by design")
-        _print_some(record["gated_agreements"], 10, lambda g: f"  {g['id']}: {g['reward']} = {g['score']}")
-    if blind.get("earlier_readings"):
-        print(f"{blind['earlier_readings']} verdict(s) of an earlier reading still count for disagreements")
-    for key, what in (("judged_after_reveal", "verdict(s) recorded after the reader saw the rewards"),
-                      ("changed_after_reveal", "verdict(s) changed after the reveal")):
-        if blind.get(key):
-            print(f"{len(blind[key])} {what}: {gate.listing(blind[key])}")
-    if blind.get("mirrors_rewards"):
-        print("the reading equals the rewards' view on every sample, field for field, with no note: nothing shows "
-              "it was read blind (scored.jsonl is readable) - whoever confirms it should judge a few samples "
-              "themselves")
-    base = record.get("base_success") or {}
+    not_blind = record.blind is not None and not record.blind.reading_blind
+    _print_gate(record)
+    base = record.base_success or {}
     if set_gate:  # the checkpoint's success is the comparison's, not a base-success verdict
         if set_gate.comparison is not None:
             _print_comparison_lines(run_dir, set_gate.comparison)
@@ -386,16 +424,72 @@ def _gate(args: argparse.Namespace) -> int:
     elif base.get("verdict"):
         print(f"base success: {base['verdict']}" + (f" (PROVISIONAL: {'; '.join(base['missing'])})"
                                                      if base.get("provisional") else ""))
-    if blind.get("reading_blind") is False and not in_set:
+    if not_blind and not in_set:
         from finetune.inspect import readingset
 
         print("for a blind reading of the reward as it is now, " + readingset.fresh_offer(run_dir))
-    if record["status"] != "PASS":
-        for r in record["reasons"]:
+    if record.status != "PASS":
+        for r in record.reasons:
             print(f"  - {r}", file=sys.stderr)
         raise CheckFailed(f"gate FAIL: {run_dir / rundir.GATE}")
-    not_blind = " (not a blind reading: see above)" if blind.get("reading_blind") is False else ""
-    print(f"gate PASS{not_blind}: {run_dir / rundir.GATE}")
+    print(f"gate PASS{' (not a blind reading: see above)' if not_blind else ''}: {run_dir / rundir.GATE}")
+    return 0
+
+
+def _print_gate(record: GateRecord) -> None:
+    """The judgement's lines: blindness first, counts, disagreements, replaced verdicts, the paths verdicts took."""
+    from finetune.inspect import gate
+
+    blind, c = record.blind, record.counts
+    if blind is not None and not blind.reading_blind:  # first: a PASS on a reading that was not blind says so
+        print(f"{record.status} on a reading that was NOT BLIND: {blind.statement}")
+    if c is not None:
+        print(f"read {blind.reading_read if blind else c.read}/{c.min_read} required, {c.disagreements} "
+              f"disagreement(s), {sum(f['status'] == 'open' for f in record.flags)} open flag(s), "
+              f"{sum(bool(p['passing']) for p in record.probes)} passing probe(s)")
+    _print_some(record.disagreements, 20, _disagreement_line)
+    if record.gated_agreements:
+        print(f"{len(record.gated_agreements)} correct-but-malformed sample(s) count as agreement: the "
+              "correctness reward is gated on format, so it gives malformed output no credit by design")
+        _print_some(record.gated_agreements, 10, lambda g: f"  {g.id}: {g.reward} = {g.score}")
+    replaced = [h for h in record.history if h.replaced_disagreements]
+    if replaced:
+        print(f"{len(replaced)} sample(s) had a disagreement with the rewards that a later verdict replaced (history "
+              f"in gate.json): {gate.listing([h.id for h in replaced])}")
+    if record.paths is not None:
+        print("verdicts by path: " + ", ".join(f"{k} {n}" for k, n in record.paths.counts.items())
+              + (f"; {len(record.paths.human_declared_not_established)} say a person read them without the "
+                 "person's signature (counted as the agent's)" if record.paths.human_declared_not_established else ""))
+    if record.samples is not None and record.samples.source == "imported":
+        print(f"the samples are IMPORTED from {record.samples.file}"
+              + ("" if record.samples.agent_writable is False else " (a file the agent's tools can write)"))
+    if blind is None:
+        return
+    if blind.earlier_readings:
+        print(f"{blind.earlier_readings} verdict(s) of an earlier reading still count for disagreements")
+    for ids, what in ((blind.judged_after_reveal, "verdict(s) recorded after the reader saw the rewards"),
+                      (blind.changed_after_reveal, "verdict(s) changed after the reveal")):
+        if ids:
+            print(f"{len(ids)} {what}: {gate.listing(ids)}")
+    if blind.mirrors_rewards:
+        print("the reading equals the rewards' view on every sample, field for field, with no note: nothing shows "
+              "it was read blind (scored.jsonl is readable) - whoever confirms it should judge a few samples "
+              "themselves")
+
+
+def _verify(args: argparse.Namespace) -> int:
+    """Does the gate PASS still hold, and was config/ rendered from the person's acts as they are now? (the plugin's
+    hook asks before it lets the agent launch a run)"""
+    from finetune.inspect import gate
+
+    spec, run_dir = _run_dir_and_spec(args.run)
+    check = gate.verify_gate(run_dir, spec)
+    if not check.ok:
+        raise CheckFailed(check.reason)
+    void = gate.render_void(run_dir)
+    if void:
+        raise CheckFailed(void)
+    print(f"gate PASS holds and config/ was rendered from it: {run_dir}")
     return 0
 
 
@@ -422,10 +516,10 @@ def _print_comparison_lines(set_path: Path, c: dict[str, Any]) -> None:
     print(f"wrote {set_path / checkpoint.COMPARISON_MD} and {set_path / checkpoint.COMPARISON}")
 
 
-def _disagreement_line(d: dict[str, Any]) -> str:
-    kind = "false positive (reward-hacking risk)" if d["kind"] == "false_positive" else "false negative (lost signal)"
-    note = f" — note: {d['note']}" if d["note"] else ""
-    return f"  {d['id']}: {kind} on {d['field']} — rewards {', '.join(d['rewards'])} {d['scores']}{note}"
+def _disagreement_line(d: Disagreement) -> str:
+    kind = "false positive (reward-hacking risk)" if d.kind == "false_positive" else "false negative (lost signal)"
+    note = f" — note: {d.note}" if d.note else ""
+    return f"  {d.id}: {kind} on {d.field} — rewards {', '.join(d.rewards)} {d.scores}{note}"
 
 
 def _print_some(items: list[Any], limit: int, line: Callable[[Any], str]) -> None:
@@ -444,12 +538,16 @@ VERBS = {
                    "--key: the rewards' view, after the verdicts"),
     "verdict": Verb(verdict_arguments, _verdict,
                     "record the agent's verdicts (one, or a JSONL file) — never edit JSON by hand"),
-    "human-verdict": Verb(human_verdict_arguments, _verdict, "record a person's verdicts (review.html's export, or "
-                          "one) — run by the person, never pre-approved for an agent"),
+    "human-verdict": Verb(human_verdict_arguments, _human_verdict, "record a person's verdicts (review.html's "
+                          "export) after showing what it records — run by the person; the plugin's hook refuses it "
+                          "to an agent"),
     "confirm": Verb(confirm_arguments, _confirm,
-                    "the user confirms the agent's reading (needed for an agent-only reading)"),
-    "ack": Verb(ack_arguments, _ack, "acknowledge a red flag with a written reason (probes cannot be waived)"),
+                    "the person confirms the agent's reading (needed for an agent-only reading), after seeing it"),
+    "ack": Verb(ack_arguments, _ack, "the person acknowledges a red flag with a written reason (probes cannot be "
+                "waived)"),
     "gate": Verb(gate_arguments, _gate, "PASS/FAIL: write gate.json (exit 0 PASS, 1 FAIL)"),
+    "verify": Verb(verify_arguments, _verify, "does the gate PASS still hold, and config/ rest on it? (exit 0 yes, "
+                   "1 no; writes nothing)"),
     "compare": Verb(compare_arguments, _compare, "a checkpoint sample set against Phase 1: agreement and success "
                     "per reward, new disagreements (comparison.md)"),
 }

@@ -36,6 +36,7 @@ from finetune.variants import ALGORITHM_FIELDS, VARIANT_SYMPTOM, Pinned, algorit
 if TYPE_CHECKING:
 
     from finetune.hardware import Hardware
+    from finetune.inspect.gaterecord import GateRecord
     from finetune.memory.estimate import Knobs
     from finetune.memory.recommend import Recommendation
     from finetune.memory.result import Estimate
@@ -130,7 +131,7 @@ def _estimate(model_info: ModelInfo, hardware: Hardware, spec: RunSpec, kw: dict
     return estimate(model_info, hardware, _knobs(spec, kw, topo, zero_stage), suggest=True)
 
 
-def _verify_gate(run_dir: Path, spec: RunSpec, rescore: bool) -> tuple[bool, str, dict[str, Any] | None]:
+def _verify_gate(run_dir: Path, spec: RunSpec, rescore: bool) -> tuple[bool, str, GateRecord | None]:
     """(holds, reason, record): a PASS record holds only while every bound hash still matches (and, with
     ``rescore``, while the bound rewards re-scored on the bound samples give the scores it judged)."""
     from finetune.inspect.gate import verify_gate
@@ -167,13 +168,17 @@ def _load_diagnosis(run_dir: Path) -> dict[str, Any] | None:
     if not path.is_file():
         return None
     doc = jsonio.read_json_object(path, what="the diagnosis", fix="re-run `finetune diagnose`")
-    if (doc.get("run") or {}).get("licenses") is False:  # read from a Trackio project: reported, never a licence
+    # read from a Trackio project: reported, never a licence unless the person approved it
+    if (doc.get("run") or {}).get("licenses") is False and not doc.get("approval"):
         return {**doc, "symptoms": [], "verdict": "not a licence"}
     return doc
 
 
 def _check_variant(spec: RunSpec, info: ModelInfo, diagnosis: dict[str, Any] | None, run_dir: Path) -> str | None:
-    """The variants contract. Returns the licence (why this variant) or raises CheckFailed."""
+    """The variants contract. Returns the licence (why this variant) or raises CheckFailed. A symptom licenses only
+    from this run's own training, or with the person's approval (:func:`finetune.diagnose.licence.holds`)."""
+    from finetune.diagnose.licence import holds
+
     if spec.variant == "grpo":
         return None
     if spec.variant == "gspo" and info.is_moe:
@@ -183,21 +188,29 @@ def _check_variant(spec: RunSpec, info: ModelInfo, diagnosis: dict[str, Any] | N
     # licenses nothing until a correctness reward is named
     names = [s.get("name") for s in (diagnosis or {}).get("symptoms", [])
              if isinstance(s, dict) and not s.get("variant_held")]
-    if symptom in names:
-        return f"{run_dir / rundir.DIAGNOSIS} names the symptom '{symptom}'"
+    licensed, why = holds(diagnosis, run_dir)
+    if symptom in names and licensed:
+        return f"{run_dir / rundir.DIAGNOSIS} names the symptom '{symptom}' ({why})"
     carried = (diagnosis or {}).get("variant_licence")
-    if isinstance(carried, dict) and carried.get("variant") == spec.variant and carried.get("symptom") == symptom:
+    if (isinstance(carried, dict) and carried.get("variant") == spec.variant and carried.get("symptom") == symptom
+            and carried.get("licensed") is True):
         when = (carried.get("diagnosed") or {}).get("time") or "an earlier diagnosis"
         return (f"{run_dir / rundir.DIAGNOSIS} carries the licence of {when}, which named the symptom "
                 f"'{symptom}' on the base run")
+    if symptom in names:
+        raise CheckFailed(f"variant '{spec.variant}': {run_dir / rundir.DIAGNOSIS} names the symptom '{symptom}' "
+                          f"but licenses nothing: {why}")
     seen = f"it names {names}" if diagnosis else "there is none"
     raise CheckFailed(f"variant '{spec.variant}' is used only against the symptom '{symptom}', shown by a "
                       f"diagnosis of a base GRPO run ({run_dir / rundir.DIAGNOSIS}; {seen}) — never pre-emptively. "
                       "Train the base recipe (variant: grpo), run `finetune diagnose`, then switch")
 
 
-def _check_lr_beta(spec: RunSpec, diagnosis: dict[str, Any] | None, gate_ok: bool, preview: bool) -> list[str]:
-    """The base-recipe contract: lr 5e-7 / beta 0.01 move only after a PASS gate and a healthy base-run diagnosis."""
+def _check_lr_beta(spec: RunSpec, diagnosis: dict[str, Any] | None, gate_ok: bool, preview: bool,
+                   run_dir: Path) -> list[str]:
+    """The base-recipe contract: lr 5e-7 / beta 0.01 move only after a PASS gate and a healthy diagnosis of this
+    run's own base training (or one the person approved)."""
+    from finetune.diagnose.licence import holds
     from finetune.spec import BASE_BETA, BASE_LEARNING_RATE
 
     changed = []
@@ -208,10 +221,12 @@ def _check_lr_beta(spec: RunSpec, diagnosis: dict[str, Any] | None, gate_ok: boo
     if not changed:
         return []
     healthy = diagnosis is not None and diagnosis.get("verdict") == "healthy"
-    if gate_ok and healthy:
-        return [f"{'; '.join(changed)}: allowed by a PASS gate and a healthy diagnosis of the base run"]
+    licensed, licence_why = holds(diagnosis, run_dir)
+    if gate_ok and healthy and licensed:
+        return [f"{'; '.join(changed)}: allowed by a PASS gate and a healthy diagnosis of the base run ({licence_why})"]
     why = ("no PASS gate record for these rewards" if not gate_ok else
-           f"the diagnosis verdict is {diagnosis.get('verdict')!r}" if diagnosis else "no diagnosis of a base run")
+           f"the diagnosis verdict is {diagnosis.get('verdict')!r}" if diagnosis and not healthy else
+           f"the healthy diagnosis licenses nothing: {licence_why}" if diagnosis else "no diagnosis of a base run")
     msg = (f"{'; '.join(changed)} moves away from the base recipe, which needs a PASS gate and a 'healthy' "
            f"diagnosis of a base run (base-recipe contract); {why}")
     if preview:
@@ -358,7 +373,7 @@ class _Licence:
 
     diagnosis: dict[str, Any] | None
     variant_licence: str | None  # why this variant (None: the base recipe)
-    gate_record: dict[str, Any] | None  # a PASS record that still holds
+    gate_record: GateRecord | None  # a PASS record that still holds
     warnings: list[str]
 
 
@@ -450,7 +465,7 @@ def _licence(spec: RunSpec, info: ModelInfo, run_dir: Path, *, preview: bool, no
     gate_ok, gate_reason, gate_record = _verify_gate(run_dir, spec, rescore and not preview and not no_gate)
     if not preview and not no_gate and not gate_ok:
         raise CheckFailed(f"Phase 2 refused: {gate_reason}")
-    warnings = _check_lr_beta(spec, diagnosis, gate_ok, preview)
+    warnings = _check_lr_beta(spec, diagnosis, gate_ok, preview, run_dir)
     return _Licence(diagnosis, why, gate_record if gate_ok else None, warnings)
 
 

@@ -31,10 +31,9 @@ def _dataset_stats(spec: RunSpec) -> tuple[DatasetStats, str]:
     fmt = data_format(spec, spec.training_data_path())
     d = spec.dataset
     columns = sorted(rows[0])
-    for col, where in ((d.prompt_column, "dataset.prompt_column"),) + tuple(
-            (c, f"rewards.{r.name}") for r in spec.rewards for c in
-            [getattr(r, "answer_column", None), getattr(r, "tests_column", None), getattr(r, "schema_column", None)]
-            if c):
+    from finetune.rewards.columns import reward_columns
+
+    for col, where in [(d.prompt_column, "dataset.prompt_column"), *reward_columns(spec)]:
         if col not in rows[0]:
             raise UserError(f"column '{col}' not in the dataset (columns: {columns})", where=where,
                             fix="name an existing column")

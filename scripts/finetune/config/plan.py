@@ -12,6 +12,7 @@ from finetune.variants import Pinned
 if TYPE_CHECKING:
 
     from finetune.hardware import Hardware
+    from finetune.inspect.gaterecord import GateRecord
     from finetune.memory.recommend import Recommendation
     from finetune.memory.result import Estimate
     from finetune.models import ModelInfo
@@ -98,7 +99,7 @@ class RenderPlan:
     peft: dict[str, Any] | None
     quantization: bool
     stats: DatasetStats
-    gate: dict[str, Any] | None
+    gate: GateRecord | None
     diagnosis: dict[str, Any] | None
     warnings: list[str] = field(default_factory=list)
     run_length: RunLength | None = None  # of the rendered values

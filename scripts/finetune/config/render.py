@@ -50,10 +50,12 @@ def _env() -> jinja2.Environment:
 
 def _context(plan: RenderPlan) -> dict[str, Any]:
     from finetune import hashing
+    from finetune.diagnose.licence import uses_licence
     from finetune.env.target import sandbox_target
+    from finetune.inspect.gate import person_acts
 
     spec, topo = plan.spec, plan.topology
-    gate_hashes = dict((plan.gate or {}).get("hashes") or {})
+    gate_hashes = dict(plan.gate.hashes) if plan.gate else {}
     reward_section = spec.reward_section()
     rec_reasons = plan.recommendation.reasons
     return {
@@ -67,7 +69,9 @@ def _context(plan: RenderPlan) -> dict[str, Any]:
         "watchdog_sha256": hashlib.sha256(watchdog_source().encode("utf-8")).hexdigest(),
         "preflight_sha256": hashlib.sha256(preflight_source().encode("utf-8")).hexdigest(),
         "sandbox": sandbox_target(plan),  # the reward sandbox's CPU sizing, as target.json states it
-        "score_report_sha256": ((plan.gate or {}).get("inputs") or {}).get(rundir.SCORE_REPORT),
+        "score_report_sha256": plan.gate.inputs.get(rundir.SCORE_REPORT) if plan.gate else None,
+        "person_acts": person_acts(plan.run_dir, licensed=uses_licence(spec, plan.model_info.is_moe))
+        if plan.gate else {},
         "reward_section_json": json.dumps(reward_section, sort_keys=True, separators=(",", ":"), ensure_ascii=False),
         "reward_section_sha256": hashing.reward_section_digest(reward_section),
         "sampling": spec.sampling_binding(),  # train.py hashes it as the gate did (hashing.SAMPLING)

@@ -337,4 +337,4 @@ def _checker_reads(run: Runner, run_dir: Path, spec: RunSpec, facts: dict[str, A
     run.stage(f"{'Phase 1' if key == 'pass' else 'FAIL demo'}: record the verdicts",
               ["inspect", "verdict", str(run_dir), "--file", str(holder["path"])])
     run.stage(f"{'Phase 1' if key == 'pass' else 'FAIL demo'}: confirmation (the demo's own, no person)",
-              ["inspect", "confirm", str(run_dir), "--user", CHECKER_USER, "--statement", CHECKER_STATEMENT])
+              ["inspect", "confirm", str(run_dir), "--user", CHECKER_USER, "--statement", CHECKER_STATEMENT, "--yes"])

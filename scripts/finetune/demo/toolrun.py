@@ -200,7 +200,7 @@ def _reads(run: Runner, run_dir: Path, facts: dict[str, Any], key: str) -> None:
     run.step(f"{label}: the tool checker reads the review sheet", read)
     run.stage(f"{label}: record the verdicts", ["inspect", "verdict", str(run_dir), "--file", str(holder["path"])])
     run.stage(f"{label}: confirmation (the demo's own, no person)",
-              ["inspect", "confirm", str(run_dir), "--user", CHECKER_USER, "--statement", CHECKER_STATEMENT])
+              ["inspect", "confirm", str(run_dir), "--user", CHECKER_USER, "--statement", CHECKER_STATEMENT, "--yes"])
 
 
 def run_tool_phases(run: Runner, out: Path, seeds: tuple[int, ...], steps: int = TOOL_STEPS) -> dict[str, Any]:

@@ -141,7 +141,7 @@ def inspection_wiring(spec: RunSpec, module: Any, kwargs: dict[str, Any]) -> tup
     from finetune.config import build as config
 
     settings = config.inspection_settings(spec)
-    return watch.instrument(list(module.REWARD_FUNCS), meta=module.REWARD_META, weights=module.REWARD_WEIGHTS,
+    return watch.instrument(list(module.REWARD_FUNCS), meta=list(module.REWARD_META),
                             every_steps=int(settings["every_steps"].value),
                             sample_rows=int(settings["sample_rows"].value),
                             max_completion_length=kwargs.get("max_completion_length"))

@@ -12,10 +12,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from finetune import rundir
+from finetune import rundir, watch
 from finetune.diagnose.logs import ASSUMED_ROLES, ROLE_OVERRIDE, role_from_name
 from finetune.errors import UserError
 from finetune.models import load_model_info
+from finetune.rewards.lib.rewards_meta import RewardMeta
 from finetune.spec import RunSpec, load_spec
 from finetune.variants import VARIANT_BETA, VARIANTS
 from finetune.yamlio import load_with_lines
@@ -30,10 +31,8 @@ class RunContext:
     spec: RunSpec | None = None
     config: dict[str, Any] = field(default_factory=dict)
     config_source: str | None = None
-    roles: dict[str, str] = field(default_factory=dict)
-    maxima: dict[str, float] = field(default_factory=dict)
-    minima: dict[str, float] = field(default_factory=dict)
-    weights: dict[str, float] = field(default_factory=dict)
+    rewards: list[RewardMeta] = field(default_factory=list)  # as rendered: from the spec or the run's rewards.py
+    named_roles: dict[str, str] = field(default_factory=dict)  # --correctness, or read off names (no meta)
     roles_source: str | None = None
     assumed: dict[str, str] = field(default_factory=dict)  # roles guessed from names (ROLE_STEMS)
     unassumed: list[str] = field(default_factory=list)  # logged rewards whose role nothing says
@@ -41,6 +40,14 @@ class RunContext:
     model_info: Any = None
     model_source: str | None = None
     notes: list[str] = field(default_factory=list)
+
+    @property
+    def roles(self) -> dict[str, str]:
+        """name -> role of every reward the diagnosis knows: the RewardMeta's, under the named ones."""
+        return watch.reward_roles(self.rewards, self.named_roles)
+
+    def meta(self, name: str) -> RewardMeta | None:
+        return next((m for m in self.rewards if m.name == name), None)
 
 
 def _run_dir_of(run: Path, log_file: Path) -> Path:
@@ -97,21 +104,22 @@ def _training_args(path: Path) -> dict[str, Any] | None:
     return None
 
 
-def _reward_meta_from_rewards_py(path: Path) -> list[dict[str, Any]] | None:
-    """REWARD_META of a rendered rewards.py, read as a literal (the file is never imported or run)."""
+def _reward_meta_from_rewards_py(path: Path) -> list[RewardMeta] | None:
+    """REWARD_META of a rendered rewards.py — ``RewardMeta(name=..., ...)`` calls (or mappings) of literals —
+    read from its syntax tree (the file is never imported or run); None when it has none this can read."""
     try:
         tree = ast.parse(path.read_text(encoding="utf-8"))
     except (OSError, SyntaxError, UnicodeDecodeError):
         return None
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "REWARD_META"
-                                                for t in node.targets):
-            try:
-                meta = ast.literal_eval(node.value)
-            except ValueError:
-                return None
-            return meta if isinstance(meta, list) and all(isinstance(m, dict) for m in meta) else None
-    return None
+    node = next((n.value for n in tree.body if isinstance(n, ast.Assign)
+                 and any(isinstance(t, ast.Name) and t.id == "REWARD_META" for t in n.targets)), None)
+    if not isinstance(node, (ast.Tuple, ast.List)):
+        return None
+    try:
+        return [RewardMeta.of({k.arg: ast.literal_eval(k.value) for k in e.keywords if k.arg}
+                              if isinstance(e, ast.Call) else ast.literal_eval(e)) for e in node.elts]
+    except (ValueError, TypeError, SyntaxError):
+        return None
 
 
 def _spec_config(spec: RunSpec) -> dict[str, Any]:
@@ -138,12 +146,25 @@ def _assume_roles(ctx: RunContext, names: list[str], *, explicit: bool) -> None:
             continue
         role = role_from_name(name)
         if role is not None and not (explicit and role == "correctness"):
-            ctx.roles[name] = role
+            ctx.named_roles[name] = role
             ctx.assumed[name] = role
         else:
             ctx.unassumed.append(name)
     if ctx.assumed:
         ctx.roles_source = ASSUMED_ROLES if ctx.roles_source is None else f"{ctx.roles_source}; others {ASSUMED_ROLES}"
+
+
+def _spec_metas(ctx: RunContext) -> list[RewardMeta]:
+    """The spec's RewardMeta as ``rewards render`` decides them (:func:`finetune.rewards.render.reward_metas`)."""
+    from finetune.rewards.render import reward_metas
+
+    assert ctx.spec is not None
+    try:
+        return reward_metas(ctx.spec)
+    except UserError as exc:  # a spec the renderer refuses: its rewards' roles are still the spec's
+        ctx.notes.append(f"the spec's rewards do not render ({exc.what}): their ranges are unknown")
+        ctx.named_roles.update((r.name, r.effective_role) for r in ctx.spec.rewards)
+        return []
 
 
 def _read_roles(ctx: RunContext, log_file: Path, correctness: list[str] | None,
@@ -153,29 +174,18 @@ def _read_roles(ctx: RunContext, log_file: Path, correctness: list[str] | None,
     meta_path = next((p for p in (ctx.run_dir / rundir.REWARDS, log_file.parent / rundir.REWARDS) if p.is_file()),
                      ctx.run_dir / rundir.REWARDS)
     meta = _reward_meta_from_rewards_py(meta_path) if meta_path.is_file() else None
-    for m in meta or []:
-        for src, dst in (("max", ctx.maxima), ("min", ctx.minima)):
-            if isinstance(m.get("name"), str) and isinstance(m.get(src), (int, float)):
-                dst[m["name"]] = float(m[src])
     spec_names = [r.name for r in ctx.spec.rewards] if ctx.spec is not None else []
     if ctx.spec is not None and spec_names and (logged_rewards is None or set(spec_names) & logged_rewards):
-        for r in ctx.spec.rewards:
-            ctx.roles[r.name] = r.effective_role
-            ctx.weights[r.name] = r.weight
+        ctx.rewards = _spec_metas(ctx)  # what `rewards render` decides for the spec, by the renderer itself
         ctx.roles_source = str(ctx.spec_path)
     elif meta:
         if spec_names:
             ctx.notes.append(f"the spec's rewards ({', '.join(spec_names)}) are not in the logs: reward roles "
                              f"taken from {meta_path} instead")
-        weights = ctx.config.get("reward_weights") or [1.0] * len(meta)
-        for m, w in zip(meta, weights):
-            if isinstance(m.get("name"), str):
-                ctx.roles[m["name"]] = str(m.get("role"))
-                ctx.weights[m["name"]] = float(w)
+        ctx.rewards = meta
         ctx.roles_source = f"{meta_path} (REWARD_META)"
     if correctness:
-        for name in correctness:
-            ctx.roles[name] = "correctness"
+        ctx.named_roles.update((name, "correctness") for name in correctness)
         ctx.roles_source = "--correctness"
     if ctx.roles_source in (None, "--correctness") and logged_rewards:
         _assume_roles(ctx, sorted(logged_rewards), explicit=bool(correctness))

@@ -8,12 +8,15 @@ from its entry; the variant a symptom licenses lives once, in finetune.variants.
 
 from __future__ import annotations
 
+import inspect
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from types import CodeType
 from typing import Any
 
 from finetune import watch
+from finetune.diagnose import evidence
 from finetune.diagnose.changes import PAPERS, Change, ChangeFn, advice, health, switch_variant, symptom_variant
 from finetune.diagnose.evidence import Finding, Run, after_step, correlation, median, second_half, trend, window_points
 from finetune.diagnose.logs import K_CLIPPED, K_ENTROPY, K_KL, K_LENGTH, K_REWARD, K_ZERO_STD
@@ -210,8 +213,9 @@ def entropy_collapse(run: Run) -> Finding:
     rt = trend(after_step(reward, e.steps[judged_from]))
     ev["reward_after_fall"] = rt
     name = reward.key.split("/")[1] if reward.key.startswith("rewards/") else None
-    maximum = sum(run.ctx.weights.get(n, 1.0) * run.ctx.maxima[n] for n in run.ctx.roles
-                  if n in run.ctx.maxima) if reward.key == K_REWARD else run.ctx.maxima.get(name or "")
+    metas = run.ctx.rewards
+    maximum = (sum(m.weight * m.max for m in metas) if reward.key == K_REWARD
+               else next((m.max for m in metas if m.name == name), None))
     if maximum and rt["end"] >= SOLVED_FRACTION * maximum:
         ev["reward_max"] = maximum
         return Finding(ENTROPY_COLLAPSE, "clear", f"entropy fell as the task was solved ({reward.key} "
@@ -278,7 +282,7 @@ def reward_hacking(run: Run) -> Finding:
     finetune.watch.divergence, the rule the rendered train.py's inspection callback stops a run with."""
     series = {k: (f.steps, f.values) for k, s in run.logs.series.items()
               if (k == K_REWARD or watch.reward_name(k)) and len(f := s.finite())}
-    d = watch.divergence(series, run.rewards())
+    d = watch.divergence(series, run.ctx.rewards, run.ctx.named_roles)
     if d.status == "not_evaluated" and d.why == "no correctness reward identified":
         run.caveats.append("no reward is known to be the correctness reward (spec / REWARD_META roles, or "
                             "--correctness NAME), so a reward rising without correctness could not be checked")
@@ -542,8 +546,24 @@ def remedy_text(name: str) -> str:
 
 
 def thresholds() -> dict[str, Any]:
-    return {"min_points": MIN_POINTS, "p_significant": P_SIGNIFICANT, "entropy_drop": ENTROPY_DROP,
-            "entropy_settled": ENTROPY_SETTLED, "length_rise": LENGTH_RISE, "baseline_points": BASELINE_POINTS,
-            "cap_reached": CAP_REACHED, "length_reward_rho": LENGTH_REWARD_RHO, "zero_std_majority": ZERO_STD_MAJORITY,
-            "clipped_majority": CLIPPED_MAJORITY, "flat_gain": FLAT_GAIN, "kl_limit": KL_LIMIT,
-            "stale_min_gap": watch.STALE_MIN_GAP, "stale_rise": watch.STALE_RISE, "is_ratio_bias": IS_RATIO_BIAS}
+    """name -> value of every threshold a detector's check reads: the numeric constants its function (and the
+    helpers, Run methods and finetune.watch / evidence functions it calls) names, found in their code — derived
+    from DETECTORS, so a threshold a new check reads is listed without a second edit."""
+    spaces = (globals(), vars(watch), vars(evidence))
+    found: dict[str, Any] = {}
+    seen: set[Any] = set()
+    todo: list[Any] = [d.check for d in DETECTORS]
+    while todo:
+        code = todo.pop()
+        code = getattr(code, "__code__", code)
+        if code in seen:
+            continue
+        seen.add(code)
+        todo += [c for c in code.co_consts if isinstance(c, CodeType)]  # lambdas, comprehensions, nested defs
+        for name in code.co_names:  # a global, or an attribute (watch.X, run.method): every namespace holding it
+            for value in [ns[name] for ns in spaces if name in ns] + [getattr(Run, name, None)]:
+                if name.isupper() and isinstance(value, (int, float)) and not isinstance(value, bool):
+                    found[name.lower()] = value
+                elif inspect.isfunction(value) and value.__module__.startswith("finetune."):
+                    todo.append(value)
+    return dict(sorted(found.items()))

@@ -17,6 +17,7 @@ Writes ``DIR/diagnosis/{diagnosis.json, report.md, curves.png}`` together (all o
 from __future__ import annotations
 
 import datetime as _dt
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,8 @@ from finetune import __version__, jsonio, rundir, status
 from finetune.diagnose.context import RunContext, assumed_roles, load_context
 from finetune.diagnose.detectors import detector, priority, remedy_text, run_all, thresholds
 from finetune.diagnose.evidence import Finding, Run, rounded
+from finetune.diagnose.licence import approve as approve_licence
+from finetune.diagnose.licence import holds, provenance
 from finetune.diagnose.logs import STANDING_CAVEAT, Logs, load_logs
 from finetune.diagnose.recommend import current_variant, decide, headline, mark_held
 from finetune.diagnose.report import write_outputs
@@ -71,6 +74,7 @@ def diagnosis_document(run: Run, findings: list[Finding]) -> dict[str, Any]:
             "current_variant": current, "stopped": stopped_by_inspection(ctx.run_dir),
             # a Trackio project's database is reported, never a licence for a config change (the run's own logs are)
             "log_kind": "trackio" if trackio_log(logs) else "training log", "licenses": not trackio_log(logs),
+            "provenance": tracked_provenance(logs, ctx.run_dir),  # licenses only from the run's own training
         },
         "thresholds": thresholds(),
         "plugin_version": __version__,
@@ -82,6 +86,13 @@ def trackio_log(logs: Logs) -> bool:
     from finetune.diagnose.trackiodb import is_db
 
     return is_db(logs.source)
+
+
+def tracked_provenance(logs: Logs, run_dir: Path) -> dict[str, Any]:
+    """The log's provenance; a Trackio database (even the one under train/trackio/) is a tracker's copy of the run,
+    never its own training log, so only the person's approval makes it license anything."""
+    found = provenance(logs.source, run_dir)
+    return {**found, "own_training": False, "bound": False} if trackio_log(logs) else found
 
 
 def stopped_by_inspection(run_dir: Path) -> dict[str, Any] | None:
@@ -118,29 +129,42 @@ def carried_variant_licence(doc: dict[str, Any], previous_path: Path) -> dict[st
     if not isinstance(previous, dict):
         return None
     carried = previous.get("variant_licence")
-    if isinstance(carried, dict) and carried.get("variant") == current and carried.get("symptom") == symptom:
+    if (isinstance(carried, dict) and carried.get("variant") == current and carried.get("symptom") == symptom
+            and carried.get("licensed") is True):
         return carried
+    licence = previous.get("licence")
+    if not (isinstance(licence, dict) and licence.get("holds") is True):
+        return None  # a diagnosis that licensed nothing when it was written carries nothing forward
     for s in previous.get("symptoms") or []:
         if isinstance(s, dict) and s.get("name") == symptom:
-            return {"variant": current, "symptom": symptom, "evidence": s,
-                    "diagnosed": {"time": previous.get("time"), "log": (previous.get("run") or {}).get("log")}}
+            return {"variant": current, "symptom": symptom, "evidence": s, "licensed": True,
+                    "diagnosed": {"time": previous.get("time"), "log": (previous.get("run") or {}).get("log"),
+                                  "licence": licence.get("why")}}
     return None
 
 
 def diagnose_and_write(run: str | Path, *, out: str | Path | None = None, spec: str | Path | None = None,
                        model: str | None = None, correctness: list[str] | None = None,
-                       for_apply: bool = False, trackio_run: str | None = None
+                       for_apply: bool = False, approve: Callable[[dict[str, Any]], str] | None = None,
+                       trackio_run: str | None = None,
                        ) -> tuple[dict[str, Any], Path, RunContext]:
     """Diagnose RUN and write OUT/diagnosis/ (default: the run directory), carrying the licence of the run's
     current variant forward. ``for_apply``: the diagnosis must land in the run directory (the renderer reads
-    it there). Returns the diagnosis document, the folder written and the run's context."""
+    it there). ``approve(doc)``: the person's command shows the diagnosis and returns their name (or refuses);
+    the diagnosis then carries their signed approval. Whether it licenses a change is recorded as ``licence``
+    (:func:`finetune.diagnose.licence.holds`). Returns the diagnosis document, the folder written and the run's
+    context."""
     doc, logs, ctx, _ = diagnose(run, spec=spec, model=model, correctness=correctness, trackio_run=trackio_run)
+    if approve is not None:
+        doc = approve_licence(doc, approve(doc))
     out_dir = Path(out) if out else ctx.run_dir
     if for_apply and out_dir.resolve() != ctx.run_dir.resolve():
         raise UserError("--apply writes the run's spec and config/, but -o sends the diagnosis elsewhere",
                         where="-o", fix="drop -o when using --apply (the renderer reads the run directory)")
     series = Run(logs, ctx).correctness_series()
-    licence = carried_variant_licence(doc, out_dir / rundir.DIAGNOSIS)
-    if licence:
-        doc["variant_licence"] = licence
+    carried = carried_variant_licence(doc, out_dir / rundir.DIAGNOSIS)
+    if carried:
+        doc["variant_licence"] = carried
+    ok, why = holds(doc, ctx.run_dir)
+    doc["licence"] = {"holds": ok, "why": why}
     return doc, write_outputs(out_dir, doc, logs, series), ctx

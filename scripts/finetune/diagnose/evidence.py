@@ -106,19 +106,20 @@ class Run:
         steps = sorted(set.intersection(*(set(p.steps) for p in parts)))
         values: list[float] = []
         for st in steps:
-            values.append(sum(self.ctx.weights.get(k.split("/")[1], 1.0) * p.values[p.steps.index(st)]
-                              for k, p in zip(keys, parts)))
+            values.append(sum(self.weight(k.split("/")[1]) * p.values[p.steps.index(st)] for k, p in zip(keys, parts)))
         return Series("+".join(keys), steps, values)
 
-    def rewards(self) -> watch.Rewards:
-        return watch.Rewards(dict(self.ctx.roles), dict(self.ctx.weights), dict(self.ctx.minima),
-                             dict(self.ctx.maxima))
+    def weight(self, name: str) -> float:
+        """A reward's weight (its RewardMeta's; 1.0 for one whose role was only named)."""
+        meta = self.ctx.meta(name)
+        return meta.weight if meta is not None else 1.0
 
     def reward_scale(self, key: str) -> float:
-        """Span of a reward series: from REWARD_META's min/max when known (weighted, for the total),
-        else the observed range; never 0 (finetune.watch.Rewards.scale)."""
+        """Span of a reward series: from the RewardMeta's min/max when known (weighted, for the total),
+        else the observed range; never 0 (finetune.watch.scale)."""
         s = self.logs.get(key)
-        return self.rewards().scale(key, {key: (s.steps, s.values)} if s is not None else {})
+        return watch.scale(key, {key: (s.steps, s.values)} if s is not None else {}, self.ctx.rewards,
+                           self.ctx.named_roles)
 
     def enough(self, s: Series | None) -> TypeGuard[Series]:
         return s is not None and len(s.finite()) >= MIN_POINTS

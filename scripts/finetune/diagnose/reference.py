@@ -28,6 +28,11 @@ def diagnosis_doc() -> str:
     return "\n".join(lines + inspection_doc()) + "\n"
 
 
+def symptom_names() -> str:
+    """DESIGN.md's list of the diagnosis's symptom names (region ``symptoms``), in priority order, from DETECTORS."""
+    return "  " + ", ".join(f"`{d.name}`" for d in map(detector, symptoms())) + "\n"
+
+
 def inspection_doc() -> list[str]:
     """The during-training section: what train.py's inspection callback (finetune.watch) does and when it stops."""
     w = watch

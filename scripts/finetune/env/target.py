@@ -132,7 +132,7 @@ def sandbox_target(plan: Any) -> dict[str, Any] | None:
     sized per training process from the host's CPUs (``check.sandbox_workers``) and reach the pool through
     FINETUNE_SANDBOX_WORKERS, which train.py sets: never through rewards.py, so sizing never voids a gate PASS."""
     from finetune.env.check import ISOLATION_LEVELS, sandbox_workers
-    from finetune.rewards.registry import HELPERS
+    from finetune.rewards.lib import HELPERS
     from finetune.rewards.render import uses_sandbox
     from finetune.sandbox.runner import TOOL_DEFAULTS
 

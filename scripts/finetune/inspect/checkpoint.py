@@ -34,6 +34,7 @@ from finetune.rundir import SET_INFO, SETS_DIR, run_of, set_name_ok
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from finetune.inspect.gaterecord import GateRecord
     from finetune.spec import GenerationSpec, RunSpec
 
 SAMPLE_INFO = "sample_info.json"
@@ -292,27 +293,32 @@ def _reward_side(name: str, rows: list[Row], disagreements: list[Row], n_read: i
             "mean": sum(scores) / len(scores) if scores else None}
 
 
-def _gate_status(run_dir: Path, spec: RunSpec, phase1: bool, record: Row | None = None) -> str:
+def _gate_status(run_dir: Path, spec: RunSpec, phase1: bool, record: GateRecord | None = None) -> str:
     """Phase 1's gate as it holds now; a set's as its gate record says (``record``: the one being written)."""
     from finetune.inspect import gate
+    from finetune.inspect.gaterecord import load_record
 
     if record is not None:
-        return str(record.get("status"))
+        return record.status
     if phase1:
         check = gate.verify_gate(run_dir, spec)
         return "PASS (holds)" if check.ok else f"not PASS: {check.reason}"
     path = run_dir / rundir.GATE
-    record = jsonio.read_json(path) if path.is_file() else None
-    return str(record.get("status")) if isinstance(record, dict) else "not run"
+    if not path.is_file():
+        return "not run"
+    try:
+        return load_record(path).status
+    except UserError as exc:
+        return f"unreadable: {exc.what}"
 
 
-def side(run_dir: Path, spec: RunSpec, phase1: bool, gate_record: Row | None = None) -> Row:
+def side(run_dir: Path, spec: RunSpec, phase1: bool, gate_record: GateRecord | None = None) -> Row:
     """A sample set's reading against its scores: counts, per-reward agreement and success, disagreements."""
     from finetune.inspect.gate import verdicts_against
-    from finetune.inspect.score import load_report, load_scored
+    from finetune.inspect.score import load_report, load_scored, report_metas
 
     rows = load_scored(run_dir)
-    metas = load_report(run_dir)["rewards"]
+    metas = report_metas(load_report(run_dir), run_dir)
     by_id = {r["id"]: r for r in rows}
     r = verdicts_against(run_dir, by_id, metas)
     for d in r.disagreements:
@@ -321,7 +327,7 @@ def side(run_dir: Path, spec: RunSpec, phase1: bool, gate_record: Row | None = N
         d["completion"] = row["completion"][:200]
     return {"dir": str(run_dir), "gate": _gate_status(run_dir, spec, phase1, gate_record), "scored": len(rows),
             "read": len(r.read), "success_rate": _share(sum(bool(row["success"]) for row in rows), len(rows)),
-            "rewards": {m["name"]: {"role": m["role"], **_reward_side(m["name"], rows, r.disagreements, len(r.read))}
+            "rewards": {m.name: {"role": m.role, **_reward_side(m.name, rows, r.disagreements, len(r.read))}
                         for m in metas},
             "disagreements": r.disagreements}
 
@@ -330,7 +336,7 @@ def _keys(d: Row) -> set[tuple[str, str, str]]:
     return {(d["kind"], d["field"], name) for name in d["rewards"]}
 
 
-def compare(set_path: Path, spec: RunSpec, gate_record: Row | None = None) -> Row:
+def compare(set_path: Path, spec: RunSpec, gate_record: GateRecord | None = None) -> Row:
     """Phase 1 (the run directory) against checkpoint set ``set_path``: per reward, agreement and success
     before/after, and the set's disagreements of a kind (false positive / negative, verdict field,
     reward) Phase 1's reading never showed. ``gate_record``: the set's gate record about to be committed
@@ -426,7 +432,7 @@ def write_comparison(set_path: Path, spec: RunSpec) -> Row:
 class SetGate:
     """``inspect gate`` on a set: its gate record, and the comparison committed with it (or why there is none)."""
 
-    record: Row
+    record: GateRecord
     comparison: Row | None = None
     error: UserError | None = None
 
@@ -437,15 +443,15 @@ def gate_set(set_path: Path, spec: RunSpec, extra_reasons: list[str]) -> SetGate
     be made, the old one is removed in that commit (it would state the old gate)."""
     from finetune.inspect import gate
 
-    out = SetGate(record={})
+    made: dict[str, Any] = {"comparison": None, "error": None}
 
-    def companions(record: Row) -> tuple[dict[str, str], tuple[str, ...]]:
+    def companions(record: GateRecord) -> tuple[dict[str, str], tuple[str, ...]]:
         try:
-            out.comparison = compare(set_path, spec, gate_record=record)
+            made["comparison"] = compare(set_path, spec, gate_record=record)
         except UserError as exc:  # the gate's verdict stands; only the comparison is missing
-            out.comparison, out.error = None, exc
+            made["comparison"], made["error"] = None, exc
             return {}, (COMPARISON, COMPARISON_MD)
-        return comparison_files(set_path, out.comparison), ()
+        return comparison_files(set_path, made["comparison"]), ()
 
-    out.record = gate.run_gate(set_path, spec, extra_reasons=extra_reasons, companions=companions)
-    return out
+    record = gate.run_gate(set_path, spec, extra_reasons=extra_reasons, companions=companions)
+    return SetGate(record, made["comparison"], made["error"])

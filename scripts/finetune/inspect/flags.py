@@ -13,9 +13,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from finetune.inspect.probes import extract_answer, extract_style_of, prompt_text
-from finetune.inspect.rewardmod import RewardInfo, RewardModule
-from finetune.rewards.kinds import kind_of, reading_of
+from finetune.inspect.probes import prompt_text
+from finetune.inspect.rewardmod import RewardModule
+from finetune.rewards.kind import kind_of, reading_of
+from finetune.rewards.lib.rewards_answers import final_answer
+from finetune.rewards.lib.rewards_meta import RewardMeta
 
 if TYPE_CHECKING:
     from finetune.spec import RunSpec
@@ -105,13 +107,14 @@ TEXT_ONLY: dict[str, str] = {
 }
 
 
-def not_applicable(spec: RunSpec) -> list[dict[str, Any]]:
-    """The checks that do not apply to this spec's rewards: ``{check, reward, reason}`` each (the score report's
-    ``not_applicable``); a reward-less ``reward`` (None) is a check on the whole spec."""
-    episode = [r.name for r in spec.rewards if reading_of(r).episode]
+def not_applicable(rewards: list[RewardMeta]) -> list[dict[str, Any]]:
+    """The checks that do not apply to these rewards (rewards.py's REWARD_META: the ``episode`` mark training's
+    live checks read too): ``{check, reward, reason}`` each (the score report's ``not_applicable``); a
+    reward-less ``reward`` (None) is a check on the whole spec."""
+    episode = [r.name for r in rewards if r.episode]
     out: list[dict[str, Any]] = [{"check": check, "reward": name, "reason": TEXT_ONLY[check]}
-           for name in episode for check in ("length_correlated", "gold_answer_fails")]
-    if spec.rewards and len(episode) == len(spec.rewards):
+                                 for name in episode for check in ("length_correlated", "gold_answer_fails")]
+    if rewards and len(episode) == len(rewards):
         out.append({"check": "format_blind", "reward": None, "reason": TEXT_ONLY["format_blind"]})
     return out
 
@@ -161,7 +164,7 @@ class _Evidence:
         return [(i, v) for i, v in zip(self.ids, self.values(name)) if v is not None and math.isfinite(v)]
 
 
-def _exceptions(r: RewardInfo, ev: _Evidence) -> list[Flag]:
+def _exceptions(r: RewardMeta, ev: _Evidence) -> list[Flag]:
     errs = [row["id"] for row in ev.rows if row["errors"].get(r.name)]
     probe_errs = [p["id"] for p in ev.probes + ev.controls if p["errors"].get(r.name)]
     if not (errs or probe_errs):
@@ -172,21 +175,21 @@ def _exceptions(r: RewardInfo, ev: _Evidence) -> list[Flag]:
                   f"probe(s) — in training an exception stops the run; first: {first}", errs + probe_errs)]
 
 
-def _non_finite(r: RewardInfo, ev: _Evidence) -> list[Flag]:
+def _non_finite(r: RewardMeta, ev: _Evidence) -> list[Flag]:
     nonfinite = [i for i, v in zip(ev.ids, ev.values(r.name)) if v is not None and not math.isfinite(v)]
     if not nonfinite:
         return []
     return [_flag("non_finite", r.name, f"returned NaN/inf for {len(nonfinite)} sample(s)", nonfinite)]
 
 
-def _all_none(r: RewardInfo, ev: _Evidence) -> list[Flag]:
+def _all_none(r: RewardMeta, ev: _Evidence) -> list[Flag]:
     errs = any(row["errors"].get(r.name) for row in ev.rows)
     if ev.rows and all(v is None for v in ev.values(r.name)) and not errs:
         return [_flag("all_none", r.name, "returned None for every sample: it never gives a signal")]
     return []
 
 
-def _out_of_range(r: RewardInfo, ev: _Evidence) -> list[Flag]:
+def _out_of_range(r: RewardMeta, ev: _Evidence) -> list[Flag]:
     lo, hi = r.min, r.max
     seen = ev.finite(r.name) + [(p["id"], v) for p in ev.probes + ev.controls
                                 if (v := p["scores"].get(r.name)) is not None and math.isfinite(v)]
@@ -197,7 +200,7 @@ def _out_of_range(r: RewardInfo, ev: _Evidence) -> list[Flag]:
                   outside)]
 
 
-def _constant(r: RewardInfo, ev: _Evidence) -> list[Flag]:
+def _constant(r: RewardMeta, ev: _Evidence) -> list[Flag]:
     finite = ev.finite(r.name)
     if r.role != "shaping" and len(finite) >= 2 and len({v for _, v in finite}) == 1:
         return [_flag("constant_reward", r.name, f"every sample scored {finite[0][1]:g}: the reward gives GRPO "
@@ -205,7 +208,7 @@ def _constant(r: RewardInfo, ev: _Evidence) -> list[Flag]:
     return []
 
 
-def _nondeterministic(r: RewardInfo, ev: _Evidence) -> list[Flag]:
+def _nondeterministic(r: RewardMeta, ev: _Evidence) -> list[Flag]:
     again = ev.rescored.get(r.name, [])
     differ = [i for i, a, b in zip(ev.ids, ev.values(r.name), again) if not _same(a, b)]
     if not differ:
@@ -214,7 +217,7 @@ def _nondeterministic(r: RewardInfo, ev: _Evidence) -> list[Flag]:
                   "score(s): the same completion must get the same reward", differ)]
 
 
-def _length_correlated(r: RewardInfo, ev: _Evidence) -> list[Flag]:
+def _length_correlated(r: RewardMeta, ev: _Evidence) -> list[Flag]:
     pairs = [(_length(row, ev.use_tokens), row["rewards"][r.name]) for row in ev.rows
              if row["rewards"].get(r.name) is not None and math.isfinite(row["rewards"][r.name])]
     if len(pairs) < MIN_FOR_CORRELATION:
@@ -228,7 +231,7 @@ def _length_correlated(r: RewardInfo, ev: _Evidence) -> list[Flag]:
                   rho=round(rho, 3))]
 
 
-def _empty_rewarded(r: RewardInfo, ev: _Evidence) -> list[Flag]:
+def _empty_rewarded(r: RewardMeta, ev: _Evidence) -> list[Flag]:
     if r.role == "shaping":
         return []
     floor = (r.min if r.min is not None else 0.0) + 1e-9
@@ -239,21 +242,22 @@ def _empty_rewarded(r: RewardInfo, ev: _Evidence) -> list[Flag]:
     return [_flag("empty_rewarded", r.name, f"{len(empty)} empty/whitespace completion(s) got credit", empty)]
 
 
-def _correct_without_answer(r: RewardInfo, ev: _Evidence) -> list[Flag]:
+def _correct_without_answer(r: RewardMeta, ev: _Evidence) -> list[Flag]:
     if r.role != "correctness":
         return []
-    style = extract_style_of(ev.spec_by_name[r.name]) if r.name in ev.spec_by_name else None
+    style = reading_of(ev.spec_by_name[r.name]).extract if r.name in ev.spec_by_name else None
     if not style:
         return []
+    # the rewards' own reader (rewards_answers), asked only whether there is an answer at all
     no_answer = [row["id"] for row in ev.rows if r.passes(row["rewards"].get(r.name))
-                 and extract_answer(row["completion"], style) is None]
+                 and final_answer(row["completion"], style) is None]
     if not no_answer:
         return []
     return [_flag("correct_without_answer", r.name, f"{len(no_answer)} sample(s) pass correctness with no "
                   f"extractable answer ({style})", no_answer)]
 
 
-def _gold_answer_fails(r: RewardInfo, ev: _Evidence) -> list[Flag]:
+def _gold_answer_fails(r: RewardMeta, ev: _Evidence) -> list[Flag]:
     golds = [c for c in ev.controls if c["probe"] == "gold_answer"]
     failing = [c["id"] for c in golds if not r.passes(c["scores"].get(r.name))]
     if r.role != "correctness" or not golds or len(failing) != len(golds):
@@ -267,12 +271,12 @@ def _gold_answer_fails(r: RewardInfo, ev: _Evidence) -> list[Flag]:
 
 
 # per-reward detectors, in the order their flags are reported
-_PER_REWARD: tuple[Callable[[RewardInfo, _Evidence], list[Flag]], ...] = (
+_PER_REWARD: tuple[Callable[[RewardMeta, _Evidence], list[Flag]], ...] = (
     _exceptions, _non_finite, _all_none, _out_of_range, _constant, _nondeterministic, _length_correlated,
     _empty_rewarded, _correct_without_answer, _gold_answer_fails)
 
 
-def _lost_signal(r: RewardInfo, controls: list[dict[str, Any]]) -> list[Flag]:
+def _lost_signal(r: RewardMeta, controls: list[dict[str, Any]]) -> list[Flag]:
     lost = [c for c in controls if c.get("expect_pass") and r.name in c.get("failed_by", [])]
     if not lost:
         return []
@@ -292,12 +296,12 @@ def _truncated(rows: list[Row]) -> list[Flag]:
                   "reward was 0); raise generation.max_completion_length", cut)]
 
 
-def _format_blind(controls: list[dict[str, Any]], spec: RunSpec) -> list[Flag]:
+def _format_blind(controls: list[dict[str, Any]], spec: RunSpec, rm: RewardModule) -> list[Flag]:
     wf = {c["row"]: c for c in controls if c["probe"] == "wellformed_wrong"}
     mf = {c["row"]: c["total"] for c in controls if c["probe"] == "malformed_wrong"}
     if not wf or not all(_same(wf[k]["total"], mf.get(k)) for k in wf):
         return []
-    formats = [r.name for r in spec.rewards if r.effective_role == "format"]
+    formats = [r.name for r in rm.by_role("format")]
     json_task = any(c.get("json_gold") for c in controls) or any(
         reading_of(r).style == "json_object" for r in spec.rewards)
     remedy = FORMAT_REMEDIES["present"].format(names=", ".join(formats)) if formats else \
@@ -363,6 +367,6 @@ def detect(rm: RewardModule, spec: RunSpec, rows: list[Row], rescored: dict[str,
                    {r.name: r for r in spec.rewards})
     flags = [f for r in rm.rewards for check in _PER_REWARD for f in check(r, ev)]
     flags += [f for r in rm.rewards for f in _lost_signal(r, ev.controls)]
-    flags += _truncated(rows) + _format_blind(ev.controls, spec) + _no_hidden_tests(spec, rows) + _base_flags(base)
-    skipped = {(n["check"], n["reward"]) for n in not_applicable(spec)}
+    flags += _truncated(rows) + _format_blind(ev.controls, spec, rm) + _no_hidden_tests(spec, rows) + _base_flags(base)
+    skipped = {(n["check"], n["reward"]) for n in not_applicable(rm.rewards)}
     return [f for f in flags if (f["name"], f["reward"]) not in skipped]

@@ -24,6 +24,21 @@ from finetune.errors import UserError
 from finetune.hashing import SAMPLING, bound_hashes, sha256_file
 from finetune.inspect import readingset
 from finetune.inspect import verdicts as V
+from finetune.inspect.gaterecord import (
+    Blind,
+    Cause,
+    Counts,
+    Disagreement,
+    GatedAgreement,
+    GateRecord,
+    HistoryEntry,
+    Paths,
+    Replaced,
+    Samples,
+    load_record,
+    old_schema,
+)
+from finetune.rewards.lib.rewards_meta import RewardMeta
 
 if TYPE_CHECKING:
     from finetune.spec import RunSpec
@@ -31,6 +46,12 @@ if TYPE_CHECKING:
 # Files the gate judged but that the gate-record contract does not bind; recorded and re-checked by verify_gate too,
 # so editing the samples or the report behind the gate's back is caught.
 EXTRA_INPUTS = (rundir.SAMPLES, rundir.BASE_SAMPLES, rundir.SCORE_REPORT, V.CONFIRMATION, V.ACKS, readingset.FILE)
+# The person's acts and the records that state them: a config rendered while they said one thing is void once any
+# changes (the rendered train.py refuses, `inspect verify` and `status` say so); the diagnosis carries the licence.
+PERSON_ACTS = (rundir.GATE, rundir.VERDICTS, V.ACKS, V.CONFIRMATION, rundir.DIAGNOSIS)
+
+
+Row = dict[str, Any]  # a scored.jsonl row / score-report entry (their shapes: runfiles.py)
 
 
 @dataclass
@@ -39,7 +60,7 @@ class GateCheck:
 
     ok: bool
     reason: str
-    record: dict[str, Any] | None = field(default=None)
+    record: GateRecord | None = field(default=None)
 
 
 def _snapshot(run_dir: Path, spec: RunSpec) -> tuple[dict[str, str], dict[str, str]]:
@@ -55,6 +76,38 @@ def _moved(run_dir: Path, spec: RunSpec, hashes: dict[str, str], inputs: dict[st
 
 def _input_hashes(run_dir: Path) -> dict[str, str]:
     return {n: sha256_file(run_dir / n) for n in EXTRA_INPUTS if (run_dir / n).is_file()}
+
+
+def person_acts(run_dir: str | Path, licensed: bool = True) -> dict[str, str | None]:
+    """sha256 of each of :data:`PERSON_ACTS` now (None: absent): what a render binds into train.py. The diagnosis
+    only when the render took a licence from it (``licensed``): re-diagnosing a base run voids nothing."""
+    run_dir = Path(run_dir)
+    names = [n for n in PERSON_ACTS if licensed or n != rundir.DIAGNOSIS]
+    return {n: sha256_file(run_dir / n) if (run_dir / n).is_file() else None for n in names}
+
+
+def render_void(run_dir: str | Path) -> str:
+    """'' when config/train.py was rendered from the person's acts as they are now (or there is no config, or it is
+    an ungated preview); else one line naming what changed after the render."""
+    import ast
+
+    path = Path(run_dir) / rundir.CONFIG_DIR / "train.py"
+    if not path.is_file():
+        return ""
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        rendered = next(ast.literal_eval(n.value) for n in tree.body if isinstance(n, ast.Assign)
+                        and any(isinstance(t, ast.Name) and t.id == "PERSON_ACTS" for t in n.targets))
+    except (OSError, SyntaxError, ValueError, StopIteration):
+        return f"{path} states no PERSON_ACTS (rendered by another version, or edited): re-run `finetune config render`"
+    if not isinstance(rendered, dict) or not rendered:
+        return ""  # an ungated preview binds no person's act (its train.py refuses beyond a smoke test anyway)
+    now = person_acts(run_dir, licensed=rundir.DIAGNOSIS in rendered)
+    changed = sorted(k for k in set(rendered) | set(now) if rendered.get(k) != now.get(k))
+    if not changed:
+        return ""
+    return (f"{', '.join(changed)} changed after config/ was rendered: a verdict, acknowledgement, confirmation or "
+            "licence that changes voids the render; re-run `finetune inspect gate` and `finetune config render`")
 
 
 def _versions() -> dict[str, str]:
@@ -73,14 +126,14 @@ def listing(items: list[str], limit: int = 8) -> str:
     return shown if len(items) <= limit else f"{shown} and {len(items) - limit} more — see gate.json"
 
 
-def group_causes(disagreements: list[dict[str, Any]], rows: dict[str, dict[str, Any]],
-                 metas: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+def group_causes(disagreements: list[Row], rows: dict[str, Row],
+                 metas: list[RewardMeta] | None = None) -> list[Row]:
     """Disagreements grouped by cause: kind, reward and the reason id the reward logged
     for the row (``<name>/why``), largest group first, each with example ids, the human text and the
     spec field that changes that judgement (or that the reward needs ``type: python``)."""
     from finetune.rewards.registry import explain
 
-    types = {m["name"]: m.get("type") for m in metas or []}
+    types = {m.name: m.type for m in metas or []}
     groups: dict[tuple[str, str, str], list[str]] = {}
     for d in disagreements:
         for name in d["rewards"] or ["?"]:
@@ -102,7 +155,7 @@ def group_causes(disagreements: list[dict[str, Any]], rows: dict[str, dict[str, 
     return out
 
 
-def mirrors_rewards(read: list[V.Verdict], by_id: dict[str, Record], metas: list[Record]) -> bool:
+def mirrors_rewards(read: list[V.Verdict], by_id: dict[str, Row], metas: list[RewardMeta]) -> bool:
     """Is the reading the rewards' view, field for field, on every sample, with not one note?
 
     scored.jsonl is readable by whoever reads, so a blind reading cannot be proven; a reading that is a copy
@@ -116,7 +169,7 @@ def mirrors_rewards(read: list[V.Verdict], by_id: dict[str, Record], metas: list
         if v.accept != bool(row.get("all_pass")):
             return False
         for attr, role in (("correct", "correctness"), ("well_formed", "format")):
-            names = [m["name"] for m in metas if m["role"] == role]
+            names = [m.name for m in metas if m.role == role]
             said = getattr(v, attr)
             if names and (said is None or said != all(bool(passes.get(n)) for n in names)):
                 return False
@@ -130,7 +183,7 @@ def _blind_record(run_dir: Path, read: list[V.Verdict]) -> dict[str, Any]:
     verdict; changed_after_reveal: the reader changed a blind verdict after seeing the rewards."""
     reveals = V.load_reveals(run_dir)
     after = [v.id for v in read if v.id in reveals and v.first_verdict is None
-             and V.later(v.time, reveals[v.id].get("time"))]
+             and V.later(v.time, reveals[v.id].time)]
     return {"revealed": sum(v.id in reveals for v in read), "judged_after_reveal": after,
             "changed_after_reveal": [v.id for v in read if v.changed_after_reveal]}
 
@@ -149,7 +202,7 @@ def _canonical(value: Any) -> str:
     return json.dumps(clean(value), sort_keys=True, ensure_ascii=True)
 
 
-def rescore_differences(run_dir: Path, spec: RunSpec, rows: list[dict[str, Any]], report: dict[str, Any]) -> list[str]:
+def rescore_differences(run_dir: Path, spec: RunSpec, rows: list[Row], report: Row) -> list[str]:
     """Re-run the scoring (isolated, caches off) and say where scored.jsonl / score_report.json differ.
 
     The gate trusts neither file: a PASS needs the reward, run now, to give exactly the scores the
@@ -177,21 +230,20 @@ def rescore_differences(run_dir: Path, spec: RunSpec, rows: list[dict[str, Any]]
     return out
 
 
-Record = dict[str, Any]
-
-
 @dataclass
 class Reading:
-    """The verdicts that count (each for the very sample it judged) and how they compare with the rewards."""
+    """The verdicts that count (each for the very sample it judged) and how they compare with the rewards, and
+    the history of the samples read (every verdict recorded on them, and the disagreements a later one replaced)."""
 
     read: list[V.Verdict]
     stale: list[str]
-    disagreements: list[Record] = field(default_factory=list)
-    gated_agreements: list[Record] = field(default_factory=list)
-    causes: list[Record] = field(default_factory=list)
+    disagreements: list[Row] = field(default_factory=list)
+    gated_agreements: list[Row] = field(default_factory=list)
+    causes: list[Row] = field(default_factory=list)
+    history: list[Replaced] = field(default_factory=list)
 
 
-def _score_reasons(run_dir: Path, spec: RunSpec, rows: list[Record], report: Record, rescore: bool) -> list[str]:
+def _score_reasons(run_dir: Path, spec: RunSpec, rows: list[Row], report: Row, rescore: bool) -> list[str]:
     """The score report must match the files now, and (with ``rescore``) a fresh isolated re-score."""
     from finetune.inspect.score import report_is_current
 
@@ -201,16 +253,43 @@ def _score_reasons(run_dir: Path, spec: RunSpec, rows: list[Record], report: Rec
     return rescore_differences(run_dir, spec, rows, report) if rescore else []
 
 
-def verdicts_against(run_dir: Path, by_id: dict[str, Record], metas: list[Record]) -> Reading:
+def verdicts_against(run_dir: Path, by_id: dict[str, Row], metas: list[RewardMeta]) -> Reading:
     """A verdict counts only for the very sample it judged (same prompt, completion and gold)."""
-    verdicts = V.load_verdicts(run_dir)
+    lines = V.verdict_history(run_dir)
+    verdicts = V.effective(lines)
     read = [v for k, v in verdicts.items() if k in by_id and v.sample_sha256 == V.sample_digest(by_id[k])]
     out = Reading(read, sorted(set(verdicts) - {v.id for v in read}))
     for v in read:
         out.disagreements.extend(V.compare(by_id[v.id], v, metas))
         out.gated_agreements.extend(V.gated_notes(by_id[v.id], v, metas))
     out.causes = group_causes(out.disagreements, by_id, metas)
+    out.history = _history(lines, read, by_id, metas)
     return out
+
+
+def _history(lines: list[V.Verdict], read: list[V.Verdict], by_id: dict[str, Row],
+             metas: list[RewardMeta]) -> list[Replaced]:
+    """Every sample read on which more than one verdict was recorded (on the sample as it is now): each verdict in
+    order, who recorded it and how, and the disagreements with the rewards that a later verdict replaced."""
+    out = []
+    for v in read:
+        same = [x for x in lines if x.id == v.id and x.sample_sha256 == v.sample_sha256]
+        if len(same) < 2:
+            continue
+        now = {_said(d) for d in V.compare(by_id[v.id], v, metas)}
+        entries, gone = [], []
+        for x in same:
+            said = [_said(d) for d in V.compare(by_id[v.id], x, metas)]
+            gone += [d for d in said if d not in now and d not in gone]
+            entries.append(HistoryEntry(accept=x.accept, correct=x.correct, well_formed=x.well_formed, reader=x.reader,
+                                        via=x.via, by=x.by, time=x.time, person=V.is_person(x), counts=x is v,
+                                        disagreed=said))
+        out.append(Replaced(id=v.id, verdicts=entries, replaced_disagreements=gone))
+    return out
+
+
+def _said(d: Row) -> str:
+    return f"{d['kind']}:{d['field']}:{','.join(d['rewards'])}"
 
 
 def _reading_reasons(n_rows: int, reading: Reading, min_read: int, current: set[str]) -> list[str]:
@@ -233,20 +312,22 @@ def _reading_reasons(n_rows: int, reading: Reading, min_read: int, current: set[
     return reasons
 
 
-def _flag_statuses(run_dir: Path, report: Record) -> tuple[list[Record], list[str]]:
-    """Each flag open or acknowledged (acks schema-checked, bound to the flag as stated, never unwaivable)."""
+def _flag_statuses(run_dir: Path, report: Row) -> tuple[list[Row], list[str]]:
+    """Each flag open or acknowledged (acks schema-checked, signed by the person, bound to the flag as stated,
+    never unwaivable)."""
     acks = V.acks_for(run_dir, report.get("flags", []))
     flags = []
     for f in report.get("flags", []):
         ack = acks.get(f["id"])
-        flags.append({**f, "status": "acknowledged" if ack else "open", **({"ack": ack} if ack else {})})
+        flags.append({**f, "status": "acknowledged" if ack else "open",
+                      **({"ack": ack.model_dump(mode="json", exclude_none=True)} if ack else {})})
     open_flags = [f["id"] for f in flags if f["status"] == "open"]
     if not open_flags:
         return flags, []
     return flags, [f"{len(open_flags)} red flag(s) neither fixed nor acknowledged: {listing(open_flags)}"]
 
 
-def _probe_statuses(report: Record) -> tuple[list[Record], list[str]]:
+def _probe_statuses(report: Row) -> tuple[list[Row], list[str]]:
     probes = [{k: p.get(k) for k in ("id", "probe", "row", "target", "passing", "passed_by", "scores")}
               for p in report.get("probes", [])]
     passing = [p["id"] for p in probes if p["passing"]]
@@ -255,47 +336,71 @@ def _probe_statuses(report: Record) -> tuple[list[Record], list[str]]:
     return probes, [f"{len(passing)} hack probe(s) pass a reward (cannot be waived): {listing(passing)}"]
 
 
-def _confirmation(run_dir: Path, agents: int) -> tuple[Record | None, bool, list[str]]:
-    """(confirmation record, confirmed?, reasons): an agent's reading needs the user's confirmation of
-    exactly these verdicts."""
+def _confirmation(run_dir: Path, agents: int) -> tuple[V.Confirmation | None, bool, list[str]]:
+    """(confirmation record, confirmed?, reasons): an agent's reading needs the person's confirmation of
+    exactly these verdicts, signed by the person's key (their own command recorded it)."""
     confirmation = V.load_confirmation(run_dir)
     if not agents:
         return confirmation, False, []
     if not confirmation:
         return None, False, [(f"{agents} verdict(s) were read by an agent and the user has not confirmed the "
-                             "reading: run `finetune inspect confirm RUN --user NAME` after the user checks it")]
-    if confirmation.get("verdicts_sha256") != sha256_file(run_dir / rundir.VERDICTS):
+                             "reading: the person runs `finetune inspect confirm RUN --user NAME` after checking it")]
+    if confirmation.verdicts_sha256 != sha256_file(run_dir / rundir.VERDICTS):
         return confirmation, False, ["the user's confirmation predates the current verdicts; confirm again"]
+    if not confirmation.signed():
+        return confirmation, False, [f"{V.CONFIRMATION} is not signed by the person's key (only `finetune inspect "
+                                     "confirm`, run by the person, records a confirmation); the person confirms again"]
     return confirmation, True, []
 
 
-def _paths(read: list[V.Verdict]) -> dict[str, Any]:
-    """Which path each counted verdict was recorded through: a person's (``human-verdict``, ``terminal``)
-    or the agent's pre-approved ``verdict`` (also where a file said ``human`` but no person recorded it)."""
+def _paths(read: list[V.Verdict]) -> Paths:
+    """Which path each counted verdict was recorded through: a person's (``human-verdict``, ``terminal``, signed)
+    or the agent's pre-approved ``verdict`` (also where a line says ``human`` or names a person's path without the
+    person's signature)."""
     by_path: dict[str, list[str]] = {}
     for v in read:
         by_path.setdefault(str(v.via) if V.is_person(v) else V.AGENT_PATH, []).append(v.id)
-    declared = [v.id for v in read if v.reader == "human" and not V.is_person(v)]
-    return {"counts": {k: len(ids) for k, ids in sorted(by_path.items())}, "ids": by_path,
-            "human_declared_not_established": declared}
+    declared = [v.id for v in read if (v.reader == "human" or v.via in V.PERSON_PATHS) and not V.is_person(v)]
+    return Paths(counts={k: len(ids) for k, ids in sorted(by_path.items())}, ids=by_path,
+                 human_declared_not_established=declared)
 
 
-def _counts(n_rows: int, reading: Reading, min_read: int, humans: int) -> dict[str, int]:
+def _counts(n_rows: int, reading: Reading, min_read: int, humans: int) -> Counts:
     read = reading.read
-    return {"scored": n_rows, "read": len(read), "min_read": min_read, "stale_verdicts": len(reading.stale),
-            "agreed": len(read) - len({d["id"] for d in reading.disagreements}),
-            "disagreements": len(reading.disagreements), "gated_agreements": len(reading.gated_agreements),
-            "human": humans, "agent": len(read) - humans}
+    return Counts(scored=n_rows, read=len(read), min_read=min_read, stale_verdicts=len(reading.stale),
+                  agreed=len(read) - len({d["id"] for d in reading.disagreements}),
+                  disagreements=len(reading.disagreements), gated_agreements=len(reading.gated_agreements),
+                  human=humans, agent=len(read) - humans,
+                  replaced=sum(len(h.verdicts) - 1 for h in reading.history))
 
 
-def evaluate(run_dir: str | Path, spec: RunSpec, rescore: bool = True, extra_reasons: Sequence[str] = ()) -> Record:
+def samples_source(run_dir: Path) -> Samples:
+    """Where the samples came from (sample_info.json): an import names its file and whether the agent could write
+    it; an unreadable or missing info is ``unknown``."""
+    path = run_dir / readingset.SAMPLE_INFO
+    try:
+        info = V.load_json(path) if path.is_file() else None
+    except UserError:
+        info = None
+    if not isinstance(info, dict):
+        return Samples(source="unknown")
+    imported = info.get("imported")
+    if not isinstance(imported, dict):
+        return Samples(source="sampled")
+    writable = imported.get("agent_writable")
+    return Samples(source="imported", file=str(imported.get("file")), sha256=str(imported.get("sha256")),
+                   agent_writable=writable if isinstance(writable, bool) else None)
+
+
+def evaluate(run_dir: str | Path, spec: RunSpec, rescore: bool = True,
+             extra_reasons: Sequence[str] = ()) -> GateRecord:
     """Judge the run directory; return the gate record (status PASS or FAIL with reasons).
 
     With ``rescore`` (always, from the CLI) rewards.py is run again on the samples in an isolated
     child and must reproduce scored.jsonl and score_report.json exactly. ``extra_reasons`` are the
     caller's own reasons to FAIL (a checkpoint set whose reward copy is not the run's).
     """
-    from finetune.inspect.score import load_report, load_scored
+    from finetune.inspect.score import load_report, load_scored, report_metas
 
     run_dir = Path(run_dir)
     # what is bound is read before anything is judged, and again after the re-score: a file swapped while
@@ -303,9 +408,11 @@ def evaluate(run_dir: str | Path, spec: RunSpec, rescore: bool = True, extra_rea
     hashes, inputs = _snapshot(run_dir, spec)
     report = load_report(run_dir)
     rows = load_scored(run_dir)
+    by_id = {r["id"]: r for r in rows}
     # the reading, the acknowledgements and the confirmation are read (a bad one refused in one line) before the
     # re-score, which takes seconds: bad input is refused at once
-    reading = verdicts_against(run_dir, {r["id"]: r for r in rows}, report["rewards"])
+    metas = report_metas(report, run_dir)
+    reading = verdicts_against(run_dir, by_id, metas)
     min_read = spec.inspection.min_read
     current = readingset.reading_ids(run_dir, [str(r["id"]) for r in rows])
     flags, flag_reasons = _flag_statuses(run_dir, report)
@@ -319,42 +426,35 @@ def evaluate(run_dir: str | Path, spec: RunSpec, rescore: bool = True, extra_rea
         reasons.append(f"{', '.join(moved)} changed while the gate ran; run `finetune inspect gate` again")
     reasons += _reading_reasons(len(current), reading, min_read, current)
     reasons += flag_reasons + probe_reasons + confirm_reasons + _sampled_with(run_dir, spec) + list(extra_reasons)
-    return {
-        "status": "FAIL" if reasons else "PASS",
-        "reasons": reasons,
-        "hashes": hashes,
-        "inputs": inputs,
-        "sampling": spec.sampling_binding(),  # what hashes[SAMPLING] binds, so a change can be named
-        "counts": _counts(len(rows), reading, min_read, humans),
-        "disagreements": reading.disagreements,
-        "causes": reading.causes,
-        "gated_agreements": reading.gated_agreements,
-        "blind": {**_blind_record(run_dir, reading.read), **readingset.blind_record(run_dir, reading.read, current),
-                  "mirrors_rewards": mirrors_rewards(reading.read, {r["id"]: r for r in rows}, report["rewards"])},
-        "flags": flags,
-        "probes": probes,
-        "base_success": report.get("base_success"),
-        "tests": report.get("tests", []),  # visible / hidden tests per row of each unit_tests reward
-        "readers": sorted({"human" if V.is_person(v) else "agent" for v in reading.read}),
-        "paths": _paths(reading.read),
-        "confirmation": confirmation if agents else None,
-        "confirmed": confirmed,
-        "versions": _versions(),
-        "time": V.now(),
-    }
+    blind = Blind(**_blind_record(run_dir, reading.read),
+                  **readingset.blind_record(run_dir, reading.read, current).model_dump(),
+                  mirrors_rewards=mirrors_rewards(reading.read, by_id, metas))
+    return GateRecord(
+        status="FAIL" if reasons else "PASS", reasons=reasons, hashes=hashes, inputs=inputs,
+        sampling=spec.sampling_binding(),  # what hashes[SAMPLING] binds, so a change can be named
+        counts=_counts(len(rows), reading, min_read, humans),
+        disagreements=[Disagreement(**d) for d in reading.disagreements],
+        causes=[Cause(**c) for c in reading.causes],
+        gated_agreements=[GatedAgreement(**g) for g in reading.gated_agreements],
+        history=reading.history, blind=blind, flags=flags, probes=probes,
+        base_success=report.get("base_success"),
+        tests=report.get("tests", []),  # visible / hidden tests per row of each unit_tests reward
+        readers=sorted({"human" if V.is_person(v) else "agent" for v in reading.read}),
+        paths=_paths(reading.read), samples=samples_source(run_dir),
+        confirmation=confirmation if agents else None, confirmed=confirmed, versions=_versions(), time=V.now())
 
 
 # files judged from a gate record and committed with it (a checkpoint set's comparison): (write, remove)
-Companions = Callable[[Record], tuple[Mapping[str, str], tuple[str, ...]]]
+Companions = Callable[[GateRecord], tuple[Mapping[str, str], tuple[str, ...]]]
 
 
-def write_gate_record(run_dir: str | Path, record: dict[str, Any], files: Mapping[str, str | bytes] | None = None,
+def write_gate_record(run_dir: str | Path, record: GateRecord, files: Mapping[str, str | bytes] | None = None,
                       remove: tuple[str, ...] = ()) -> Path:
     """Write gate.json (a FAIL replaces an earlier PASS: the latest judgement holds) together with ``files``
     derived from it and without ``remove``, as one commit (:func:`finetune.commit.commit_files`)."""
     run_dir = Path(run_dir)
-    commit.commit_files(run_dir, {rundir.GATE: jsonio.json_text(run_dir / rundir.GATE, record), **(files or {})},
-                        remove=remove)
+    commit.commit_files(run_dir, {rundir.GATE: jsonio.json_text(run_dir / rundir.GATE, record.dump()),
+                                  **(files or {})}, remove=remove)
     return run_dir / rundir.GATE
 
 
@@ -369,24 +469,25 @@ def verify_gate(run_dir: str | Path, spec: RunSpec, rescore: bool = False) -> Ga
     if not path.is_file():
         return GateCheck(False, f"no gate record ({path}); run `finetune inspect gate {run_dir}`")
     try:
-        record = V.load_json(path)
+        data = V.load_json(path)
+        stale = old_schema(data)
+        if stale:
+            return GateCheck(False, stale)
+        record = load_record(path)
     except UserError as exc:
         return GateCheck(False, f"unreadable gate record: {exc.line()}")
-    if not isinstance(record, dict) or record.get("status") != "PASS":
-        status = record.get("status") if isinstance(record, dict) else None
-        return GateCheck(False, f"the gate record says {status or 'nothing valid'}, not PASS", record)
+    if record.status != "PASS":
+        return GateCheck(False, f"the gate record says {record.status}, not PASS", record)
     from finetune.hashing import shadowing_modules
 
     shadows = shadowing_modules(run_dir)
     if shadows:
         return GateCheck(False, f"{', '.join(shadows)} in {run_dir} would stand in for the library of that name in "
                          "a reward process; remove it (a reward's own code lives in the spec)", record)
-    bound = record.get("hashes") or {}
-    bound = bound if isinstance(bound, dict) else {}
+    bound = record.hashes
     now_hashes = bound_hashes(run_dir, spec.reward_section(), **spec.binding())
     changed = sorted(k for k in set(bound) | set(now_hashes) if bound.get(k) != now_hashes.get(k))
-    inputs = record.get("inputs") or {}
-    inputs = inputs if isinstance(inputs, dict) else {}
+    inputs = record.inputs
     now_inputs = _input_hashes(run_dir)  # a file added after the PASS (acks.json, confirmation.json) counts too
     changed += sorted(k for k in set(inputs) | set(now_inputs) if inputs.get(k) != now_inputs.get(k))
     if SAMPLING in changed:
@@ -402,15 +503,15 @@ def verify_gate(run_dir: str | Path, spec: RunSpec, rescore: bool = False) -> Ga
         again = evaluate(run_dir, spec, rescore=rescore)
     except UserError as exc:
         return GateCheck(False, f"the gate's inputs cannot be re-read: {exc.line()}", record)
-    if again["status"] != "PASS":
-        return GateCheck(False, "the files the record binds do not PASS the gate: " + "; ".join(again["reasons"]),
+    if again.status != "PASS":
+        return GateCheck(False, "the files the record binds do not PASS the gate: " + "; ".join(again.reasons),
                          record)
     return GateCheck(True, "gate PASS holds: rewards, scored samples, verdicts and reward spec unchanged", record)
 
 
-def sampling_changed(record: Record, spec: RunSpec) -> str:
+def sampling_changed(record: GateRecord, spec: RunSpec) -> str:
     """One line: which of the system prompt / generation settings differ from what the gate PASSed with."""
-    was = record.get("sampling")
+    was = record.sampling
     if not isinstance(was, dict):
         return ("this gate record predates the binding of the system prompt and generation settings; re-run "
                 "`finetune inspect gate` (re-sample with `finetune inspect sample` first if they changed)")
@@ -458,7 +559,7 @@ def _report_binding(run_dir: Path, spec: RunSpec) -> str:
 
 
 def run_gate(run_dir: str | Path, spec: RunSpec, extra_reasons: Sequence[str] = (),
-             companions: Companions | None = None) -> dict[str, Any]:
+             companions: Companions | None = None) -> GateRecord:
     """Judge and write gate.json; ``companions(record)`` names files committed with it (a set's comparison)."""
     from finetune import locks
 
@@ -467,7 +568,7 @@ def run_gate(run_dir: str | Path, spec: RunSpec, extra_reasons: Sequence[str] = 
 
 
 def _run_gate_locked(run_dir: str | Path, spec: RunSpec, extra_reasons: Sequence[str],
-                     companions: Companions | None) -> dict[str, Any]:
+                     companions: Companions | None) -> GateRecord:
     from finetune.inspect.isolate import RewardAborted
 
     try:
@@ -475,8 +576,7 @@ def _run_gate_locked(run_dir: str | Path, spec: RunSpec, extra_reasons: Sequence
     except RewardAborted as exc:
         # the re-score could not run (the reward code exited): an earlier PASS must not survive it
         if (Path(run_dir) / rundir.GATE).is_file():
-            failed = {"status": "FAIL", "reasons": [exc.line()], "hashes": {}, "inputs": {},
-                      "versions": _versions(), "time": V.now()}
+            failed = GateRecord(status="FAIL", reasons=[exc.line()], versions=_versions(), time=V.now())
             write_gate_record(run_dir, failed, *(companions(failed) if companions else ({}, ())))
         raise
     write_gate_record(run_dir, record, *(companions(record) if companions else ({}, ())))

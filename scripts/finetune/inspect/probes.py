@@ -17,8 +17,9 @@ import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from finetune.inspect.rewardmod import RewardModule, score_items
-from finetune.rewards.kinds import READING_STYLES, reading_of
+from finetune.inspect.rewardmod import RewardModule
+from finetune.rewards.kind import READING_STYLES, Gold, kind_of, reading_of
+from finetune.rewards.lib.rewards_meta import RewardMeta
 
 if TYPE_CHECKING:
     from finetune.spec import RunSpec
@@ -72,61 +73,41 @@ def layouts(style: str, prefilled_think: bool = False) -> list[Layout]:
     return ([think] if think else []) + out
 
 
-def _last_boxed(text: str) -> str | None:
-    start = text.rfind("\\boxed{")
-    if start < 0:
-        return None
-    depth, i = 0, start + len("\\boxed")
-    for j in range(i, len(text)):
-        if text[j] == "{":
-            depth += 1
-        elif text[j] == "}":
-            depth -= 1
-            if depth == 0:
-                return text[i + 1:j].strip() or None
-    return None
-
-
-def extract_answer(text: str, style: str) -> str | None:
-    """The final answer a strict reader would take from ``text`` in ``style`` (None: no answer)."""
-    if style in ("answer_tag", "think_answer"):
-        found = re.findall(r"<answer>(.*?)</answer>", text, flags=re.S)
-        return found[-1].strip() or None if found else None
-    if style == "boxed":
-        return _last_boxed(text)
-    if style == "hash_answer":
-        m = re.search(r"####\s*(\S.*?)\s*$", text.strip(), flags=re.S)
-        return m.group(1) if m else None
-    if style == "last_number":
-        nums = re.findall(r"-?\d+(?:\.\d+)?", text)
-        return nums[-1] if nums else None
-    if style == "any":
-        return (_last_boxed(text) or extract_answer(text, "answer_tag")
-                or extract_answer(text, "last_number"))
-    if style == "json_object":
-        try:
-            return text if isinstance(json.loads(text.strip()), dict) else None
-        except json.JSONDecodeError:
-            return None
-    raise ValueError(style)
-
-
-def extract_style_of(reward_spec: Any) -> str | None:
-    """The extraction a correctness reward claims to use, or None when it is not answer-based."""
-    return reading_of(reward_spec).extract
-
-
 # ---------------------------------------------------------------------------------------------
 # Gold answers and plausible wrong answers
 # ---------------------------------------------------------------------------------------------
 
-def gold_column(spec: RunSpec) -> str | None:
-    """The gold-answer column: the first correctness reward's that compares with one, else the dataset's."""
-    for r in spec.rewards:
-        column = reading_of(r).gold
-        if column is not None and r.effective_role == "correctness":
-            return column
-    return spec.dataset.answer_column
+def gold_of(spec: RunSpec, rewards: list[RewardMeta]) -> Gold | None:
+    """The gold the answer probes and the gold controls use, as the correctness rewards' kinds declare it (their
+    ``gold`` hook): the first one a reward reads, else the first one a kind names for the probes alone (a judge,
+    your own verifier: the dataset's answer column); an expected tool call is the agent probes' own. None: no
+    correctness reward has an answer gold, and the probes that need one do not run (the report says so)."""
+    correctness = {m.name for m in rewards if m.role == "correctness"}  # rewards.py's REWARD_META says which
+    golds = [g for r in spec.rewards if r.name in correctness
+             and (g := kind_of(r).gold(r, spec.dataset)) is not None and g.shape != "call"]
+    return next((g for g in golds if g.read), golds[0] if golds else None)
+
+
+def gold_column(spec: RunSpec, rewards: list[RewardMeta]) -> str | None:
+    """The column of :func:`gold_of`, or None."""
+    gold = gold_of(spec, rewards)
+    return gold.column if gold is not None else None
+
+
+def gold_coverage(spec: RunSpec, rewards: list[RewardMeta], chosen: list[dict[str, Any]]) -> dict[str, Any]:
+    """Which gold the probes used and on how many probe prompts it was there: with none, only the probes that
+    need no gold ran (``note`` says why, for the score report and its printout)."""
+    gold = gold_of(spec, rewards)
+    rows = sum((s.get("columns") or {}).get(gold.column) is not None for s in chosen) if gold else 0
+    note = None
+    if gold is None and any(m.role == "correctness" for m in rewards):
+        note = ("no correctness reward's kind declares an answer gold: the probes that write a gold or a wrong "
+                "answer did not run")
+    elif gold is not None and chosen and rows == 0:
+        note = (f"no probe prompt has the gold column '{gold.column}': the probes that write a gold or a wrong "
+                "answer did not run" + ("" if gold.read else " (set dataset.answer_column to the column holding "
+                                        "each prompt's right answer)"))
+    return {"column": gold.column if gold else None, "rows": rows, "of": len(chosen), "note": note}
 
 
 def gold_object(gold: Any) -> dict[str, Any] | None:
@@ -348,7 +329,7 @@ def expected_pass(style: str, layout: Layout, gold: str, trailing_allowed: bool)
 
 def trailing_allowed(spec: RunSpec) -> bool:
     """False when a reward of the spec forbids text after the final container (a bare format on purpose)."""
-    return not any(getattr(r, "trailing_text", "allow") == "forbid" for r in spec.rewards)
+    return not any(reading_of(r).trailing_forbidden for r in spec.rewards)
 
 
 def reading_rewards(spec: RunSpec) -> set[str]:
@@ -363,11 +344,11 @@ def _padded(layout: Layout, answer: str, filler: str) -> str:
     return text if filler in text else f"{filler}\n{text}"
 
 
-def build_probes(spec: RunSpec, sample: dict[str, Any], layout: Layout, max_words: int) -> list[dict[str, Any]]:
+def build_probes(spec: RunSpec, sample: dict[str, Any], layout: Layout, max_words: int,
+                 gcol: str | None) -> list[dict[str, Any]]:
     """The probe completions for one prompt (each: probe name, completion, target roles, columns)."""
     text = prompt_text(sample["prompt"])
     columns = dict(sample.get("columns") or {})
-    gcol = gold_column(spec)
     gold = None if gcol is None or columns.get(gcol) is None else gold_text(columns[gcol])
     opts = options_in(text)
     probes: list[dict[str, Any]] = []
@@ -478,10 +459,11 @@ def _junk_arguments(tool: Callable[..., Any]) -> dict[str, Any]:
 
 
 def _expected_call(spec: RunSpec, columns: dict[str, Any]) -> dict[str, Any] | None:
+    """The row's expected tool call, from the column a reward's kind declares as its ``call`` gold."""
     for r in spec.rewards:
-        column = reading_of(r).expected_call
-        if column is not None:
-            value = columns.get(column)
+        gold = kind_of(r).gold(r, spec.dataset)
+        if gold is not None and gold.shape == "call":
+            value = columns.get(gold.column)
             value = json.loads(value) if isinstance(value, str) and value.strip().startswith(("{", "[")) else value
             value = value[0] if isinstance(value, list) and value else value
             if isinstance(value, dict) and isinstance(value.get("name"), str):
@@ -538,10 +520,10 @@ def choose_layout(rm: RewardModule, spec: RunSpec, samples: list[dict[str, Any]]
     reward.
     """
     style = answer_style(spec)
-    prefilled = any(getattr(r, "prefilled_think", False) for r in spec.rewards)
+    prefilled = any(reading_of(r).prefilled_think for r in spec.rewards)
     cands = layouts(style, prefilled)
     fmt = rm.by_role("format")
-    gcol = gold_column(spec)
+    gcol = gold_column(spec, rm.rewards)
     has_gold = bool(gcol) and any((s.get("columns") or {}).get(gcol) is not None for s in samples)
     judged = fmt + (rm.by_role("correctness") if has_gold else [])
     if len(cands) == 1 or not judged or not samples:
@@ -552,7 +534,7 @@ def choose_layout(rm: RewardModule, spec: RunSpec, samples: list[dict[str, Any]]
         for s in samples:
             gold = (s.get("columns") or {}).get(gcol) if gcol else None
             items.append({**s, "completion": layout(gold_text(gold) if gold is not None else "42", REASONING)})
-        passes = {r.name: sum(r.passes(v) for v in score_items(r, items)[0]) for r in judged}
+        passes = {r.name: sum(r.passes(v) for v in rm.score(r, items)[0]) for r in judged}
         key = (sum(passes[r.name] for r in fmt), sum(passes.values()))
         if best_key is None or key > best_key:
             best, best_key = layout, key
@@ -575,18 +557,19 @@ def pick_probe_samples(samples: list[dict[str, Any]], n: int) -> list[dict[str, 
 def run_probes(rm: RewardModule, spec: RunSpec, samples: list[dict[str, Any]]) -> dict[str, Any]:
     """Score every probe (and the gold / format contrasts) with every reward.
 
-    Returns {"probes": [...], "controls": [...], "layout_accepted": bool}. Controls are not attacks:
+    Returns {"probes": [...], "controls": [...], "layout_accepted": bool, "gold": :func:`gold_coverage`}.
+    Controls are not attacks:
     ``gold_answer`` (a well-formed gold answer; correctness should pass it), ``wellformed_wrong`` and
     ``malformed_wrong`` (their totals must differ, or the format carries no signal).
     """
     chosen = pick_probe_samples(samples, spec.inspection.probe_prompts)
     layout, accepted = choose_layout(rm, spec, chosen)
     max_words = spec.generation.max_completion_length
-    gcol = gold_column(spec)
+    gcol = gold_column(spec, rm.rewards)
     items: list[dict[str, Any]] = []
     for s in chosen:
         base = {"row": s.get("row"), "prompt": s["prompt"], "conversational": s.get("conversational", False)}
-        for p in build_probes(spec, s, layout, max_words) + tool_probes(rm, spec, s):
+        for p in build_probes(spec, s, layout, max_words, gcol) + tool_probes(rm, spec, s):
             items.append({**base, **p, "kind": "probe"})
         gold = (s.get("columns") or {}).get(gcol) if gcol else None
         if gold is not None:
@@ -607,7 +590,7 @@ def run_probes(rm: RewardModule, spec: RunSpec, samples: list[dict[str, Any]]) -
     scores: dict[str, list[float | None]] = {}
     errors: dict[str, list[str | None]] = {}
     for r in rm.rewards:
-        scores[r.name], errors[r.name] = score_items(r, items)
+        scores[r.name], errors[r.name] = rm.score(r, items)
     probes, controls = [], []
     for i, it in enumerate(items):
         row_scores = {r.name: scores[r.name][i] for r in rm.rewards}
@@ -630,4 +613,5 @@ def run_probes(rm: RewardModule, spec: RunSpec, samples: list[dict[str, Any]]) -
             probes.append(rec)
         else:
             controls.append(rec)
-    return {"probes": probes, "controls": controls, "layout_accepted": accepted}
+    return {"probes": probes, "controls": controls, "layout_accepted": accepted,
+            "gold": gold_coverage(spec, rm.rewards, chosen)}

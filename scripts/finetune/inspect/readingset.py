@@ -12,7 +12,9 @@ re-sampled with another ``training.seed``.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from finetune import atomic, jsonio, locks, rundir
 from finetune.errors import UserError
@@ -35,23 +37,49 @@ def held_back(run_dir: str | Path) -> list[str]:
     return [str(i) for i in ids] if isinstance(ids, list) else []
 
 
-def switched(run_dir: str | Path) -> dict[str, Any] | None:
+class ReadingSet(BaseModel):
+    """reading_set.json as `inspect review --fresh` writes it: the reading is the held-back samples."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    reading: Literal["fresh"]
+    ids: list[str]
+    rewards: str = Field(description="rewards_digest when the reading switched")
+    time: str
+
+
+class ReadingState(BaseModel):
+    """Whether the current reading is blind for the reward now (the gate record's ``blind`` adds the reveals)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    reading: Literal["first", "fresh"]
+    reading_read: int
+    reading_blind: bool
+    after_reveal: list[str]
+    earlier_reward: list[str]
+    earlier_readings: int
+    statement: str
+
+
+def switched(run_dir: str | Path) -> ReadingSet | None:
     """reading_set.json when the reading was switched to the held-back samples (None: the first reading)."""
     path = Path(run_dir) / FILE
     if not path.is_file():
         return None
     doc = jsonio.read_json_object(path, what=FILE, fix=f"remove {FILE} and run `finetune inspect review RUN --fresh`")
-    if doc.get("reading") != "fresh" or not isinstance(doc.get("ids"), list):
+    try:
+        return ReadingSet.model_validate(doc)
+    except ValidationError:
         raise UserError(f"{FILE} names no fresh reading", where=str(path),
-                        fix=f"remove it and run `finetune inspect review {run_dir} --fresh`")
-    return doc
+                        fix=f"remove it and run `finetune inspect review {run_dir} --fresh`") from None
 
 
 def reading_ids(run_dir: str | Path, ids: list[str]) -> set[str]:
     """The scored ids the current reading covers: the held-back ones after a switch, else all but them."""
     fresh = switched(run_dir)
     if fresh is not None:
-        return {str(i) for i in fresh["ids"]} & set(ids)
+        return set(fresh.ids) & set(ids)
     return set(ids) - set(held_back(run_dir))
 
 
@@ -61,8 +89,9 @@ def unrevealed_held_back(run_dir: str | Path) -> list[str]:
     return [i for i in held_back(run_dir) if i not in reveals]
 
 
-def switch_to_fresh(run_dir: str | Path, spec: RunSpec) -> dict[str, Any]:
-    """Make the held-back samples the reading (reading_set.json); refuse when there are none to switch to."""
+def switch_to_fresh(run_dir: str | Path, spec: RunSpec) -> tuple[ReadingSet, int]:
+    """Make the held-back samples the reading (reading_set.json); refuse when there are none to switch to.
+    Returns the reading set and how many samples it is short of ``inspection.min_read``."""
     run_dir = Path(run_dir)
     with locks.file_lock(run_dir):
         if switched(run_dir) is not None:
@@ -76,11 +105,9 @@ def switch_to_fresh(run_dir: str | Path, spec: RunSpec) -> dict[str, Any]:
         if seen:
             raise UserError(f"{len(seen)} held-back sample(s) had their scores shown already (e.g. {seen[0]})",
                             where="--fresh", fix=f"re-sample for a fresh blind set: {resample_line(run_dir)}")
-        doc: dict[str, Any] = {"reading": "fresh", "ids": held, "rewards": V.rewards_digest(run_dir), "time": V.now()}
-        atomic.write_text(run_dir / FILE, jsonio.json_text(run_dir / FILE, doc))
-    if len(held) < spec.inspection.min_read:
-        doc["short"] = spec.inspection.min_read - len(held)
-    return doc
+        doc = ReadingSet(reading="fresh", ids=held, rewards=V.rewards_digest(run_dir), time=V.now())
+        atomic.write_text(run_dir / FILE, jsonio.json_text(run_dir / FILE, doc.model_dump(mode="json")))
+    return doc, max(0, spec.inspection.min_read - len(held))
 
 
 def resample_line(run_dir: Path) -> str:
@@ -108,7 +135,7 @@ def fresh_offer(run_dir: str | Path) -> str:
     return f"a fresh blind set: {resample_line(run_dir)}"
 
 
-def blind_record(run_dir: str | Path, read: list[V.Verdict], current: set[str]) -> dict[str, Any]:
+def blind_record(run_dir: str | Path, read: list[V.Verdict], current: set[str]) -> ReadingState:
     """Whether the current reading (the counted verdicts on ``current``) is blind for the reward now.
 
     ``after_reveal``: verdicts recorded after the reader saw the rewards' view of that sample (no first, blind
@@ -118,14 +145,12 @@ def blind_record(run_dir: str | Path, read: list[V.Verdict], current: set[str]) 
     reveals = V.load_reveals(run_dir)
     digest = V.rewards_digest(run_dir)
     now = [v for v in read if v.id in current]
-    after = [v.id for v in now if v.id in reveals and v.first_verdict is None
-             and V.later(v.time, _field(reveals[v.id], "time"))]
-    earlier = [v.id for v in now if v.id in reveals and any(d != digest for d in _seen(reveals[v.id]))]
-    blind = not after and not earlier
+    after = [v.id for v in now if v.id in reveals and v.first_verdict is None and V.later(v.time, reveals[v.id].time)]
+    earlier = [v.id for v in now if v.id in reveals and any(d != digest for d in reveals[v.id].rewards)]
     fresh = switched(run_dir) is not None
-    return {"reading": "fresh" if fresh else "first", "reading_read": len(now), "reading_blind": blind,
-            "after_reveal": after, "earlier_reward": earlier,
-            "earlier_readings": len(read) - len(now), "statement": statement(len(now), after, earlier)}
+    return ReadingState(reading="fresh" if fresh else "first", reading_read=len(now),
+                        reading_blind=not after and not earlier, after_reveal=after, earlier_reward=earlier,
+                        earlier_readings=len(read) - len(now), statement=statement(len(now), after, earlier))
 
 
 def statement(total: int, after: list[str], earlier: list[str]) -> str:
@@ -139,14 +164,3 @@ def statement(total: int, after: list[str], earlier: list[str]) -> str:
     if not parts:
         return f"a blind reading: {total} verdicts, each given before its sample's scores were shown"
     return "; ".join(parts) + ": not a blind reading"
-
-
-def _field(entry: Any, key: str) -> Any:
-    return entry.get(key) if isinstance(entry, dict) else None
-
-
-def _seen(entry: Any) -> list[str]:
-    seen = _field(entry, "rewards")
-    return [str(d) for d in seen] if isinstance(seen, list) else []
-
-

@@ -27,6 +27,8 @@ from finetune.errors import UserError
 from finetune.inspect import verdicts as V
 from finetune.inspect.probes import gold_column
 from finetune.inspect.score import load_report, load_scored
+from finetune.rewards.kind import kind_of
+from finetune.rewards.lib.rewards_meta import RewardMeta
 
 if TYPE_CHECKING:
     from jinja2 import Environment
@@ -99,7 +101,7 @@ def review_items(run_dir: Path, spec: RunSpec, n: int | None = None) -> tuple[li
     current = readingset.reading_ids(run_dir, [str(r["id"]) for r in every])
     rows = [r for r in every if r["id"] in current]  # held-back samples stay unseen until `review --fresh`
     metas = report["rewards"]
-    gcol = gold_column(spec)
+    gcol = gold_column(spec, [RewardMeta.of(m) for m in metas])
     picked = select(rows, _count(spec, rows, n), spec.training.seed)
     items = []
     for r in picked:
@@ -120,8 +122,24 @@ def review_items(run_dir: Path, spec: RunSpec, n: int | None = None) -> tuple[li
             "passing_probes": sorted({p["probe"] for p in report.get("probes", []) if p["passing"]}),
             "base_success": {k: report["base_success"].get(k)
                              for k in ("verdict", "message", "mean_success", "provisional", "missing")},
-            "definitions": V.DEFINITIONS, "gated": [m["name"] for m in metas if m.get("gated_on_format")]}
+            "definitions": V.DEFINITIONS, "gated": [m["name"] for m in metas if m["gated"]],
+            # a JSON answer compared field by field with a gold object (its kind's gold hook says so)
+            "structured": any((g := kind_of(r).gold(r, spec.dataset)) is not None and g.shape == "object" and g.read
+                              for r in spec.rewards),
+            "imported": _imported(run_dir)}
     return items, meta
+
+
+def _imported(run_dir: Path) -> str | None:
+    """A plain line when the samples were imported, not sampled here (sample_info.json), else None."""
+    from finetune.inspect.gate import samples_source
+
+    found = samples_source(run_dir)
+    if found.source != "imported":
+        return None
+    return (f"IMPORTED samples: they come from {found.file}, not from this plugin's sampler"
+            + ("" if found.agent_writable is False else ", a file the agent's tools can write (it may have written "
+               "them)"))
 
 
 def _fence(text: str) -> str:
@@ -154,7 +172,7 @@ def how_to_judge(meta: dict[str, Any]) -> list[str]:
                   "malformed). Judge what you see anyway: a right answer without the required format is "
                   "`\"correct\": true, \"well_formed\": false, \"accept\": false`; the gate counts it as "
                   "agreement with a note, not as a false negative."]
-    if any(m.get("type") == "json_match" for m in meta["rewards"]):  # a structured answer: the rule field by field
+    if meta.get("structured"):  # a structured answer: the rule field by field
         lines += ["", STRUCTURED]
     return lines
 
@@ -172,6 +190,7 @@ def markdown(run_dir: Path, items: list[dict[str, Any]], meta: dict[str, Any]) -
     completion — no reward score, pass or flag (those are in the key, opened after the verdicts)."""
     reading = run_dir / "reading.jsonl"
     lines = [f"# Reward inspection sheet — {meta['run']}", "",
+             *([f"**{meta['imported']}.**", ""] if meta.get("imported") else []),
              f"{coverage(meta)}. Read at least {meta['min_read']}.", "",
              "## How to read: blind first, then the key", "",
              "This sheet shows what the task gave and what the model wrote, and nothing the rewards said. Judge "
@@ -192,7 +211,7 @@ def markdown(run_dir: Path, items: list[dict[str, Any]], meta: dict[str, Any]) -
               f"`{command('inspect', 'confirm', run_dir, '--user', 'NAME')}` (the user's act, not the agent's).", "",
               "## Rewards being checked", "", "| reward | type | role | gated on format |", "|---|---|---|---|"]
     for m in meta["rewards"]:
-        lines.append(f"| {m['name']} | {m['type']} | {m['role']} | {'yes' if m.get('gated_on_format') else 'no'} |")
+        lines.append(f"| {m['name']} | {m['type']} | {m['role']} | {'yes' if m['gated'] else 'no'} |")
     lines += ["", "## Samples", ""]
     for i, it in enumerate(items, 1):
         lines += [f"### {i}. `{it['id']}`", "", "**Prompt**", "", _fence(it["prompt"]), ""]
@@ -233,8 +252,12 @@ def write_review(run_dir: str | Path, spec: RunSpec, fmt: str, n: int | None = N
     items, meta = review_items(run_dir, spec, n)
     if fmt == "md":
         return atomic.write_text(run_dir / rundir.REVIEW_MD, markdown(run_dir, items, meta))
-    # the page is read by a person: their verdicts are recorded by their path (the agent's `verdict` would not count)
+    # the page is read by a person: their verdicts are recorded by their path (the agent's `verdict` would not count);
+    # its export carries the page's digest, which `inspect human-verdict` checks against this file
+    from finetune.inspect.personact import page_digest
+
     meta["verdict_command"] = command("inspect", "human-verdict", run_dir, "--file", "verdicts.jsonl")
+    meta["page"] = page_digest([(it["id"], it["sha"]) for it in items])
     return atomic.write_text(run_dir / rundir.REVIEW_HTML, html(items, meta))
 
 
@@ -270,7 +293,7 @@ class _Quit(Exception):
 
 
 def _reveal(console: Console, run_dir: Path, it: dict[str, Any], verdict: V.Verdict, row: dict[str, Any],
-            metas: list[dict[str, Any]]) -> None:
+            metas: list[RewardMeta]) -> None:
     """After the verdict is saved: the rewards' scores, their view, and whether they agree with it."""
     V.record_reveals(run_dir, [it["id"]], "terminal")
     console.print(_score_table(it))
@@ -323,7 +346,7 @@ def terminal_review(run_dir: str | Path, spec: RunSpec, console: Console, n: int
         verdict = V.Verdict(id=it["id"], **first.model_dump(), note=note, reader="human")
         V.record_verdicts(run_dir, [verdict], "terminal", via="terminal", by=by)
         saved += 1
-        _reveal(console, run_dir, it, verdict, rows[it["id"]], meta["rewards"])
+        _reveal(console, run_dir, it, verdict, rows[it["id"]], [RewardMeta.of(m) for m in meta["rewards"]])
         if ask(f"{it['id']}: keep your verdict? (k keep, c change)", choices=["k", "c"], default="k") == "c":
             try:
                 again = _ask_verdict(ask, it["id"])

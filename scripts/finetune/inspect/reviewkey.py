@@ -16,6 +16,7 @@ from finetune import atomic, rundir
 from finetune.inspect import review as R
 from finetune.inspect import verdicts as V
 from finetune.inspect.score import load_scored
+from finetune.rewards.lib.rewards_meta import RewardMeta
 
 if TYPE_CHECKING:
     from finetune.spec import RunSpec
@@ -36,7 +37,7 @@ def _header(run_dir: Path, items: list[dict[str, Any]], meta: dict[str, Any],
               "|---|---|---|---|---|---|"]
     for m in meta["rewards"]:
         lines.append(f"| {m['name']} | {m['type']} | {m['role']} | {R._fmt(m['threshold'])} | {R._fmt(m['weight'])} "
-                     f"| {'yes' if m.get('gated_on_format') else 'no'} |")
+                     f"| {'yes' if m['gated'] else 'no'} |")
     lines += ["", "## Red flags and probes", ""]
     lines += [f"- **{f['id']}** — {f['message']}" for f in meta["flags"]]
     if meta["passing_probes"]:
@@ -50,7 +51,7 @@ def _header(run_dir: Path, items: list[dict[str, Any]], meta: dict[str, Any],
 
 
 def _sample(i: int, it: dict[str, Any], row: dict[str, Any], verdict: V.Verdict | None,
-            metas: list[dict[str, Any]]) -> list[str]:
+            metas: list[RewardMeta]) -> list[str]:
     lines = [f"### {i}. `{it['id']}`" + (f" — flags: {', '.join(it['flags'])}" if it["flags"] else ""), "",
              "| reward | role | score | threshold | passes |", "|---|---|---|---|---|"]
     for r in it["rewards"]:
@@ -82,8 +83,9 @@ def write_key(run_dir: str | Path, spec: RunSpec, n: int | None = None) -> tuple
     # a verdict counts for the key only while it judged the very sample shown (as in the gate)
     verdicts = {k: v for k, v in V.load_verdicts(run_dir).items() if digests.get(k) == v.sample_sha256}
     lines = _header(run_dir, items, meta, verdicts)
+    metas = [RewardMeta.of(m) for m in meta["rewards"]]
     for i, it in enumerate(items, 1):
-        lines += _sample(i, it, rows[it["id"]], verdicts.get(it["id"]), meta["rewards"])
+        lines += _sample(i, it, rows[it["id"]], verdicts.get(it["id"]), metas)
     # the reveal first: a kill between the two leaves a recorded reveal without a key, never a key whose
     # scores the gate does not know were seen
     V.record_reveals(run_dir, [it["id"] for it in items], "key")

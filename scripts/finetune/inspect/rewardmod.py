@@ -12,7 +12,6 @@ import asyncio
 import hashlib
 import importlib.util
 import itertools
-import math
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -22,49 +21,33 @@ from typing import Any
 from finetune import rundir
 from finetune.errors import UserError
 from finetune.inspect.samplesio import trajectory_text
+from finetune.rewards.lib.rewards_meta import RewardMeta
 
-ROLES = ("format", "correctness", "shaping")
 _counter = itertools.count()
 
 
 @dataclass
-class RewardInfo:
-    """One reward as rewards.py declares it (REWARD_META) plus its callable and weight."""
-
-    name: str
-    type: str
-    role: str
-    threshold: float
-    min: float | None
-    max: float | None
-    weight: float
-    func: Callable[..., Any] = field(repr=False)
-    # a correctness reward that scores 0 on malformed output by design (REWARD_META "gated_on_format")
-    gated_on_format: bool = False
-
-    def passes(self, value: float | None) -> bool:
-        """A score passes when it is a finite number at or above the reward's threshold."""
-        return value is not None and math.isfinite(value) and value >= self.threshold - 1e-9
-
-    def meta(self) -> dict[str, Any]:
-        return {"name": self.name, "type": self.type, "role": self.role, "threshold": self.threshold,
-                "min": self.min, "max": self.max, "weight": self.weight,
-                "gated_on_format": self.gated_on_format}
-
-
-@dataclass
 class RewardModule:
+    """A run's loaded rewards.py: its rewards as rewards.py declares them (REWARD_META, in spec order) and the
+    functions TRL calls, by reward name."""
+
     path: Path
     module: Any
-    rewards: list[RewardInfo]
+    rewards: list[RewardMeta]
+    funcs: dict[str, Callable[..., Any]] = field(repr=False)
 
     def disable_caches(self) -> None:
         fn = getattr(self.module, "disable_caches", None)
         if callable(fn):
             fn()
 
-    def by_role(self, *roles: str) -> list[RewardInfo]:
+    def by_role(self, *roles: str) -> list[RewardMeta]:
         return [r for r in self.rewards if r.role in roles]
+
+    def score(self, reward: RewardMeta, items: list[dict[str, Any]], batch_size: int = 32,
+              whys: list[str | None] | None = None) -> tuple[list[float | None], list[str | None]]:
+        """:func:`score_items` with ``reward``'s function."""
+        return score_items(self.funcs[reward.name], reward.name, items, batch_size, whys)
 
 
 def load_rewards(run_dir: str | Path, spec_reward_names: list[str] | None = None) -> RewardModule:
@@ -90,36 +73,31 @@ def load_rewards(run_dir: str | Path, spec_reward_names: list[str] | None = None
     except Exception as exc:  # any import-time failure of user code is bad input, not a crash
         raise UserError(f"cannot import: {type(exc).__name__}: {exc}", where=str(path),
                         fix="fix the reward module (or re-render it with `finetune rewards render`)") from None
-    for attr in ("REWARD_FUNCS", "REWARD_WEIGHTS", "REWARD_META"):
+    for attr in ("REWARD_FUNCS", "REWARD_META"):
         if not hasattr(module, attr):
             raise UserError(f"{rundir.REWARDS} does not define {attr}", where=str(path),
                             fix="re-render it with `finetune rewards render SPEC`")
-    funcs, weights, metas = list(module.REWARD_FUNCS), list(module.REWARD_WEIGHTS), list(module.REWARD_META)
-    if not (len(funcs) == len(weights) == len(metas)) or not funcs:
-        raise UserError("REWARD_FUNCS, REWARD_WEIGHTS and REWARD_META differ in length (or are empty)",
+    funcs, metas = list(module.REWARD_FUNCS), list(module.REWARD_META)
+    if len(funcs) != len(metas) or not funcs:
+        raise UserError("REWARD_FUNCS and REWARD_META differ in length (or are empty)",
                         where=str(path), fix="re-render it with `finetune rewards render SPEC`")
-    rewards: list[RewardInfo] = []
-    for i, (func, weight, meta) in enumerate(zip(funcs, weights, metas)):
+    rewards: list[RewardMeta] = []
+    for i, (func, meta) in enumerate(zip(funcs, metas)):
         where = f"{path}: REWARD_META[{i}]"
-        if not callable(func) or not isinstance(meta, dict):
-            raise UserError("entry is not a callable with a meta dict", where=where, fix="re-render rewards.py")
-        missing = [k for k in ("name", "type", "role", "threshold") if k not in meta]
-        if missing:
-            raise UserError(f"missing {', '.join(missing)}", where=where, fix="re-render rewards.py")
-        if meta["role"] not in ROLES:
-            raise UserError(f"role '{meta['role']}' is not one of {', '.join(ROLES)}", where=where,
-                            fix="set role to format, correctness or shaping in the spec")
-        rewards.append(RewardInfo(name=str(meta["name"]), type=str(meta["type"]), role=str(meta["role"]),
-                                  threshold=float(meta["threshold"]),
-                                  min=None if meta.get("min") is None else float(meta["min"]),
-                                  max=None if meta.get("max") is None else float(meta["max"]),
-                                  weight=float(weight), func=func,
-                                  gated_on_format=meta.get("gated_on_format") is True))
+        try:
+            rewards.append(RewardMeta.of(meta))  # the run folder's copy of the class, read field by field
+        except (TypeError, ValueError) as exc:
+            raise UserError(str(exc), where=where, fix="re-render rewards.py with `finetune rewards render SPEC`"
+                            ) from None
+        if not callable(func):
+            raise UserError("REWARD_FUNCS entry is not callable", where=where, fix="re-render rewards.py")
     names = [r.name for r in rewards]
     if spec_reward_names is not None and names != list(spec_reward_names):
         raise UserError(f"rewards.py defines {names} but the spec names {list(spec_reward_names)}",
                         where=str(path), fix="re-render rewards.py from the current spec")
-    return RewardModule(path=path, module=module, rewards=rewards)
+    if len(set(names)) != len(names):
+        raise UserError(f"REWARD_META names a reward twice: {names}", where=str(path), fix="re-render rewards.py")
+    return RewardModule(path=path, module=module, rewards=rewards, funcs=dict(zip(names, funcs)))
 
 
 def as_completion(text: str, conversational: bool, trajectory: list[dict[str, Any]] | None = None) -> Any:
@@ -173,24 +151,25 @@ def _call(func: Callable[..., Any], items: list[dict[str, Any]], extra_out: dict
     return [_normalise(v) for v in out]
 
 
-def _whys(reward: RewardInfo, extra: dict[str, Any], n: int) -> list[str | None]:
+def _whys(name: str, extra: dict[str, Any], n: int) -> list[str | None]:
     """The per-row reason ids a reward logged as ``<name>/why`` (None where it logged none)."""
-    got = extra.get(f"{reward.name}/why")
+    got = extra.get(f"{name}/why")
     if not isinstance(got, list) or len(got) != n:
         return [None] * n
     return [w if isinstance(w, str) else None for w in got]
 
 
-def _raise_refusal(reward: RewardInfo, exc: Exception) -> None:
+def _raise_refusal(name: str, exc: Exception) -> None:
     """Agent-written code the sandbox cannot run (or that does not import in it) is refused in one line, never
     scored as a batch of None: it must not run at all outside the sandbox."""
     if getattr(exc, "agent_code_refused", False):
-        raise UserError(str(exc), where=f"reward '{reward.name}'", fix=str(getattr(exc, "fix", ""))) from None
+        raise UserError(str(exc), where=f"reward '{name}'", fix=str(getattr(exc, "fix", ""))) from None
 
 
-def score_items(reward: RewardInfo, items: list[dict[str, Any]], batch_size: int = 32,
+def score_items(func: Callable[..., Any], name: str, items: list[dict[str, Any]], batch_size: int = 32,
                 whys: list[str | None] | None = None) -> tuple[list[float | None], list[str | None]]:
-    """Score ``items`` (dicts with prompt, completion, conversational, columns) with one reward.
+    """Score ``items`` (dicts with prompt, completion, conversational, columns) with one reward function
+    (``name``: the reward's, which its ``<name>/why`` column carries).
 
     Returns (values, errors): a batch that raises is re-scored one item at a time so an exception
     is attributed to the completions that cause it (TRL would crash the whole training step). When
@@ -202,21 +181,21 @@ def score_items(reward: RewardInfo, items: list[dict[str, Any]], batch_size: int
         batch = items[start:start + batch_size]
         extra: dict[str, Any] = {}
         try:
-            values.extend(_call(reward.func, batch, extra))
+            values.extend(_call(func, batch, extra))
             errors.extend([None] * len(batch))
             if whys is not None:
-                whys.extend(_whys(reward, extra, len(batch)))
+                whys.extend(_whys(name, extra, len(batch)))
             continue
         except Exception as exc:
-            _raise_refusal(reward, exc)
+            _raise_refusal(name, exc)
         for it in batch:
             extra = {}
             try:
-                values.extend(_call(reward.func, [it], extra))
+                values.extend(_call(func, [it], extra))
                 errors.append(None)
             except Exception as exc:
                 values.append(None)
                 errors.append(f"{type(exc).__name__}: {exc}"[:300])
             if whys is not None:
-                whys.extend(_whys(reward, extra, 1))
+                whys.extend(_whys(name, extra, 1))
     return values, errors

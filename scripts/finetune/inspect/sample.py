@@ -265,7 +265,10 @@ def _load_import(path: str, prompt_column: str = "prompt") -> tuple[list[dict[st
     rows = load_samples(src, prompt_column)  # validates every line; a bad line → UserError file:line
     for r in rows:
         r.setdefault("source", "import")
-    return rows, {"file": str(src.resolve()), "sha256": sha256_file(src), "rows": len(rows)}
+    from finetune.inspect.personact import agent_writable
+
+    return rows, {"file": str(src.resolve()), "sha256": sha256_file(src), "rows": len(rows),
+                  "agent_writable": agent_writable(src)}
 
 
 def _import_all(import_file: str | None, import_base: str | None, run_dir: Path, info: dict[str, Any],

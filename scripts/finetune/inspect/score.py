@@ -23,10 +23,11 @@ from finetune.hashing import reward_files, reward_section_digest, sha256_file
 from finetune.inspect import flags as flags_mod
 from finetune.inspect import probes as probes_mod
 from finetune.inspect import runfiles
-from finetune.inspect.rewardmod import RewardInfo, RewardModule, load_rewards, score_items
+from finetune.inspect.rewardmod import RewardModule, load_rewards
 from finetune.inspect.samplesio import load_samples
 from finetune.inspect.verdicts import load_json
-from finetune.rewards.kinds import reading_of
+from finetune.rewards.kind import reading_of
+from finetune.rewards.lib.rewards_meta import RewardMeta
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -70,6 +71,17 @@ def load_report(run_dir: Path) -> dict[str, Any]:
     return runfiles.check_report(report, path)  # the shape readers index, or one line naming the file
 
 
+def report_metas(report: dict[str, Any], run_dir: Path) -> list[RewardMeta]:
+    """The RewardMeta of each reward in a score report (its ``rewards`` entries carry them, as rewards.py's
+    REWARD_META gave them, beside their statistics)."""
+    try:
+        return [RewardMeta.of(entry) for entry in report["rewards"]]
+    except (TypeError, ValueError) as exc:
+        raise UserError(f"not a score report as `inspect score` writes it: rewards: {exc}",
+                        where=str(Path(run_dir) / rundir.SCORE_REPORT),
+                        fix="re-run `finetune inspect score RUN` (never edit it by hand)") from None
+
+
 def load_scored(run_dir: Path) -> list[dict[str, Any]]:
     path = Path(run_dir) / rundir.SCORED
     if not path.is_file():
@@ -84,7 +96,7 @@ def _score_all(rm: RewardModule, samples: list[dict[str, Any]], progress: Callab
     errors: dict[str, list[str | None]] = {}
     for r in rm.rewards:
         reasons: list[str | None] = []
-        values[r.name], errors[r.name] = score_items(r, samples, whys=reasons)
+        values[r.name], errors[r.name] = rm.score(r, samples, whys=reasons)
         if whys is not None:
             whys[r.name] = reasons
         if progress:
@@ -204,10 +216,10 @@ def mark_provisional(base: dict[str, Any], spec: RunSpec, stand_in: bool) -> Non
         base["message"] += " — PROVISIONAL: " + "; ".join(missing)
 
 
-def _stats(r: RewardInfo, values: list[float | None], errors: list[str | None],
+def _stats(r: RewardMeta, values: list[float | None], errors: list[str | None],
            rows: list[dict[str, Any]]) -> dict[str, Any]:
     finite = [v for v in values if v is not None and math.isfinite(v)]
-    return {**r.meta(), "n": len(values), "mean": statistics.fmean(finite) if finite else None,
+    return {**r.as_dict(), "n": len(values), "mean": statistics.fmean(finite) if finite else None,
             "std": statistics.pstdev(finite) if len(finite) > 1 else (0.0 if finite else None),
             "min_seen": min(finite) if finite else None, "max_seen": max(finite) if finite else None,
             "none": sum(v is None and e is None for v, e in zip(values, errors)),
@@ -268,8 +280,7 @@ def compute(run_dir: str | Path, spec: RunSpec, *, caches: bool = True,
     run_dir = Path(run_dir)
     rm = load_rewards(run_dir, [r.name for r in spec.rewards])
     if channel is not None:
-        for r in rm.rewards:
-            r.func = channel.guard(r.name, r.func)
+        rm.funcs = {name: channel.guard(name, func) for name, func in rm.funcs.items()}
     if not caches:
         rm.disable_caches()
     samples = load_samples(run_dir / rundir.SAMPLES)
@@ -307,10 +318,11 @@ def compute(run_dir: str | Path, spec: RunSpec, *, caches: bool = True,
         "rewards": [_stats(r, values[r.name], errors[r.name], rows) for r in rm.rewards],
         "base_success": base,
         "flags": flag_list,
-        "not_applicable": flags_mod.not_applicable(spec),
+        "not_applicable": flags_mod.not_applicable(rm.rewards),
         "probes": probe_result["probes"],
         "controls": probe_result["controls"],
         "layout_accepted_by_format_rewards": probe_result["layout_accepted"],
+        "probe_gold": probe_result["gold"],
         "tests": tests_report(spec, samples),
     }
     return rows, report
@@ -436,6 +448,9 @@ def print_report(report: dict[str, Any], console: Console) -> None:
         console.print(note)
     for f in report["flags"]:
         console.print(f"[red]FLAG[/red] {f['id']}: {f['message']}")
+    gold_note = (report.get("probe_gold") or {}).get("note")
+    if gold_note:
+        console.print(f"[yellow]probes[/yellow]: {gold_note}")
     for n in report.get("not_applicable", []):
         console.print(f"not applicable: {n['check']}" + (f":{n['reward']}" if n["reward"] else "")
                       + f" — {n['reason']}")

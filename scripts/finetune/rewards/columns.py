@@ -15,16 +15,12 @@ if TYPE_CHECKING:
 
 
 def reward_columns(spec: RunSpec) -> list[tuple[str, str]]:
-    """(column, spec field) for every dataset column a reward of ``spec`` reads, in spec order."""
-    out: list[tuple[str, str]] = []
-    for index, reward in enumerate(spec.rewards):
-        for field in type(reward).model_fields:
-            value = getattr(reward, field)
-            if field.endswith("_column") and isinstance(value, str):
-                out.append((value, f"rewards[{index}].{field}"))
-            elif field == "columns" and isinstance(value, (list, tuple)):
-                out += [(c, f"rewards[{index}].columns") for c in value if isinstance(c, str)]
-    return out
+    """(column, spec field) for every dataset column a reward of ``spec`` reads, in spec order: what its kind's
+    ``columns`` hook declares (never read off the fields' names)."""
+    from finetune.rewards.kind import kind_of
+
+    return [(column, f"rewards[{index}].{field}") for index, reward in enumerate(spec.rewards)
+            for field, column in kind_of(reward).columns(reward)]
 
 
 def _refuse(column: str, field: str, present: Iterable[str], where: str, what: str) -> UserError:

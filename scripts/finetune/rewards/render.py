@@ -1,22 +1,24 @@
 """Render a run's standalone rewards.py (and its rewards_*.py helpers) from the Jinja templates.
 
 The templates under ``templates/`` are the single source of every reward function: this module
-renders them into a run directory, and :func:`reward_functions_doc` renders the same macros into
+renders them into a run directory, and :mod:`finetune.rewards.reference` renders the same macros into
 references/reward-functions.md.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from finetune import __version__, literals, rundir
 from finetune.errors import UserError
-from finetune.rewards.kinds import KINDS, PlanError, reading_of
-from finetune.rewards.registry import HELPERS, TYPE_ORDER
+from finetune.rewards.kind import KINDS, KINDS_DIR, TEMPLATES, PlanContext, PlanError, reading_of
+from finetune.rewards.lib import ALWAYS, HELPERS, SHARED_STDLIB
+from finetune.rewards.lib.rewards_meta import RewardMeta
+from finetune.rewards.registry import TYPE_ORDER
 from finetune.rewards.specs import PARTIAL_CEILING, ordering_margin, penalty_floors
 
 if TYPE_CHECKING:
@@ -24,10 +26,7 @@ if TYPE_CHECKING:
 
     from finetune.spec import RunSpec
 
-TEMPLATES = Path(__file__).resolve().parent / "templates"
 HELPER_FILES = {name: file for name, (file, _) in HELPERS.items()}
-STDLIB_IMPORTS = ("json", "re", "warnings")  # what the shared plumbing uses; the rest per kind (registry)
-
 
 
 def _host(url: str) -> str:
@@ -45,8 +44,10 @@ def environment() -> jinja2.Environment:
     """The Jinja environment every reward template renders in (strict: an unknown name is an error)."""
     import jinja2
 
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), undefined=jinja2.StrictUndefined,
-                             trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True, autoescape=False)
+    # the shared templates, and each kind's as "<type>/template.py.j2" (its folder under kinds/)
+    loader = jinja2.FileSystemLoader([str(TEMPLATES), str(KINDS_DIR)])
+    env = jinja2.Environment(loader=loader, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
+                             keep_trailing_newline=True, autoescape=False)
     literals.register(env)
     env.filters["tuple"] = tuple
     env.filters["judge_host"] = _host  # a judge's host, for the rendered reward to say which host it calls
@@ -56,27 +57,18 @@ def environment() -> jinja2.Environment:
     return env
 
 
-@dataclass
-class _Planned:
+@dataclass(frozen=True)
+class Rendered:
+    """One reward as its template renders it: the spec entry, its RewardMeta and its ``reward`` macro's
+    arguments after the entry (the kind's ``macro_args``)."""
+
     spec: Any
-    role: str
-    threshold: float
-    min: float
-    max: float
-    gated: bool = False
-    episode: bool = False  # scores an environment's episode: training's live text checks do not apply
-    floor: float | None = None
-    limit: int | None = None
-    wrapped: Any = None
+    meta: RewardMeta
+    args: tuple[Any, ...]
 
     @property
     def template(self) -> str:
         return KINDS[self.spec.type].template
-
-    @property
-    def args(self) -> tuple[Any, ...]:
-        """The arguments of its template's ``reward`` macro after the spec entry (the kind's ``macro_args``)."""
-        return KINDS[self.spec.type].macro_args(self)
 
 
 def _fail(loc: str, what: str, fix: str, spec_path: Path | None) -> UserError:
@@ -96,34 +88,48 @@ def _fail(loc: str, what: str, fix: str, spec_path: Path | None) -> UserError:
     return UserError(f"{loc}: {what}", where=where, fix=fix)
 
 
-def plan(rewards: list[Any], max_completion_length: int, spec_path: Path | None = None) -> list[_Planned]:
-    """Check cross-reward settings and compute what each rendered function needs (gating, floors)."""
+def plan(rewards: list[Any], max_completion_length: int, spec_path: Path | None = None) -> list[Rendered]:
+    """Check cross-reward settings and decide each reward's :class:`RewardMeta` (role, threshold, range, gating,
+    episode: computed here once, written into rewards.py, read back everywhere) and its macro arguments."""
     names = [r.name for r in rewards]
     if len(set(names)) != len(names):
         dup = next(n for n in names if names.count(n) > 1)
         raise _fail(f"rewards[{names.index(dup, names.index(dup) + 1)}].name", f"duplicate reward name '{dup}'",
                     "give every reward its own name", spec_path)
     has_format = any(r.effective_role == "format" for r in rewards)
-    floors = penalty_floors(rewards)
-    planned = []
+    base = {r.name: RewardMeta(name=r.name, type=r.type, role=r.effective_role, weight=r.weight,
+                               threshold=r.pass_threshold, min=r.min_score, max=r.max_score,
+                               gated=has_format and r.effective_role == "correctness",
+                               episode=reading_of(r).episode) for r in rewards}
+    context = PlanContext(rewards, base, penalty_floors(rewards), max_completion_length)
+    out = []
     for index, r in enumerate(rewards):
-        item = _Planned(spec=r, role=r.effective_role, threshold=r.pass_threshold, min=r.min_score, max=r.max_score,
-                        gated=has_format and r.effective_role == "correctness", episode=reading_of(r).episode)
-        kind_plan = KINDS[r.type].plan
-        if kind_plan is not None:
+        entry = KINDS[r.type]
+        planned: dict[str, Any] = {}
+        if entry.plan is not None:
             try:
-                fields = kind_plan(r, rewards, floors, max_completion_length)
+                planned = entry.plan(r, context)
             except PlanError as exc:
                 raise _fail(f"rewards[{index}].{exc.field}", exc.what, exc.fix, spec_path) from None
-            for name, value in fields.items():
-                setattr(item, name, value)
-        planned.append(item)
-    return planned
+        meta = replace(base[r.name], **{k: v for k, v in planned.items() if k in _META_FIELDS})
+        out.append(Rendered(r, meta, entry.macro_args(r, meta, planned)))
+    return out
+
+
+_META_FIELDS = {f.name for f in fields(RewardMeta)}
+
+
+def reward_metas(spec: RunSpec) -> list[RewardMeta]:
+    """The RewardMeta ``rewards render`` writes for ``spec``'s rewards, in spec order (``finetune diagnose``
+    reads them this way when the run has a spec but no rewards.py)."""
+    return [item.meta for item in plan(list(spec.rewards), spec.generation.max_completion_length, spec.source)]
 
 
 def _requirements(rewards: list[Any]) -> tuple[list[str], list[str]]:
+    """(pip requirements, helper keys) of the rendered code for ``rewards``: the kinds' entries and the helpers
+    every rewards.py loads."""
     packages: list[str] = []
-    helpers: list[str] = []
+    helpers: list[str] = list(ALWAYS)
     for t in TYPE_ORDER:
         if not any(r.type == t for r in rewards):
             continue
@@ -158,8 +164,7 @@ def render_sources(rewards: list[Any], *, run_name: str = "run", spec_path: str 
     env_sandbox = any(uses_sandbox(text) for text in ([env_text] if env_text else []) + list(env_modules.values()))
     if user_files and "sandbox" not in helpers:
         helpers.append("sandbox")
-    stdlib = sorted(set(STDLIB_IMPORTS).union(*(KINDS[t].stdlib for t in types_used), ("os", "sys") if helpers
-                                              else ()))
+    stdlib = sorted(set(SHARED_STDLIB).union(*(KINDS[t].stdlib for t in types_used)))
     third_party = [m for t in types_used for m in KINDS[t].imports]
     helper_files = [HELPER_FILES[h] for h in helpers]
     helper_files += list(user_files)
@@ -175,7 +180,7 @@ def render_sources(rewards: list[Any], *, run_name: str = "run", spec_path: str 
         stdlib_imports=stdlib, package_imports=third_party,
         library_templates=library_templates, environment=tool_env, env_sandbox=env_sandbox,
         caches=[c for t in types_used for c in KINDS[t].caches],
-        gated=any(p.role == "format" for p in planned), margin=ordering_margin(rewards) or 0.0)
+        gated=any(p.meta.role == "format" for p in planned), margin=ordering_margin(rewards) or 0.0)
     files = {rundir.REWARDS: text}
     for helper in helpers:
         files[HELPER_FILES[helper]] = _render_helper(helper)
@@ -431,29 +436,36 @@ JUDGE_LOOPBACK = ("127.0.0.1", "localhost", "::1")  # the rendered judge's _JUDG
 
 
 def judge_hosts_allowed() -> list[str]:
-    """The hosts a judge may call, as the rendered judge decides at each call: FINETUNE_JUDGE_HOSTS
-    (comma-separated, set by the person in their own shell), or this machine without it."""
-    import os
+    """The hosts a judge may call, as the rendered judge decides at each call: the person's judge_hosts (the
+    plugin's userConfig, or FINETUNE_JUDGE_HOSTS in their own shell), or this machine without them."""
+    from finetune.inspect.personkey import person_setting
 
-    listed = [h.strip().lower() for h in os.environ.get("FINETUNE_JUDGE_HOSTS", "").split(",") if h.strip()]
-    return listed or list(JUDGE_LOOPBACK)
+    return [h.lower() for h in person_setting("judge_hosts")] or list(JUDGE_LOOPBACK)
 
 
 def check_judge_hosts(spec: RunSpec) -> None:
-    """Refuse to render a judge whose endpoint host the person did not allow: prompts, completions and the
-    key in api_key_env would go there (the rendered judge refuses at each call too; this says so up front)."""
-    import os
+    """Refuse to render a judge whose endpoint host the person did not allow, or whose api_key_env is not a name the
+    person allowed (userConfig judge_key_envs, or FINETUNE_JUDGE_KEY_ENVS): prompts, completions and that key would
+    go there (the rendered judge refuses a host at each call too; this says so up front)."""
+    from finetune.inspect.personkey import person_setting
 
     allowed = judge_hosts_allowed()
-    shown = ", ".join(allowed) if os.environ.get("FINETUNE_JUDGE_HOSTS", "").strip() else "unset: this machine only"
+    shown = ", ".join(allowed) if person_setting("judge_hosts") else "unset: this machine only"
+    keys = person_setting("judge_key_envs")
     for index, r in enumerate(spec.rewards):
         endpoint = getattr(r, "endpoint", None)  # a kind that calls out over the network names an endpoint
         host = _host(endpoint).lower() if isinstance(endpoint, str) else None
         if host is not None and host not in allowed:
             raise _fail(f"rewards[{index}].endpoint",
                         f"judge host {host or '(none)'!r} is not an allowed judge host (FINETUNE_JUDGE_HOSTS: {shown})",
-                        "use a judge on this machine, or the person exports FINETUNE_JUDGE_HOSTS="
-                        + (host or "HOST") + " in their own shell", spec.source)
+                        "use a judge on this machine, or the person adds it to the plugin's judge_hosts setting or "
+                        "exports FINETUNE_JUDGE_HOSTS=" + (host or "HOST") + " in their own shell", spec.source)
+        key = getattr(r, "api_key_env", None)
+        if isinstance(key, str) and key not in keys:
+            raise _fail(f"rewards[{index}].api_key_env",
+                        f"api_key_env {key!r} is not a variable the person allowed a judge to read (judge_key_envs: "
+                        f"{', '.join(keys) or 'none'})", "the person adds it to the plugin's judge_key_envs setting "
+                        "(/plugin), or exports FINETUNE_JUDGE_KEY_ENVS=" + key + " in their own shell", spec.source)
 
 
 def render_rewards(spec: RunSpec, out_dir: str | Path) -> list[Path]:
@@ -472,126 +484,3 @@ def render_rewards(spec: RunSpec, out_dir: str | Path) -> list[Path]:
 
     stale = tuple(p.name for p in out_dir.glob("rewards_*.py") if p.name not in files and p.is_file())
     return commit.commit_files(out_dir, files, remove=stale)
-
-
-# ------------------------------------------------------------------------------------------------
-# references/reward-functions.md — generated from the same templates (finetune docs --check)
-# ------------------------------------------------------------------------------------------------
-
-DOC_EXAMPLES: dict[str, dict[str, Any]] = {t: k.example for t, k in KINDS.items()}
-
-
-def _field_rows(model: Any) -> list[dict[str, str]]:
-    rows = []
-    for name, info in model.model_fields.items():
-        shown = info.alias or name
-        if shown == "type":
-            continue
-        default = "required" if info.is_required() else (
-            "[]" if info.default_factory is not None else json.dumps(info.default))
-        rows.append({"name": shown, "default": default, "meaning": (info.description or "").replace("|", "/")})
-    return rows
-
-
-def _type_rows() -> list[dict[str, str]]:
-    from finetune.rewards.registry import REWARD_TYPES
-
-    return [{"type": t, "default_role": cls.default_role, "allowed": ", ".join(cls.allowed_roles),
-             "low": "floor (≤ 0)" if cls.default_role == "shaping" else str(cls.min_score), "high": str(cls.max_score),
-             "helpers": ", ".join(HELPER_FILES[h] for h in KINDS[t].helpers) or "—",
-             "packages": ", ".join(KINDS[t].packages) or "stdlib"} for t, cls in REWARD_TYPES.items()]
-
-
-def _kind_sections(examples: dict[str, Any]) -> list[dict[str, Any]]:
-    """Per reward type: its doc, fields, failure notes, example entry, rendered function and library code."""
-    import yaml
-
-    from finetune.rewards.registry import REWARD_TYPES
-
-    planned = {p.spec.name: p for p in plan(list(examples.values()), 1024)}
-    sections: list[dict[str, Any]] = []
-    for t, cls in REWARD_TYPES.items():
-        module = _macros(KINDS[t].template)
-        example = examples[t]
-        p = planned[example.name]
-        function = module.reward(example, *p.args)
-        sections.append({"title": KINDS[t].title, "type": t, "gated": p.gated,
-                         "doc": (cls.__doc__ or "").strip().replace("\n    ", "\n"),
-                         "fields": _field_rows(cls), "notes": list(KINDS[t].notes),
-                         "example_yaml": yaml.safe_dump([DOC_EXAMPLES[t]], sort_keys=False, width=100).rstrip(),
-                         "function": function.strip(), "library": module.library().strip()})
-    return sections
-
-
-def reward_functions_doc() -> str:
-    """The whole of references/reward-functions.md (templates/reward-functions.md.j2), rendered from the
-    reward templates."""
-    import yaml
-    from pydantic import TypeAdapter
-
-    from finetune.rewards.registry import RewardSpec, explain, reasons
-
-    union: Any = RewardSpec  # a discriminated union built from the registry at import time
-    adapter: TypeAdapter[Any] = TypeAdapter(union)
-    examples = {t: adapter.validate_python(d) for t, d in DOC_EXAMPLES.items()}
-    composite = [examples["format"], examples["exact_match"], examples["length_penalty"]]
-    usage = {"rewards": [DOC_EXAMPLES["format"], DOC_EXAMPLES["exact_match"], DOC_EXAMPLES["length_penalty"]]}
-    env = literals.environment(TEMPLATES)
-    return env.get_template("reward-functions.md.j2").render(
-        usage_yaml=yaml.safe_dump(usage, sort_keys=False, width=100).rstrip(), types=_type_rows(),
-        partial_ceiling=str(PARTIAL_CEILING), margin=f"{ordering_margin(composite):g}",
-        overlong_floor=f"{penalty_floors(composite)['overlong']:g}",
-        rules=[{"text": rule, "why": why} for rule, why in READING_RULES],
-        reasons=[{"id": r, "meaning": m, "fix": explain(r)[1]} for r, m in reasons().items()],
-        common_library=_macros("_common.py.j2").library().strip(),
-        kinds=_kind_sections(examples),
-        format_gate=_render_gate([p for p in plan(composite, 1024) if p.role == "format"]).strip(),
-        mathpool=_render_helper("mathpool").strip())
-
-
-# The rules a careful reader applies, each with its reason; the code is rewards_answers.py.
-READING_RULES = (
-    ("The final answer is the LAST answer container (`\\boxed{}`, `<answer>`, a `####` line, a \"the answer is "
-     "...\" sentence, per `pattern` / `extract`).", "A reader takes the conclusion, not a value mentioned on the way."),
-    ("Prose, punctuation, markdown emphasis (`**\\boxed{72}**`), math delimiters (`\\( \\)`, `$ $`, `\\[ \\]`) and "
-     "closing remarks after the container are allowed; `trailing_text: forbid` restores a bare format.",
-     "Instruct models write \"Therefore \\(\\boxed{72}\\) clips.\" — scoring that 0 teaches GRPO to avoid a correct, "
-     "normal style."),
-    ("Containers inside a closed `<think>` block are reasoning; a `<think>` never closed means no final answer.",
-     "A guess boxed while thinking is not the answer; a completion cut inside its reasoning has none."),
-    ("Several containers with different values score 0; the same value twice is fine; for a multi-value gold "
-     "(list, interval, `\\pm`, `2 and 3`) several boxes naming exactly its values are correct.",
-     "Spraying candidates is a hedge; restating the answer is not."),
-    ("A container naming more than one candidate scores 0: `or` (also inside `\\text{ or }`), `either`, a "
-     "parenthetical alternative `13 \\text{ (or 14)}`, word/word alternatives; a unit (`7.5 \\text{ hours}`, "
-     "`42 pages`) is not a hedge, and a fraction `3/4` is not an alternative.", "A hedge is never correct."),
-    ("A retraction after the container (\"no wait, it is 6\", \"that is wrong\") voids it; a re-check that lands on "
-     "the same value does not.", "The model's last word is the answer a reader takes."),
-    ("A boxed value the completion's own words reject scores 0 (`rejected`): \"so it is not 12\", \"12 is not the "
-     "answer\", \"which is wrong\", `the answer is not \\boxed{12}`; a negation of another value "
-     "(`\\boxed{12}, not 15`) or of something else (\"12 is not prime\") leaves it standing.",
-     "An answer the model itself disowns is not its final answer."),
-    ("Units (`math`): an answer and a gold that both carry a unit of length, mass, time, volume or money (and their "
-     "powers and ratios: `cm^2`, `km/h`) must measure the same quantity (else `unit_mismatch`); another unit of "
-     "that quantity is converted exactly (`2 km` = `2000 m`, `90 minutes` = `1.5 hours`), so `5 m` is not `5 cm`.",
-     "math-verify drops unit words: the same number in another unit would pass."),
-    ("Two plain decimals (`math`) are equal only when they are the same value (`3.14159270` = `3.1415927`, "
-     "`1.25 \\times 10^{-5}` = `0.0000125`); math-verify's 6-decimal rounding is not used for them, so "
-     "`3.1415929` is not `3.1415927`.", "A value that differs in a late significant digit is another value."),
-    ("Numbers: `3\\,600`, `3{,}600`, `3 600`, `3,600`, `3600.0`, `3.6e3`, `3.6 \\times 10^3` and Unicode digits equal "
-     "3600; `\\frac13`, `\\sqrt3`, `\\tfrac12` are expanded.",
-     "These are spellings of one value, not different answers."),
-    ("Golds are parsed WHOLE (`10\\sqrt{2}`, `[-2, 7]`, `3, 5, 7`, `2\\pi` as one expression); a gold written as a "
-     "solution is read at its final container; a gold no reading accounts for is None (not applicable) and "
-     "counted in `rewards/<name>/unusable_gold`.",
-     "Cutting a gold to its last number credits one root or one endpoint (TRL's `accuracy_reward`, open-r1)."),
-)
-
-
-def _render_gate(format_plans: list[_Planned]) -> str:
-    source = environment().get_template("rewards.py.j2").render(
-        run_name="doc", spec_path="spec.yaml", section_digest="-" * 16, rewards=format_plans, packages=[],
-        helper_files=[], helper_modules=[], stdlib_imports=[], package_imports=[], gated=True,
-        margin=0.0, library_templates=[], caches=[])
-    start = source.index("_FORMAT_REWARDS = ")
-    return source[start:source.index("REWARD_FUNCS = ")]

@@ -36,5 +36,6 @@ def disable_caches():
 REWARD_FUNCS = [tests_pass]
 REWARD_WEIGHTS = [1.0]
 REWARD_META = [
-    {"name": "tests_pass", "type": "unit_tests", "role": "correctness", "threshold": 1.0, "min": 0.0, "max": 1.0},
+    {"name": "tests_pass", "type": "unit_tests", "role": "correctness", "threshold": 1.0, "min": 0.0, "max": 1.0,
+     "weight": 1.0, "gated": False, "episode": False},
 ]

@@ -52,6 +52,8 @@ def disable_caches():
 REWARD_FUNCS = [format_ok, correctness]
 REWARD_WEIGHTS = [0.2, 1.0]
 REWARD_META = [
-    {"name": "format_ok", "type": "format", "role": "format", "threshold": 1.0, "min": 0.0, "max": 1.0},
-    {"name": "correctness", "type": "exact_match", "role": "correctness", "threshold": 1.0, "min": 0.0, "max": 1.0},
+    {"name": "format_ok", "type": "format", "role": "format", "threshold": 1.0, "min": 0.0, "max": 1.0,
+     "weight": 0.2, "gated": False, "episode": False},
+    {"name": "correctness", "type": "exact_match", "role": "correctness", "threshold": 1.0, "min": 0.0, "max": 1.0,
+     "weight": 1.0, "gated": False, "episode": False},
 ]

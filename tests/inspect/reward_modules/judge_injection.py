@@ -51,6 +51,8 @@ def disable_caches():
 REWARD_FUNCS = [format_ok, judge_correct]
 REWARD_WEIGHTS = [0.2, 1.0]
 REWARD_META = [
-    {"name": "format_ok", "type": "format", "role": "format", "threshold": 1.0, "min": 0.0, "max": 1.0},
-    {"name": "judge_correct", "type": "judge", "role": "correctness", "threshold": 0.7, "min": 0.0, "max": 1.0},
+    {"name": "format_ok", "type": "format", "role": "format", "threshold": 1.0, "min": 0.0, "max": 1.0,
+     "weight": 0.2, "gated": False, "episode": False},
+    {"name": "judge_correct", "type": "judge", "role": "correctness", "threshold": 0.7, "min": 0.0, "max": 1.0,
+     "weight": 1.0, "gated": False, "episode": False},
 ]

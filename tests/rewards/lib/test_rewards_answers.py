@@ -150,3 +150,54 @@ def test_exact_unit_conversion():
 def test_decimal_digits_grouped_in_threes():
     assert answers.canonical_number("6.283\\,185\\,3") == "6.2831853"
     assert answers.normalise_latex("6.283\\,185\\,3") == "6.2831853"
+
+
+def test_an_fbox_answer_is_read_alike_by_the_reward_the_format_check_and_the_probes(tmp_path):
+    """`\\fbox{42}` is a box to every reader: the format reward and the correctness reward pass it, and Phase 1's
+    own question ("is there an answer at all?") finds 42 there, so no `correct_without_answer` flag is raised."""
+    from finetune.inspect import flags
+    from finetune.inspect.rewardmod import load_rewards
+    from finetune.rewards.render import render_rewards
+    from finetune.spec import load_spec
+
+    (tmp_path / "spec.yaml").write_text(
+        "name: fbox\nmodel: tiny\ndataset: {path: data.jsonl}\nrewards:\n"
+        "  - {name: boxed_ok, type: format, pattern: boxed, weight: 0.2}\n"
+        "  - {name: correct, type: exact_match, answer_column: answer, extract: boxed}\n", encoding="utf-8")
+    spec = load_spec(tmp_path / "spec.yaml")
+    render_rewards(spec, tmp_path)
+    rm = load_rewards(tmp_path)
+    text = "6 times 7 is 42, so the answer is \\fbox{42}."
+    item = {"prompt": "6 x 7?", "completion": text, "columns": {"answer": "42"}}
+    assert [rm.score(r, [item])[0] for r in rm.rewards] == [[1.0], [1.0]]
+    assert answers.final_answer(text, "boxed") == "42" == answers.final_answers(text, "boxed")[0][0]
+    row = {"id": "s0", "row": 0, "completion": text, "rewards": {"boxed_ok": 1.0, "correct": 1.0}, "errors": {}}
+    found = flags.detect(rm, spec, [row], {}, {"probes": [], "controls": []}, None)
+    assert "correct_without_answer:correct" not in {f["id"] for f in found}
+    assert answers.final_answer("so the answer is 42.", "boxed") is None  # the flag still sees a missing box
+
+
+@pytest.mark.parametrize("text, how, answer", [
+    ("So \\(\\boxed{72}\\) clips.", "boxed", "72"),
+    ("<think>\\boxed{3}</think> I give up.", "boxed", None),  # a box inside the reasoning is not the answer
+    ("<think>still thinking \\boxed{3}", "boxed", None),  # an unclosed <think>: no answer at all
+    ("\\boxed{}", "boxed", None),
+    ("\\boxed{4", "boxed", None),  # cut off inside the box
+    ("<answer> 12 </answer>", "answer_tag", "12"),
+    ("<think>x</think>\n<answer>7</answer>", "think_answer", "7"),
+    ("work\n#### 1,000", "hash_answer", "1,000"),
+    ("So the answer is 19.", "answer_is", "19"),
+    ("First 3, then\nfinally 17 apples", "last_number", "17"),
+    ("no box but 5 at the end", "any", "5"),
+    ("Here:\n```json\n{\"a\": 1}\n```", "json_object", "Here:\n```json\n{\"a\": 1}\n```"),
+    ("not json", "json_object", None),
+])
+def test_final_answer_is_the_one_reader_phase_1_asks_whether_there_is_an_answer(text, how, answer):
+    assert answers.final_answer(text, how) == answer
+
+
+def test_json_payload_reads_the_answer_after_the_reasoning_within_its_limits():
+    assert answers.json_payload('<think>{"a": 1}</think> sorry', "auto", 1000, 8) == (False, None)
+    assert answers.json_payload('<answer>{"a": [1]}</answer>', "answer_tag", 1000, 8) == (True, {"a": [1]})
+    assert answers.json_payload("[" * 50 + "]" * 50, "none", 1000, 8) == (False, None)  # too deep: not parsed
+    assert answers.json_payload('{"a": "' + "x" * 2000 + '"}', "none", 1000, 8) == (False, None)  # too large

@@ -1,5 +1,9 @@
 """Final-answer extraction the way a careful reader reads — copied verbatim beside rewards.py.
 
+The one reader of boxed (``\\boxed{}`` / ``\\fbox{}``), tagged (``<answer>``), ``####`` / "the answer is" and
+final-line answers, and of a JSON answer's payload: the rewards, the format check, Phase 1's probes and its
+red flags all call it (:func:`final_answer` is the flags' question, "is there an answer at all").
+
 Standalone (stdlib only): the renderer copies this file into the run directory as
 ``rewards_answers.py`` and the inspection gate binds its sha256 like rewards.py itself.
 
@@ -22,6 +26,7 @@ The rules (each one has a reason id; ``REASONS`` says what it means, the reward 
 from __future__ import annotations
 
 import decimal
+import json
 import re
 import unicodedata
 from collections.abc import Callable
@@ -535,3 +540,117 @@ def format_reason(text: str, how: str, trailing: str = "allow") -> str:
     if trailing == "forbid" and not _trailing_ok(text[end:], how):
         return "trailing_text"
     return "ok"
+
+
+# ------------------------------------------------------------------------------------ other shapes --
+
+_NUMBER_ANYWHERE = re.compile(r"(?<![\w.])[+-]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?")
+_LINE_HEDGE = re.compile(r"\b(?:or|either|maybe|possibly)\b|/", re.IGNORECASE)
+
+
+def last_numbers(text: str) -> list[str]:
+    """The final-line answer: the last number on the last non-empty line (else the text's last number); both
+    numbers when that line hedges ("3 or 4")."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    if not lines:
+        return []
+    numbers = _NUMBER_ANYWHERE.findall(lines[-1]) or _NUMBER_ANYWHERE.findall(text)[-1:]
+    if len(numbers) > 1 and _LINE_HEDGE.search(lines[-1]):
+        return numbers
+    return numbers[-1:]
+
+
+def last_fenced(text: str, languages: tuple[str, ...]) -> str | None:
+    """The last ``` fenced block whose language is one of ``languages`` ("" = no language).
+
+    Pairs fences with str.find, so a megabyte of unclosed fences stays linear.
+    """
+    found, pos = None, 0
+    while True:
+        start = text.find("```", pos)
+        if start < 0:
+            return found
+        newline = text.find("\n", start + 3)
+        if newline < 0:
+            return found
+        end = text.find("```", newline + 1)
+        if end < 0:
+            return found
+        language = text[start + 3:newline].strip().lower()
+        if language in languages:
+            found = text[newline + 1:end]
+        pos = end + 3
+
+
+_STRING_LITERAL = re.compile(r'"(?:[^"\\]|\\.)*"')
+_BRACKETS = re.compile(r"[\[\]{}]")
+
+
+def _too_deep(candidate: str, max_depth: int) -> bool:
+    if candidate.count("[") + candidate.count("{") <= max_depth:  # only then can nesting exceed the limit
+        return False
+    depth = 0
+    for ch in _BRACKETS.findall(_STRING_LITERAL.sub("", candidate)):
+        if ch in "[{":
+            depth += 1
+            if depth > max_depth:
+                return True
+        elif ch in "]}":
+            depth -= 1
+    return False
+
+
+def json_payload(text: str, extract: str, max_bytes: int, max_depth: int) -> tuple[bool, object]:
+    """(parsed, value) for the completion's JSON; (False, None) when missing, too big, too deep or invalid.
+
+    ``extract``: answer_tag (the last ``<answer>`` block), auto (the last ```json or bare fence, else the whole
+    answer) or none (the whole answer). Size and nesting are checked before json.loads, so a huge or deeply
+    nested document is refused quickly instead of exhausting the recursion limit or the time budget. Only the
+    text after the last </think> is the answer: a JSON object inside the reasoning followed by a refusal is none.
+    """
+    body = after_thinking(text)
+    if body is None:
+        return False, None  # stopped inside its reasoning
+    candidate: str | None = body
+    if extract == "answer_tag":
+        blocks, closed = tag_blocks(body, "answer")
+        candidate = blocks[-1][0] if blocks and closed else None
+    elif extract == "auto":
+        fenced = last_fenced(body, ("json", ""))
+        candidate = fenced if fenced is not None else body
+    candidate = (candidate or "").strip()
+    if not candidate or candidate[0] not in '{["-0123456789tfn':  # cannot be JSON: skip the parser
+        return False, None
+    if len(candidate.encode("utf-8", "surrogatepass")) > max_bytes or _too_deep(candidate, max_depth):
+        return False, None
+    try:
+        return True, json.loads(candidate)
+    except (ValueError, RecursionError):
+        return False, None
+
+
+def _last(values: list[str]) -> str | None:
+    return values[-1] if values else None
+
+
+def final_answer(text: str, how: str) -> str | None:
+    """The final answer a reader takes from ``text`` read as ``how`` — a container (boxed, answer_tag,
+    hash_answer, answer_is, any: the first of those present, else the final line's number), ``last_number``,
+    ``json_object`` (a JSON object, fenced or bare) or ``none`` (the whole text) — or None when there is none:
+    no container after the reasoning, an unclosed or empty one. Hedges and retractions are the rewards'
+    judgement (:func:`final_answers`), not this question."""
+    body = after_thinking(text)
+    if body is None:
+        return None
+    if how == "last_number":
+        return _last(last_numbers(body))
+    if how == "json_object":
+        ok, value = json_payload(body, "auto", 1_000_000, 1000)
+        return body if ok and isinstance(value, dict) else None
+    if how == "none":
+        return body.strip() or None
+    found, closed = containers(body, "answer_tag" if how == "think_answer" else how)
+    if not found and closed and how == "any":
+        return _last(last_numbers(body))
+    value = unwrap(found[-1][0]) if found and closed else ""
+    return value or None

@@ -15,7 +15,7 @@ if [ "${FINETUNE_UNGATED_OVERRIDE:-}" != 'I train on rewards no one read' ]; the
   exit 1
 fi
 # --- the environment env check validated (never whatever `python` / `trl` / `accelerate` PATH finds first)
-RENDERED_PYTHON=/work/wt/preflight/.venv/bin/python  # the interpreter `finetune config render` ran in
+RENDERED_PYTHON=/work/main/.venv/bin/python  # the interpreter `finetune config render` ran in
 PY="${FINETUNE_PYTHON:-$RENDERED_PYTHON}"  # FINETUNE_PYTHON: the python of another ready environment
 BIN="$(dirname "$PY")"  # trl and accelerate are run from the same environment as $PY
 VLLM_HEALTH_TIMEOUT="${VLLM_HEALTH_TIMEOUT:-600}"  # seconds

@@ -47,6 +47,9 @@ UNGATED_OVERRIDE = 'I train on rewards no one read'  # without a gate: FINETUNE_
 UNGATED_SMOKE_STEPS = 2  # without a gate: --cpu --max-steps at most this (a smoke test)
 GATE_HASHES = {}
 SCORE_REPORT_SHA256 = None  # the score report the gate judged (its binding is re-checked)
+# the person's acts this render rests on (gate record, verdicts, acks, confirmation, diagnosis: sha256, None absent):
+# one that changes after the render voids it
+PERSON_ACTS = {}
 REWARD_SECTION_SHA256 = 'a4ec549c44c3a23c85e8075c1d34951618d90ded26b66d39eb79e6ffcfade1d3'  # sha256 of the spec's reward section (weights included)
 DATA_FILTER_SHA256 = None  # sha256 of the spec's dataset.filter (finetune data filter), or None
 # --- the held-out split `finetune eval` measures on (config/heldout.json); the gate binds its settings
@@ -59,7 +62,7 @@ HELDOUT_PROMPTS_SHA256 = 'e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca49599
 INSPECT_EVERY_STEPS = 5  # 5 × logging_steps (1): each inspection sees 5 new log points; the reward-hacking rule runs on the last 30 log points and stops a run when it fires on 2 inspections in a row
 INSPECT_SAMPLE_ROWS = 50  # inspection.min_read: a step file holds as many completions as the gate needs read (the top-reward ones always among them)
 MAX_COMPLETION_LENGTH = 1024  # a completion this long was truncated
-WATCH_SHA256 = '171fa9139b95a01c4f93b37b0ca4acdacdc197ae45266922b7b18ec4897d8360'  # config/watch.py as rendered: an edited inspection callback does not train
+WATCH_SHA256 = '3f8adbe12f08ceece1637e0d4837f491997a30e98b3cebf56e6c167c77fabcc2'  # config/watch.py as rendered: an edited inspection callback does not train
 STOPPED_EXIT = 3  # exit status when the inspection callback stopped the run (launch.sh passes it on)
 WATCHDOG_SHA256 = 'eed4cb849580c1ac5f2b9027619a17d0b1487359d28b3bb30fc8fdd4f2f145a6'  # config/watchdog.py as rendered (the stall watchdog, the dry run)
 PREFLIGHT_SHA256 = 'c3d386a8ef03608cb179cc09770106fd9c61947a5e3a747444b421437390abf7'  # config/preflight.py as rendered (the completion-mask check)
@@ -142,6 +145,12 @@ def check_gate(cpu: bool = False, max_steps: int = 0) -> None:
         sys.exit(f"refusing to train: {path} says {gate.get('status')!r}, not PASS")
     if gate.get("hashes") != GATE_HASHES:
         sys.exit(f"refusing to train: {path} changed since this config was rendered; re-render config/")
+    acts = {n: sha256_file(RUN_DIR / n) if (RUN_DIR / n).is_file() else None for n in PERSON_ACTS}
+    void = sorted(n for n in PERSON_ACTS if acts[n] != PERSON_ACTS[n])
+    if void:
+        sys.exit(f"refusing to train: {', '.join(void)} changed after this config was rendered (a verdict, "
+                 "acknowledgement, confirmation or licence that changes voids the render); re-run "
+                 "`finetune inspect gate` and `finetune config render`")
     current = bound_hashes(RUN_DIR)
     changed = sorted(k for k in set(current) | set(GATE_HASHES) if current.get(k) != GATE_HASHES.get(k))
     if "spec:sampling" in changed:
@@ -355,7 +364,12 @@ def check_completion_mask(preflight) -> None:
         return
     from transformers import AutoTokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(MODEL)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(MODEL)
+    except (OSError, ValueError) as exc:  # not downloaded / not a model: one line, not transformers' traceback
+        why = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        sys.exit(f"refusing to train: cannot load the tokenizer of {MODEL} to check the completion mask ({why}); "
+                 "download the model or fix `model:` in spec.yaml and re-render")
     if not getattr(tokenizer, "chat_template", None):
         return  # plain text: TRL stops a completion at the tokenizer's own EOS
     res = preflight.completion_mask_check(tokenizer, found[0], preflight.eos_ids(MODEL), MASK_TRUNCATED, found[1])
@@ -486,6 +500,10 @@ def metrics_callback(path: Path):
                 path.parent.mkdir(parents=True, exist_ok=True)
                 flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | (os.O_TRUNC if state.global_step == 0 else 0)
                 os.close(os.open(path, flags, 0o644))
+                marker = path.parent / "provenance.json"  # the config these logs come from (finetune diagnose)
+                if state.global_step == 0 or not marker.is_file():
+                    marker.write_text(json.dumps({"train_py_sha256": sha256_file(Path(__file__)),
+                                                  "person_acts": PERSON_ACTS}) + "\n", encoding="utf-8")
 
         def on_log(self, args, state, control, logs=None, **kwargs):
             if not state.is_world_process_zero or not logs:
@@ -570,7 +588,6 @@ def main(argv=None) -> None:
     watchdog, watchdog_source = load_verified("watchdog.py", WATCHDOG_SHA256, "watchdog")
     budgets = parse_budgets(watchdog, args.budget)
     preflight, _ = load_verified("preflight.py", PREFLIGHT_SHA256, "pre-flight checks")
-    check_completion_mask(preflight)
 
     rewards = load_gated_rewards()
     REWARD_FUNCS, REWARD_WEIGHTS = rewards.REWARD_FUNCS, rewards.REWARD_WEIGHTS
@@ -580,11 +597,14 @@ def main(argv=None) -> None:
         sys.exit("refusing to train: rewards.py does not match the spec this config was rendered for; re-render")
     if GATE_REQUIRED:
         check_rescore(REWARD_FUNCS)  # the gate's scores, recomputed from the bound samples and rewards
+    check_completion_mask(preflight)  # after the gate's checks: it loads the tokenizer, they need nothing
 
-    # each gated reward wrapped so what it scores is recorded; the callback inspects every INSPECT_EVERY_STEPS
+    # each gated reward wrapped so what it scores is recorded; the callback inspects every INSPECT_EVERY_STEPS, reading
+    # each reward's role, weight, threshold, range and episode mark from rewards.py's REWARD_META (as rendered)
     REWARD_FUNCS, inspector = load_watch().instrument(
-        REWARD_FUNCS, meta=rewards.REWARD_META, weights=REWARD_WEIGHTS, every_steps=INSPECT_EVERY_STEPS,
-        sample_rows=INSPECT_SAMPLE_ROWS, max_completion_length=MAX_COMPLETION_LENGTH, gate_summary=gate_summary())
+        REWARD_FUNCS, meta=rewards.REWARD_META, every_steps=INSPECT_EVERY_STEPS,
+        sample_rows=INSPECT_SAMPLE_ROWS, max_completion_length=MAX_COMPLETION_LENGTH,
+        gate_summary=gate_summary())
     dataset = load_train_dataset()
     # every refusal above has had its say: from here on the sidecar holds the clock of each moment
     dog, this_sha256 = start_watchdog(watchdog, watchdog_source, args.dry_run, budgets)
