@@ -62,6 +62,8 @@ demo-tools: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/mypy
+	# the placement contract (only finetune.placement computes a layout) and no import circle, type-checking ones too
+	$(BIN)/python -m pytest -q -p no:cacheprovider tests/test_structure.py -k "placement or cycle"
 	$(BIN)/finetune lint .
 	$(BIN)/finetune docs --check
 	for d in skills/*/; do $(BIN)/agentskills validate "$$d" || exit 1; done

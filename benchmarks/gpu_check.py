@@ -19,7 +19,7 @@ the same phase as torch's allocator sees it (``Estimate.components`` without the
 vLLM engine pool, re-estimated for the generation backend actually used) and their ratio.
 
 Moments (the layout classes): the smallest real instance of each layout class — LoRA colocated on 1 GPU, QLoRA
-colocated on 1 GPU, full fine-tuning with `trl vllm-serve` on 2 GPUs — rendered for this box and run through the
+on 1 GPU (generating with transformers: vLLM 0.30 cannot load a 4-bit policy), full fine-tuning with `trl vllm-serve` on 2 GPUs — rendered for this box and run through the
 rendered ``config/launch.sh --dry-run``: one optimiser step that times each moment (model load, vLLM start, the
 first weight sync, the first generation, the step; config/watchdog.py) and records the GPU memory torch's allocator
 held in it, printed beside the estimator's figure for that moment and their ratio. A class this box has too few
@@ -37,7 +37,6 @@ the rows (the launch row first).
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import sys
@@ -188,15 +187,18 @@ def run_model(hub_id: str, work: Path, args: argparse.Namespace) -> dict:
     plan = config.build_plan(spec, spec_path.parent, no_gate=True)
     kwargs = config.grpo_kwargs(plan)
     use_vllm = bool(kwargs.get("use_vllm")) and _vllm_installed() and cuda
-    topo = plan.topology if use_vllm else dataclasses.replace(plan.topology, use_vllm=False, vllm_mode=None)
+    from finetune.placement import arrange
+
+    # without vLLM here the run generates with transformers: placement lays that out (same processes, ZeRO stage)
+    topo = plan.topology if use_vllm else arrange(plan.model_info, plan.hardware, plan.topology.method,
+                                                  plan.topology.request().pinned(use_vllm=False))
     if not use_vllm:
         kwargs["use_vllm"] = False
         for k in [k for k in kwargs if k.startswith("vllm_")]:
             kwargs.pop(k)
     if not cuda:
         kwargs = config.cpu_safe(kwargs, 1)
-    est = config._estimate(plan.model_info, plan.hardware, spec, plan.kwargs, topo,
-                           plan.zero_stage)
+    est = config._estimate(plan.model_info, spec, plan.kwargs, topo)
     kwargs.update(output_dir=str(work / "run" / "train"), max_steps=args.steps, save_strategy="no",
                   report_to="none", log_completions=False)
 
@@ -248,9 +250,10 @@ def detect_box() -> tuple[str, int]:
 
 def layout_of(plan) -> dict:
     t = plan.topology
-    return {"mode": t.vllm_mode, "gpus": t.gpus_per_node, "vllm_gpus": t.vllm_gpus, "tp": t.vllm_tp if
-            t.vllm_mode == "server" else plan.kwargs["vllm_tensor_parallel_size"].value, "dp": t.vllm_dp,
-            "training_processes": t.training_processes, "reason": t.reason, "layout_reason": t.layout_reason}
+    return {"mode": t.vllm_mode, "gpus": t.gpus_per_node, "vllm_gpus": t.vllm_gpus, "tp": t.vllm_tp, "dp": t.vllm_dp,
+            "training_processes": t.training_processes, "zero_stage": t.zero_stage,
+            "generation_gpu_ids": list(t.generation_gpu_ids), "training_gpu_ids": list(t.training_gpu_ids),
+            "reason": t.reason, "layout_reason": t.layout_reason}
 
 
 def _steps_done(run: Path) -> int:
@@ -305,23 +308,22 @@ def run_launch(work: Path, args: argparse.Namespace) -> dict:
 # The smallest real instance of each layout class: name, method, GPUs (and server GPUs) it needs.
 LAYOUT_CLASSES = (
     {"name": "lora-colocate", "method": "lora", "gpus": 1, "mode": "colocate"},
-    {"name": "qlora-colocate", "method": "qlora", "gpus": 1, "mode": "colocate"},
+    # QLoRA generates with transformers: vLLM 0.30 has no bitsandbytes (finetune.placement.layout.QLORA_VLLM)
+    {"name": "qlora-generate", "method": "qlora", "gpus": 1, "mode": None},
     {"name": "full-server", "method": "full", "gpus": 2, "vllm_gpus": 1, "mode": "server"},
 )
 MOMENTS = ("model_load", "vllm_start", "weight_sync", "generation", "step")
 
 
 def estimate_moments(est) -> dict[str, float | None]:
-    """The estimate of each moment as torch's allocator sees it (no CUDA context): the estimator's own per-moment
-    figures when it has them (``Estimate.moments``), else its phases — resident components for the load, plus the
-    colocated vLLM engine for its start, the generation and training peaks; None where nothing sizes the moment."""
-    moments = getattr(est, "moments", None)
-    if isinstance(moments, dict):
-        return {m: (None if moments.get(m) is None else float(moments[m])) for m in MOMENTS}
-    resident = sum(c.gib for c in est.components if c.phase == "resident")
-    vllm = sum(c.gib for c in est.components if c.key == "vllm")
-    return {"model_load": resident, "vllm_start": resident + vllm if vllm else None, "weight_sync": None,
-            "generation": est.generation_peak_gib - _context(est), "step": est.training_peak_gib - _context(est)}
+    """The estimate of each moment as torch's allocator sees it (no CUDA context), from the estimator's own moments
+    (``Estimate.moments``, finetune.memory.moments): the policy as loaded; with a colocated engine's share at its
+    start; the weight sync; the generation and training peaks. None where nothing sizes the moment."""
+    ctx, by = _context(est), {m.key: m.gib for m in est.moments}
+    share = est.vllm.share_gib if est.vllm is not None and est.vllm.mode == "colocate" else 0.0
+    return {"model_load": by["load"] - share - ctx, "vllm_start": by["load"] - ctx if share else None,
+            "weight_sync": by["sync"] - ctx if "sync" in by else None,
+            "generation": est.generation_peak_gib - ctx, "step": est.training_peak_gib - ctx}
 
 
 def _context(est) -> float:
@@ -393,7 +395,7 @@ def print_moments(rows: list[dict]) -> None:
     print("|---|---|---|---:|---:|---:|---:|")
     for r in classes:
         lay = r.get("layout") or {}
-        where = f"{lay.get('mode')} ×{lay.get('gpus')}" if lay else "—"
+        where = f"{lay.get('mode') or 'transformers'} ×{lay.get('gpus')}" if lay else "—"
         if "skipped" in r or "error" in r:
             print(f"| {r['class']} | {where} | — | — | — | — | {r.get('skipped') or r.get('error')} |")
             continue

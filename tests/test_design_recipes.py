@@ -118,7 +118,7 @@ def test_gpu_profile_registry(monkeypatch):
 
     assert RECIPES["A GPU profile"]["Files"] == [_rel(hardware.GpuProfile)] == ["scripts/finetune/hardware.py"]
     assert _rel(hardware._entries) == "scripts/finetune/hardware.py"  # the entries PROFILES is built from
-    probe = hardware.GpuProfile("recipe-probe-16gb", "Recipe probe 16GB", 16.0, 500, True)
+    probe = hardware.GpuProfile("recipe-probe-16gb", "Recipe probe 16GB", 16.0, 500, True, (8, 9), "11.8")
     monkeypatch.setitem(hardware.PROFILES, probe.name, probe)
     hw = hardware.resolve_hardware({"profile": probe.name, "gpus": 2})
     assert hw.memory_gib == 16.0 and hardware.get_profile(probe.name) is probe

@@ -25,8 +25,9 @@ from finetune.errors import RegistryError
 
 ROOT = Path(__file__).resolve().parents[1]
 ANCHOR = '        GpuProfile("cpu", '  # the dummy goes before the cpu profile, as a new GPU would
-DUMMY = '        GpuProfile("recipe-gpu-32gb", "Recipe dummy GPU 32GB", 31.5, 1200, True),\n'
-ROW = "| `recipe-gpu-32gb` | Recipe dummy GPU 32GB | 31.5 GiB | 1200 GB/s | yes |  |"
+DUMMY = ('        GpuProfile("recipe-gpu-32gb", "Recipe dummy GPU 32GB", 31.5, 1200, True, (10, 0), "12.8", '
+         'node_gpus=4),\n')
+ROW = "| `recipe-gpu-32gb` | Recipe dummy GPU 32GB | 31.5 GiB | 1200 GB/s | yes | 10.0 | 12.8 |  |"
 
 SPEC = """\
 name: profile-recipe
@@ -97,24 +98,38 @@ def test_a_profile_added_as_the_recipe_says_is_resolved_estimated_and_documented
     assert docs["code"] == 0, docs["out"] + docs["err"]
     assert [line for line in docs["out"].splitlines() if "regenerated" in line] == [
         "references/grpo-memory.md: regenerated"]
-    assert ROW in (root / "references" / "grpo-memory.md").read_text(encoding="utf-8")
+    doc = (root / "references" / "grpo-memory.md").read_text(encoding="utf-8")
+    assert ROW in doc
+    # the per-scale tables (memory.doc.doc_hardware: every profile, on one GPU and on its node_gpus) include it
+    for title in ("**recipe-gpu-32gb (31.5 GiB per GPU)**", "**4×recipe-gpu-32gb (31.5 GiB per GPU)**"):
+        assert doc.count(title) == doc.count("**h100-80gb (79.6 GiB per GPU)**") > 0, title
     assert check["code"] == 0, check["out"] + check["err"]
+    # what env check holds the box to (config/target.json's hardware.gpu): the new entry's CUDA facts
+    probe = subprocess.run([sys.executable, "-c", "import json; from finetune.hardware import PROFILES, "
+                            "gpu_requirements; print(json.dumps(gpu_requirements(PROFILES['recipe-gpu-32gb'])))"],
+                           capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(root / "scripts")},
+                           timeout=60)
+    assert json.loads(probe.stdout) == {"profile": "recipe-gpu-32gb", "compute_capability": [10, 0],
+                                        "arch": "sm_100", "min_cuda": "12.8"}, probe.stderr
     assert not failed(checks(root))  # ruff, mypy and the structure tests on the copy
 
 
 def test_an_incomplete_profile_is_refused_in_one_line_by_the_commands(tmp_path: Path) -> None:
-    """A missing field (no ``bf16``): no traceback, exit 2, one line naming the entry's line in hardware.py."""
-    root = _scratch(tmp_path, DUMMY.replace(", True)", ")"))
+    """A missing field (no ``min_cuda``): no traceback, exit 2, one line naming the entry's line in hardware.py."""
+    root = _scratch(tmp_path, DUMMY.replace(', "12.8", node_gpus=4)', ")"))
     line = 1 + next(i for i, text in enumerate((root / "scripts" / "finetune" / "hardware.py").read_text(
         encoding="utf-8").splitlines()) if "recipe-gpu-32gb" in text)
     for result in _run(root, ["memory", "--model", "Qwen/Qwen2.5-7B", "--profile", "h100-80gb"], ["docs", "--check"]):
         err = result["err"]
         assert result["code"] == 2 and result["out"] == "" and len(err.splitlines()) == 1, err
         assert err.startswith(f"error: {root}/scripts/finetune/hardware.py:{line}: a GPU profile entry: ")
-        assert "missing 1 required positional argument: 'bf16'" in err and "fix: give every field" in err
+        assert "missing 1 required positional argument: 'min_cuda'" in err and "fix: give every field" in err
 
 
 # ----------------------------------------------------------------------------------- completeness --
+
+CC, CUDA = (10, 0), "12.8"
+
 
 def _entries_with(*extra: hardware.GpuProfile) -> dict[str, hardware.GpuProfile]:
     base = hardware._entries()
@@ -122,16 +137,22 @@ def _entries_with(*extra: hardware.GpuProfile) -> dict[str, hardware.GpuProfile]
 
 
 @pytest.mark.parametrize(("entry", "problem"), [
-    (hardware.GpuProfile("h100-80gb", "Again", 80.0, 3350, True), "registered twice"),
-    (hardware.GpuProfile("Recipe-GPU", "Recipe", 32.0, 1200, True), "not a lower-case profile name"),
-    (hardware.GpuProfile("recipe gpu", "Recipe", 32.0, 1200, True), "not a lower-case profile name"),
-    (hardware.GpuProfile("recipe-gpu", "", 32.0, 1200, True), "label '' is not one line"),
-    (hardware.GpuProfile("recipe-gpu", "A | B", 32.0, 1200, True), "is not one line"),
-    (hardware.GpuProfile("recipe-gpu", "Recipe", 0.0, 1200, True), "memory_gib=0 on a GPU"),
-    (hardware.GpuProfile("recipe-gpu", "Recipe", 32.0, float("nan"), True), "bandwidth_gbs=nan is not a finite"),
-    (hardware.GpuProfile("recipe-gpu", "Recipe", "32", 1200, True), "memory_gib='32' is not a finite"),
-    (hardware.GpuProfile("recipe-gpu", "Recipe", 32.0, 1200, "yes"), "bf16='yes' is not True or False"),
-    (hardware.GpuProfile("recipe-gpu", "Recipe", 32.0, 1200, True, note="a\nb"), "note 'a\\nb' is not one line"),
+    (hardware.GpuProfile("h100-80gb", "Again", 80.0, 3350, True, CC, CUDA), "registered twice"),
+    (hardware.GpuProfile("Recipe-GPU", "Recipe", 32.0, 1200, True, CC, CUDA), "not a lower-case profile name"),
+    (hardware.GpuProfile("recipe gpu", "Recipe", 32.0, 1200, True, CC, CUDA), "not a lower-case profile name"),
+    (hardware.GpuProfile("recipe-gpu", "", 32.0, 1200, True, CC, CUDA), "label '' is not one line"),
+    (hardware.GpuProfile("recipe-gpu", "A | B", 32.0, 1200, True, CC, CUDA), "is not one line"),
+    (hardware.GpuProfile("recipe-gpu", "Recipe", 0.0, 1200, True, CC, CUDA), "memory_gib=0 on a GPU"),
+    (hardware.GpuProfile("recipe-gpu", "Recipe", 32.0, float("nan"), True, CC, CUDA), "bandwidth_gbs=nan is not a finite"),
+    (hardware.GpuProfile("recipe-gpu", "Recipe", "32", 1200, True, CC, CUDA), "memory_gib='32' is not a finite"),
+    (hardware.GpuProfile("recipe-gpu", "Recipe", 32.0, 1200, "yes", CC, CUDA), "bf16='yes' is not True or False"),
+    (hardware.GpuProfile("recipe-gpu", "Recipe", 32.0, 1200, True, CC, CUDA, note="a\nb"),
+     "note 'a\\nb' is not one line"),
+    (hardware.GpuProfile("recipe-gpu", "Recipe", 32.0, 1200, True, None, CUDA), "compute_capability=None is not"),
+    (hardware.GpuProfile("recipe-gpu", "Recipe", 32.0, 1200, True, (9, "0"), CUDA), "is not a (major, minor)"),
+    (hardware.GpuProfile("recipe-gpu", "Recipe", 32.0, 1200, True, CC, "twelve"), "min_cuda='twelve' is not"),
+    (hardware.GpuProfile("recipe-gpu", "Recipe", 32.0, 1200, True, CC, CUDA, node_gpus=0), "node_gpus=0 is not"),
+    (hardware.GpuProfile("cpu2", "Recipe", 0.0, 0.0, False, CC, CUDA, is_cpu=True), "the cpu profile has no"),
 ])
 def test_an_invalid_entry_is_refused_naming_its_field(entry: hardware.GpuProfile, problem: str) -> None:
     with pytest.raises(RegistryError) as err:

@@ -26,6 +26,9 @@ CODE_VALUES = {
     "version", "trl_version", "partial_ceiling", "margin", "section_digest", "limit", "floor", "vllm_port",
     "zero_stage", "generation_batch_size", "ungated_smoke_steps", "topo.training_processes", "topo.training_nodes", "topo.nodes",
     "topo.gpus_per_node", "topo.processes_per_node", "topo.vllm_gpus", "topo.vllm_tp", "topo.vllm_dp", "digest", "r.max_points", "r.retries",
+    # finetune.placement's layout: GPU ordinals, node numbers and machine ranks (integers), a torch dtype name
+    "topo.generation_gpu_ids", "topo.training_gpu_ids", "topo.training_ranks", "topo.last_node", "topo.quant_storage",
+    "binding_gib",  # "12.3 of 79.6 GiB", formatted by config.render from the estimate
     "r.concurrency", "r.max_tokens", "r.max_bytes", "r.max_depth", "r.memory_mb", "r.overlong_buffer",
     "r.workers", "r.timeout_s", "r.max_penalty", "r.meta.weight", "r.meta.threshold", "r.weight",
     "plan.stats.rows", "kwargs.per_device_train_batch_size.value", "kwargs.steps_per_generation.value",
@@ -71,6 +74,8 @@ def _safe(node: nodes.Node) -> bool:
     if isinstance(node, nodes.Filter):
         if node.name == "join" and isinstance(node.node, nodes.Call) and _dotted(node.node) == "range":
             return True  # GPU indices
+        if node.name == "join" and _dotted(node.node) in CODE_VALUES:
+            return True  # a list of integers the package computed (GPU ordinals, machine ranks)
         return node.name in literals.ESCAPING_FILTERS or node.name in NUMERIC_FILTERS
     if isinstance(node, nodes.CondExpr):
         return _safe(node.expr1) and (node.expr2 is None or _safe(node.expr2))

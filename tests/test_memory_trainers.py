@@ -141,3 +141,20 @@ def test_qlora_weights_are_the_grpo_estimates_formula() -> None:
     assert sft.components["weights"] == pytest.approx(grpo.gib_of("policy_weights") * GIB, abs=1)
     embeddings = info.params - info.quantizable_params
     assert embeddings > 10**9 and sft.components["weights"] > embeddings * 2  # Qwen2.5-7B: 1.09 B untied embeddings
+
+
+def test_sft_honours_gpus_and_zero_as_placement_lays_them_out(cli: Any) -> None:
+    """PEFT's QLoRA + DeepSpeed ZeRO-3 example (a 70B model on 2 × 40 GB): with --gpus 2 --zero 3 the weights,
+    gradients and optimizer state are partitioned — and the 4-bit model still loads whole on each rank first
+    (transformers skips zero.Init for a quantized model), which is the peak — so it fits; one GPU does not."""
+    import json
+
+    base = ["memory", "--model", "meta-llama/Llama-3.1-70B", "--trainer", "sft", "--method", "qlora", "--profile",
+            "a100-40gb", "--seq-len", "2048", "--json"]
+    one, two = (json.loads(cli(*base, *extra).out) for extra in ([], ["--gpus", "2", "--zero", "3"]))
+    assert (one["training_processes"], one["zero_stage"], one["verdict"]) == (1, 0, "does not fit")
+    assert (two["training_processes"], two["zero_stage"], two["verdict"]) == (2, 3, "fits")
+    assert two["components"]["weights"] * 2 == pytest.approx(one["components"]["weights"], abs=2)
+    assert two["peak_bytes"] == two["load_bytes"] > two["step_bytes"]  # loading whole binds, not the step
+    ddp = json.loads(cli(*base, "--gpus", "2", "--zero", "0").out)  # plain DDP shards nothing
+    assert ddp["components"] == one["components"] and ddp["training_processes"] == 2

@@ -20,6 +20,7 @@ PUBLISHED = {
     "Qwen/Qwen3-1.7B": (1.721, 112, "≤3B"), "Qwen/Qwen3-4B": (4.022, 144, "≤3B"),
     "Qwen/Qwen3-8B": (8.191, 144, "7-8B"), "Qwen/Qwen3-14B": (14.768, 160, "14B"),
     "Qwen/Qwen3-32B": (32.762, 256, "32B"), "Qwen/Qwen3-30B-A3B": (30.532, 96, "MoE"),
+    "google/gemma-2-9b": (9.242, 336, "7-8B"),  # scripts/finetune/data/model_configs/SOURCES.md
 }
 
 

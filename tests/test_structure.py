@@ -1,5 +1,7 @@
 """Structure checks: no function in the package is longer than 80 lines, no module longer than 800 (unless listed
-with its reason), no import cycle, no test importing through a ``tests`` package, nothing cited from outside.
+with its reason), no import cycle (type-checking imports included), the placement contract (only
+``finetune.placement`` computes a layout), no test importing through a ``tests`` package, nothing cited from
+outside.
 
 Long orchestrators hide their steps; a function over the limit is split into named steps. ``ALLOWED`` lists
 the offenders this check found when it landed, with their length then: the list only shrinks — remove an
@@ -9,6 +11,7 @@ entry when its function is split, never add one (the test fails on a stale entry
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from pathlib import Path
 from typing import Any
@@ -161,16 +164,29 @@ KNOWN_CYCLES: list[frozenset[str]] = [
 ]
 
 
-def import_graph(root: Path = PACKAGE) -> dict[str, dict[str, int]]:
+@functools.cache
+def _tree(path: Path, mtime_ns: int) -> ast.Module:
+    """A module's AST, parsed once per file version for every check here."""
+    del mtime_ns  # part of the key only
+    return ast.parse(path.read_text(encoding="utf-8"), str(path))
+
+
+def _parsed(path: Path) -> ast.Module:
+    return _tree(path, path.stat().st_mtime_ns)
+
+
+def import_graph(root: Path = PACKAGE, type_checking: bool = False) -> dict[str, dict[str, int]]:
     """module -> {package module it imports: line of the first such import}: module-level and function-level
-    imports and ``importlib.import_module("<literal>")``; imports under ``if TYPE_CHECKING:`` are left out (they
-    never run: annotations only)."""
+    imports and ``importlib.import_module("<literal>")``; imports under ``if TYPE_CHECKING:`` only with
+    ``type_checking`` (they never run, but a type checker follows them: a circle there still ties the two modules'
+    meaning together)."""
     modules = {_module_name(root, p): p for p in sorted(root.rglob("*.py"))}
     graph: dict[str, dict[str, int]] = {}
     for name, path in modules.items():
-        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
-        skip = {id(n) for block in ast.walk(tree) if isinstance(block, ast.If) and "TYPE_CHECKING" in
-                ast.unparse(block.test) for stmt in block.body for n in ast.walk(stmt)}
+        tree = _parsed(path)
+        skip = set() if type_checking else {
+            id(n) for block in ast.walk(tree) if isinstance(block, ast.If) and "TYPE_CHECKING" in
+            ast.unparse(block.test) for stmt in block.body for n in ast.walk(stmt)}
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]
         edges: dict[str, int] = {}
         for node in ast.walk(tree):
@@ -249,6 +265,14 @@ def test_no_new_import_cycle() -> None:
     assert not stale, f"fixed or shrunk: update KNOWN_CYCLES in tests/test_structure.py: {stale}"
 
 
+def test_no_import_cycle_at_type_checking_time() -> None:
+    """Imports under ``if TYPE_CHECKING:`` included: two modules whose annotations name each other cannot be read
+    apart either (move the shared types into a module both import, as ``modelparts`` for models / loratargets)."""
+    graph = import_graph(type_checking=True)
+    cycles = [_edges(graph, c) for c in import_cycles(graph)]
+    assert not cycles, f"import cycles counting type-checking imports: {cycles}"
+
+
 def test_the_import_graph_sees_lazy_relative_and_dynamic_imports(tmp_path: Path) -> None:
     pkg = tmp_path / "pkg"
     (pkg / "sub").mkdir(parents=True)
@@ -263,6 +287,166 @@ def test_the_import_graph_sees_lazy_relative_and_dynamic_imports(tmp_path: Path)
     assert graph["pkg.a"] == {"pkg.sub.b": 1, "pkg.sub": 1} and graph["pkg.sub.b"] == {"pkg.c": 2}
     assert graph["pkg.c"] == {"pkg.a": 2} and graph["pkg.d"] == {} and graph["pkg.e"] == {"pkg.d": 1, "pkg": 1}
     assert import_cycles(graph) == [frozenset({"pkg.a", "pkg.sub.b", "pkg.c"})]  # the type-only d <-> e is none
+    typed = import_graph(pkg, type_checking=True)
+    assert typed["pkg.d"] == {"pkg.e": 3} and frozenset({"pkg.d", "pkg.e"}) in import_cycles(typed)
+
+
+# ----------------------------------------------------------------------------------------- the placement contract
+
+# Where the GPUs go is decided in finetune.placement alone; everything else reads its Layout. A module outside it
+# that computes one of these — tensor / data parallel size, the server's GPUs, training nodes or processes, the
+# ZeRO stage, the GPU ordinals — breaks the contract: assigning such a name (or passing it as a keyword, a dict key,
+# or returning it from a function of that name) from arithmetic, a comparison, a conditional or a call, or doing
+# arithmetic between two GPU counts (one of them such a name).
+PLACEMENT_NAMES = frozenset({
+    "tp", "dp", "vllm_tp", "vllm_dp", "tensor_parallel_size", "vllm_tensor_parallel_size", "data_parallel_size",
+    "vllm_data_parallel_size", "zero_stage", "training_processes", "processes_per_node", "training_nodes",
+    "training_gpus", "n_train", "num_processes", "vllm_gpus", "shards", "generation_gpu_ids", "training_gpu_ids"})
+GPU_COUNTS = frozenset({"gpus", "nodes", "total_gpus", "gpus_per_node"})
+# modules that may: placement itself, and vLLM's checks of a TP × DP it is given (judging, never choosing)
+PLACEMENT_OWNERS = {"finetune.placement": "the one place a layout is decided",
+                    "finetune.vllm_layout": "vLLM's own checks of a given TP × DP (it judges a layout, never picks one)"}
+_READ_CALLS = frozenset({"int", "bool", "getattr", "get", "pop", "str", "tuple", "list"})
+_DERIVING_CALLS = frozenset({"min", "max", "sum", "len", "round", "abs", "divmod", "sorted", "next"})
+
+
+def _name_of(node: ast.AST) -> str | None:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, str):
+        return node.slice.value
+    return None
+
+
+def _computes(value: ast.AST | None) -> bool:
+    """Whether an expression derives a value (arithmetic, comparison, condition, comprehension, a call) rather than
+    reading one (a name, an attribute, a constant, a subscript, int()/get() of a read)."""
+    if value is None or isinstance(value, (ast.Name, ast.Attribute, ast.Constant, ast.Subscript)):
+        return False
+    if isinstance(value, ast.Call):  # a call derives, unless it only reads or wraps a decided value
+        func = value.func.id if isinstance(value.func, ast.Name) else getattr(value.func, "attr", "")
+        args = [*value.args, *(k.value for k in value.keywords)]
+        if func in _DERIVING_CALLS or any(_computes(a) for a in args):
+            return True
+        return func not in _READ_CALLS and not any(_name_of(a) in PLACEMENT_NAMES for a in args)
+    return True
+
+
+def _gpu_count(node: ast.AST) -> bool:
+    name = _name_of(node)
+    return name is not None and (name in PLACEMENT_NAMES or name in GPU_COUNTS)
+
+
+def placement_violations(root: Path = PACKAGE) -> list[str]:
+    """`module:line: what` for every place outside the owners that computes a part of a layout."""
+    out: list[str] = []
+    for path in sorted(root.rglob("*.py")):
+        module = _module_name(root, path)
+        if any(module == m or module.startswith(m + ".") for m in PLACEMENT_OWNERS):
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        for func in [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]:
+            if func.name in PLACEMENT_NAMES:
+                out += [f"{module}:{r.lineno}: {func.name}() derives its value" for r in ast.walk(func)
+                        if isinstance(r, ast.Return) and _computes(r.value)]
+        declared = {id(n) for c in ast.walk(tree) if isinstance(c, ast.ClassDef) for n in c.body
+                    if isinstance(n, ast.AnnAssign)}  # a data model's field declarations, not decisions
+        for node in ast.walk(tree):
+            if id(node) not in declared:
+                out += [f"{module}:{node.lineno}: {w}" for w in _node_violations(node)]  # type: ignore[attr-defined]
+    return out
+
+
+def _node_violations(node: ast.AST) -> list[str]:
+    found: list[str] = []
+    targets: list[tuple[ast.AST, ast.AST | None]] = []
+    if isinstance(node, ast.Assign):
+        targets = [(t, node.value) for t in node.targets]
+    elif isinstance(node, (ast.AnnAssign, ast.AugAssign)):
+        targets = [(node.target, node.value if not isinstance(node, ast.AugAssign) else node)]
+    elif isinstance(node, ast.Call):
+        targets = [(ast.Name(k.arg), k.value) for k in node.keywords if k.arg]
+    elif isinstance(node, ast.Dict):
+        targets = [(k, v) for k, v in zip(node.keys, node.values) if k is not None]
+    for target, value in targets:
+        name = _name_of(target)
+        if name in PLACEMENT_NAMES and _computes(value):
+            found.append(f"{name} is derived here ({ast.unparse(value)[:60] if value is not None else ''})")
+    if isinstance(node, ast.BinOp) and _gpu_count(node.left) and _gpu_count(node.right) and (
+            _name_of(node.left) in PLACEMENT_NAMES or _name_of(node.right) in PLACEMENT_NAMES):
+        found.append(f"GPU arithmetic {ast.unparse(node)[:60]}")
+    return found
+
+
+def template_placement_violations(folder: Path = PACKAGE / "templates") -> list[str]:
+    """The same in the Jinja templates: arithmetic on a layout's GPU fields (`topo.nodes - 1`, `range(topo.x)`)."""
+    import jinja2
+    from jinja2 import nodes
+
+    env = jinja2.Environment()
+    fields = PLACEMENT_NAMES | GPU_COUNTS | {"last_node", "training_ranks"}
+
+    def topo_field(n: nodes.Node) -> bool:
+        return isinstance(n, nodes.Getattr) and isinstance(n.node, nodes.Name) and n.node.name == "topo" \
+            and n.attr in fields
+
+    out = []
+    for path in sorted(folder.glob("*.j2")):
+        tree = env.parse(path.read_text(encoding="utf-8"))
+        for op in tree.find_all((nodes.Add, nodes.Sub, nodes.Mul, nodes.Div, nodes.FloorDiv, nodes.Mod)):
+            pair = (op.left, op.right)
+            if any(topo_field(n) for n in pair) and (isinstance(op, (nodes.Add, nodes.Sub, nodes.FloorDiv, nodes.Mod))
+                                                     or all(topo_field(n) for n in pair)):
+                out.append(f"{path.name}:{op.lineno}: arithmetic on the layout")
+        for call in tree.find_all(nodes.Call):
+            if isinstance(call.node, nodes.Name) and call.node.name == "range" and any(
+                    topo_field(n) for a in call.args for n in a.find_all(nodes.Getattr) if True) or (
+                    isinstance(call.node, nodes.Name) and call.node.name == "range"
+                    and any(topo_field(a) for a in call.args)):
+                out.append(f"{path.name}:{call.lineno}: range() over the layout")
+    return out
+
+
+def test_only_placement_computes_a_layout() -> None:
+    found = placement_violations() + template_placement_violations()
+    assert not found, ("a layout is decided in finetune.placement alone (read its Layout: plan.topology, "
+                       f"rec.layout, est.layout): {found}")
+
+
+def test_the_placement_contract_fails_on_a_module_that_computes_a_layout(tmp_path: Path) -> None:
+    """The contract on a scratch copy of the package (placement, vLLM's checks, the memory model and config render,
+    which read the layout) with one module added that decides for itself: each way of computing tp, dp, training
+    processes or the ZeRO stage is found there, and nothing else."""
+    import shutil
+
+    root = tmp_path / "finetune"
+    root.mkdir()
+    for part in ("__init__.py", "vllm_layout.py", "placement", "memory", "config"):
+        copy = shutil.copytree if (PACKAGE / part).is_dir() else shutil.copy
+        copy(PACKAGE / part, root / part)
+    assert placement_violations(root) == []
+    (root / "rogue.py").write_text(
+        "def plan(hw, model, spec):\n"
+        "    training_processes = hw.gpus - 1\n"
+        "    tp = 2 if model.heads % 2 == 0 else 1\n"
+        "    dp = hw.gpus // tp\n"
+        "    zero_stage = max(spec.zero, 2)\n"
+        "    return dict(vllm_gpus=hw.gpus - training_processes)\n"
+        "\n\n"
+        "def n_train(hw):\n"
+        "    return hw.total_gpus - hw.vllm_gpus\n", encoding="utf-8")
+    found = placement_violations(root)
+    for line in (2, 3, 4, 5, 6, 10):
+        assert any(f.startswith(f"finetune.rogue:{line}:") for f in found), (line, found)
+    assert any("n_train() derives" in f for f in found)
+    templates = tmp_path / "templates"
+    templates.mkdir()
+    (templates / "launch.sh.j2").write_text("seq 0 {{ topo.training_nodes - 1 }}\n{{ range(topo.vllm_gpus) }}\n"
+                                            "{{ topo.training_ranks | join(' ') }} {{ 8 * topo.training_processes }}\n")
+    assert [f.split(": ")[0] for f in template_placement_violations(templates)] == ["launch.sh.j2:1",
+                                                                                   "launch.sh.j2:2"]
 
 
 def test_no_test_imports_through_a_tests_package():

@@ -3,7 +3,7 @@
 Memory figures are what the device reports to CUDA (``torch.cuda.mem_get_info`` / nvidia-smi total),
 in GiB, not the marketing "GB" on the box; bandwidths are the vendor's peak HBM/DRAM figures in GB/s
 (10^9 bytes per second). :func:`resolve_hardware` turns the spec's ``hardware:`` section into a
-:class:`Hardware` with the per-GPU memory, the GPU count and which GPUs train vs serve vLLM.
+:class:`Hardware` with the per-GPU memory and the GPU count; where each GPU goes is :mod:`finetune.placement`'s.
 """
 
 from __future__ import annotations
@@ -37,6 +37,9 @@ class GpuProfile:
     memory_gib: float
     bandwidth_gbs: float
     bf16: bool
+    compute_capability: tuple[int, int] | None  # torch.cuda.get_device_capability(); None: the cpu profile
+    min_cuda: str | None  # the oldest CUDA toolkit whose builds carry kernels for it ("11.8"); None: cpu
+    node_gpus: int = 1  # GPUs of a typical node of these cards: the per-scale table's multi-GPU row when > 1
     unified: bool = False
     is_cpu: bool = False
     note: str = ""
@@ -44,23 +47,26 @@ class GpuProfile:
 
 # nvidia-smi totals: H100 SXM 81559 MiB, A100-80GB 81920 MiB, A100-40GB 40960 MiB, RTX 4090 24564 MiB,
 # L40S 46068 MiB, H200 143771 MiB; DGX Spark (GB10) exposes ~119.7 GiB of its 128 GB to the GPU.
+# Compute capability and the first CUDA toolkit that compiles for it (NVIDIA's CUDA GPUs table and the toolkit
+# release notes): sm_80 CUDA 11.0, sm_89 / sm_90 CUDA 11.8, sm_121 (GB10) CUDA 12.9.
 def _entries() -> tuple[GpuProfile, ...]:
     return (
-        GpuProfile("h100-80gb", "NVIDIA H100 80GB (SXM)", 79.6, 3350, True),
-        GpuProfile("a100-80gb", "NVIDIA A100 80GB (SXM)", 80.0, 2039, True),
-        GpuProfile("a100-40gb", "NVIDIA A100 40GB", 40.0, 1555, True),
-        GpuProfile("rtx-4090-24gb", "NVIDIA GeForce RTX 4090 24GB", 24.0, 1008, True),
-        GpuProfile("l40s-48gb", "NVIDIA L40S 48GB", 45.0, 864, True),
-        GpuProfile("h200-141gb", "NVIDIA H200 141GB", 140.4, 4800, True),
-        GpuProfile("dgx-spark", "NVIDIA DGX Spark (GB10, 128 GB unified)", 119.7, 273, True, unified=True,
-                   note="unified LPDDR5x shared with the CPU and OS; decode is bandwidth-bound at 273 GB/s; "
-                        "a GPU out-of-memory can freeze the whole machine"),
-        GpuProfile("cpu", "CPU only (host RAM)", 0.0, 0.0, False, is_cpu=True,
+        GpuProfile("h100-80gb", "NVIDIA H100 80GB (SXM)", 79.6, 3350, True, (9, 0), "11.8", node_gpus=8),
+        GpuProfile("a100-80gb", "NVIDIA A100 80GB (SXM)", 80.0, 2039, True, (8, 0), "11.0", node_gpus=8),
+        GpuProfile("a100-40gb", "NVIDIA A100 40GB", 40.0, 1555, True, (8, 0), "11.0", node_gpus=8),
+        GpuProfile("rtx-4090-24gb", "NVIDIA GeForce RTX 4090 24GB", 24.0, 1008, True, (8, 9), "11.8", node_gpus=2),
+        GpuProfile("l40s-48gb", "NVIDIA L40S 48GB", 45.0, 864, True, (8, 9), "11.8", node_gpus=4),
+        GpuProfile("h200-141gb", "NVIDIA H200 141GB", 140.4, 4800, True, (9, 0), "11.8", node_gpus=8),
+        GpuProfile("dgx-spark", "NVIDIA DGX Spark (GB10, 128 GB unified)", 119.7, 273, True, (12, 1), "12.9",
+                   unified=True, note="unified LPDDR5x shared with the CPU and OS; decode is bandwidth-bound at "
+                                      "273 GB/s; a GPU out-of-memory can freeze the whole machine"),
+        GpuProfile("cpu", "CPU only (host RAM)", 0.0, 0.0, False, None, None, is_cpu=True,
                    note="memory is the host RAM detected at run time; training in fp32, no vLLM"),
     )
 
 
-_FIELDS = "GpuProfile(name, label, memory_gib, bandwidth_gbs, bf16, unified=False, is_cpu=False, note='')"
+_FIELDS = ("GpuProfile(name, label, memory_gib, bandwidth_gbs, bf16, compute_capability, min_cuda, node_gpus=1, "
+           "unified=False, is_cpu=False, note='')")
 
 
 def _problem(p: GpuProfile) -> str | None:
@@ -78,7 +84,23 @@ def _problem(p: GpuProfile) -> str | None:
     flags = {f: getattr(p, f) for f in ("bf16", "unified", "is_cpu")}
     if (wrong := next((f for f, v in flags.items() if not isinstance(v, bool)), None)) is not None:
         return f"{wrong}={flags[wrong]!r} is not True or False"
+    if (problem := _cuda_problem(p)) is not None:
+        return problem
+    if isinstance(p.node_gpus, bool) or not isinstance(p.node_gpus, int) or not 1 <= p.node_gpus <= 64:
+        return f"node_gpus={p.node_gpus!r} is not a GPU count in 1..64"
     return None if isinstance(p.note, str) and "\n" not in p.note else f"note {p.note!r} is not one line of text"
+
+
+def _cuda_problem(p: GpuProfile) -> str | None:
+    """A GPU states its compute capability (major, minor) and the oldest CUDA that builds for it; cpu states none."""
+    cc, cuda = p.compute_capability, p.min_cuda
+    if p.is_cpu:
+        return None if cc is None and cuda is None else "the cpu profile has no compute_capability / min_cuda (None)"
+    if not (isinstance(cc, tuple) and len(cc) == 2 and all(type(v) is int and 0 <= v < 100 for v in cc)):
+        return f"compute_capability={cc!r} is not a (major, minor) pair of whole numbers, e.g. (9, 0)"
+    if not (isinstance(cuda, str) and re.fullmatch(r"\d{1,2}\.\d{1,2}", cuda)):
+        return f"min_cuda={cuda!r} is not a CUDA version such as '12.8'"
+    return None
 
 
 def _table(entries: Callable[[], tuple[GpuProfile, ...]]) -> dict[str, GpuProfile]:
@@ -119,9 +141,8 @@ def host_ram_gib() -> float:
 class Hardware:
     """The machine(s) a run uses: ``gpus`` per node × ``nodes``, each with ``memory_gib``.
 
-    ``vllm_gpus`` is the number of GPUs given to a `trl vllm-serve` process in server mode (they hold
-    the generation engine and do not train); ``None`` means not decided yet (colocate, or left to
-    :func:`finetune.memory.recommend`).
+    ``vllm_gpus`` is what the spec pins of the layout: GPUs for `trl vllm-serve` (0 = colocate; ``None`` = left to
+    :func:`finetune.placement.decide`, which decides where every GPU goes).
     """
 
     profile: GpuProfile
@@ -140,27 +161,36 @@ class Hardware:
         return self.gpus * self.nodes
 
     @property
-    def training_gpus(self) -> int:
-        """GPUs that run a training process (= accelerate's num_processes)."""
-        if self.profile.is_cpu:
-            return max(1, self.total_gpus)
-        return max(0, self.total_gpus - (self.vllm_gpus or 0))
-
-    @property
     def bandwidth_gbs(self) -> float:
         return self.profile.bandwidth_gbs
 
-    def with_vllm_gpus(self, n: int | None) -> Hardware:
-        return replace(self, vllm_gpus=n)
-
     def with_gpus(self, gpus: int) -> Hardware:
         return replace(self, gpus=gpus)
+
+    def with_nodes(self, nodes: int) -> Hardware:
+        return replace(self, nodes=nodes)
 
     def describe(self) -> str:
         count = f"{self.gpus}×" if self.gpus != 1 else ""
         nodes = f" × {self.nodes} nodes" if self.nodes > 1 else ""
         unit = "RAM" if self.profile.is_cpu else "per GPU"
         return f"{count}{self.profile.name}{nodes} ({self.memory_gib:.1f} GiB {unit})"
+
+
+def gpu_requirements(profile: GpuProfile) -> dict[str, Any] | None:
+    """What a training box must offer for ``profile``, as env check compares it (None for the cpu profile):
+    ``compute_capability`` (``torch.cuda.get_device_capability()`` of each GPU), ``arch`` (the ``sm_XY`` that
+    ``torch.cuda.get_arch_list()`` of the installed torch must carry, or a lower ``compute_XY`` PTX it can JIT) and
+    ``min_cuda`` (``torch.version.cuda`` at least this). JSON-ready: config/target.json carries it.
+
+    >>> gpu_requirements(PROFILES["h100-80gb"])
+    {'profile': 'h100-80gb', 'compute_capability': [9, 0], 'arch': 'sm_90', 'min_cuda': '11.8'}
+    """
+    if profile.is_cpu or profile.compute_capability is None:
+        return None
+    major, minor = profile.compute_capability
+    return {"profile": profile.name, "compute_capability": [major, minor], "arch": f"sm_{major}{minor}",
+            "min_cuda": profile.min_cuda}
 
 
 def get_profile(name: str, where: str = "hardware.profile") -> GpuProfile:
@@ -202,22 +232,3 @@ def resolve_hardware(section: HardwareSpec | Mapping[str, Any] | str | None = No
     host_cpus = int(spec["host_cpus"]) if spec.get("host_cpus") is not None else None
     return Hardware(profile=profile, gpus=max(gpus, 1), nodes=nodes, memory_gib=float(memory), vllm_gpus=vllm_gpus,
                     host_cpus=host_cpus)
-
-
-def with_generation_node(hw: Hardware) -> Hardware:
-    """Several GPU nodes: the first node serves generation whole and the others train, because accelerate needs
-    the same number of processes on every training node (vLLM fills the generation node with tensor × data
-    parallel replicas). The one placement rule `config render` lays out and `finetune memory` sizes: training
-    GPUs are (nodes - 1) × gpus, not every GPU but the server's. One node (or a CPU target): unchanged.
-
-    >>> h = with_generation_node(resolve_hardware({"profile": "h100-80gb", "gpus": 8, "nodes": 2}))
-    >>> h.vllm_gpus, h.training_gpus
-    (8, 8)
-    """
-    if hw.nodes == 1 or hw.profile.is_cpu:
-        return hw
-    if hw.vllm_gpus is not None and hw.vllm_gpus != hw.gpus:
-        raise UserError(f"with {hw.nodes} nodes the first node is the generation node: vllm_gpus {hw.vllm_gpus} "
-                        f"must be its {hw.gpus} GPUs (vLLM fills them with tensor × data parallel replicas)",
-                        where="hardware.vllm_gpus", fix=f"set hardware.vllm_gpus: {hw.gpus}, or remove it")
-    return hw.with_vllm_gpus(hw.gpus)

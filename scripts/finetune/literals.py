@@ -13,7 +13,9 @@ from __future__ import annotations
 import json as _json
 import keyword
 import math
+import re
 import shlex
+import unicodedata
 from pathlib import Path, PurePath
 from typing import TYPE_CHECKING, Any
 
@@ -188,6 +190,83 @@ def md_code(value: Any) -> str:
     fence = "`" * (longest + 1)
     pad = " " if text.startswith("`") or text.endswith("`") or not text.strip() else ""
     return f"{fence}{pad}{text}{pad}{fence}"
+
+
+# ------------------------------------------------------------------------------------------ display --
+# What a person reads must be what a reward reads. A terminal acts on control characters (ESC sequences erase
+# a line, move the cursor, conceal text; a lone CR returns to the line start), a browser and an editor
+# reorder text around bidi controls, and zero-width characters are not seen at all. `visible` writes each such
+# character as a mark, ⟦NAME⟧ or ⟦U+XXXX⟧, and the marks' own brackets are marked too, so a mark on a sheet is
+# always one of ours. Newlines and tabs stay as they are (they lay text out and hide nothing).
+MARK_OPEN, MARK_CLOSE = "\u27e6", "\u27e7"
+_C0 = ("NUL SOH STX ETX EOT ENQ ACK BEL BS HT LF VT FF CR SO SI DLE DC1 DC2 DC3 DC4 NAK SYN ETB CAN EM SUB ESC "
+       "FS GS RS US").split()
+_NAMED = {**{chr(i): name for i, name in enumerate(_C0)}, "\x7f": "DEL", "\x85": "NEL", "\x9b": "CSI",
+          "\xa0": "NBSP", "\xad": "SHY", "\u061c": "ALM", "\u180e": "MVS", "\u200b": "ZWSP", "\u200c": "ZWNJ",
+          "\u200d": "ZWJ", "\u200e": "LRM", "\u200f": "RLM", "\u2028": "LS", "\u2029": "PS", "\u202a": "LRE",
+          "\u202b": "RLE", "\u202c": "PDF", "\u202d": "LRO", "\u202e": "RLO", "\u2060": "WJ", "\u2066": "LRI",
+          "\u2067": "RLI", "\u2068": "FSI", "\u2069": "PDI", "\ufeff": "BOM"}
+# Categories drawn as nothing or acted on: controls, format characters (bidi, zero-width, tags), surrogates,
+# private use, unassigned, line/paragraph separators, and spaces other than U+0020.
+_HIDDEN_CATEGORIES = {"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp", "Zs"}
+# Letters and marks that draw nothing: Hangul fillers, the combining grapheme joiner, variation selectors.
+_BLANK = set("\u115f\u1160\u3164\uffa0\u034f\u2800") | {chr(c) for c in range(0xFE00, 0xFE10)} | {
+    chr(c) for c in range(0xE0100, 0xE01F0)}
+
+
+_NOT_PLAIN = re.compile(r"[^\n\t -~]")  # the only characters that can need a mark
+
+
+def _hidden(ch: str) -> bool:
+    if ch in "\n\t " or ("!" <= ch <= "~"):
+        return False
+    return ch in _BLANK or ch in (MARK_OPEN, MARK_CLOSE) or unicodedata.category(ch) in _HIDDEN_CATEGORIES
+
+
+def _mark(match: re.Match[str]) -> str:
+    ch = match.group(0)
+    return f"{MARK_OPEN}{mark_name(ch)}{MARK_CLOSE}" if _hidden(ch) else ch
+
+
+def mark_name(ch: str) -> str:
+    """The name a mark shows for one character: ESC, CR, RLO, ZWJ, ... or U+XXXX."""
+    return _NAMED.get(ch) or f"U+{ord(ch):04X}"
+
+
+def visible(value: Any) -> str:
+    """``value`` as text a person can trust: every control, bidi, zero-width, invisible or look-alike-space
+    character written as a mark (``⟦ESC⟧[2K``, ``⟦CR⟧``, ``⟦RLO⟧``, ``⟦ZWJ⟧``, ``⟦U+E0041⟧``), everything else
+    as it is (linear in the length).
+
+    >>> visible("<answer>000</answer>\\x1b[2K\\r<answer>741</answer>")
+    '<answer>000</answer>⟦ESC⟧[2K⟦CR⟧<answer>741</answer>'
+    """
+    return _NOT_PLAIN.sub(_mark, str(value))
+
+
+def hidden_characters(value: Any) -> dict[str, int]:
+    """Mark name -> count of the characters :func:`visible` marks in ``value`` (empty when none)."""
+    counts: dict[str, int] = {}
+    for match in _NOT_PLAIN.finditer(str(value)):
+        if _hidden(match.group(0)):
+            name = mark_name(match.group(0))
+            counts[name] = counts.get(name, 0) + 1
+    return counts
+
+
+def marks_note(*values: Any) -> str | None:
+    """One sentence naming the characters marked in ``values`` ('3 characters shown as ⟦…⟧ marks: ESC ×2,
+    CR'), or None when there are none."""
+    counts: dict[str, int] = {}
+    for value in values:
+        for name, n in hidden_characters(value).items():
+            counts[name] = counts.get(name, 0) + n
+    if not counts:
+        return None
+    total = sum(counts.values())
+    names = ", ".join(f"{name} ×{n}" if n > 1 else name for name, n in sorted(counts.items(), key=lambda kv: -kv[1]))
+    return (f"{total} character{'s' if total > 1 else ''} written as {MARK_OPEN}…{MARK_CLOSE} marks (controls, "
+            f"invisible or direction-changing characters a terminal or browser would act on or hide): {names}")
 
 
 FILTERS = {"py": py, "py_ident": py_ident, "py_module": py_module, "py_comment": py_comment, "py_doc": py_doc, "sh": sh,

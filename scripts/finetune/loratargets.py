@@ -25,10 +25,8 @@ import functools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from finetune.models import FusedParam, LinearGroup, ModelInfo
+from finetune.modelparts import FusedParam, Inventory, LinearGroup
 
 Targets = str | list[str] | tuple[str, ...]
 ALL_LINEAR = "all-linear"  # peft.utils.INCLUDE_LINEAR_LAYERS_SHORTHAND (matched case-insensitively)
@@ -67,18 +65,18 @@ def _matches(target_modules: Targets, path: str, is_head: bool) -> bool:
     return any(path == key or path.endswith("." + key) for key in target_modules)
 
 
-def leaf_names(info: ModelInfo) -> list[str]:
+def leaf_names(info: Inventory) -> list[str]:
     """The distinct last components of the model's linear layers but the head (q_proj, ...), and of the old
     per-expert names PEFT maps onto fused tensors (gate_proj, ...), in order."""
     linear = [g.name for g in info.linear_groups if not g.is_output_head]
     return list(dict.fromkeys(linear + [old for old, _ in info.peft_moe_targets]))
 
 
-def _fix(info: ModelInfo) -> str:
+def _fix(info: Inventory) -> str:
     return f"name layers of {info.name} ({', '.join(leaf_names(info))}) in a list, or use all-linear"
 
 
-def _regex_leaves(info: ModelInfo, pattern: str) -> set[str]:
+def _regex_leaves(info: Inventory, pattern: str) -> set[str]:
     """A regex resolved to leaf names as PEFT does for an MoE conversion (_resolve_string_target_modules)."""
     keys = [p for g in info.linear_groups for p in g.paths] + [p.path for p in info.fused_params]
     found = {k.rsplit(".", 1)[-1] for k in keys if re.fullmatch(pattern, k)}
@@ -91,7 +89,7 @@ def _regex_leaves(info: ModelInfo, pattern: str) -> set[str]:
     return found
 
 
-def _moe_conversion(info: ModelInfo, target_modules: Targets) -> tuple[Targets, dict[str, int], tuple[str, str] | None]:
+def _moe_conversion(info: Inventory, target_modules: Targets) -> tuple[Targets, dict[str, int], tuple[str, str] | None]:
     """(module targets left, {fused parameter name: rank factor}, problem): PEFT's _convert_peft_config_moe."""
     if not info.peft_moe_targets:
         return target_modules, {}, None
@@ -126,13 +124,13 @@ def _moe_conversion(info: ModelInfo, target_modules: Targets) -> tuple[Targets, 
     return remaining, params, None
 
 
-def _fused_hits(info: ModelInfo, params: dict[str, int]) -> tuple[tuple[FusedParam, int], ...]:
+def _fused_hits(info: Inventory, params: dict[str, int]) -> tuple[tuple[FusedParam, int], ...]:
     names = sorted(params)
     return tuple((p, params[next(n for n in names if p.path == n or p.path.endswith("." + n))])
                  for p in info.fused_params if any(p.path == n or p.path.endswith("." + n) for n in names))
 
 
-def _unknown(info: ModelInfo, target_modules: Sequence[str]) -> list[str]:
+def _unknown(info: Inventory, target_modules: Sequence[str]) -> list[str]:
     paths = [(p, g.is_output_head) for g in info.linear_groups for p in g.paths]
     olds = [old for old, new in info.peft_moe_targets
             if any(p.path.endswith("." + new) or p.path == new for p in info.fused_params)]
@@ -141,7 +139,7 @@ def _unknown(info: ModelInfo, target_modules: Sequence[str]) -> list[str]:
                                                                                   for o in olds)]
 
 
-def adapted(info: ModelInfo, target_modules: Targets) -> Adapted:
+def adapted(info: Inventory, target_modules: Targets) -> Adapted:
     """What PEFT adapts on ``info`` for ``target_modules``, and whether it is a problem (see the module docstring).
     Memoised: recommend() and the generated docs size the same adapters thousands of times."""
     key = target_modules if isinstance(target_modules, str) else tuple(target_modules)
@@ -149,7 +147,7 @@ def adapted(info: ModelInfo, target_modules: Targets) -> Adapted:
 
 
 @functools.lru_cache(maxsize=256)
-def _adapted(info: ModelInfo, target_modules: str | tuple[str, ...]) -> Adapted:
+def _adapted(info: Inventory, target_modules: str | tuple[str, ...]) -> Adapted:
     if isinstance(target_modules, str) and not is_all_linear(target_modules):
         try:
             re.compile(target_modules)
@@ -175,12 +173,12 @@ def _adapted(info: ModelInfo, target_modules: str | tuple[str, ...]) -> Adapted:
     return Adapted(tuple(groups), fused, problem)
 
 
-def _regex_fix(info: ModelInfo) -> str:
+def _regex_fix(info: Inventory) -> str:
     example = next((p for g in info.linear_groups for p in g.paths), "model.layers.0.self_attn.q_proj")
     return ("a single string other than all-linear is a regular expression the full module name must match "
             f"(e.g. {example}); {_fix(info)}")
 
 
-def lora_target_problem(info: ModelInfo, target_modules: Targets) -> tuple[str, str] | None:
+def lora_target_problem(info: Inventory, target_modules: Targets) -> tuple[str, str] | None:
     """(what is wrong, how to fix it) with ``target_modules`` for this model, or None."""
     return adapted(info, target_modules).problem

@@ -20,10 +20,13 @@ profiler; benchmarks/bench_memory_trainers.py compares the two.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from finetune.errors import UserError
 from finetune.loratargets import HEAD_PROBLEM, Targets, lora_target_problem
+
+if TYPE_CHECKING:
+    from finetune.placement import Layout
 
 SFT_METHODS = ("full", "lora", "qlora")
 LOGIT_COPIES = 3  # fp32 logits, their log-softmax, and the gradient flowing back through them
@@ -39,10 +42,17 @@ class TrainerEstimate:
     trainable: int = 0  # parameters with a gradient and optimizer state (every one for full fine-tuning)
     components: dict[str, int] = field(default_factory=dict)
     reasons: dict[str, str] = field(default_factory=dict)
+    load: int = 0  # bytes on a GPU right after loading, before DeepSpeed partitions anything
+    load_reason: str = ""
+
+    @property
+    def step(self) -> int:
+        return sum(self.components.values())
 
     @property
     def peak(self) -> int:
-        return sum(self.components.values())
+        """The larger of the load and the step: a QLoRA model under ZeRO-3 loads whole on every rank."""
+        return max(self.step, self.load)
 
     @property
     def above_weights(self) -> int:
@@ -51,9 +61,12 @@ class TrainerEstimate:
 
 def estimate_step(model: Any, trainer: str, method: str, *, seq_len: int, batch: int = 1, lora_r: int = 16,
                   lora_target_modules: Targets = "all-linear", checkpointing: bool = True, param_bytes: int = 2,
-                  mixed_precision: bool = True, where: str = "lora.target_modules") -> TrainerEstimate:
-    """Bytes of one SFT or DPO step for ``model`` (a finetune.models.ModelInfo); LoRA / QLoRA adapt
-    ``lora_target_modules`` (PEFT's semantics). ``where`` names the input a bad target list came from."""
+                  mixed_precision: bool = True, where: str = "lora.target_modules",
+                  layout: Layout | None = None) -> TrainerEstimate:
+    """Bytes per GPU of one SFT or DPO step for ``model`` (a finetune.models.ModelInfo); LoRA / QLoRA adapt
+    ``lora_target_modules`` (PEFT's semantics). ``where`` names the input a bad target list came from. ``layout``
+    (:func:`finetune.placement.arrange` with vLLM off): the training processes and ZeRO stage the step is
+    partitioned over (None: one process)."""
     _check_choice(trainer, method)
     est = TrainerEstimate(trainer, method)
     _weights(est, model, param_bytes)
@@ -65,7 +78,29 @@ def estimate_step(model: Any, trainer: str, method: str, *, seq_len: int, batch:
         est.reasons["gradients"] += f" (LoRA r={lora_r} on {named})"
     _reference(est, model, param_bytes)
     _step_tensors(est, model, seq_len, batch, checkpointing, param_bytes)
+    if layout is not None and layout.training_processes > 1:
+        _partition(est, layout)
     return est
+
+
+def _partition(est: TrainerEstimate, layout: Layout) -> None:
+    """DeepSpeed's partitions over the layout's training processes (ZeRO-2: gradients and optimizer state; ZeRO-3:
+    the weights too — QLoRA's packed 4-bit ones through ``bnb_4bit_quant_storage``), and the load moment before it:
+    transformers skips zero.Init for a quantized model (modeling_utils ``get_init_context``), so QLoRA loads whole
+    on every rank first."""
+    n, stage = layout.shards, layout.zero_stage
+    whole = est.components["weights"] + est.components.get("reference", 0)
+    parts = ("gradients", "optimizer") + (("weights", "reference") if stage == 3 else ())
+    for key in parts:
+        if key in est.components:
+            est.components[key] //= n
+            est.reasons[key] += f" / {n} (ZeRO-{stage})"
+    if stage == 3 and est.method == "qlora":
+        est.load, est.load_reason = whole, f"the 4-bit model whole on each of {n} ranks before ZeRO-3 partitions it"
+    elif stage != 3:
+        est.load, est.load_reason = whole, "the weights whole on every rank"
+    else:
+        est.load, est.load_reason = whole // n, f"partitioned at load by zero.Init (/ {n})"
 
 
 def _check_choice(trainer: str, method: str) -> None:

@@ -19,11 +19,11 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from finetune.errors import UserError
+from finetune.loratargets import Adapted, adapted
+from finetune.modelparts import FusedParam, LinearGroup
 
 if TYPE_CHECKING:
     from transformers import PretrainedConfig, PreTrainedModel
-
-    from finetune.loratargets import Adapted
 
 BUNDLED_DIR = Path(__file__).parent / "data" / "model_configs"
 
@@ -37,27 +37,6 @@ SCALE_CLASS_NAMES = tuple(n for n, _ in SCALE_CLASSES) + (MOE_CLASS,)
 
 # Hub-id suffixes whose config is architecturally the base model's (chat / instruct fine-tunes).
 _VARIANT_SUFFIXES = ("-instruct", "-base", "-chat", "-it")
-
-
-@dataclass(frozen=True)
-class LinearGroup:
-    """All nn.Linear modules sharing a leaf name and shape: ``count`` × (d_in → d_out)."""
-
-    name: str
-    d_in: int
-    d_out: int
-    count: int
-    is_output_head: bool = False
-    paths: tuple[str, ...] = ()  # the modules' full names (model.named_modules()), what PEFT matches against
-
-
-@dataclass(frozen=True)
-class FusedParam:
-    """A parameter outside any nn.Linear that PEFT can adapt as a ``target_parameter``: a fused MoE experts tensor
-    (E × d1 × d2) or a router's weight, by its full name."""
-
-    path: str
-    shape: tuple[int, ...]
 
 
 @dataclass(frozen=True)
@@ -95,6 +74,11 @@ class ModelInfo:
     fused_params: tuple[FusedParam, ...] = field(default=(), repr=False)
     peft_moe_targets: tuple[tuple[str, str], ...] = ()
     peft_moe_fused: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    # what transformers picks when train.py names none: "eager" for a model class without SDPA support (gemma-2:
+    # `_supports_sdpa = False`, soft-capped attention), whose backward keeps B × heads × T² scores per layer
+    attn_implementation: str = "sdpa"
+    attn_softcapping: bool = False  # tanh soft-capping of the attention scores (one more T² tensor kept)
+    sandwich_norm: bool = False  # RMSNorms after attention and after the MLP too (gemma-2): two more kept per layer
 
     @property
     def scale_class(self) -> str:
@@ -111,6 +95,11 @@ class ModelInfo:
     def kv_bytes_per_token(self, dtype_bytes: int = 2) -> int:
         """KV cache per token: 2 (K and V) × layers × kv_heads × head_dim × bytes."""
         return 2 * self.layers * self.kv_heads * self.head_dim * dtype_bytes
+
+    @property
+    def largest_linear(self) -> int:
+        """The largest nn.Linear weight but the head (d_in × d_out): what merging one LoRA adapter touches at once."""
+        return max((g.d_in * g.d_out for g in self.linear_groups if not g.is_output_head), default=0)
 
     @property
     def quantizable_params(self) -> int:
@@ -131,8 +120,6 @@ class ModelInfo:
         return self._adapted(target_modules).trainable(r)
 
     def _adapted(self, target_modules: str | list[str] | tuple[str, ...]) -> Adapted:
-        from finetune.loratargets import adapted
-
         found = adapted(self, target_modules)
         if found.problem:
             raise UserError(found.problem[0], where="lora.target_modules", fix=found.problem[1])
@@ -292,7 +279,7 @@ def _disk_key(raw_bytes: bytes) -> str:
     import hashlib
     from importlib.metadata import version
 
-    stamp = f"|transformers={version('transformers')}|peft={_peft_version()}|v3"
+    stamp = f"|transformers={version('transformers')}|peft={_peft_version()}|v5"
     return hashlib.sha256(raw_bytes + stamp.encode()).hexdigest()[:32]
 
 
@@ -472,6 +459,9 @@ def _inventory(model: PreTrainedModel, config: PretrainedConfig, raw: dict[str, 
         linear_groups=linear_groups, moe_intermediate=int(getattr(text, "moe_intermediate_size", 0) or 0),
         max_position_embeddings=int(getattr(text, "max_position_embeddings", 0) or 0),
         qk_norm=any(name.endswith("self_attn.q_norm") for name, _ in model.named_modules()),
+        attn_implementation=str(getattr(model.config, "_attn_implementation", None) or "sdpa"),
+        attn_softcapping=bool(getattr(text, "attn_logit_softcapping", None)),
+        sandwich_norm=any(name.endswith("post_feedforward_layernorm") for name, _ in model.named_modules()),
         **_peft_moe(model, str(config.model_type)),
     )
 

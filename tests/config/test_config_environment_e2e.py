@@ -96,6 +96,9 @@ def test_rendered_train_py_trains_with_environment_factory(cli, tmp_path, tool_m
     train_py = (run / "config" / "train.py").read_text()
     assert "environment_factory=rewards.environment_factory" in train_py
     assert "max_tool_calling_iterations=2" in train_py
+    # tool results escaped for the very tokenizer that tokenizes the turns, before the first rollout
+    assert train_py.index("trainer = GRPOTrainer(") < train_py.index(
+        "rewards.environment_tokenizer(trainer.processing_class)") < train_py.index("trainer.train()")
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", TOKENIZERS_PARALLELISM="false",
                OMP_NUM_THREADS="1", TRL_EXPERIMENTAL_SILENCE="1")
     proc = subprocess.run([sys.executable, "config/train.py", "--cpu", "--max-steps", "2"], cwd=run, env=env,

@@ -316,8 +316,30 @@ def test_memory_sizes_the_placement_config_render_lays_out_on_two_nodes(cli, tmp
     assert rec["training_processes"] == 8 and rec["vllm_gpus"] == 8 and est["settings"]["vllm_gpus"] == 8
     assert cli("config", "render", spec, "--no-gate").code == 0
     brief = (spec.parent / "config" / "BRIEF.md").read_text()
-    assert f"during training: **{est['training_peak_gib']:.1f} GiB**" in brief and "8 training GPU(s)" in brief
+    assert f"during training: **{est['training_peak_gib']:.1f} GiB**" in brief and "node 1 trains (8 processes)" in brief
+    assert est["layout"]["training_processes"] == 8 and est["binding_moment"] in ("load", "sync", "step")
     accelerate = yaml.safe_load((spec.parent / "config" / "accelerate.yaml").read_text())
     assert accelerate["num_processes"] == rec["training_processes"]
     bad = cli("memory", spec, "--vllm-gpus", "3")
     assert bad.code == 2 and "generation node" in bad.err and bad.err.count("\n") == 1
+
+
+def test_qlora_under_zero3_renders_the_quant_storage(tmp_path):
+    """Whenever a layout puts QLoRA under ZeRO-3, train.py's BitsAndBytesConfig carries bnb_4bit_quant_storage
+    (PEFT's QLoRA + ZeRO-3 guide: DeepSpeed cannot partition packed 4-bit weights otherwise) and BRIEF.md says why;
+    without ZeRO-3 it is left out."""
+    from finetune.config.build import build_plan
+    from finetune.config.render import render_files
+    from finetune.placement import arrange
+    from finetune.spec import load_spec
+
+    spec = write_run(tmp_path / "r", HUB_MODEL, method="qlora", hardware={"profile": "a100-40gb", "gpus": 4,
+                                                                          "vllm_gpus": 0})
+    plan = build_plan(load_spec(spec), spec.parent, no_gate=True)
+    assert plan.topology.quant_storage is None and "bnb_4bit_quant_storage" not in render_files(plan)["train.py"]
+    plan.topology = arrange(plan.model_info, plan.hardware, "qlora", plan.topology.request().pinned(zero_stage=3))
+    plan.zero_stage = plan.topology.zero_stage
+    files = render_files(plan)
+    assert "bnb_4bit_quant_storage=torch.bfloat16)" in files["train.py"]
+    ast.parse(files["train.py"])
+    assert "`bnb_4bit_quant_storage=bfloat16`" in files["BRIEF.md"] and "deepspeed_zero3.json" in files

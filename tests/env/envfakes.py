@@ -3,7 +3,8 @@
 * ``sitecustomize.py`` (on PYTHONPATH) hides the top-level modules named in ``FAKE_MISSING`` behind the
   meta-path finders (find_spec gives None and an import raises ModuleNotFoundError, as on a machine
   without them) and,
-  with ``FAKE_GPUS=N`` / ``FAKE_GPU_GIB``, makes torch report N CUDA GPUs of that memory, and with
+  with ``FAKE_GPUS=N`` / ``FAKE_GPU_GIB``, makes torch report N CUDA GPUs of that memory (compute capability
+  ``FAKE_GPU_CC``, a CUDA ``FAKE_CUDA`` build carrying ``FAKE_TORCH_ARCHS``; an H100 by default), and with
   ``FAKE_CPUS=N`` makes ``os.cpu_count()`` / ``os.sched_getaffinity()`` report N logical CPUs;
 * fake packages (``vllm``, ``deepspeed``, another ``trl``) that only carry a version;
 * a wrapper ``python`` in a folder of its own, for FINETUNE_PYTHON (launch.sh runs trl / accelerate
@@ -58,7 +59,11 @@ SITECUSTOMIZE = textwrap.dedent('''
         torch.cuda.device_count = lambda: _n
         torch.cuda.get_device_properties = lambda i: types.SimpleNamespace(total_memory=int(_gib * 2**30),
                                                                            name="Fake H100")
-        torch.version.cuda = "12.8"
+        torch.version.cuda = os.environ.get("FAKE_CUDA", "12.8")
+        _cc = tuple(int(x) for x in os.environ.get("FAKE_GPU_CC", "9.0").split("."))
+        torch.cuda.get_device_capability = lambda i: _cc
+        _archs = os.environ.get("FAKE_TORCH_ARCHS", "sm_80,sm_86,sm_90").split(",")
+        torch.cuda.get_arch_list = lambda: _archs
 ''')
 
 

@@ -71,7 +71,13 @@ def test_target_json_states_what_the_config_needs(node_run, cpu_run):
     assert need["vllm"] == "<=0.31.0,>=0.22.0" and need["jsonschema"] == "==4.26.0"  # TRL 1.16's vllm range
     assert target["hardware"] == {"profile": "h100-80gb", "cpu": False, "nodes": 1, "gpus_per_node": 8,
                                   "gpu_memory_gib": target["hardware"]["gpu_memory_gib"],
-                                  "vllm_gpus": target["hardware"]["vllm_gpus"], "host_cpus": None}
+                                  "vllm_gpus": target["hardware"]["vllm_gpus"], "host_cpus": None,
+                                  # finetune.placement's layout and the profile's GPU facts (hardware.gpu_requirements)
+                                  "generation_gpu_ids": list(range(target["hardware"]["vllm_gpus"])),
+                                  "training_gpu_ids": list(range(target["hardware"]["vllm_gpus"], 8)),
+                                  "gpu": {"profile": "h100-80gb", "compute_capability": [9, 0], "arch": "sm_90",
+                                          "min_cuda": "11.8"},
+                                  "processes_per_node": 8 - target["hardware"]["vllm_gpus"]}
     assert target["hardware"]["vllm_gpus"] >= 1 and target["sandbox"] is None  # server mode; no sandboxed reward
     assert [s["name"] for s in target["scripts"]] == ["trl", "accelerate"] and target["tools"][0]["name"] == "curl"
     cpu = json.loads((cpu_run / "config" / "target.json").read_text())
@@ -109,14 +115,16 @@ def test_each_missing_piece_with_its_install_line(node_run, tmp_path):
 @pytest.mark.slow
 def test_wrong_versions_and_too_few_small_gpus(node_run, tmp_path):
     site = fake_site(tmp_path / "site", {"vllm": "0.21.0", "deepspeed": "0.19.8", "trl": "1.17.0"})
-    res = _check(node_run, site, FAKE_GPUS="4", FAKE_GPU_GIB="39.4")
+    # four A100-40GB (compute capability 8.0) where the config was rendered for eight H100s (9.0)
+    res = _check(node_run, site, FAKE_GPUS="4", FAKE_GPU_GIB="39.4", FAKE_GPU_CC="8.0")
     assert res.returncode == 1, res.stdout + res.stderr
     fixes = _fixes(res.stdout)
     assert fixes["trl"] == f"{PY} -m pip install trl==1.16.0"
     assert fixes["vllm"] == f"{PY} -m pip install vllm==0.30.0"  # the [train] pin, inside TRL's range
     assert "hardware.gpus: 4" in fixes["GPUs"] and "hardware.gpu_memory_gib: 39.4" in fixes["GPU memory"]
+    assert "hardware.profile" in fixes["GPU compute capability"] and ">= 9.0 (h100-80gb, sm_90)" in res.stdout
     # vLLM 0.21 beside TRL 1.17: neither the TRL this config needs nor a known combination (no row: TRL != 1.16)
-    assert set(fixes) == {"trl", "vllm", "GPUs", "GPU memory"}
+    assert set(fixes) == {"trl", "vllm", "GPUs", "GPU memory", "GPU compute capability"}
 
 
 @pytest.mark.slow
@@ -162,6 +170,40 @@ def test_env_check_says_which_gpus_the_layout_uses(monkeypatch, visible, count, 
     else:
         monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
     assert gpu_use({"gpus_per_node": need, "vllm_gpus": serve, "nodes": 1}, count) == says
+
+
+def _arch_rows(profile: str, caps, archs, cuda):
+    from finetune.env.check import check_gpu_arch
+    from finetune.hardware import PROFILES, gpu_requirements
+
+    return {r.what: r for r in check_gpu_arch(gpu_requirements(PROFILES[profile]), caps, archs, cuda, "2.13.0")}
+
+
+def test_every_gpu_profile_is_held_to_its_own_capability_and_cuda():
+    """A profile added to the registry reaches env check through target.json's hardware.gpu, no edit here: its own
+    card on a build of its oldest CUDA carrying its kernels is ready; an older card or CUDA is not."""
+    from finetune.hardware import PROFILES
+
+    for p in (p for p in PROFILES.values() if not p.is_cpu):
+        (major, minor), cuda = p.compute_capability, p.min_cuda
+        rows = _arch_rows(p.name, [(major, minor)] * 2, [f"sm_{major}{minor}"], cuda)
+        assert all(r.ok for r in rows.values()), (p.name, rows)
+        older = _arch_rows(p.name, [(major, minor), (major - 1, 0)], [f"sm_{major}{minor}"], "11.0" if
+                           cuda != "11.0" else "10.2")
+        assert not older["GPU compute capability"].ok and "hardware.profile" in older["GPU compute capability"].fix
+        assert not older["CUDA for the GPU"].ok and "--index-url" in older["CUDA for the GPU"].fix
+
+
+@pytest.mark.parametrize(("caps", "archs", "missing"), [
+    ([(10, 0)], ["sm_80", "sm_90"], "sm_100"),  # a B200 under a build without Blackwell kernels
+    ([(10, 0)], ["sm_80", "compute_90"], None),  # PTX JIT-compiles on a newer card
+    ([(8, 9)], ["sm_80", "sm_86"], None),  # a cubin runs on a higher minor of its major
+    ([(9, 0)], ["sm_80", "sm_86", "sm_89"], "sm_90"),  # ... never across majors
+    ([(9, 0)], [], "sm_90")])
+def test_torch_kernels_follow_cudas_binary_compatibility(caps, archs, missing):
+    row = _arch_rows("a100-40gb", caps, archs, "12.8")["torch kernels"]
+    assert row.ok is (missing is None)
+    assert missing is None or missing in row.fix and "--force-reinstall" in row.fix
 
 
 def test_no_target_is_bad_input(tmp_path):

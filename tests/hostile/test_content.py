@@ -94,6 +94,7 @@ def test_review_page_parses_whole_with_hostile_completions(base_run, tmp_path):
     from playwright.sync_api import sync_playwright
 
     from finetune.cli import main
+    from finetune.literals import visible
 
     run = tmp_path / "run"
     shutil.copytree(base_run, run)
@@ -122,8 +123,8 @@ def test_review_page_parses_whole_with_hostile_completions(base_run, tmp_path):
     assert errors == [] and scripts == 2 and title != "pwned"
     by_id = {r["id"]: r for r in rows}
     assert len(shown) == len(rows)
-    for sid, completion, prompt in shown:
-        assert completion == by_id[sid]["completion"] and prompt == by_id[sid]["prompt"]
+    for sid, completion, prompt in shown:  # as written, U+2028/U+2029 marked (finetune.literals.visible)
+        assert completion == visible(by_id[sid]["completion"]) and prompt == visible(by_id[sid]["prompt"])
     assert "<!--" not in page_text.split('<script id="data"')[1].split("</script>")[0]
 
 

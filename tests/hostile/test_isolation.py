@@ -59,15 +59,21 @@ def test_math_worker_ignores_a_shadow_math_verify_in_the_run_dir(tmp_path):
 
 
 def test_math_worker_runs_the_loaded_bytes_not_the_file_on_disk(tmp_path):
-    """rewards_mathpool.py rewritten after its parent loaded it: the workers still run the loaded code."""
+    """rewards_mathpool.py and rewards_answers.py (which the workers run too: the whole answer path is inside the
+    deadline) rewritten after their parent loaded them: the workers still run the loaded code."""
     run = tmp_path / "run"
     module = _render_math(run, 7.375)
-    pool_file = run / "rewards_mathpool.py"
-    text = pool_file.read_text(encoding="utf-8")
-    forged = text.replace('reply = {"score": score, "status": "ok"}', 'reply = {"score": 1.0, "status": "ok"}')
-    assert forged != text
-    pool_file.write_text(forged, encoding="utf-8")
-    assert _scores(module, ["\\boxed{9973}", "\\boxed{973}"], ["973", "973"]) == [0.0, 1.0]
+    for name, real, fake in (
+            ("rewards_mathpool.py", '"score": float(verify(gold_parsed, answer, timeout_seconds=None)) if answer else 0.0',
+             '"score": 1.0'),
+            ("rewards_answers.py", 'return values, "ok" if len(values) == 1 else "several_values"',
+             'return ["973"], "ok"')):
+        path = run / name
+        text = path.read_text(encoding="utf-8")
+        assert real in text
+        path.write_text(text.replace(real, fake), encoding="utf-8")
+    assert _scores(module, ["\\boxed{9973}", "\\boxed{973}", "\\boxed{\\frac{1}{3}}"], ["973", "973", "1/2"]) == [
+        0.0, 1.0, 0.0]
 
 
 def test_math_worker_command_line_is_isolated(tmp_path):

@@ -73,6 +73,8 @@ def test_markdown_sheet_is_blind_and_its_commands_run(cli, make_run):
         assert leak not in md, leak
     for k, v in V.DEFINITIONS.items():
         assert f"**{k}** — {v}" in md
+    # each sample's verdict line shows its id as JSON and leaves accept to the reader (not a string to copy)
+    assert md.count('Verdict line: `{"id": "') == 64 and md.count('"accept": …}`') == 64 and '"…"' not in md
 
     # the sheet's commands, run as printed (the venv's console script, not a bare `finetune`), in real processes
     verdict_cmd = _sheet_command(md, "verdict")

@@ -139,28 +139,61 @@ def run(args: argparse.Namespace) -> int:
 
 def _run_trainer(args: argparse.Namespace) -> int:
     """`finetune memory --model M --trainer sft|dpo [--method X] [--seq-len N] [--batch B] [--lora-r R]
-    [--target-modules q_proj,v_proj]`."""
+    [--target-modules q_proj,v_proj] [--profile P --gpus N --nodes K --zero S]`."""
     from finetune.memory_trainers import estimate_step
     from finetune.models import load_model_info
+    from finetune.placement import Request, arrange
 
     if not args.model or args.spec:
         raise UserError(f"--trainer {args.trainer} sizes a model, not a GRPO run spec", where="finetune memory",
                         fix=f"`finetune memory --model M --trainer {args.trainer} --method qlora`")
     info = load_model_info(args.model, args.model_config)
-    est = estimate_step(info, args.trainer, args.method or "lora", seq_len=args.seq_len,
+    method = args.method or "lora"
+    hardware = resolve_hardware({"profile": args.profile, "gpus": args.gpus, "nodes": args.nodes,
+                                 "gpu_memory_gib": args.gpu_memory_gib})
+    layout = arrange(info, hardware, method, Request(use_vllm=False, zero_stage=args.zero_stage))
+    est = estimate_step(info, args.trainer, method, seq_len=args.seq_len,
                         batch=args.per_device_train_batch_size or 1, lora_r=args.lora_r or 16,
                         lora_target_modules=args.target_modules or "all-linear", where="--target-modules",
-                        checkpointing=args.gradient_checkpointing is not False)
+                        checkpointing=args.gradient_checkpointing is not False, layout=layout)
+    mem = hardware.memory_gib
+    verdict = "fits" if est.peak / 2**30 <= mem else "does not fit"
     if args.json:
         print(json.dumps({"trainer": est.trainer, "method": est.method, "peak_bytes": est.peak,
-                          "components": est.components, "reasons": est.reasons}, indent=2))
+                          "load_bytes": est.load, "step_bytes": est.step, "components": est.components,
+                          "reasons": est.reasons, "training_processes": layout.training_processes,
+                          "zero_stage": layout.zero_stage, "memory_gib": mem, "verdict": verdict}, indent=2))
         return 0
     print(f"{args.model}: {est.trainer.upper()} ({est.method}), {args.seq_len} tokens × "
           f"{args.per_device_train_batch_size or 1} sequence(s) per micro-batch — no generation, no vLLM, no KV cache")
     for name, n in est.components.items():
         print(f"  {name:<12} {n / 2**30:8.2f} GiB  {est.reasons[name]}")
-    print(f"  {'peak':<12} {est.peak / 2**30:8.2f} GiB per GPU (one process, no sharding)")
+    where = (f"{layout.training_processes} processes, ZeRO-{layout.zero_stage}" if layout.zero_stage else
+             f"{layout.training_processes} process(es), no sharding")
+    if est.load:
+        print(f"  {'load':<12} {est.load / 2**30:8.2f} GiB  {est.load_reason}")
+    print(f"  {'peak':<12} {est.peak / 2**30:8.2f} GiB per GPU ({where}) — {verdict} on {hardware.describe()}")
     return 0
+
+
+def _print_moments(console: Any, est: Estimate) -> None:
+    """Every moment of start-up and the step against its limit; the binding one in bold."""
+    from rich.table import Table
+
+    if not est.moments:
+        return
+    lay = est.layout
+    table = Table(title="moments" + (f" — layout: {lay.reason}" if lay else ""))
+    for column in ("moment", "GiB", "limit", "share", "what is held"):
+        table.add_column(column, justify="right" if column in ("GiB", "limit", "share") else "left",
+                         overflow="fold")
+    for m in est.moments:
+        style = "bold" if m is est.binding else ""
+        table.add_row(m.title, f"{m.gib:.1f}", f"{m.limit_gib:.1f}", f"{100 * m.ratio:.0f}%", m.detail, style=style)
+    console.print(table)
+    b = est.binding
+    if b is not None:
+        console.print(f"binding moment: {b.title} ({b.gib:.1f} of {b.limit_gib:.1f} GiB)", soft_wrap=True)
 
 
 def _print_estimate(est: Estimate, rec: Recommendation) -> None:
@@ -181,6 +214,7 @@ def _print_estimate(est: Estimate, rec: Recommendation) -> None:
     table.add_row("peak during generation", f"{est.generation_peak_gib:.2f}", "", "")
     table.add_row("peak during training", f"{est.training_peak_gib:.2f}", "", "")
     console.print(table)
+    _print_moments(console, est)
     from finetune.models import config_origin
 
     console.print(config_origin(est.model), soft_wrap=True)

@@ -22,14 +22,7 @@ from typing import TYPE_CHECKING, Any
 from finetune import jsonio, rundir
 from finetune.config.dataset import _check_lengths, _dataset_stats
 from finetune.config.plan import DatasetStats, RenderPlan, Setting, Topology
-from finetune.config.topology import (
-    _check_batch,
-    _check_colocate_tp,
-    _check_generation_node,
-    _check_split,
-    _topology,
-    _validate_with_vllm,
-)
+from finetune.config.topology import _check_batch, _check_colocate_tp, _validate_with_vllm
 from finetune.errors import CheckFailed, UserError
 from finetune.variants import ALGORITHM_FIELDS, VARIANT_SYMPTOM, Pinned, algorithm_kwargs
 
@@ -91,18 +84,20 @@ def _hardware(spec: RunSpec) -> Hardware:
 
 
 def _recommend(model_info: ModelInfo, hardware: Hardware, spec: RunSpec) -> Recommendation:
+    """memory.recommend() for the target, on the layout placement decides (the spec's hardware.vllm_gpus and a
+    colocated TP override pin it)."""
     from finetune.memory.estimate import workload_of
     from finetune.memory.recommend import recommend
+    from finetune.memory.run import spec_request
 
-    return recommend(model_info, hardware, spec.method, workload_of(spec))
+    return recommend(model_info, hardware, spec.method, workload_of(spec), spec_request(spec))
 
 
-def _knobs(spec: RunSpec, kw: dict[str, Setting], topo: Topology, zero_stage: int) -> Knobs:
-    """The estimator's inputs for exactly the values rendered (spec overrides included)."""
+def _knobs(spec: RunSpec, kw: dict[str, Setting], topo: Topology) -> Knobs:
+    """The estimator's inputs for exactly the values rendered (spec overrides included); the layout is placement's."""
     from finetune.memory.estimate import Knobs, rendered_lm_head
 
     g = spec.generation
-    server = topo.vllm_mode == "server"
 
     def value(k: str, default: Any = None) -> Any:
         return kw[k].value if k in kw else default
@@ -112,23 +107,20 @@ def _knobs(spec: RunSpec, kw: dict[str, Setting], topo: Topology, zero_stage: in
                  gradient_accumulation_steps=value("gradient_accumulation_steps"),
                  steps_per_generation=value("steps_per_generation"),
                  max_prompt_length=g.max_prompt_length, max_completion_length=g.max_completion_length,
-                 beta=value("beta"), use_vllm=topo.use_vllm, vllm_mode=topo.vllm_mode or "colocate",
-                 vllm_gpu_memory_utilization=None if server else value("vllm_gpu_memory_utilization"),
+                 beta=value("beta"), use_vllm=topo.use_vllm,
+                 vllm_gpu_memory_utilization=None if topo.server else value("vllm_gpu_memory_utilization"),
                  vllm_enable_sleep_mode=bool(value("vllm_enable_sleep_mode", False)),
-                 vllm_tensor_parallel_size=topo.vllm_tp if server else int(value("vllm_tensor_parallel_size", 1)),
-                 vllm_gpus=topo.vllm_gpus if server else None,
                  gradient_checkpointing=value("gradient_checkpointing"), optimizer=value("optim"),
-                 zero_stage=zero_stage, lora_r=spec.lora.r, lora_target_modules=spec.lora.target_modules,
+                 lora_r=spec.lora.r, lora_target_modules=spec.lora.target_modules,
                  model_dtype=value("model_init_kwargs")["dtype"] if not topo.cpu else None,
                  **rendered_lm_head(spec.overrides))
 
 
-def _estimate(model_info: ModelInfo, hardware: Hardware, spec: RunSpec, kw: dict[str, Setting], topo: Topology,
-              zero_stage: int) -> Estimate:
-    """The memory estimate for exactly the values rendered (spec overrides included)."""
-    from finetune.memory.estimate import estimate
+def _estimate(model_info: ModelInfo, spec: RunSpec, kw: dict[str, Setting], topo: Topology) -> Estimate:
+    """The memory estimate for exactly the values rendered (spec overrides included), on placement's layout."""
+    from finetune.memory.estimate import estimate_on
 
-    return estimate(model_info, hardware, _knobs(spec, kw, topo, zero_stage), suggest=True)
+    return estimate_on(model_info, topo, _knobs(spec, kw, topo), suggest=True)
 
 
 def _verify_gate(run_dir: Path, spec: RunSpec, rescore: bool) -> tuple[bool, str, GateRecord | None]:
@@ -232,24 +224,6 @@ def _check_lr_beta(spec: RunSpec, diagnosis: dict[str, Any] | None, gate_ok: boo
     if preview:
         return [f"PREVIEW ONLY — a full render will refuse: {msg}"]
     raise CheckFailed(msg + ". Keep lr 5e-7 / beta 0.01 until the base run is stable and the reward inspected")
-
-
-def _target_hardware(spec: RunSpec, info: ModelInfo) -> Hardware:
-    """The spec's hardware, with the generation GPUs fixed where the layout demands it (several nodes), and the
-    spec's ``vllm_gpus`` held against vLLM's TP × DP rules for the model's heads."""
-    from finetune.hardware import with_generation_node
-
-    h = spec.hardware
-    hw = _hardware(spec)
-    if hw.profile.is_cpu:
-        return hw
-    if h.nodes > 1:
-        hw = with_generation_node(hw)
-        _check_generation_node(info, spec, hw)
-        return hw
-    if h.vllm_gpus:
-        _check_split(h.vllm_gpus, info, spec, hw)
-    return hw
 
 
 def _trl_version() -> str:
@@ -414,7 +388,7 @@ def build_plan(spec: RunSpec, run_dir: Path, *, preview: bool = False, no_gate: 
     info = _model_info(spec)
     _check_model(spec, info)
     _check_lora_targets(spec, info)
-    hw = _target_hardware(spec, info)
+    hw = _hardware(spec)
     overrides = _check_overrides(spec)
     licence = _licence(spec, info, run_dir, preview=preview, no_gate=no_gate, rescore=rescore)
     choice = _choose_values(spec, info, hw)
@@ -422,12 +396,11 @@ def build_plan(spec: RunSpec, run_dir: Path, *, preview: bool = False, no_gate: 
     algorithm = _algorithm(spec, choice)
     kw, sections = _assemble_kwargs(spec, licence, choice, data, algorithm, overrides)
     _check_batch(kw, choice.topology, info)
-    _check_colocate_tp(kw, choice.topology, info)
+    _check_colocate_tp(kw, choice.topology)
     vllm_warnings = _validate_with_vllm(spec, kw, choice.topology)
     topo = choice.topology
-    if topo.vllm_mode == "server" and topo.vllm_serving_gpus < topo.vllm_gpus:
-        vllm_warnings.append(f"{topo.vllm_gpus - topo.vllm_serving_gpus} GPU(s) of the generation node stay idle: "
-                             + topo.layout_reason)
+    if topo.idle_gpus:
+        vllm_warnings.append(f"{topo.idle_gpus} GPU(s) of the generation node stay idle: {topo.layout_reason}")
     _validate_with_trl(kw, choice.topology)
     length = _run_length(kw, choice.topology, data.stats.rows)
     est, memory_warnings = _check_memory(info, hw, spec, kw, choice, preview)
@@ -473,10 +446,8 @@ def _choose_values(spec: RunSpec, info: ModelInfo, hw: Hardware) -> _Choice:
     """memory.recommend() for the target, where generation runs, and the spec's values over the recommended."""
     t = spec.training
     rec = _recommend(info, hw, spec)
-    topo = _topology(spec, hw, rec, info)
-    # the per-scale contract: the sharding stage is memory.recommend()'s (0 = plain DDP, e.g. LoRA whose trainable
-    # state is tiny); one training process never shards.
-    zero_stage = 0 if topo.cpu or topo.training_processes == 1 else rec.zero_stage
+    topo = rec.layout  # placement.decide's, sized by memory.recommend()
+    zero_stage = topo.zero_stage
     method = _pick(spec.method, rec, "method", "method")
     pdbs = _pick(t.per_device_train_batch_size, rec, "per_device_train_batch_size",
                  "training.per_device_train_batch_size")
@@ -618,7 +589,7 @@ def _generation_settings(spec: RunSpec, choice: _Choice, vllm_max_len: int) -> d
             rec.reasons.get("vllm_gpu_memory_utilization", "per-scale share")), "memory")
         vllm["vllm_enable_sleep_mode"] = Setting(bool(rec.vllm_enable_sleep_mode), "memory.recommend(): " + str(
             rec.reasons.get("vllm_enable_sleep_mode", "per-scale default")), "memory")
-        vllm["vllm_tensor_parallel_size"] = Setting(1, "one GPU per colocated engine")
+        vllm["vllm_tensor_parallel_size"] = Setting(topo.vllm_tp, topo.reason)
         return vllm
     one_node = topo.nodes == 1
     vllm["vllm_server_host"] = Setting("127.0.0.1" if one_node else "VLLM_HOST",
@@ -667,17 +638,37 @@ def _check_memory(info: ModelInfo, hw: Hardware, spec: RunSpec, kw: dict[str, Se
                   preview: bool) -> tuple[Estimate, list[str]]:
     """The memory estimate of exactly the rendered values: refused when it does not fit (a warning in a
     preview), a warning when tight."""
-    est = _estimate(info, hw, spec, kw, choice.topology, choice.zero_stage)
+    est = _estimate(info, spec, kw, choice.topology)
     if est.verdict == "does not fit":
-        detail = "; ".join(list(est.problems) + [s.action for s in est.suggestions[:2]])
+        b = est.binding
+        moment = f"; binding moment: {b.title}, {b.gib:.1f} of {b.limit_gib:.1f} GiB" if b else ""
+        detail = "; ".join(list(est.problems) + [s.action for s in est.suggestions[:2] if s.fits_after])
         msg = (f"the memory estimate does not fit the target: peak {est.total_gib:.1f} GiB of "
-               f"{est.memory_gib:.1f} GiB per GPU" + (f" ({detail})" if detail else ""))
+               f"{est.memory_gib:.1f} GiB per GPU{moment}" + (f" ({detail})" if detail else ""))
         if not preview:
-            raise CheckFailed(msg + "; see `finetune memory` for the components")
+            raise CheckFailed(msg + "; fix: " + _memory_fixes(info, hw, spec) + "; see `finetune memory` for the "
+                              "components")
         return est, [msg]
     if est.verdict == "tight":
         return est, [f"memory is tight: peak {est.total_gib:.1f} GiB of {est.memory_gib:.1f} GiB per GPU"]
     return est, []
+
+
+def _memory_fixes(info: ModelInfo, hw: Hardware, spec: RunSpec) -> str:
+    """Spec edits that fit, each re-decided by placement and re-sized (`memory.recommend.fixes_for`)."""
+    from finetune.memory.estimate import workload_of
+    from finetune.memory.recommend import fix_text, fixes_for
+    from finetune.memory.run import spec_request
+
+    pinned = [f"training.{k}" for k in ("per_device_train_batch_size", "gradient_accumulation_steps",
+                                        "gradient_checkpointing", "optimizer") if getattr(spec.training, k) is not None]
+    found = fixes_for(info, hw, spec.method, workload_of(spec), spec_request(spec))
+    fixes = " or ".join(fix_text(f) for f in found)
+    if pinned and (recommended := _recommend(info, hw, spec)).fits:
+        fixes = " or ".join(filter(None, [f"remove {', '.join(pinned)} (memory.recommend() fits with "
+                                          f"{recommended.per_device_train_batch_size} × "
+                                          f"{recommended.gradient_accumulation_steps})", fixes]))
+    return fixes or "use GPUs with more memory (no change tried here fits)"
 
 
 def _launch_inputs(spec: RunSpec, run_dir: Path, data_format: str, method: str

@@ -7,7 +7,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from finetune.placement import Layout
 from finetune.variants import Pinned
+
+# Where generation and training run: the layout finetune.placement.decide chose (the launch templates' `topo`).
+Topology = Layout
 
 if TYPE_CHECKING:
 
@@ -30,37 +34,6 @@ class Setting:
     value: Any
     reason: str
     source: str = "renderer"  # variant | memory | spec | override | renderer
-
-
-@dataclass
-class Topology:
-    """Where generation and training run on the target hardware."""
-
-    profile: str
-    nodes: int
-    gpus_per_node: int
-    use_vllm: bool
-    vllm_mode: str | None  # colocate | server | None (cpu)
-    vllm_gpus: int  # GPUs given to `trl vllm-serve` (server mode)
-    training_nodes: int
-    processes_per_node: int
-    reason: str
-    vllm_tp: int = 1  # server mode: `trl vllm-serve --tensor-parallel-size`
-    vllm_dp: int = 1  # server mode: `trl vllm-serve --data-parallel-size` (replicas of the TP group)
-    layout_reason: str = ""  # why that TP × DP (vLLM's head rules, memory), server mode
-
-    @property
-    def vllm_serving_gpus(self) -> int:
-        """GPUs `trl vllm-serve` uses (TP × DP): the generation node's others stay idle."""
-        return self.vllm_tp * self.vllm_dp
-
-    @property
-    def training_processes(self) -> int:
-        return self.training_nodes * self.processes_per_node
-
-    @property
-    def cpu(self) -> bool:
-        return self.gpus_per_node == 0
 
 
 @dataclass
@@ -87,10 +60,10 @@ class RenderPlan:
     no_gate: bool
     model_info: ModelInfo
     hardware: Hardware
-    topology: Topology
+    topology: Layout  # placement's decision
     recommendation: Recommendation
     estimate: Estimate
-    zero_stage: int  # DeepSpeed ZeRO stage for several training processes (0: one process)
+    zero_stage: int  # DeepSpeed ZeRO stage: the layout's (0: one process, or plain DDP)
     algorithm: dict[str, Pinned]
     kwargs: dict[str, Setting]  # every GRPOConfig kwarg, in rendering order
     sections: list[tuple[str, list[str]]]

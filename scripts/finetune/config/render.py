@@ -89,8 +89,10 @@ def _context(plan: RenderPlan) -> dict[str, Any]:
         "generation_batch_size": plan.generation_batch_size,
         "vllm_port": VLLM_SERVER_PORT,
         "memory_table": _memory_table(plan.estimate),
+        "binding_gib": (f"{plan.estimate.binding.gib:.1f} of {plan.estimate.binding.limit_gib:.1f} GiB"
+                        if plan.estimate.binding else ""),
         "algorithm_fields": ALGORITHM_FIELDS, "zero_stage": plan.zero_stage,
-        "model_summary": plan.model_info.summary(), "vllm_tp": topo.vllm_gpus,
+        "model_summary": plan.model_info.summary(),
         "zero_reason": rec_reasons.get("zero_stage", ""),
         # launch.sh trains with the interpreter rendering ran in unless FINETUNE_PYTHON names another
         "rendered_python": sys.executable,

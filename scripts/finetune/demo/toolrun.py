@@ -160,6 +160,7 @@ def train(run_dir: Path, spec: RunSpec, seed: int, output_dir: Path,
         trainer = GRPOTrainer(model=str(spec.resolve_path(spec.model)), args=GRPOConfig(**kwargs),
                               reward_funcs=list(module.REWARD_FUNCS), train_dataset=dataset,
                               environment_factory=counting_factory(module.environment_factory, counts))
+        module.environment_tokenizer(trainer.processing_class)
         from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
         for callback in (PrinterCallback, ProgressCallback):

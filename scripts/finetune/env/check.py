@@ -2,7 +2,8 @@
 """Can THIS machine and THIS interpreter run the rendered config? (`finetune env check [RUN]`)
 
 Reads ``config/target.json`` (what `finetune config render` says the config needs) and checks, on
-the machine it runs on: Python, torch with CUDA and the GPU count / memory the config was sized for,
+the machine it runs on: Python, torch with CUDA and the GPU count / memory the config was sized for, each GPU's
+compute capability and the torch build's CUDA / kernels against the profile (``hardware.gpu``),
 the exact TRL the config was rendered for, vLLM within TRL's supported range when vLLM generates,
 DeepSpeed when a ZeRO config was rendered, the packages the rewards import, the `trl` / `accelerate`
 commands beside this interpreter, `curl` for launch.sh's health check, and the training data and the model
@@ -193,9 +194,7 @@ def check_gpus(target: dict[str, Any]) -> list[Check]:
         return []  # the torch package row already says how to install it
     need, gib, profile = hw["gpus_per_node"], hw["gpu_memory_gib"], hw["profile"]
     rows = [Check("CUDA", "a CUDA build of torch", f"torch {torch_version}, CUDA {cuda}", cuda != "none",
-                  "" if cuda != "none" else pip_line(f"torch=={_release_str(torch_version)}", "--force-reinstall",
-                                                     "--index-url", "https://download.pytorch.org/whl/cu128")
-                  + "  (cu128: use the CUDA version `nvidia-smi` shows)")]
+                  "" if cuda != "none" else _torch_cuda_fix(torch_version))]
     rows.append(Check("GPUs", f"{need} per node ({profile})", str(count), count >= need,
                       "" if count >= need else f"run on a node with {need} GPUs visible (CUDA_VISIBLE_DEVICES)"
                       + (f", or re-render for this machine: hardware.gpus: {count}" if count else "")))
@@ -204,8 +203,57 @@ def check_gpus(target: dict[str, Any]) -> list[Check]:
         rows.append(Check("GPU memory", f"{gib:.1f} GiB each", f"{memory:.1f} GiB (smallest)", ok,
                           "" if ok else f"re-render for this GPU: hardware.gpu_memory_gib: {memory:.1f} "
                           "(or its hardware.profile) so the batch sizes fit"))
+    if count and cuda != "none" and hw.get("gpu"):
+        rows += check_gpu_arch(hw["gpu"], *_gpu_arch(count), cuda, torch_version)
     if count >= need:
         rows.append(Check("GPUs used", f"{need} of the {count} visible", gpu_use(hw, count), True))
+    return rows
+
+
+def _torch_cuda_fix(torch_version: str) -> str:
+    return (pip_line(f"torch=={_release_str(torch_version)}", "--force-reinstall", "--index-url",
+                     "https://download.pytorch.org/whl/cu128") + "  (cu128: use the CUDA version `nvidia-smi` shows)")
+
+
+def _gpu_arch(count: int) -> tuple[list[tuple[int, int]], list[str]]:
+    """(each visible GPU's compute capability, the kernel targets the installed torch carries)."""
+    import torch
+
+    caps = [(int(c[0]), int(c[1])) for c in (torch.cuda.get_device_capability(i) for i in range(count))]
+    return caps, [str(a) for a in torch.cuda.get_arch_list()]
+
+
+def _runs_on(arch: str, cap: tuple[int, int]) -> bool:
+    """Whether a torch kernel target runs on a GPU of ``cap``: a cubin (``sm_XY``) on the same major at an equal or
+    higher minor, PTX (``compute_XY``) JIT-compiled on any equal or higher capability (CUDA's binary compatibility
+    rules, CUDA C++ Programming Guide "Binary Compatibility" / "PTX Compatibility")."""
+    match = re.fullmatch(r"(sm|compute)_(\d+)(\d)a?", arch)
+    if not match:
+        return False
+    built = (int(match.group(2)), int(match.group(3)))
+    return built[0] == cap[0] and built[1] <= cap[1] if match.group(1) == "sm" else built <= cap
+
+
+def check_gpu_arch(gpu: dict[str, Any], caps: list[tuple[int, int]], archs: list[str], cuda: str,
+                   torch_version: str) -> list[Check]:
+    """The GPUs against the profile the config was rendered for (``gpu``: target.json's hardware.gpu, from
+    ``finetune.hardware.gpu_requirements``): no GPU of a lower compute capability than the profile's (bf16 and the
+    kernels the render assumed), a torch whose CUDA is at least the profile's oldest toolkit, and a torch build
+    carrying kernels for each GPU found — else CUDA reports "no kernel image is available" at the first op."""
+    want, arch, min_cuda = tuple(gpu["compute_capability"]), gpu["arch"], gpu["min_cuda"]
+    found = ", ".join(sorted({f"{a}.{b}" for a, b in caps}))
+    low = [c for c in caps if c < want]
+    rows = [Check("GPU compute capability", f">= {want[0]}.{want[1]} ({gpu['profile']}, {arch})", found, not low,
+                  "" if not low else f"re-render for this GPU: hardware.profile naming a {found} card (see "
+                  "references/grpo-memory.md's profile table)")]
+    cuda_ok = _release(cuda) >= _release(min_cuda)
+    rows.append(Check("CUDA for the GPU", f"torch built with CUDA >= {min_cuda} ({arch})", f"CUDA {cuda}", cuda_ok,
+                      "" if cuda_ok else _torch_cuda_fix(torch_version)))
+    needed = sorted({f"sm_{a}{b}" for a, b in caps})
+    missing = sorted({f"sm_{a}{b}" for a, b in caps if not any(_runs_on(t, (a, b)) for t in archs)})
+    lacks = f" (this build lacks {', '.join(missing)})"
+    rows.append(Check("torch kernels", f"a build carrying {', '.join(needed)}", ", ".join(archs) or "none",
+                      not missing, "" if not missing else _torch_cuda_fix(torch_version) + lacks))
     return rows
 
 

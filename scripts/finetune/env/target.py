@@ -76,6 +76,7 @@ def trl_vllm_range() -> str:
 
 def build_target(plan: Any) -> dict[str, Any]:
     """The needs of ``plan`` (a finetune.config.plan.RenderPlan) as target.json's dict."""
+    from finetune.hardware import gpu_requirements
     from finetune.rewards.render import _requirements
 
     topo, spec = plan.topology, plan.spec
@@ -108,7 +109,7 @@ def build_target(plan: Any) -> dict[str, Any]:
         scripts.append({"name": "trl", "package": f"trl{pins().get('trl', '')}"})
     if topo.training_processes > 1:
         scripts.append({"name": "accelerate", "package": f"accelerate{pins().get('accelerate', '')}"})
-    tools = ([{"name": "curl", "why": "launch.sh polls trl vllm-serve's /health/", "install": CURL_INSTALL}]
+    tools = ([{"name": "curl", "why": "launch.sh polls trl vllm-serve's /health", "install": CURL_INSTALL}]
              if topo.vllm_mode == "server" else [])
     hw = plan.hardware
     return {
@@ -116,8 +117,13 @@ def build_target(plan: Any) -> dict[str, Any]:
         "summary": topo.reason, "python": {"min": [3, 10]},
         "hardware": {"profile": hw.profile.name, "cpu": topo.cpu, "nodes": topo.nodes,
                      "gpus_per_node": topo.gpus_per_node, "gpu_memory_gib": round(float(hw.memory_gib), 1),
-                     "vllm_gpus": topo.vllm_serving_gpus if topo.vllm_mode == "server" else 0,
-                     "host_cpus": hw.host_cpus},
+                     # the GPUs `trl vllm-serve` uses (placement's generation ordinals; 0 colocated), the GPU the
+                     # profile names (compute capability, the torch arch, the oldest CUDA) and the layout's
+                     # training processes per node (the reward sandbox sizes its workers by it)
+                     "vllm_gpus": topo.vllm_serving_gpus, "host_cpus": hw.host_cpus,
+                     "generation_gpu_ids": list(topo.generation_gpu_ids),
+                     "training_gpu_ids": list(topo.training_gpu_ids),
+                     "gpu": gpu_requirements(hw.profile), "processes_per_node": topo.processes_per_node},
         "sandbox": sandbox_target(plan),
         "packages": packages, "scripts": scripts, "tools": tools,
         # where train.py finds its inputs (relative to the run directory unless absolute)

@@ -182,7 +182,7 @@ def prompt_text(prompt: Any) -> str:
 
 def options_in(text: str) -> list[str]:
     """Multiple-choice option letters listed in a prompt ('A) ...', '(B) ...', 'C. ...')."""
-    letters = re.findall(r"(?m)^\s*\(?([A-J])[\).:]\s+\S", text)
+    letters = re.findall(r"(?m)^[ \t]*\(?([A-J])[\).:]\s+\S", text)
     return list(dict.fromkeys(letters)) if len(set(letters)) >= 2 else []
 
 

@@ -7,6 +7,11 @@ on the page after the sample's verdict is given, and in the terminal after the v
 Reveals are recorded (reveals.json), so the gate can say which verdicts were given after the reader
 saw the rewards.
 
+What is shown is what the rewards read: every control, bidi, zero-width or invisible character of a prompt,
+gold, column, completion (tool results included) or reward error is written as a mark (``⟦ESC⟧[2K``, ``⟦CR⟧``,
+``⟦RLO⟧``; :func:`finetune.literals.visible`, the one display escape of every sheet), and each sample with marks
+says so. Sample ids are plain names (checked when samples are read, ``samplesio.check_id``).
+
 Coverage: with at most ``MAX_READ`` scored samples the sheet holds all of them; above that the
 selection is stratified over the rewards' values and always includes every flagged sample. It is
 seeded, so the sheet, the key, the page and the terminal review show the same samples.
@@ -27,6 +32,7 @@ from finetune.errors import UserError
 from finetune.inspect import verdicts as V
 from finetune.inspect.probes import gold_column
 from finetune.inspect.score import load_report, load_scored
+from finetune.literals import MARK_CLOSE, MARK_OPEN, marks_note, visible
 from finetune.rewards.kind import kind_of
 from finetune.rewards.lib.rewards_meta import RewardMeta
 
@@ -34,6 +40,7 @@ if TYPE_CHECKING:
     from jinja2 import Environment
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     from finetune.spec import RunSpec
 
@@ -93,7 +100,9 @@ def prompt_text(prompt: Any) -> str:
 
 
 def review_items(run_dir: Path, spec: RunSpec, n: int | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """The selected samples as plain dicts for the sheets, plus page metadata."""
+    """The selected samples as plain dicts for the sheets, plus page metadata. Every text a sheet shows is
+    already :func:`visible` (marked), with ``marks`` saying which characters were marked; ``id`` and ``sha``
+    are the sample's own (ids are plain names)."""
     from finetune.inspect import readingset
 
     report = load_report(run_dir)
@@ -106,19 +115,26 @@ def review_items(run_dir: Path, spec: RunSpec, n: int | None = None) -> tuple[li
     items = []
     for r in picked:
         columns = r.get("columns") or {}
+        prompt, completion = prompt_text(r["prompt"]), r["completion"]
+        gold = None if gcol is None or columns.get(gcol) is None else _gold_text(columns[gcol])
+        others = {k: v for k, v in columns.items() if k != gcol}
+        others_text = json.dumps(others, ensure_ascii=False)[:500] if others else ""
+        errors = r.get("errors", {})
         items.append({
-            "id": r["id"], "sha": V.sample_digest(r), "prompt": prompt_text(r["prompt"]), "completion": r["completion"],
-            "gold": None if gcol is None or columns.get(gcol) is None else _gold_text(columns[gcol]),
-            "columns": {k: v for k, v in columns.items() if k != gcol},
+            "id": r["id"], "sha": V.sample_digest(r), "prompt": visible(prompt), "completion": visible(completion),
+            "gold": None if gold is None else visible(gold), "columns": visible(others_text),
+            "marks": marks_note(prompt, gold or "", others_text, completion),
             "rewards": [{"name": m["name"], "role": m["role"], "score": r["rewards"].get(m["name"]),
                          "threshold": m["threshold"], "pass": bool(r["passes"].get(m["name"])),
-                         "error": r.get("errors", {}).get(m["name"])} for m in metas],
+                         "error": None if errors.get(m["name"]) is None else visible(errors[m["name"]])}
+                        for m in metas],
             "reward_view": bool(r["all_pass"]), "flags": r.get("flags", []),
             "truncated": r.get("truncated"),
         })
     meta = {"run": spec.name, "min_read": spec.inspection.min_read, "selected": len(items), "scored": len(rows),
             "held_back": len(every) - len(rows), "fresh": readingset.switched(run_dir) is not None,
-            "rewards": metas, "flags": report.get("flags", []),
+            "rewards": metas,
+            "flags": [{**f, "message": visible(f.get("message", ""))} for f in report.get("flags", [])],
             "passing_probes": sorted({p["probe"] for p in report.get("probes", []) if p["passing"]}),
             "base_success": {k: report["base_success"].get(k)
                              for k in ("verdict", "message", "mean_success", "provisional", "missing")},
@@ -146,6 +162,25 @@ def _fence(text: str) -> str:
     longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
     ticks = "`" * max(3, longest + 1)
     return f"{ticks}text\n{text}\n{ticks}"
+
+
+def _code(text: str) -> str:
+    """``text`` (one line, already visible) as an inline code span no backtick in it can close."""
+    longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
+    ticks = "`" * (longest + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") or not text.strip() else ""
+    return f"{ticks}{pad}{text}{pad}{ticks}"
+
+
+def _shown_inline(text: str) -> str:
+    """A gold or column text on the sheet: a fenced block when it spans lines, else a code span."""
+    return _fence(text) if "\n" in text else _code(text)
+
+
+MARKED = (f"Characters a terminal or browser would act on or not show (controls, ANSI escapes, bidi and zero-width "
+          f"characters) are written as {MARK_OPEN}NAME{MARK_CLOSE} marks — {MARK_OPEN}ESC{MARK_CLOSE}, "
+          f"{MARK_OPEN}CR{MARK_CLOSE}, {MARK_OPEN}RLO{MARK_CLOSE}, {MARK_OPEN}ZWJ{MARK_CLOSE}, "
+          f"{MARK_OPEN}U+XXXX{MARK_CLOSE} — exactly where the rewards read them.")
 
 
 def _fmt(v: Any) -> str:
@@ -198,6 +233,7 @@ def markdown(run_dir: Path, items: list[dict[str, Any]], meta: dict[str, Any]) -
              "Only after that open the key (the rewards' scores and red flags) and compare; opening it is "
              "recorded, and verdicts given after it are reported as such by the gate.", ""]
     lines += how_to_judge(meta)
+    lines += ["", MARKED]
     lines += ["", f"1. Write one JSON line per sample to `{reading}`, e.g.", "",
               '   `{"id": "<id>", "accept": false, "correct": true, "well_formed": false, "note": "right sum, '
               'no answer tag"}`', "",
@@ -214,13 +250,17 @@ def markdown(run_dir: Path, items: list[dict[str, Any]], meta: dict[str, Any]) -
         lines.append(f"| {m['name']} | {m['type']} | {m['role']} | {'yes' if m['gated'] else 'no'} |")
     lines += ["", "## Samples", ""]
     for i, it in enumerate(items, 1):
-        lines += [f"### {i}. `{it['id']}`", "", "**Prompt**", "", _fence(it["prompt"]), ""]
+        lines += [f"### {i}. {_code(it['id'])}", "", "**Prompt**", "", _fence(it["prompt"]), ""]
         if it["gold"] is not None:
-            lines += [f"**Gold answer:** {_fence(it['gold']) if chr(10) in it['gold'] else '`' + it['gold'] + '`'}", ""]
+            lines += [f"**Gold answer:** {_shown_inline(it['gold'])}", ""]
         if it["columns"]:
-            lines += [f"**Other columns:** `{json.dumps(it['columns'], ensure_ascii=False)[:500]}`", ""]
+            lines += [f"**Other columns:** {_shown_inline(it['columns'])}", ""]
         lines += ["**Completion**" + (" (truncated at max_completion_length)" if it["truncated"] else ""), "",
-                  _fence(it["completion"]), "", f'Verdict line: `{{"id": {json.dumps(it["id"])}, "accept": …}}`', ""]
+                  _fence(it["completion"]), ""]
+        if it["marks"]:
+            lines += [f"**Marked:** {it['marks']}.", ""]
+        verdict_line = '{"id": ' + json.dumps(it["id"]) + ', "accept": …}'
+        lines += [f"Verdict line: {_code(verdict_line)}", ""]
     return "\n".join(lines)
 
 
@@ -261,6 +301,16 @@ def write_review(run_dir: str | Path, spec: RunSpec, fmt: str, n: int | None = N
     return atomic.write_text(run_dir / rundir.REVIEW_HTML, html(items, meta))
 
 
+def marked(text: str) -> Text:
+    """Sheet text for the terminal: a rich Text (never read as console markup or emoji codes) with every
+    ⟦mark⟧ shown in reverse video, so a mark stands out from text that merely looks like one."""
+    from rich.text import Text
+
+    shown = Text(text)
+    shown.highlight_regex(f"{MARK_OPEN}[^{MARK_OPEN}{MARK_CLOSE}]*{MARK_CLOSE}", "reverse")
+    return shown
+
+
 def _score_table(it: dict[str, Any]) -> Table:
     from rich.table import Table
 
@@ -268,7 +318,7 @@ def _score_table(it: dict[str, Any]) -> Table:
     for col in ("reward", "role", "score", "threshold", "passes"):
         t.add_column(col)
     for r in it["rewards"]:
-        t.add_row(r["name"], r["role"], f"error: {r['error']}" if r["error"] else _fmt(r["score"]),
+        t.add_row(r["name"], r["role"], marked(f"error: {r['error']}") if r["error"] else _fmt(r["score"]),
                   _fmt(r["threshold"]), "yes" if r["pass"] else "no")
     return t
 
@@ -330,12 +380,15 @@ def terminal_review(run_dir: str | Path, spec: RunSpec, console: Console, n: int
     for k, v in meta["definitions"].items():
         console.print(f"  {k}: {v}", markup=False)
     saved = 0
+    console.print(MARKED, markup=False)
     for i, it in enumerate(todo, 1):
-        console.rule(f"{it['id']} ({i}/{len(todo)})")
-        console.print(Panel(it["prompt"], title="prompt", expand=False), markup=False)
+        console.rule(marked(f"{it['id']} ({i}/{len(todo)})"))
+        console.print(Panel(marked(it["prompt"]), title="prompt", expand=False))
         if it["gold"] is not None:
-            console.print(f"gold: {it['gold']}", markup=False)
-        console.print(Panel(it["completion"] or "(empty)", title="completion", expand=False), markup=False)
+            console.print(marked(f"gold: {it['gold']}"))
+        console.print(Panel(marked(it["completion"] or "(empty)"), title="completion", expand=False))
+        if it["marks"]:
+            console.print(marked(f"marked: {it['marks']}"))
         try:
             first = _ask_verdict(ask, it["id"])
         except _Quit:

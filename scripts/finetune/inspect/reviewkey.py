@@ -16,6 +16,7 @@ from finetune import atomic, rundir
 from finetune.inspect import review as R
 from finetune.inspect import verdicts as V
 from finetune.inspect.score import load_scored
+from finetune.literals import md
 from finetune.rewards.lib.rewards_meta import RewardMeta
 
 if TYPE_CHECKING:
@@ -39,7 +40,7 @@ def _header(run_dir: Path, items: list[dict[str, Any]], meta: dict[str, Any],
         lines.append(f"| {m['name']} | {m['type']} | {m['role']} | {R._fmt(m['threshold'])} | {R._fmt(m['weight'])} "
                      f"| {'yes' if m['gated'] else 'no'} |")
     lines += ["", "## Red flags and probes", ""]
-    lines += [f"- **{f['id']}** — {f['message']}" for f in meta["flags"]]
+    lines += [f"- **{f['id']}** — {md(f['message'])}" for f in meta["flags"]]  # a message may quote a sample
     if meta["passing_probes"]:
         lines.append("- **passing hack probes** (cannot be waived; fix the reward): "
                      f"{', '.join(meta['passing_probes'])}")
@@ -52,12 +53,15 @@ def _header(run_dir: Path, items: list[dict[str, Any]], meta: dict[str, Any],
 
 def _sample(i: int, it: dict[str, Any], row: dict[str, Any], verdict: V.Verdict | None,
             metas: list[RewardMeta]) -> list[str]:
-    lines = [f"### {i}. `{it['id']}`" + (f" — flags: {', '.join(it['flags'])}" if it["flags"] else ""), "",
+    lines = [f"### {i}. {R._code(it['id'])}" + (f" — flags: {', '.join(it['flags'])}" if it["flags"] else ""), "",
              "| reward | role | score | threshold | passes |", "|---|---|---|---|---|"]
     for r in it["rewards"]:
-        score = f"error: {r['error']}".replace("|", "\\|") if r["error"] else R._fmt(r["score"])
+        # the error (already visible: marked) made one table cell: no line break, pipe, HTML or emphasis
+        score = f"error: {md(r['error'])}" if r["error"] else R._fmt(r["score"])
         lines.append(f"| {r['name']} | {r['role']} | {score} | {R._fmt(r['threshold'])} "
                      f"| {'yes' if r['pass'] else 'no'} |")
+    if it["marks"]:
+        lines += ["", f"Marked on the sheet: {it['marks']}."]
     lines += ["", f"Rewards' view: **{'accept' if it['reward_view'] else 'reject'}**"]
     if verdict is None:
         lines += ["", "Your verdict: none recorded yet", ""]

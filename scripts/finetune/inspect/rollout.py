@@ -4,7 +4,8 @@ One environment instance per rollout, ``reset(**row)`` with the dataset row (pro
 string is appended to the last prompt message, as TRL does); the prompt rendered with the tools' JSON schemas
 (transformers' ``get_json_schema`` of each public method, what TRL shows the model); each turn parsed with
 TRL's ``parse_response`` (the tokenizer's response template); every call executed on the instance (a raising
-or unknown tool gives ``{"error": ...}`` as its result, as TRL records a failed call); the tool results
+or unknown tool gives ``{"error": ...}`` as its result, as TRL records a failed call; the chat template's
+special tokens in a result escaped, as the rendered environment wrapper escapes them in training); the tool results
 appended as the chat template's tool suffix, token ids concatenated as TRL concatenates them, and generation
 resumed, for at most ``max_tool_calling_iterations`` rounds. The whole rollout (assistant turns, tool calls,
 tool results) shares ``max_completion_length``: a round whose results would pass it is rolled back and the
@@ -19,6 +20,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+from finetune.rewards.lib.rewards_toolcall import escape_special_tokens, special_token_strings
 
 # TRL runs an environment's tools only on chat prompts: with a plain-text prompt its completions are strings,
 # and its tool loop (`completion[0].get("tool_calls")`) fails at the first training step.
@@ -62,7 +65,10 @@ def _suffix_ids(tok: Any, tool_messages: list[dict[str, Any]]) -> list[int]:
     return full[len(prefix):]
 
 
-def _execute(ep: Episode, calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _execute(ep: Episode, calls: list[dict[str, Any]], tokens: list[str]) -> list[dict[str, Any]]:
+    """Run the turn's calls on the episode's instance; each result (or error) is tool-turn text with the
+    template's special tokens escaped, as the rendered environment wrapper gives it to TRL in training (a result
+    cannot close its turn and forge another: rewards_toolcall.escape_special_tokens)."""
     results = []
     for call in calls:
         ep.tool_calls += 1
@@ -75,7 +81,7 @@ def _execute(ep: Episode, calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
         except Exception as exc:  # the model's call failed: recorded as its result, as TRL does
             ep.tool_failures += 1
             result = {"error": str(exc)}
-        results.append({"role": "tool", "name": name, "content": str(result)})
+        results.append({"role": "tool", "name": name, "content": escape_special_tokens(str(result), tokens)})
     return results
 
 
@@ -87,6 +93,7 @@ class RolloutSampler:
                  max_completion_length: int) -> None:
         self.model, self.tok, self.factory, self.tools_of = model, tok, factory, tools_of
         self.max_iterations, self.budget = max_iterations, max_completion_length
+        self.tokens = special_token_strings(tok)
 
     def _start(self, prompt: list[dict[str, Any]], row: dict[str, Any]) -> Episode:
         env = self.factory()
@@ -144,7 +151,7 @@ class RolloutSampler:
                 if not calls or ep.truncated or iteration == self.max_iterations:
                     ep.done = True
                     continue
-                results = _execute(ep, calls)
+                results = _execute(ep, calls, self.tokens)
                 suffix = _suffix_ids(self.tok, results)
                 if len(ep.completion_ids) + len(suffix) > self.budget:  # the results would pass the budget
                     ep.done = ep.truncated = True

@@ -237,6 +237,8 @@ def _rollout_generator(spec: RunSpec, run_dir: Path, sampler: _TransformersSampl
     if not hasattr(module, "environment_factory"):
         raise UserError(f"{rundir.REWARDS} has no environment", where=str(run_dir / rundir.REWARDS),
                         fix="re-render it with `finetune rewards render SPEC` (the spec names an environment)")
+    if hasattr(module, "environment_tokenizer"):  # tool results escaped for this tokenizer, as in training
+        module.environment_tokenizer(sampler.tok)
     rollouts = RolloutSampler(sampler.model, sampler.tok, module.environment_factory, module.environment_tools,
                               env.max_tool_calling_iterations, spec.generation.max_completion_length)
 

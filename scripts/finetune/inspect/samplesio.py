@@ -17,11 +17,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 from finetune import jsonio
 from finetune.errors import UserError
+from finetune.rewards.lib.rewards_toolcall import escape_special_tokens
 
 FIX = ('one JSON object per line: {"prompt": str or [{"role","content"}...], "completion": str, '
        '"id"?: str, "columns"?: {...} or extra top-level columns}')
@@ -53,7 +55,9 @@ def trajectory_text(messages: list[dict[str, Any]]) -> str:
         if m["role"] == "tool":
             name = m.get("name")
             label = f" {name}" if isinstance(name, str) and name else ""
-            parts.append(f"<tool_response>{label}\n{content}\n</tool_response>")
+            # the result's own markers escaped: a result holding "</tool_response>" cannot end its block and
+            # pass what follows off as the model's text or call
+            parts.append(f"<tool_response>{label}\n{escape_special_tokens(str(content))}\n</tool_response>")
             continue
         if content:
             parts.append(content)
@@ -105,6 +109,20 @@ def _messages_ok(prompt: Any) -> bool:
         isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str) for m in prompt)
 
 
+# A sample id is a name, shown on every sheet, in headings and code spans of review.md and on the terminal: no
+# Markdown, HTML, control, invisible or direction-changing character can be in one.
+ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@#/+=,~-]{0,127}")
+ID_FIX = ("give every sample an 'id' of at most 128 ASCII letters, digits and . _ : @ # / + = , ~ - "
+          "(starting with a letter or digit), or leave 'id' out")
+
+
+def check_id(sid: str, where: str, made_from: str = "") -> str:
+    """``sid`` when it is a plain name (:data:`ID_PATTERN`); else one line naming the place."""
+    if not ID_PATTERN.fullmatch(sid):
+        raise UserError(f"sample id {sid!a:.80} {made_from}is not a plain name", where=where, fix=ID_FIX)
+    return sid
+
+
 def normalise_row(obj: Any, where: str, index: int, prompt_column: str = "prompt") -> dict[str, Any]:
     """Validate one imported/stored row; unknown top-level keys become reward columns. A row without
     ``prompt`` may carry it under the spec's ``dataset.prompt_column`` (a dataset row with a completion)."""
@@ -135,6 +153,8 @@ def normalise_row(obj: Any, where: str, index: int, prompt_column: str = "prompt
     sid = obj.get("id")
     if sid is not None and (not isinstance(sid, str) or not sid.strip()):
         raise UserError("'id' must be a non-empty string", where=where, fix=FIX)
+    if sid is not None:
+        check_id(sid, where)
     conv = obj.get("conversational", isinstance(prompt, list))
     if not isinstance(conv, bool):
         raise UserError("'conversational' must be true or false", where=where, fix=FIX)
@@ -157,7 +177,8 @@ def load_samples(path: Path, prompt_column: str = "prompt") -> list[dict[str, An
     for n, obj in jsonio.read_jsonl(path):
         row = normalise_row(obj, f"{path}:{n}", len(rows), prompt_column)
         k = per_group[row["row"]] = per_group.get(row["row"], -1) + 1
-        row["id"] = row["id"] or f"{row['row']}-s{k:02d}"  # stable: same file, same ids
+        if not row["id"]:  # stable: same file, same ids
+            row["id"] = check_id(f"{row['row']}-s{k:02d}", f"{path}:{n}", "(made from its 'row') ")
         if row["id"] in seen:
             raise UserError(f"duplicate id '{row['id']}' (first on line {seen[row['id']]})", where=f"{path}:{n}",
                             fix="give every sample a unique id")

@@ -426,7 +426,10 @@ def write_score(run_dir: Path, spec: RunSpec, rows: list[dict[str, Any]], report
 
 def print_report(report: dict[str, Any], console: Console) -> None:
     """Per-reward table, base success, flags and passing probes."""
+    from rich.markup import escape
     from rich.table import Table
+
+    from finetune.literals import visible
 
     t = Table(title=f"rewards on {report['samples']} samples")
     for col in ("reward", "role", "mean", "std", "pass", "None", "exceptions"):
@@ -447,7 +450,8 @@ def print_report(report: dict[str, Any], console: Console) -> None:
     if note:
         console.print(note)
     for f in report["flags"]:
-        console.print(f"[red]FLAG[/red] {f['id']}: {f['message']}")
+        # a message may quote a completion: shown marked (literals.visible), never as console markup
+        console.print(f"[red]FLAG[/red] {f['id']}: {escape(visible(f['message']))}")
     gold_note = (report.get("probe_gold") or {}).get("note")
     if gold_note:
         console.print(f"[yellow]probes[/yellow]: {gold_note}")

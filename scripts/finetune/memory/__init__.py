@@ -3,11 +3,16 @@
 One module per concern, each importing only the ones before it:
 
 - :mod:`.formulas` — the per-component formulas and their constants;
-- :mod:`.result` — what an estimate says: :class:`~.result.Estimate` (components, verdict, suggestions, Markdown);
-- :mod:`.estimate` — :func:`~.estimate.estimate` sizes every component a TRL 1.16 GRPO run holds on one training
-  GPU over the two phases of a step, says whether it fits and what would make it fit;
+- :mod:`.result` — what an estimate says: :class:`~.result.Estimate` (components, moments and the binding one,
+  verdict, suggestions, Markdown);
+- :mod:`.sizing` — :class:`~.sizing.Knobs` (one configuration) and the resolved inputs every component reads;
+- :mod:`.moments` — the moments a run dies at (load + vLLM's start-up check, engine start, weight sync, step), each
+  from the installed TRL / transformers and tied to their source by a digest;
+- :mod:`.estimate` — :func:`~.estimate.estimate_on` sizes every component a TRL 1.16 GRPO run holds on one training
+  GPU of a layout :mod:`finetune.placement` decided, and every moment; says whether it fits and what would;
 - :mod:`.recommend` — :func:`~.recommend.recommend` is THE one source of per-scale values (method, micro-batch,
-  accumulation, vLLM share, sleep mode, checkpointing, optimizer, ZeRO stage): the renderer and
+  accumulation, vLLM share, sleep mode, checkpointing, optimizer): it sizes each layout
+  :func:`finetune.placement.decide` offers, which keeps the layout (ZeRO stage included); the renderer and
   references/grpo-memory.md both call it;
 - :mod:`.run` — the estimate and recommendation for a run spec or a model, and RUN/memory.md;
 - :mod:`.published` — the published figures beside this package's value for the same setup;

@@ -37,18 +37,25 @@ DOC_MODELS: dict[str, str] = {
     "≤3B": "Qwen/Qwen2.5-3B", "7-8B": "Qwen/Qwen3-8B", "14B": "Qwen/Qwen2.5-14B", "32B": "Qwen/Qwen2.5-32B",
     "70B": "Qwen/Qwen2.5-72B", "MoE": "Qwen/Qwen3-30B-A3B",
 }
-DOC_HARDWARE: tuple[tuple[str, int], ...] = (
-    ("rtx-4090-24gb", 1), ("a100-40gb", 1), ("l40s-48gb", 1), ("a100-80gb", 1), ("h100-80gb", 1),
-    ("h200-141gb", 1), ("dgx-spark", 1), ("h100-80gb", 8),
-)
+
+
+def doc_hardware() -> list[tuple[str, int]]:
+    """The per-scale tables' hardware, from the profile registry: every GPU profile on one GPU, smallest memory
+    first, then each on a typical node of it (``GpuProfile.node_gpus``) — a profile added to
+    :mod:`finetune.hardware` gets its tables with no edit here."""
+    from finetune.hardware import PROFILES
+
+    gpus = sorted((p for p in PROFILES.values() if not p.is_cpu), key=lambda p: (p.memory_gib, p.name))
+    return [(p.name, 1) for p in gpus] + [(p.name, p.node_gpus) for p in gpus if p.node_gpus > 1]
 
 
 def _vllm_cell(rec: Recommendation) -> str:
+    lay = rec.layout
     if not rec.use_vllm:
         return "off"
-    if rec.vllm_mode == "server":
-        return f"server, {rec.vllm_gpus} GPU(s)"
-    return f"colocate {rec.vllm_gpu_memory_utilization}"
+    if lay.server:
+        return f"server, {lay.vllm_gpus} GPU(s), TP {lay.vllm_tp} × DP {lay.vllm_dp}"
+    return f"colocate {rec.vllm_gpu_memory_utilization}" + (f", TP {lay.vllm_tp}" if lay.vllm_tp > 1 else "")
 
 
 def _doc_row(label: str, rec: Recommendation, chosen: bool) -> dict[str, Any]:
@@ -58,7 +65,8 @@ def _doc_row(label: str, rec: Recommendation, chosen: bool) -> dict[str, Any]:
             f"{rec.gradient_accumulation_steps}", "checkpointing": "on" if rec.gradient_checkpointing else "off",
             "optimizer": rec.optimizer, "zero": str(rec.zero_stage or "–"), "vllm": _vllm_cell(rec),
             "sleep": "on" if rec.vllm_enable_sleep_mode else "off", "dtype": rec.model_dtype,
-            "peak": f"{e.total_gib:.1f} / {e.memory_gib:.0f}", "fits": rec.fits, "verdict": e.verdict}
+            "peak": f"{e.total_gib:.1f} / {e.memory_gib:.0f}", "fits": rec.fits, "verdict": e.verdict,
+            "binding": e.binding.key if e.binding else "–"}
 
 
 def _doc_llama8() -> ModelInfo:
@@ -83,7 +91,8 @@ def _doc_profile_rows() -> list[dict[str, str]]:
 
     return [{"name": p.name, "label": p.label, "memory": "host RAM" if p.is_cpu else f"{p.memory_gib} GiB",
              "bandwidth": "–" if p.is_cpu else f"{p.bandwidth_gbs:.0f} GB/s", "bf16": "yes" if p.bf16 else "no",
-             "note": p.note} for p in PROFILES.values()]
+             "cc": ".".join(map(str, p.compute_capability)) if p.compute_capability else "–",
+             "cuda": p.min_cuda or "–", "note": p.note} for p in PROFILES.values()]
 
 
 def _doc_scale_sections(infos: dict[str, ModelInfo]) -> list[dict[str, Any]]:
@@ -92,7 +101,7 @@ def _doc_scale_sections(infos: dict[str, ModelInfo]) -> list[dict[str, Any]]:
     for cls, hub in DOC_MODELS.items():
         model = infos[hub]
         tables = []
-        for profile, gpus in DOC_HARDWARE:
+        for profile, gpus in doc_hardware():
             hw = resolve_hardware({"profile": profile, "gpus": gpus})
             auto = recommend(model, hw)
             rows = [_doc_row(method, auto if auto.method == method else recommend(model, hw, method),

@@ -7,9 +7,9 @@ fits and what would make it fit (each suggestion re-estimated alone).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, TypedDict
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
 
 from finetune.errors import UserError
 from finetune.hardware import Hardware
@@ -17,14 +17,10 @@ from finetune.loratargets import is_all_linear
 from finetune.memory.formulas import (
     CUDA_CONTEXT_GIB,
     GIB,
-    METHODS,
-    OPTIMIZERS,
     QLORA_BYTES_PER_PARAM,
     TRL_HEAD_TOKEN_TILE,
     TRL_HEAD_VOCAB_TILE,
-    TRL_SERVER_DEFAULT_UTIL,
     VLLM_COLOCATE_BATCHED_TOKENS,
-    VLLM_MODES,
     VLLM_OVERHEAD_GIB,
     VLLM_SERVER_BATCHED_TOKENS,
     VLLM_SLEEP_RESIDUAL_GIB,
@@ -32,6 +28,7 @@ from finetune.memory.formulas import (
     _g,
     activation_bytes,
     decode_bound_tokens_per_s,
+    eager_attention_bytes,
     fused_head_bytes,
     gib,
     kv_cache_bytes,
@@ -39,209 +36,20 @@ from finetune.memory.formulas import (
     logits_bytes,
     vllm_activation_bytes,
 )
-from finetune.memory.result import Component, Estimate, Phase, Suggestion, VllmBudget
+from finetune.memory.moments import moments, policy_bytes, problems
+from finetune.memory.result import Component, Estimate, Suggestion, VllmBudget
+from finetune.memory.sizing import Knobs as Knobs
+from finetune.memory.sizing import LmHead as LmHead
+from finetune.memory.sizing import Parts, Sizing, request_of, resolve
+from finetune.memory.sizing import _check_choice as _check_choice
+from finetune.memory.sizing import default_model_dtype as default_model_dtype
+from finetune.memory.sizing import rendered_lm_head as rendered_lm_head
+from finetune.memory.sizing import workload_of as workload_of
 from finetune.models import ModelInfo
-
-if TYPE_CHECKING:
-    from finetune.spec import RunSpec
+from finetune.placement import Layout, arrange
 
 
-
-def _check_choice(value: Any, allowed: Iterable[str], where: str) -> None:
-    if value not in allowed:
-        raise UserError(f"{where} '{value}' is not one of {', '.join(allowed)}", where=where,
-                        fix="use one of: " + ", ".join(allowed))
-
-
-def default_model_dtype(method: str, zero_stage: int, hardware: Hardware) -> str:
-    """Dtype the policy is loaded in (GRPOConfig.model_init_kwargs["dtype"]).
-
-    TRL 1.16 loads float32 unless told otherwise. LoRA / QLoRA train only fp32 adapters, so bf16 base
-    weights halve memory at no cost. Full fine-tuning under DeepSpeed keeps fp32 master weights in the
-    optimizer, so bf16 is right there too; plain DDP full fine-tuning needs fp32 weights (bf16 autocast
-    for compute): at lr 5e-7 an AdamW step (≈ lr) is far below bf16's resolution (2^-8 relative), so a
-    bf16-weight model would silently not learn.
-    """
-    if hardware.profile.is_cpu:
-        return "float32"
-    if method == "full" and zero_stage == 0:
-        return "float32"
-    return "bfloat16"
-
-
-@dataclass(frozen=True)
-class Knobs:
-    """What :func:`estimate` sizes besides the model and the hardware: one GRPO configuration.
-
-    Names are GRPOConfig's (``optimizer`` is its ``optim``, ``zero_stage`` the DeepSpeed stage, ``method``
-    full / lora / qlora); ``per_device_train_batch_size`` counts completions per micro-batch (TRL ≥ 0.18).
-    ``None`` leaves a value to the estimator: ``steps_per_generation`` → gradient_accumulation_steps,
-    ``use_vllm`` → on for a GPU target, ``vllm_gpu_memory_utilization`` → TRL's 0.3 (colocate) / `trl
-    vllm-serve`'s 0.9 (server), ``vllm_gpus`` (server) → ``hardware.vllm_gpus`` or the tensor-parallel
-    size, ``model_dtype`` → :func:`default_model_dtype`. ``fused_lm_head=False`` sizes a trainer that
-    materialises the completion logits (TRL before 1.x, other frameworks) instead of TRL 1.16's chunked head;
-    ``cast_lm_head_to_fp32`` is GRPOConfig's (the head's weight and tiles in fp32). A rendered run's head is
-    :func:`rendered_lm_head`'s. ``lora_target_modules`` is PEFT's ``target_modules``
-    (:meth:`ModelInfo.lora_targets`).
-    """
-
-    method: str = "lora"
-    num_generations: int = 8
-    per_device_train_batch_size: int = 8
-    gradient_accumulation_steps: int = 4
-    steps_per_generation: int | None = None
-    max_prompt_length: int = 512
-    max_completion_length: int = 1024
-    beta: float = 0.01
-    use_vllm: bool | None = None
-    vllm_mode: str = "colocate"
-    vllm_gpu_memory_utilization: float | None = None
-    vllm_enable_sleep_mode: bool = False
-    vllm_tensor_parallel_size: int = 1
-    vllm_gpus: int | None = None
-    gradient_checkpointing: bool = True
-    optimizer: str = "adamw_torch"
-    zero_stage: int = 0
-    lora_r: int = 16
-    lora_target_modules: str | list[str] | tuple[str, ...] = "all-linear"
-    model_dtype: str | None = None
-    fused_lm_head: bool = True
-    cast_lm_head_to_fp32: bool = False
-
-
-class LmHead(TypedDict):
-    """The :class:`Knobs` fields that decide the LM head's memory."""
-
-    fused_lm_head: bool
-    cast_lm_head_to_fp32: bool
-
-
-def rendered_lm_head(overrides: Mapping[str, Any]) -> LmHead:
-    """The LM head a rendered run computes its log-probs with, as :class:`Knobs` values: the one source that
-    config render's estimate, :func:`recommend`'s candidates and every suggestion size.
-
-    TRL 1.16's GRPOTrainer patches its fused, chunked head onto every policy (grpo_trainer.py calls
-    ``add_fused_lm_head`` unconditionally; ``use_liger_kernel`` keeps it, refusing Liger's fused cross-entropy),
-    so ``fused_lm_head`` is always True; ``cast_lm_head_to_fp32`` is the spec's override (GRPOConfig default False).
-    """
-    return {"fused_lm_head": True, "cast_lm_head_to_fp32": overrides.get("cast_lm_head_to_fp32") is True}
-
-
-def workload_of(spec: RunSpec) -> Knobs:
-    """The part of a spec :func:`recommend` keeps fixed (completions per prompt, lengths, KL, the LoRA rank and
-    target modules, the LM head the rendered run uses)."""
-    g, t = spec.generation, spec.training
-    return Knobs(num_generations=t.num_generations, max_prompt_length=g.max_prompt_length,
-                 max_completion_length=g.max_completion_length, beta=t.beta, lora_r=spec.lora.r,
-                 lora_target_modules=spec.lora.target_modules, **rendered_lm_head(spec.overrides))
-
-
-@dataclass(frozen=True)
-class _Sizing:
-    """estimate()'s inputs with the estimator's defaults filled in: what every component function reads."""
-
-    model: ModelInfo
-    hardware: Hardware  # with the `trl vllm-serve` GPUs taken out in server mode
-    k: Knobs  # as given
-    use_vllm: bool
-    spg: int  # steps_per_generation
-    util: float  # vllm_gpu_memory_utilization
-    dtype: str  # model_dtype: what the policy is loaded in
-    vllm_gpus: int | None  # the server's GPUs (server mode)
-
-    @property
-    def cpu(self) -> bool:
-        return self.hardware.profile.is_cpu
-
-    @property
-    def server(self) -> bool:
-        return self.use_vllm and self.k.vllm_mode == "server"
-
-    @property
-    def n_train(self) -> int:
-        return self.hardware.training_gpus
-
-    @property
-    def shards(self) -> int:
-        """N: the training GPUs DeepSpeed partitions over (1 without ZeRO)."""
-        return self.n_train if self.k.zero_stage else 1
-
-    @property
-    def zero3(self) -> bool:
-        """ZeRO-3 over several GPUs: the weights themselves are partitioned."""
-        return self.k.zero_stage == 3 and self.shards > 1
-
-    @property
-    def shard_note(self) -> str:
-        return f" / {self.shards} GPUs" if self.zero3 else ""
-
-    @property
-    def wbytes(self) -> int:
-        return 2 if self.dtype == "bfloat16" else 4
-
-    @property
-    def seq_len(self) -> int:
-        return self.k.max_prompt_length + self.k.max_completion_length
-
-    @property
-    def round_seqs(self) -> int:
-        """Completions one training process generates per round."""
-        return self.k.per_device_train_batch_size * self.spg
-
-
-def _check_knobs(k: Knobs) -> None:
-    _check_choice(k.method, METHODS, "method")
-    _check_choice(k.optimizer, OPTIMIZERS, "optimizer")
-    if k.zero_stage not in (0, 2, 3):
-        raise UserError(f"zero_stage {k.zero_stage}", where="zero_stage", fix="use 0 (none), 2 or 3")
-    for name in ("per_device_train_batch_size", "gradient_accumulation_steps", "num_generations", "max_prompt_length",
-                 "max_completion_length", "vllm_tensor_parallel_size", "lora_r"):
-        v = getattr(k, name)
-        if int(v) < 1:
-            raise UserError(f"{name} must be ≥ 1 (got {v})", where=name, fix="use a positive value")
-
-
-def _resolve(model: ModelInfo, hardware: Hardware, k: Knobs) -> _Sizing:
-    """Check ``k`` and fill in what it leaves to the estimator (see :class:`Knobs`)."""
-    _check_knobs(k)
-    cpu = hardware.profile.is_cpu
-    use_vllm = (not cpu) if k.use_vllm is None else k.use_vllm
-    if cpu and use_vllm:
-        raise UserError("vLLM needs a GPU", where="use_vllm", fix="set use_vllm false with the cpu profile")
-    if use_vllm:
-        _check_choice(k.vllm_mode, VLLM_MODES, "vllm_mode")
-    server = use_vllm and k.vllm_mode == "server"
-    vllm_gpus = (k.vllm_gpus or hardware.vllm_gpus or k.vllm_tensor_parallel_size) if server else k.vllm_gpus
-    hardware = hardware.with_vllm_gpus(vllm_gpus if server else None)
-    if hardware.training_gpus < 1:
-        raise UserError(f"no GPU left to train on ({hardware.total_gpus} GPUs, {vllm_gpus} for vLLM)",
-                        where="hardware.vllm_gpus", fix="give vLLM fewer GPUs or add GPUs")
-    util = k.vllm_gpu_memory_utilization
-    if util is None:
-        util = TRL_SERVER_DEFAULT_UTIL if server else 0.3
-    if not 0 < util <= 1:
-        raise UserError(f"vllm_gpu_memory_utilization {util}", where="vllm_gpu_memory_utilization",
-                        fix="a fraction in (0, 1]")
-    dtype = k.model_dtype or default_model_dtype(k.method, k.zero_stage, hardware)
-    _check_choice(dtype, ("bfloat16", "float32"), "model_dtype")
-    return _Sizing(model, hardware, k, use_vllm, k.steps_per_generation or k.gradient_accumulation_steps, util,
-                   dtype, vllm_gpus)
-
-
-@dataclass
-class _Parts:
-    """What the component functions find: the estimate's lines, warnings, problems and vLLM budget."""
-
-    components: list[Component] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
-    problems: list[str] = field(default_factory=list)
-    vllm: VllmBudget | None = None
-
-    def add(self, key: str, label: str, n_bytes: float, formula: str, phase: Phase) -> None:
-        self.components.append(Component(key, label, gib(n_bytes), formula, phase))
-
-
-def _policy_weights(s: _Sizing, out: _Parts) -> None:
+def _policy_weights(s: Sizing, out: Parts) -> None:
     """The policy: its load dtype; 4-bit NF4 linears under QLoRA; bf16 under ZeRO (fp32 master in the optimizer)."""
     m, k, P = s.model, s.k, s.model.params
     div = s.shards if s.zero3 else 1
@@ -254,7 +62,7 @@ def _policy_weights(s: _Sizing, out: _Parts) -> None:
         if m.is_moe and m.expert_params:
             out.warnings.append(f"{_b(m.expert_params)} fused MoE expert weights are not nn.Linear: bitsandbytes "
                                 "leaves them in bf16, so QLoRA saves little on this model")
-    elif k.method == "full" and k.zero_stage:
+    elif k.method == "full" and s.layout.zero_stage:
         out.add("policy_weights", "policy weights (bf16)", 2 * P / div, f"{_b(P)} × 2 B{s.shard_note}", "resident")
     else:
         out.add("policy_weights", f"policy weights ({s.dtype})", s.wbytes * P / div,
@@ -264,11 +72,11 @@ def _policy_weights(s: _Sizing, out: _Parts) -> None:
                                 "updates round away (bf16 resolution 2^-8 relative); load float32 or use DeepSpeed")
 
 
-def _reference_model(s: _Sizing, out: _Parts) -> None:
+def _reference_model(s: Sizing, out: Parts) -> None:
     """A frozen copy when beta > 0 under full fine-tuning (PEFT disables the adapters instead)."""
     k, P = s.k, s.model.params
     if k.beta > 0 and k.method == "full":
-        wb = 2 if k.zero_stage else s.wbytes
+        wb = 2 if s.layout.zero_stage else s.wbytes
         out.add("reference_model", "reference model (frozen copy)", wb * P / (s.shards if s.zero3 else 1),
                 f"beta {k.beta} > 0: {_b(P)} × {wb} B{s.shard_note}", "resident")
 
@@ -281,17 +89,17 @@ def _optimizer_bytes(optimizer: str) -> tuple[int, str]:
     return (8 if optimizer == "adamw_torch" else 2), name
 
 
-def _trainable_states(s: _Sizing, out: _Parts) -> None:
+def _trainable_states(s: Sizing, out: Parts) -> None:
     """Gradients, optimizer states (and fp32 master weights) of what trains: adapters, or the whole model."""
     if s.k.method in ("lora", "qlora"):
         _adapter_states(s, out)
-    elif s.k.zero_stage:
+    elif s.layout.zero_stage:
         _zero_states(s, out)
     else:
         _unsharded_states(s, out)
 
 
-def _adapter_states(s: _Sizing, out: _Parts) -> None:
+def _adapter_states(s: Sizing, out: Parts) -> None:
     k = s.k
     opt_bytes, opt_name = _optimizer_bytes(k.optimizer)
     L = s.model.lora_params(k.lora_r, k.lora_target_modules)
@@ -319,24 +127,24 @@ def lora_targets_text(model: ModelInfo, target_modules: str | list[str] | tuple[
     return ", ".join(names + fused) + (f" ({count} of {total} such layers)" if count < total else "")
 
 
-def _zero_states(s: _Sizing, out: _Parts) -> None:
+def _zero_states(s: Sizing, out: Parts) -> None:
     P, N, m = s.model.params, s.shards, s.model
     opt_bytes, opt_name = _optimizer_bytes(s.k.optimizer)
-    dp = f" / {N} GPUs" if N > 1 else ""
-    if s.k.zero_stage == 3:
-        out.add("gradients", "gradients (fp32 partitions)", 4 * P / N, f"{_b(P)} × 4 B{dp}", "training")
+    per = f" / {N} GPUs" if N > 1 else ""
+    if s.layout.zero_stage == 3:
+        out.add("gradients", "gradients (fp32 partitions)", 4 * P / N, f"{_b(P)} × 4 B{per}", "training")
     else:
         out.add("gradients", "gradients (bf16 buckets + fp32 partitions)", 2 * P + 4 * P / N,
-                f"{_b(P)} × 2 B + {_b(P)} × 4 B{dp}", "training")
-    out.add("master_weights", "fp32 master weights", 4 * P / N, f"{_b(P)} × 4 B{dp}", "resident")
-    out.add("optimizer", f"optimizer states ({opt_name})", opt_bytes * P / N, f"{_b(P)} × {opt_bytes} B{dp}",
+                f"{_b(P)} × 2 B + {_b(P)} × 4 B{per}", "training")
+    out.add("master_weights", "fp32 master weights", 4 * P / N, f"{_b(P)} × 4 B{per}", "resident")
+    out.add("optimizer", f"optimizer states ({opt_name})", opt_bytes * P / N, f"{_b(P)} × {opt_bytes} B{per}",
             "resident")
-    if s.k.zero_stage == 3:
+    if s.layout.zero_stage == 3:
         out.add("zero3_gather", "ZeRO-3 gathered-parameter buffers", 4 * m.largest_layer_params,
                 f"4 B × largest layer {_b(m.largest_layer_params)} (deepspeed memory.rst)", "training")
 
 
-def _unsharded_states(s: _Sizing, out: _Parts) -> None:
+def _unsharded_states(s: Sizing, out: Parts) -> None:
     P, wbytes, optimizer = s.model.params, s.wbytes, s.k.optimizer
     opt_bytes, opt_name = _optimizer_bytes(optimizer)
     out.add("gradients", f"gradients ({s.dtype})", wbytes * P, f"{_b(P)} × {wbytes} B", "training")
@@ -350,7 +158,7 @@ def _unsharded_states(s: _Sizing, out: _Parts) -> None:
                 "training")
 
 
-def _activations(s: _Sizing, out: _Parts) -> None:
+def _activations(s: Sizing, out: Parts) -> None:
     """What the training forward saves for backward (fp32 on CPU: no bf16 autocast there)."""
     m, k = s.model, s.k
     B, T, gc = k.per_device_train_batch_size, s.seq_len, k.gradient_checkpointing
@@ -358,12 +166,18 @@ def _activations(s: _Sizing, out: _Parts) -> None:
             (2 if s.cpu else 1) * activation_bytes(m, B, T, gc),
             (f"B {B} × T {T} × (layers {m.layers} × 2h + one layer {layer_activation_bytes_per_token(m)} B)" if gc else
              f"B {B} × T {T} × layers {m.layers} × {layer_activation_bytes_per_token(m)} B"), "training")
+    eager = eager_attention_bytes(m, B, T, gc)
+    if eager:
+        out.add("attention_scores", "attention scores (eager attention: no SDPA for this model)",
+                (2 if s.cpu else 1) * eager,
+                f"B {B} × heads {m.heads} × T² {T}² × {8 if m.attn_softcapping else 6} B × "
+                + ("one layer (recomputed)" if gc else f"{m.layers} layers") + " + 2 masks", "training")
     if m.is_vlm:
         out.warnings.append("vision-language model: image tokens and the vision tower's activations are not sized "
                             "here (text tokens only); VLM RL is reference-only in this plugin")
 
 
-def _lm_head(s: _Sizing, out: _Parts) -> None:
+def _lm_head(s: Sizing, out: Parts) -> None:
     """TRL 1.16's fused log-prob head, or (``fused_lm_head=False``) materialised completion logits."""
     m, k = s.model, s.k
     B, Tc = k.per_device_train_batch_size, k.max_completion_length
@@ -391,7 +205,7 @@ def _lm_head(s: _Sizing, out: _Parts) -> None:
                                                                          if m.tied else ""), "resident")
 
 
-def _generation(s: _Sizing, out: _Parts) -> None:
+def _generation(s: Sizing, out: Parts) -> None:
     """The rollouts: a vLLM engine (colocated on this GPU, or a server's own GPUs), else generate's KV cache."""
     if s.use_vllm:
         _vllm_engine(s, out)
@@ -399,7 +213,7 @@ def _generation(s: _Sizing, out: _Parts) -> None:
         _generate_kv(s, out)
 
 
-def _vllm_engine(s: _Sizing, out: _Parts) -> None:
+def _vllm_engine(s: Sizing, out: Parts) -> None:
     v = out.vllm = _vllm_budget(s)
     if not s.server:
         out.components.append(Component(
@@ -408,29 +222,23 @@ def _vllm_engine(s: _Sizing, out: _Parts) -> None:
             f"act. {_g(v.activation_gib)} + overhead {_g(v.overhead_gib)} + KV {_g(v.kv_available_gib)}"
             + (f"; asleep during training: {_g(v.during_training_gib)}" if s.k.vllm_enable_sleep_mode else ""),
             "generation"))
-    if v.kv_available_gib <= 0 or v.concurrent_seqs < 1:
-        out.problems.append(f"vLLM share {v.utilization} ({v.share_gib:.1f} GiB) cannot hold its weights "
-                            f"({v.weights_gib:.1f} GiB) + overhead and one {s.seq_len}-token sequence: raise "
-                            "vllm_gpu_memory_utilization" + (" or use more vLLM GPUs (TP)" if s.server else ""))
-    elif v.concurrent_seqs < v.max_num_seqs:
+    if 1 <= v.concurrent_seqs < v.max_num_seqs:  # fewer than one: the engine moment fails (memory.moments)
         out.warnings.append(f"vLLM KV space ({v.kv_available_gib:.1f} GiB) holds {v.concurrent_seqs} of "
                             f"{v.max_num_seqs} full-length sequences: generation runs in waves (slower, not OOM)")
-    if s.k.zero_stage == 3 and s.n_train > 1 and not s.server:
-        out.warnings.append("ZeRO-3 + vLLM colocate: weights are gathered parameter by parameter for each sync")
 
 
-def _vllm_budget(s: _Sizing) -> VllmBudget:
+def _vllm_budget(s: Sizing) -> VllmBudget:
     """The engine's share: weights, profile-run activations, overhead, and the KV space left for sequences."""
-    m, k, P = s.model, s.k, s.model.params
-    tp = k.vllm_tensor_parallel_size
+    m, k, P, lay = s.model, s.k, s.model.params, s.layout
+    tp = lay.vllm_tp
     # TRL starts a colocated vLLM with bitsandbytes for 4-bit policies (VLLMGeneration); `trl vllm-serve` as
     # launch.sh runs it loads the bf16 checkpoint whatever the policy's method
     weight_bytes = (m.quantizable_params * QLORA_BYTES_PER_PARAM + (P - m.quantizable_params) * 2
                     if k.method == "qlora" and not s.server else 2 * P)
     if s.server:
-        # the server serves every training process; data-parallel replicas (vllm_gpus / TP) split them
-        gpus = s.vllm_gpus or tp
-        max_num_seqs = math.ceil(k.per_device_train_batch_size * s.n_train * s.spg / max(1, gpus // tp))
+        # the server serves every training process; its data-parallel replicas split them
+        gpus = lay.vllm_serving_gpus
+        max_num_seqs = math.ceil(k.per_device_train_batch_size * s.n_train * s.spg / lay.vllm_dp)
         mode, batched_tokens, sleep = "server", VLLM_SERVER_BATCHED_TOKENS, False
     else:
         gpus = tp
@@ -449,17 +257,18 @@ def _vllm_budget(s: _Sizing) -> VllmBudget:
                       during_training_gib=VLLM_SLEEP_RESIDUAL_GIB if sleep else share)
 
 
-def _generate_kv(s: _Sizing, out: _Parts) -> None:
-    m, k, T, N = s.model, s.k, s.seq_len, s.shards
+def _generate_kv(s: Sizing, out: Parts) -> None:
+    m, T, N = s.model, s.seq_len, s.shards
     kv_bytes = 2 if s.dtype == "bfloat16" or not s.cpu else 4
     out.add("generate_kv", "KV cache (transformers generate)", kv_cache_bytes(m, s.round_seqs * T, kv_bytes),
             f"{s.round_seqs} sequences × {T} tokens × {m.kv_bytes_per_token(kv_bytes) // 1024} KiB", "generation")
-    if s.zero3 and k.method == "full":
-        out.add("zero3_generation_gather", "full weights gathered for generate (ZeRO-3)", 2 * m.params * (1 - 1 / N),
-                f"ds3_gather_for_generation: {_b(m.params)} × 2 B × (1 − 1/{N})", "generation")
+    if s.zero3:  # TRL's unwrap_model_for_generation gathers every parameter (ds3_gather_for_generation), PEFT too
+        whole = policy_bytes(s)
+        out.add("zero3_generation_gather", "whole policy gathered for generate (ZeRO-3)", whole * (1 - 1 / N),
+                f"ds3_gather_for_generation: {whole / GIB:.1f} GiB × (1 − 1/{N})", "generation")
 
 
-def _cuda_context(s: _Sizing, out: _Parts) -> None:
+def _cuda_context(s: Sizing, out: Parts) -> None:
     if not s.cpu:
         out.add("cuda_context", "CUDA context, cuBLAS / NCCL workspaces", CUDA_CONTEXT_GIB * GIB,
                 f"{CUDA_CONTEXT_GIB:.1f} GiB per process (outside torch's allocator)", "context")
@@ -467,11 +276,11 @@ def _cuda_context(s: _Sizing, out: _Parts) -> None:
 
 # Every component of the estimate, in the order its table lists them: each function adds its lines (and the
 # warnings or problems it finds) for one resolved configuration.
-COMPONENTS: tuple[Callable[[_Sizing, _Parts], None], ...] = (
+COMPONENTS: tuple[Callable[[Sizing, Parts], None], ...] = (
     _policy_weights, _reference_model, _trainable_states, _activations, _lm_head, _generation, _cuda_context)
 
 
-def _peaks(parts: _Parts) -> tuple[float, float]:
+def _peaks(parts: Parts) -> tuple[float, float]:
     """(training, generation) peak: what is always held plus each phase's own components."""
     comps = parts.components
     resident = sum(c.gib for c in comps if c.phase in ("resident", "context"))
@@ -482,18 +291,9 @@ def _peaks(parts: _Parts) -> tuple[float, float]:
     return resident + training_extra + vllm_during_training, resident + generation_extra
 
 
-def _check_fit(s: _Sizing, out: _Parts) -> None:
-    """Failures and warnings beyond the total: vLLM's start-up check, unified memory, a CPU target."""
-    v, mem, profile = out.vllm, s.hardware.memory_gib, s.hardware.profile
-    if v and v.mode == "colocate":
-        # vLLM checks at start-up that util × total is still free; the policy (and reference) are already loaded.
-        loaded = sum(c.gib for c in out.components
-                     if c.key in ("policy_weights", "reference_model", "cuda_context", "adapters"))
-        if v.share_gib + loaded > mem:
-            out.problems.append(f"vLLM start-up check fails: {v.utilization} × {mem:.1f} GiB = "
-                                f"{v.share_gib:.1f} GiB is not free after loading the policy ({loaded:.1f} GiB)")
-    if v and v.mode == "server" and v.share_gib > mem:
-        out.problems.append("vLLM server share exceeds a GPU's memory")
+def _check_fit(s: Sizing, out: Parts) -> None:
+    """Warnings beyond the moments: unified memory, a CPU target."""
+    profile = s.hardware.profile
     if profile.unified and s.k.optimizer == "paged_adamw_8bit":
         out.warnings.append("paged optimizer on unified memory: paging 'to CPU' stays in the same pool and frees "
                             "nothing")
@@ -505,7 +305,7 @@ def _check_fit(s: _Sizing, out: _Parts) -> None:
         out.warnings.append("CPU profile: fp32 training in host RAM; fine for smoke tests and tiny models only")
 
 
-def _decode_bound(s: _Sizing, out: _Parts) -> tuple[float, float]:
+def _decode_bound(s: Sizing, out: Parts) -> tuple[float, float]:
     """(one round's streams, one stream) decode tokens/s bound on this hardware's bandwidth."""
     bw = s.hardware.bandwidth_gbs
     if not bw:
@@ -522,18 +322,19 @@ def _decode_bound(s: _Sizing, out: _Parts) -> tuple[float, float]:
     return decode, single
 
 
-def _settings(s: _Sizing) -> dict[str, Any]:
+def _settings(s: Sizing) -> dict[str, Any]:
     """The configuration as estimated (defaults resolved): Estimate.settings."""
     k = s.k
     return dict(method=k.method, num_generations=k.num_generations,
                 per_device_train_batch_size=k.per_device_train_batch_size,
                 gradient_accumulation_steps=k.gradient_accumulation_steps, steps_per_generation=s.spg,
                 max_prompt_length=k.max_prompt_length, max_completion_length=k.max_completion_length, beta=k.beta,
-                use_vllm=s.use_vllm, vllm_mode=k.vllm_mode if s.use_vllm else None,
+                use_vllm=s.use_vllm, vllm_mode=s.layout.vllm_mode,
                 vllm_gpu_memory_utilization=s.util if s.use_vllm else None,
                 vllm_enable_sleep_mode=bool(k.vllm_enable_sleep_mode and s.use_vllm and not s.server),
-                vllm_tensor_parallel_size=k.vllm_tensor_parallel_size, vllm_gpus=s.vllm_gpus if s.server else None,
-                gradient_checkpointing=k.gradient_checkpointing, optimizer=k.optimizer, zero_stage=k.zero_stage,
+                vllm_tensor_parallel_size=s.layout.vllm_tp, vllm_gpus=s.layout.server_gpus,
+                gradient_checkpointing=k.gradient_checkpointing, optimizer=k.optimizer,
+                zero_stage=s.layout.zero_stage,
                 # the adapters' rank and targets under full fine-tuning too: the LoRA suggestion sizes the spec's
                 lora_r=k.lora_r, lora_target_modules=k.lora_target_modules,
                 fused_lm_head=k.fused_lm_head, cast_lm_head_to_fp32=k.cast_lm_head_to_fp32,
@@ -541,23 +342,40 @@ def _settings(s: _Sizing) -> dict[str, Any]:
 
 
 def estimate(model: ModelInfo, hardware: Hardware, knobs: Knobs, *, suggest: bool = True) -> Estimate:
-    """Per-GPU memory of a TRL 1.16 GRPO run of ``knobs`` on ``hardware``; see the module docstring and
-    memory-figures.md. Each component is sized by one function of :data:`COMPONENTS`; with ``suggest``, an
-    estimate that does not fit comfortably lists fixes, each re-estimated."""
-    s = _resolve(model, hardware, knobs)
-    parts = _Parts()
+    """Per-GPU memory of a TRL 1.16 GRPO run of ``knobs`` on ``hardware``, laid out as ``knobs`` requests
+    (:func:`finetune.placement.arrange`); see :func:`estimate_on`."""
+    from finetune.memory.sizing import check_knobs
+
+    check_knobs(knobs)
+    layout = arrange(model, hardware, knobs.method, request_of(knobs, hardware))
+    return estimate_on(model, layout, knobs, suggest=suggest)
+
+
+def estimate_on(model: ModelInfo, layout: Layout, knobs: Knobs, *, suggest: bool = True) -> Estimate:
+    """Per-GPU memory of a TRL 1.16 GRPO run of ``knobs`` on a decided ``layout`` (its mode, TP × DP, training
+    processes and ZeRO stage are the layout's, whatever ``knobs`` asks); see the module docstring and
+    memory-figures.md. Each component is sized by one function of :data:`COMPONENTS`, each moment of start-up and
+    the step by :mod:`finetune.memory.moments`; with ``suggest``, an estimate that does not fit comfortably lists
+    fixes, each re-estimated."""
+    s = resolve(model, layout, knobs)
+    parts = Parts()
     for component in COMPONENTS:
         component(s, parts)
     training_peak, generation_peak = _peaks(parts)
+    found = moments(s, parts, max(training_peak, generation_peak))
+    parts.problems.extend(problems(s, parts, found))
     _check_fit(s, parts)
     decode, single = _decode_bound(s, parts)
     est = Estimate(model=model, hardware=s.hardware, settings=_settings(s), components=tuple(parts.components),
                    vllm=parts.vllm, training_peak_gib=training_peak, generation_peak_gib=generation_peak,
                    warnings=tuple(parts.warnings), problems=tuple(parts.problems), decode_tokens_per_s=decode,
-                   decode_single_stream_tokens_per_s=single)
+                   decode_single_stream_tokens_per_s=single, moments=found, layout=layout)
     if suggest and est.verdict != "fits":
         est = replace(est, suggestions=tuple(_suggestions(est)))
     return est
+
+
+MAX_NODE_GPUS = 8  # GPUs of the largest common node (HGX / DGX): more GPUs come as more nodes
 
 
 def _round_up(x: float, step: float = 0.05) -> float:
@@ -583,8 +401,10 @@ def _fix_options(est: Estimate, k: Knobs) -> list[tuple[str, dict[str, Any], Har
         targets = lora_targets_text(est.model, k.lora_target_modules)
         options.append((f"LoRA r={k.lora_r} on {targets} (no reference copy, tiny optimizer)",
                         {"method": "lora", "model_dtype": None}, hw))
-    if k.method != "qlora":
-        options.append(("QLoRA (4-bit base weights)", {"method": "qlora", "model_dtype": None}, hw))
+    if k.method != "qlora":  # generating with transformers: vLLM 0.30 cannot take a 4-bit policy (placement)
+        options.append(("QLoRA (4-bit base weights; generation with transformers, as vLLM 0.30 cannot load them)",
+                        {"method": "qlora", "model_dtype": None, "use_vllm": False, "vllm_mode": "colocate",
+                         "vllm_gpus": None}, hw))
     if k.optimizer == "adamw_torch":
         options.append(("8-bit AdamW (optim=adamw_8bit)", {"optimizer": "adamw_8bit"}, hw))
     if est.vllm and est.vllm.mode == "colocate":
@@ -600,12 +420,12 @@ def _fix_options(est: Estimate, k: Knobs) -> list[tuple[str, dict[str, Any], Har
                          "steps_per_generation": 2 * spg}, hw))
     if not k.gradient_checkpointing:
         options.append(("gradient checkpointing", {"gradient_checkpointing": True}, hw))
-    if hw.training_gpus > 1 and k.zero_stage != 3:
+    if est.layout is not None and est.layout.training_processes > 1 and k.zero_stage != 3:
         options.append(("DeepSpeed ZeRO-3 over the training GPUs", {"zero_stage": 3, "model_dtype": None}, hw))
     if not hw.profile.is_cpu and not hw.profile.unified:
-        more = hw.with_gpus(hw.gpus * 2)
-        options.append((f"twice the GPUs ({more.total_gpus}) with ZeRO-3", {"zero_stage": 3, "model_dtype": None},
-                        more))
+        more = hw.with_gpus(hw.gpus * 2) if hw.gpus * 2 <= MAX_NODE_GPUS else hw.with_nodes(hw.nodes * 2)
+        what = f"{more.gpus} GPUs" if more.nodes == hw.nodes else f"{more.nodes} nodes"
+        options.append((f"twice the GPUs ({what}) with ZeRO-3", {"zero_stage": 3, "model_dtype": None}, more))
     if colocate:
         options.append(("generate with transformers instead of vLLM (use_vllm=False): no second copy of the "
                         "weights, but generation is several times slower", {"use_vllm": False}, hw))

@@ -28,6 +28,9 @@ VLLM_SLEEP_RESIDUAL_GIB = 0.8
 VLLM_COLOCATE_BATCHED_TOKENS = 4096
 VLLM_SERVER_BATCHED_TOKENS = 8192
 TRL_SERVER_DEFAULT_UTIL = 0.9  # `trl vllm-serve --gpu_memory_utilization` default
+# A `trl vllm-serve` GPU must hold this many full-length sequences besides its weights: a server answering every
+# training process with fewer runs each round in many waves (the placement takes a larger TP instead).
+SERVER_MIN_SEQS = 16
 # NF4 with double quantization: 4 bits + an 8-bit absmax per 64 weights + an fp32 constant per 256 blocks.
 QLORA_BYTES_PER_PARAM = (4 + 8 / 64 + 32 / (64 * 256)) / 8
 # Headroom for allocator fragmentation: above this share of memory a run is "tight".
@@ -82,7 +85,8 @@ def layer_activation_bytes_per_token(model: ModelInfo) -> int:
     residual (4h), q/k/v before and after rotary (4q + 4kv, counting the attention output); a SwiGLU MLP
     keeps gate, up, act(gate) and their product (4I). An MoE layer keeps those for each of the k
     routed experts plus each token's k copies in and out (2kh) and the router logits (2E). Per-head
-    q/k norms (Qwen3) keep another q + kv. Checked against the bytes autograd actually saves
+    q/k norms (Qwen3) keep another q + kv; gemma-2's sandwich norms (after attention and after the MLP) another
+    12h bytes. Checked against the bytes autograd actually saves
     (tests/memory/test_memory.py, benchmarks/bench_memory.py).
     """
     h, q, kv = model.hidden, model.q_dim, model.kv_dim
@@ -91,7 +95,8 @@ def layer_activation_bytes_per_token(model: ModelInfo) -> int:
     else:
         mlp = 4 * model.intermediate
     qk_norm = q + kv if model.qk_norm else 0
-    return 2 * (8 * h + 4 * q + 4 * kv + qk_norm + mlp)
+    sandwich = 6 * h if model.sandwich_norm else 0  # two more RMSNorms: fp32 input (4h) + bf16 output (2h) each
+    return 2 * (8 * h + 4 * q + 4 * kv + qk_norm + mlp + sandwich)
 
 
 def activation_bytes(model: ModelInfo, batch: int, seq_len: int, checkpointing: bool) -> int:
@@ -110,12 +115,28 @@ def activation_bytes(model: ModelInfo, batch: int, seq_len: int, checkpointing: 
     return tokens * (per_token + 6 * model.hidden)
 
 
+def eager_attention_bytes(model: ModelInfo, batch: int, seq_len: int, checkpointing: bool) -> int:
+    """The T² tensors eager attention keeps for backward, when transformers runs the model with eager attention
+    (``ModelInfo.attn_implementation``: a class without SDPA support, e.g. gemma-2's soft-capped attention).
+
+    transformers' ``eager_attention_forward`` (models/gemma2/modeling_gemma2.py) keeps per layer and head the fp32
+    softmax output and its bf16 copy that multiplies V (6 B per score), and with soft-capping the tanh output too
+    (2 B more); the two masks (sliding and full, bf16) are built once per forward. With gradient checkpointing one
+    layer's scores exist at a time. Checked against what autograd saves (tests/memory/test_memory.py)."""
+    if model.attn_implementation != "eager":
+        return 0
+    per_layer = batch * model.heads * seq_len * seq_len * (8 if model.attn_softcapping else 6)
+    masks = 2 * batch * seq_len * seq_len * 2
+    return per_layer * (1 if checkpointing else model.layers) + masks
+
+
 def measure_saved_activation_bytes(config_path: str, *, layers: int = 2, tokens: int = 128,
-                                   vocab: int = 1024) -> tuple[int, ModelInfo]:
+                                   vocab: int = 1024, narrow: int = 1) -> tuple[int, ModelInfo]:
     """Bytes autograd saves for backward in one bf16 forward of a real (random) model on this machine.
 
     The config at ``config_path`` is cut to ``layers`` layers and a ``vocab``-token vocabulary (the head is
-    skipped with logits_to_keep=1) so it runs on a CPU in seconds; parameters are not counted. Returns
+    skipped with logits_to_keep=1) so it runs on a CPU in seconds; ``narrow`` divides hidden_size, intermediate_size
+    and head_dim too (the heads stay: attention's T² terms scale with them). Parameters are not counted. Returns
     (measured bytes, the cut model's ModelInfo) to compare with :func:`activation_bytes` (no checkpointing).
     """
     import json
@@ -128,6 +149,9 @@ def measure_saved_activation_bytes(config_path: str, *, layers: int = 2, tokens:
 
     raw = json.loads(Path(config_path).read_text(encoding="utf-8"))
     raw.update(num_hidden_layers=layers, vocab_size=vocab, bos_token_id=None, eos_token_id=None, pad_token_id=None)
+    for key in ("hidden_size", "intermediate_size", "head_dim", "query_pre_attn_scalar"):
+        if narrow > 1 and raw.get(key):
+            raw[key] = int(raw[key]) // narrow
     with tempfile.TemporaryDirectory() as tmp:
         cut = Path(tmp) / "config.json"
         cut.write_text(json.dumps(raw), encoding="utf-8")

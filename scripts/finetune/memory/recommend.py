@@ -1,6 +1,7 @@
-"""The per-scale keyword values: :func:`recommend` is THE one source of method, micro-batch, accumulation,
-vLLM share, sleep mode, checkpointing, optimizer and ZeRO stage, each with a reason from the estimate; the
-renderer and references/grpo-memory.md both call it.
+"""The per-scale keyword values: :func:`recommend` is THE one source of method, micro-batch, accumulation, vLLM
+share, sleep mode, checkpointing and optimizer, each with a reason from the estimate; the renderer and
+references/grpo-memory.md both call it. Where the GPUs go (vLLM mode, TP × DP, training processes, ZeRO stage) is
+:func:`finetune.placement.decide`'s, which recommend() asks with its own sizing of each layout.
 """
 
 from __future__ import annotations
@@ -10,27 +11,27 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from finetune.hardware import Hardware
+from finetune.errors import UserError
+from finetune.hardware import PROFILES, Hardware
 from finetune.loratargets import is_all_linear
-from finetune.memory.estimate import Knobs, _check_choice, _round_up, _suggestions, estimate, lora_targets_text
-from finetune.memory.formulas import (
-    METHODS,
-    PROMPTS_PER_STEP,
-    TRL_SERVER_DEFAULT_UTIL,
-    VLLM_OVERHEAD_GIB,
-    VLLM_SERVER_BATCHED_TOKENS,
-    gib,
-    kv_cache_bytes,
-    vllm_activation_bytes,
-)
+from finetune.memory.estimate import Knobs, _check_choice, _round_up, _suggestions, estimate_on, lora_targets_text
+from finetune.memory.formulas import METHODS, PROMPTS_PER_STEP
 from finetune.memory.result import Estimate
 from finetune.models import ModelInfo
-from finetune.vllm_layout import VllmLayout, split_generation_gpus, tp_choices
+from finetune.placement import Decision, Layout, LayoutRefusal, Request, decide
+
+Change = tuple[str, Any]  # a spec edit: (dotted path, value), offered as "set <path>: <value>"
+Fix = tuple[Change, ...]  # edits applied together: "set <path>: <value> and <path>: <value>"
+
+
+def fix_text(fix: Fix) -> str:
+    return "set " + " and ".join(f"{path}: {value}" for path, value in fix)
 
 
 @dataclass(frozen=True)
 class Recommendation:
-    """Per-scale keyword values for a model on a hardware setup, each with a reason from the estimate.
+    """Per-scale keyword values for a model on a hardware setup, each with a reason from the estimate, and the layout
+    :func:`finetune.placement.decide` chose for them.
 
     THE one source of these values (DESIGN.md's per-scale contract): the renderer writes them into the GRPOConfig
     and references/grpo-memory.md tabulates them. ``fits`` is False when nothing tried fits; the values
@@ -42,18 +43,13 @@ class Recommendation:
     gradient_accumulation_steps: int
     steps_per_generation: int
     num_generations: int
-    use_vllm: bool
-    vllm_mode: str | None
-    vllm_gpus: int | None
-    vllm_tensor_parallel_size: int
     vllm_gpu_memory_utilization: float | None
     vllm_enable_sleep_mode: bool
     gradient_checkpointing: bool
     optimizer: str
-    zero_stage: int
     model_dtype: str
     bf16: bool
-    training_processes: int
+    layout: Layout = field(repr=False)
     estimate: Estimate = field(repr=False)
     reasons: dict[str, str] = field(default_factory=dict)
 
@@ -61,6 +57,31 @@ class Recommendation:
     def fits(self) -> bool:
         """True unless the estimate says ``does not fit`` (a ``tight`` fit counts; its reason says so)."""
         return self.estimate.verdict != "does not fit"
+
+    @property
+    def use_vllm(self) -> bool:
+        return self.layout.use_vllm
+
+    @property
+    def vllm_mode(self) -> str | None:
+        return self.layout.vllm_mode
+
+    @property
+    def vllm_gpus(self) -> int | None:
+        """GPUs of `trl vllm-serve` (server mode), else None."""
+        return self.layout.server_gpus
+
+    @property
+    def vllm_tensor_parallel_size(self) -> int:
+        return self.layout.vllm_tp
+
+    @property
+    def zero_stage(self) -> int:
+        return self.layout.zero_stage
+
+    @property
+    def training_processes(self) -> int:
+        return self.layout.training_processes
 
     def grpo_kwargs(self) -> dict[str, Any]:
         """The GRPOConfig keyword values this recommendation decides (model_init_kwargs carries the dtype)."""
@@ -81,9 +102,13 @@ class Recommendation:
         return kw
 
     def as_dict(self) -> dict[str, Any]:
-        d = {k: v for k, v in asdict(self).items() if k not in ("estimate", "reasons")}
+        d = {k: v for k, v in asdict(self).items() if k not in ("estimate", "reasons", "layout")}
+        d.update(use_vllm=self.use_vllm, vllm_mode=self.vllm_mode, vllm_gpus=self.vllm_gpus,
+                 vllm_tensor_parallel_size=self.vllm_tensor_parallel_size, zero_stage=self.zero_stage,
+                 training_processes=self.training_processes)
         d["fits"] = self.fits
         d["peak_gib"] = round(self.estimate.total_gib, 2)
+        d["binding_moment"] = self.estimate.binding.key if self.estimate.binding else None
         d["reasons"] = dict(self.reasons)
         return d
 
@@ -100,112 +125,159 @@ def accumulation_for(batch: int, processes: int, num_generations: int,
     return acc
 
 
-def _server_need_gib(model: ModelInfo, tp: int, seq_len: int) -> float:
-    """What one server GPU holds at TP ``tp``: weights / TP + overhead + activations + 16 sequences' KV."""
-    return (gib(model.params * 2 / tp) + VLLM_OVERHEAD_GIB
-            + gib(vllm_activation_bytes(model, VLLM_SERVER_BATCHED_TOKENS, 64, tp))
-            + 16 * gib(kv_cache_bytes(model, seq_len) / tp))
-
-
-def server_min_tp(model: ModelInfo, memory_gib: float, seq_len: int, limit: int) -> int | None:
-    """Smallest TP vLLM allows for the model's heads (:func:`finetune.vllm_layout.tp_choices`), up to ``limit``
-    GPUs, whose GPUs hold weights + overhead + 16 sequences at `trl vllm-serve`'s default share."""
-    for tp in tp_choices(model.heads, model.kv_heads, limit):
-        if _server_need_gib(model, tp, seq_len) <= TRL_SERVER_DEFAULT_UTIL * memory_gib:
-            return tp
-    return None
-
-
-def _server_tp(model: ModelInfo, hardware: Hardware, method: str, seq_len: int) -> int | None:
-    """The fewest server GPUs (one TP group) that hold the model, leaving a GPU to train."""
-    return server_min_tp(model, hardware.memory_gib, seq_len, min(hardware.gpus, hardware.total_gpus - 1))
-
-
-def server_layout(model: ModelInfo, hardware: Hardware, seq_len: int) -> VllmLayout | None:
-    """TP × DP of the ``hardware.vllm_gpus`` server GPUs (None: no server). When no TP within them holds the
-    model, the largest allowed TP, so that the estimate shows what does not fit."""
-    gpus = hardware.vllm_gpus or 0
-    if gpus < 1 or hardware.profile.is_cpu:
-        return None
-    min_tp = server_min_tp(model, hardware.memory_gib, seq_len, gpus)
-    if min_tp is None:
-        tp = tp_choices(model.heads, model.kv_heads, gpus)[-1]
-        return VllmLayout(gpus, tp, gpus // tp, f"TP {tp}: no TP vLLM allows within {gpus} GPU(s) holds the model")
-    return split_generation_gpus(gpus, model.heads, model.kv_heads, min_tp)
-
-
 def recommend(model: ModelInfo, hardware: Hardware, method: str | None = None,
-              workload: Knobs | None = None) -> Recommendation:
+              workload: Knobs | None = None, request: Request | None = None) -> Recommendation:
     """Per-scale GRPO keyword values (per-scale contract), the first configuration in preference order that fits.
 
     ``workload`` fixes completions per prompt, lengths, beta and the LoRA rank (default: the seed's recipe);
-    recommend() chooses the rest. Preference: full fine-tuning over LoRA over QLoRA (when ``method`` is None);
-    no checkpointing, the full AdamW and vLLM awake over their memory-saving alternatives; the largest
-    micro-batch of 8/4/2/1. Single GPU → vLLM colocate with the smallest share holding its weights and one
-    round's KV; several GPUs → `trl vllm-serve` on the fewest GPUs (TP) that hold the model, the rest
-    training (server mode).
+    ``request`` what the spec pins of the layout. For each method — full fine-tuning over LoRA over QLoRA when
+    ``method`` is None — :func:`finetune.placement.decide` walks its layouts and this module sizes each: no
+    checkpointing, the full AdamW and vLLM awake over their memory-saving alternatives, the largest micro-batch of
+    8/4/2/1; a colocated engine gets the smallest share holding its weights and one round's KV. A layout fits when
+    every moment (load, engine start, weight sync, step) does. A request no layout satisfies is a UserError whose
+    fixes each re-decide and fit.
     """
     if method is not None:
         _check_choice(method, METHODS, "method")
-    w = workload or Knobs()
-    methods = [method] if method else list(METHODS)
-    hw = hardware.with_vllm_gpus(_server_gpus(model, hardware, methods[0], w))
-    layout = server_layout(model, hw, w.max_prompt_length + w.max_completion_length)
+    w, req = workload or Knobs(), request or Request()
     tried: list[Estimate] = []
-    for knobs in _candidates(hw, methods, w, layout.tp if layout else 1):
-        tried.append(_sized(model, hw, knobs))
-        if tried[-1].fits:
-            return _recommendation(tried[-1], tried, w.num_generations, hw.training_gpus)
-    # nothing fits: the smallest peak tried, said plainly
-    chosen = min(tried, key=lambda e: (round(e.total_gib), e.training_peak_gib))
-    return _recommendation(chosen, tried, w.num_generations, hw.training_gpus)
+    best: Decision[Estimate] | None = None
+    refused: LayoutRefusal | None = None
+    for m in [method] if method else list(METHODS):
+        def size(lay: Layout, m: str = m) -> Estimate:
+            return _fit(model, lay, m, w, tried)
+
+        try:
+            d = decide(model, hardware, m, req, size)
+        except LayoutRefusal as exc:
+            refused = refused or exc  # all refused: say why the most preferred method was
+            if method:
+                raise _verified(exc, model, hardware, method, w, req) from None
+            continue
+        if d.fits:
+            return _recommendation(d.sized, tried, w.num_generations)
+        if best is None or d.sized.pressure < best.sized.pressure:
+            best = d
+    if best is None:
+        assert refused is not None
+        raise _verified(refused, model, hardware, None, w, req) from None
+    return _recommendation(best.sized, tried, w.num_generations)
 
 
-def _server_gpus(model: ModelInfo, hardware: Hardware, method: str, w: Knobs) -> int | None:
-    """GPUs for `trl vllm-serve`: the spec's choice (0 = colocate), else the fewest that hold the model when
-    there are several GPUs; None: vLLM colocated (or a CPU target)."""
-    if hardware.profile.is_cpu:
-        return None
-    if hardware.vllm_gpus is not None:
-        return hardware.vllm_gpus or None
-    if hardware.total_gpus > 1:
-        return _server_tp(model, hardware, method, w.max_prompt_length + w.max_completion_length)
-    return None
-
-
-# recommend()'s preference order inside a method and ZeRO stage: vLLM awake before asleep, fp32 AdamW
-# before 8-bit; then no checkpointing before checkpointing, the larger micro-batch first.
+# recommend()'s preference order inside a layout: vLLM awake before asleep, fp32 AdamW before 8-bit; then no
+# checkpointing before checkpointing, the larger micro-batch first. The last is the least memory of every knob.
 _SLEEP_OPTIMIZER = ((False, "adamw_torch"), (False, "adamw_8bit"), (True, "adamw_torch"), (True, "adamw_8bit"))
 _CHECKPOINTING_BATCH = ((False, 8), (False, 4), (True, 8), (True, 4), (True, 2), (True, 1))
 
 
-def _candidates(hw: Hardware, methods: list[str], w: Knobs, server_tp: int = 1) -> Iterator[Knobs]:
-    """Every configuration recommend() tries on ``hw`` (server GPUs and their TP decided), most preferred first."""
-    cpu, n_train = hw.profile.is_cpu, hw.training_gpus
-    mode = None if cpu else "server" if hw.vllm_gpus else "colocate"
-    tp = server_tp if mode == "server" else 1
-    for m in methods:
-        for zero in [0] if n_train == 1 or cpu else ([2, 3] if m == "full" else [0, 3]):
-            for sleep, optim in _SLEEP_OPTIMIZER:
-                if (sleep and mode != "colocate") or (cpu and optim != "adamw_torch"):
-                    continue
-                for gc, batch in _CHECKPOINTING_BATCH:
-                    yield replace(w, method=m, per_device_train_batch_size=batch,
-                                  gradient_accumulation_steps=accumulation_for(batch, n_train, w.num_generations),
-                                  zero_stage=zero, gradient_checkpointing=gc, optimizer=optim,
-                                  use_vllm=mode is not None, vllm_mode=mode or "colocate",
-                                  vllm_gpus=hw.vllm_gpus if mode == "server" else None, vllm_tensor_parallel_size=tp,
-                                  vllm_gpu_memory_utilization=None, vllm_enable_sleep_mode=sleep)
+def _candidates(layout: Layout, method: str, w: Knobs) -> Iterator[Knobs]:
+    """Every configuration recommend() tries on a decided layout, most preferred first."""
+    n = layout.training_processes
+    for sleep, optim in _SLEEP_OPTIMIZER:
+        if (sleep and layout.vllm_mode != "colocate") or (layout.cpu and optim != "adamw_torch"):
+            continue
+        for gc, batch in _CHECKPOINTING_BATCH:
+            yield replace(w, method=method, per_device_train_batch_size=batch,
+                          gradient_accumulation_steps=accumulation_for(batch, n, w.num_generations),
+                          gradient_checkpointing=gc, optimizer=optim, use_vllm=layout.use_vllm,
+                          vllm_gpu_memory_utilization=None, vllm_enable_sleep_mode=sleep)
 
 
-def _sized(model: ModelInfo, hw: Hardware, knobs: Knobs) -> Estimate:
+def _fit(model: ModelInfo, layout: Layout, method: str, w: Knobs, record: list[Estimate]) -> Estimate:
+    """The first candidate on ``layout`` that fits, else its least-memory one (tried first: when even that does not
+    fit, no other can, each knob's every alternative holding less)."""
+    candidates = list(_candidates(layout, method, w))
+    floor = _sized(model, layout, candidates[-1])
+    record.append(floor)
+    if not floor.fits:
+        return floor
+    for knobs in candidates[:-1]:
+        record.append(_sized(model, layout, knobs))
+        if record[-1].fits:
+            return record[-1]
+    return floor
+
+
+def _sized(model: ModelInfo, layout: Layout, knobs: Knobs) -> Estimate:
     """The estimate of a candidate; a colocated engine gets the smallest share (+5%, within 0.1–0.9) that holds
     its weights and one round's KV, measured on TRL's default share first."""
-    if knobs.use_vllm and knobs.vllm_mode == "colocate":
-        engine = estimate(model, hw, knobs, suggest=False).vllm
+    if layout.vllm_mode == "colocate":
+        engine = estimate_on(model, layout, knobs, suggest=False).vllm
         assert engine is not None  # use_vllm: the estimate sizes the engine
         knobs = replace(knobs, vllm_gpu_memory_utilization=min(0.9, max(0.1, _round_up(engine.min_utilization * 1.05))))
-    return estimate(model, hw, knobs, suggest=False)
+    return estimate_on(model, layout, knobs, suggest=False)
+
+
+def apply_change(hardware: Hardware, method: str | None, request: Request, change: Change
+                 ) -> tuple[Hardware, str | None, Request]:
+    """The inputs a spec edit gives recommend() (what a fix would render)."""
+    path, value = change
+    if path == "method":
+        return hardware, value, request
+    if path == "hardware.gpus":
+        return hardware.with_gpus(int(value)), method, request
+    if path == "hardware.nodes":
+        return hardware.with_nodes(int(value)), method, request
+    if path == "hardware.profile":
+        profile = PROFILES[value]
+        return replace(hardware, profile=profile, memory_gib=profile.memory_gib), method, request
+    if path == "hardware.vllm_gpus":
+        return replace(hardware, vllm_gpus=int(value)), method, replace(request, vllm_gpus=None, vllm_mode=None)
+    if path == "overrides.vllm_tensor_parallel_size":
+        return hardware, method, replace(request, vllm_tensor_parallel_size=int(value))
+    raise ValueError(f"no such change: {path}")
+
+
+def renders(model: ModelInfo, hardware: Hardware, method: str | None, w: Knobs, request: Request, fix: Fix) -> bool:
+    """Whether recommend() fits once every edit of ``fix`` is applied (a layout refused outright does not)."""
+    try:
+        for change in fix:
+            hardware, method, request = apply_change(hardware, method, request, change)
+        return recommend(model, hardware, method, w, request).fits
+    except UserError:
+        return False
+
+
+def _verified(exc: LayoutRefusal, model: ModelInfo, hardware: Hardware, method: str | None, w: Knobs,
+              request: Request) -> UserError:
+    """The refusal with only the alternatives that re-decide and fit as its fix (else the hardware that would); a
+    refusal whose fix is to remove what the spec pins keeps it."""
+    if not exc.alternatives and exc.fix:
+        return exc
+    kept: list[Fix] = [(c,) for c in exc.alternatives if renders(model, hardware, method, w, request, (c,))]
+    kept = kept or fixes_for(model, hardware, method, w, request)
+    fix = " or ".join(fix_text(f) for f in kept) or "no change of hardware tried here fits: use GPUs with more memory"
+    return UserError(exc.what, where=exc.where or "hardware", fix=fix)
+
+
+def fixes_for(model: ModelInfo, hardware: Hardware, method: str | None, w: Knobs, request: Request,
+              limit: int = 2) -> list[Fix]:
+    """Spec edits that make recommend() fit, cheapest first, each re-decided: another method (when the spec pins
+    one), another count of server GPUs (when it pins one), more GPUs per node, more nodes (with full nodes), then a
+    card with more memory."""
+    tries: list[Fix] = [(("method", m),) for m in METHODS if method and METHODS.index(m) > METHODS.index(method)]
+    if hardware.vllm_gpus is not None and hardware.nodes == 1:  # the spec pins the server's GPUs: other counts
+        current = hardware.vllm_gpus
+        nearest = sorted(range(hardware.gpus), key=lambda v: (abs(v - current), v))
+        tries += [(("hardware.vllm_gpus", v),) for v in nearest if v != current]
+    if not hardware.profile.is_cpu:
+        full = max(hardware.gpus, hardware.profile.node_gpus)
+        tries += [(("hardware.gpus", g),) for g in (2, 4, 8) if g > hardware.gpus]
+        tries += [(("hardware.nodes", n),) for n in (2, 3, 4, 6, 8) if n > hardware.nodes]
+        tries += [(("hardware.gpus", full), ("hardware.nodes", n)) for n in (2, 3, 4, 6, 8)
+                  if full > hardware.gpus and n > hardware.nodes]
+        tries += [(("hardware.profile", p.name),) for p in sorted(PROFILES.values(), key=lambda p: p.memory_gib)
+                  if not p.is_cpu and not p.unified and p.memory_gib > hardware.memory_gib]
+    out: list[Fix] = []
+    for fix in tries:
+        fields = tuple(path for path, _ in fix)
+        if fields != ("hardware.vllm_gpus",) and fields in {tuple(path for path, _ in f) for f in out}:
+            continue  # more GPUs, nodes or memory: the smallest that works (a larger one works too)
+        if renders(model, hardware, method, w, request, fix):
+            out.append(fix)
+        if len(out) >= limit:
+            break
+    return out
 
 
 def _pct(e: Estimate, mem: float) -> str:
@@ -218,13 +290,14 @@ def _first(estimates: list[Estimate], **match: Any) -> Estimate | None:
 
 
 def _fit_reason(est: Estimate) -> dict[str, str]:
-    mem = est.memory_gib
+    mem, b = est.memory_gib, est.binding
     fixes = "; ".join(sug.action for sug in _suggestions(est)[:3])
+    moment = f" (binding moment: {b.title}, {b.gib:.1f} of {b.limit_gib:.1f} GiB)" if b else ""
     if est.verdict == "tight":
-        return {"fits": f"tight: peak {_pct(est, mem)} leaves under {100 * (1 - est.fit_limit_gib / mem):.0f}% "
-                        f"for fragmentation; {fixes}"}
+        return {"fits": f"tight: peak {_pct(est, mem)}{moment} leaves under "
+                        f"{100 * (1 - est.fit_limit_gib / mem):.0f}% for fragmentation; {fixes}"}
     if not est.fits:
-        return {"fits": f"nothing tried fits: the smallest peak is {_pct(est, mem)}; {fixes}"}
+        return {"fits": f"nothing tried fits: the smallest peak is {_pct(est, mem)}{moment}; {fixes}"}
     return {}
 
 
@@ -272,12 +345,19 @@ def _training_reasons(est: Estimate, tried: list[Estimate], rejected: list[Estim
     }
 
 
-def _placement_reasons(est: Estimate, n_train: int) -> dict[str, str]:
-    """Why this ZeRO stage and load dtype."""
+def _placement_reasons(est: Estimate, rejected: list[Estimate], n_train: int) -> dict[str, str]:
+    """Why this ZeRO stage (placement's choice, the first that fits) and load dtype."""
     s = est.settings
+    other = [t for t in rejected if t.settings["method"] == s["method"] and t.settings["zero_stage"] != s["zero_stage"]
+             and t.settings["vllm_gpus"] == s["vllm_gpus"]]
+    before = min(other, key=lambda t: t.pressure) if other else None
+    why = ""
+    if before is not None and not before.fits and before.binding is not None:
+        stage = f"ZeRO-{before.settings['zero_stage']}" if before.settings["zero_stage"] else "no ZeRO"
+        why = f"; {stage} did not fit ({before.binding.title} {before.binding.gib:.1f} GiB)"
     return {
         "zero_stage": ("no DeepSpeed: one training process" if n_train == 1 else
-                       f"ZeRO-{s['zero_stage']} over {n_train} training GPUs" if s["zero_stage"] else
+                       f"ZeRO-{s['zero_stage']} over {n_train} training GPUs{why}" if s["zero_stage"] else
                        f"DDP over {n_train} training GPUs: the model and its states fit unsharded"),
         "model_dtype": ("fp32 on CPU (bf16=False)" if est.hardware.profile.is_cpu else
                         "bf16 base weights (adapters train in fp32)" if s["method"] != "full" else
@@ -289,16 +369,15 @@ def _placement_reasons(est: Estimate, n_train: int) -> dict[str, str]:
 
 def _vllm_reasons(est: Estimate, rejected: list[Estimate], n_train: int) -> dict[str, str]:
     """Why vLLM runs where it does, with this share and sleep mode."""
-    s, v = est.settings, est.vllm
+    s, v, lay = est.settings, est.vllm, est.layout
     if not s["use_vllm"]:
         return {"use_vllm": "no GPU: transformers generate on CPU"}
-    if v is None:
+    if v is None or lay is None:
         return {}
     if v.mode == "server":
         return {
-            "use_vllm": (f"vLLM server mode: `trl vllm-serve` on {v.gpus} GPU(s) (TP {v.tensor_parallel_size} × DP "
-                         f"{max(1, v.gpus // v.tensor_parallel_size)}), "
-                         f"{n_train} GPU(s) train"),
+            "use_vllm": (f"vLLM server mode: `trl vllm-serve` on {v.gpus} GPU(s) (TP {lay.vllm_tp} × DP "
+                         f"{lay.vllm_dp}), {n_train} GPU(s) train"),
             "vllm_mode": "server: the seed's multi-GPU path; generation and training do not contend",
             "vllm_gpus": (f"{v.gpus}: weights {v.weights_gib:.1f} GiB per GPU + KV space "
                           f"{v.kv_available_gib:.1f} GiB ({v.concurrent_seqs} sequences of {v.seq_len})"),
@@ -323,19 +402,19 @@ def _vllm_reasons(est: Estimate, rejected: list[Estimate], n_train: int) -> dict
     }
 
 
-def _recommendation(est: Estimate, tried: list[Estimate], num_generations: int, n_train: int) -> Recommendation:
+def _recommendation(est: Estimate, tried: list[Estimate], num_generations: int) -> Recommendation:
     """The chosen estimate's values, each with its reason (from the estimate and the rejected candidates)."""
-    s = est.settings
+    s, layout = est.settings, est.layout
+    assert layout is not None  # every candidate is sized on a decided layout
+    n_train = layout.training_processes
     rejected = [t for t in tried if t is not est]
     reasons = {**_fit_reason(est), **_training_reasons(est, tried, rejected, num_generations, n_train),
-               **_placement_reasons(est, n_train), **_vllm_reasons(est, rejected, n_train)}
+               **_placement_reasons(est, rejected, n_train), **_vllm_reasons(est, rejected, n_train)}
     return Recommendation(
         method=s["method"], per_device_train_batch_size=s["per_device_train_batch_size"],
         gradient_accumulation_steps=s["gradient_accumulation_steps"], steps_per_generation=s["steps_per_generation"],
-        num_generations=num_generations, use_vllm=s["use_vllm"], vllm_mode=s["vllm_mode"], vllm_gpus=s["vllm_gpus"],
-        vllm_tensor_parallel_size=s["vllm_tensor_parallel_size"],
-        vllm_gpu_memory_utilization=s["vllm_gpu_memory_utilization"],
+        num_generations=num_generations, vllm_gpu_memory_utilization=s["vllm_gpu_memory_utilization"],
         vllm_enable_sleep_mode=s["vllm_enable_sleep_mode"], gradient_checkpointing=s["gradient_checkpointing"],
-        optimizer=s["optimizer"], zero_stage=s["zero_stage"], model_dtype=s["model_dtype"],
-        bf16=not est.hardware.profile.is_cpu and est.hardware.profile.bf16, training_processes=n_train, estimate=est,
+        optimizer=s["optimizer"], model_dtype=s["model_dtype"],
+        bf16=not est.hardware.profile.is_cpu and est.hardware.profile.bf16, layout=layout, estimate=est,
         reasons=reasons)

@@ -4,11 +4,14 @@ budget, the suggestions that would lower the peak, and the verdict — as a dict
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from finetune.hardware import Hardware
 from finetune.memory.formulas import FIT_FRACTION, FIT_FRACTION_UNIFIED
 from finetune.models import ModelInfo
+
+if TYPE_CHECKING:
+    from finetune.placement import Layout
 
 Phase = Literal["resident", "training", "generation", "context"]
 
@@ -56,6 +59,28 @@ class VllmBudget:
 
 
 @dataclass(frozen=True)
+class Moment:
+    """One moment of a run where it can die for memory, sized against what it must fit in.
+
+    ``key``: ``load`` (the policy loaded and, colocated, vLLM's start-up check that its share is still free),
+    ``engine`` (vLLM's engine: weights, profile run and KV space inside its share — a server GPU's, in server mode),
+    ``sync`` (a weight sync into vLLM: what TRL gathers to push the weights), ``step`` (the steady-state step:
+    generation and the backward pass). ``limit_gib``: the card, or the engine's share for ``engine``;
+    ``headroom``: held to the fragmentation margin (a share is vLLM's own budget, not the allocator's)."""
+
+    key: str
+    title: str
+    gib: float
+    limit_gib: float
+    detail: str
+    headroom: bool = True
+
+    @property
+    def ratio(self) -> float:
+        return self.gib / self.limit_gib if self.limit_gib > 0 else float("inf")
+
+
+@dataclass(frozen=True)
 class Suggestion:
     """A change that lowers the peak, with the estimated saving (re-estimated, not guessed)."""
 
@@ -82,11 +107,33 @@ class Estimate:
     suggestions: tuple[Suggestion, ...] = ()
     decode_tokens_per_s: float = 0.0  # bound for one generation round's streams on this hardware
     decode_single_stream_tokens_per_s: float = 0.0
+    moments: tuple[Moment, ...] = ()
+    layout: Layout | None = None
+
+    @property
+    def step_gib(self) -> float:
+        """The steady-state step's peak per training GPU: the larger of the generation and training phases."""
+        return max(self.training_peak_gib, self.generation_peak_gib)
 
     @property
     def total_gib(self) -> float:
-        """Peak per training GPU: the larger of the generation and training phases."""
-        return max(self.training_peak_gib, self.generation_peak_gib)
+        """Peak per training GPU over every moment held to the card (load, weight sync, step)."""
+        return max([self.step_gib] + [m.gib for m in self.moments if m.headroom])
+
+    @property
+    def binding(self) -> Moment | None:
+        """The moment that decides whether the layout starts: the one furthest past its limit, else the moment
+        closest to the card (an engine's share is its own budget, chosen to hold what it needs)."""
+        over = [m for m in self.moments if m.gib > m.limit_gib]
+        card = [m for m in self.moments if m.headroom] or list(self.moments)
+        return max(over or card, key=lambda m: m.ratio, default=None)
+
+    @property
+    def pressure(self) -> float:
+        """The binding moment's share of its limit (> 1: does not fit); problems rank past every moment."""
+        worst = max([self.step_gib / self.memory_gib if self.memory_gib else float("inf")]
+                    + [m.ratio for m in self.moments])
+        return worst + (10.0 if self.problems else 0.0)
 
     @property
     def memory_gib(self) -> float:
@@ -100,9 +147,11 @@ class Estimate:
     @property
     def verdict(self) -> str:
         """``fits`` (with allocator headroom), ``tight`` (within memory, little headroom) or ``does not fit``."""
-        if self.problems or self.total_gib > self.memory_gib:
+        frac = self.fit_limit_gib / self.memory_gib if self.memory_gib else 1.0
+        if self.problems or self.total_gib > self.memory_gib or any(m.gib > m.limit_gib for m in self.moments):
             return "does not fit"
-        return "fits" if self.total_gib <= self.fit_limit_gib else "tight"
+        tight = self.total_gib > self.fit_limit_gib or any(m.ratio > frac for m in self.moments if m.headroom)
+        return "tight" if tight else "fits"
 
     @property
     def fits(self) -> bool:
@@ -130,19 +179,47 @@ class Estimate:
             "components": [asdict(c) for c in self.components],
             "vllm": asdict(self.vllm) if self.vllm else None,
             "training_peak_gib": round(self.training_peak_gib, 3),
+            "moments": [asdict(m) for m in self.moments],
+            "binding_moment": self.binding.key if self.binding else None,
+            "layout": self.layout_dict(),
             "generation_peak_gib": round(self.generation_peak_gib, 3), "total_gib": round(self.total_gib, 3),
             "memory_gib": self.memory_gib, "verdict": self.verdict, "warnings": list(self.warnings),
             "problems": list(self.problems), "suggestions": [asdict(s) for s in self.suggestions],
             "decode_tokens_per_s_bound": round(self.decode_tokens_per_s, 1),
         }
 
+    def layout_dict(self) -> dict[str, Any] | None:
+        """The layout sized, as data (placement's decision: nothing here re-derives it)."""
+        lay = self.layout
+        if lay is None:
+            return None
+        return {"mode": lay.vllm_mode, "vllm_gpus": lay.vllm_gpus, "vllm_tp": lay.vllm_tp, "vllm_dp": lay.vllm_dp,
+                "nodes": lay.nodes, "training_nodes": lay.training_nodes, "processes_per_node": lay.processes_per_node,
+                "training_processes": lay.training_processes, "zero_stage": lay.zero_stage,
+                "generation_gpu_ids": list(lay.generation_gpu_ids), "training_gpu_ids": list(lay.training_gpu_ids),
+                "quant_storage": lay.quant_storage, "reason": lay.reason}
+
+    def moments_markdown(self) -> list[str]:
+        """The moments table and the one that binds (BRIEF.md and memory.md show it)."""
+        if not self.moments:
+            return []
+        lines = ["", "| moment | GiB | limit | share | what is held |", "|---|---:|---:|---:|---|"]
+        for m in self.moments:
+            mark = "**" if m is self.binding else ""
+            lines.append(f"| {mark}{m.title}{mark} | {m.gib:.1f} | {m.limit_gib:.1f} | {100 * m.ratio:.0f}% | "
+                         f"{m.detail} |")
+        b = self.binding
+        assert b is not None
+        lines += ["", f"Binding moment: **{b.title}** ({b.gib:.1f} of {b.limit_gib:.1f} GiB, {100 * b.ratio:.0f}%)"
+                  + (" — past its limit: the run would die there." if b.gib > b.limit_gib else ".")]
+        return lines
+
     def to_markdown(self, title: str | None = None) -> str:
         """The estimate as Markdown: settings, the component table, phases, verdict, suggestions."""
         s = self.settings
         lines = [f"# {title or 'GPU memory estimate'}", "",
                  f"- model: `{self.model.name}` — {self.model.summary().split(': ', 1)[1]}",
-                 f"- hardware: {self.hardware.describe()}, {self.hardware.training_gpus} training GPU(s)"
-                 + (f", {self.vllm.gpus} vLLM server GPU(s)" if self.vllm and self.vllm.mode == "server" else ""),
+                 f"- hardware: {self.hardware.describe()}" + (f"; layout: {self.layout.reason}" if self.layout else ""),
                  f"- method `{s['method']}`, micro-batch {s['per_device_train_batch_size']} × accumulation "
                  f"{s['gradient_accumulation_steps']}, num_generations {s['num_generations']}, prompt "
                  f"{s['max_prompt_length']} + completion {s['max_completion_length']} tokens, beta {s['beta']}",
@@ -155,7 +232,9 @@ class Estimate:
         for c in self.components:
             lines.append(f"| {c.label} | {c.gib:.2f} | {c.phase} | {c.formula} |")
         lines += ["", f"Peak during generation: **{self.generation_peak_gib:.1f} GiB**; during training: "
-                  f"**{self.training_peak_gib:.1f} GiB**; memory: {self.memory_gib:.1f} GiB per GPU.", "",
+                  f"**{self.training_peak_gib:.1f} GiB**; memory: {self.memory_gib:.1f} GiB per GPU."]
+        lines += self.moments_markdown()
+        lines += ["",
                   f"**Verdict: {self.verdict}** — peak {self.total_gib:.1f} GiB of {self.memory_gib:.1f} GiB "
                   f"({100 * self.total_gib / self.memory_gib:.0f}%; headroom kept for fragmentation: "
                   f"{100 * (1 - self.fit_limit_gib / self.memory_gib):.0f}%)."]

@@ -9,24 +9,25 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from finetune.errors import UserError
-from finetune.hardware import Hardware, resolve_hardware, with_generation_node
-from finetune.memory.estimate import Knobs, estimate, workload_of
+from finetune.hardware import Hardware, resolve_hardware
+from finetune.memory.estimate import Knobs, estimate_on, workload_of
 from finetune.memory.recommend import Recommendation, accumulation_for, recommend
 from finetune.memory.result import Estimate
 from finetune.models import ModelInfo
+from finetune.placement import Request
 
 if TYPE_CHECKING:
     from finetune.spec import RunSpec
 
 
 # GRPOConfig names a spec's `overrides:` may carry → Knobs fields.
-_OVERRIDE_KEYS = {"use_vllm": "use_vllm", "vllm_mode": "vllm_mode",
-                  "vllm_gpu_memory_utilization": "vllm_gpu_memory_utilization",
-                  "vllm_enable_sleep_mode": "vllm_enable_sleep_mode",
-                  "vllm_tensor_parallel_size": "vllm_tensor_parallel_size", "optim": "optimizer",
+_OVERRIDE_KEYS = {"vllm_gpu_memory_utilization": "vllm_gpu_memory_utilization",
+                  "vllm_enable_sleep_mode": "vllm_enable_sleep_mode", "optim": "optimizer",
                   "gradient_checkpointing": "gradient_checkpointing", "steps_per_generation": "steps_per_generation",
                   "per_device_train_batch_size": "per_device_train_batch_size",
                   "gradient_accumulation_steps": "gradient_accumulation_steps"}
+# What a caller may pin of the layout: a request to finetune.placement, never a value sized here.
+_PLACEMENT = ("use_vllm", "vllm_mode", "vllm_tensor_parallel_size", "zero_stage")
 # The workload fields a caller's explicit values may set (the rest of them are chosen).
 _WORKLOAD = ("num_generations", "max_prompt_length", "max_completion_length", "beta", "lora_r", "lora_target_modules")
 
@@ -35,6 +36,20 @@ def _with_explicit(workload: Knobs, explicit: dict[str, Any]) -> Knobs:
     """``workload`` with the explicit workload values (popped from ``explicit``; None = not given) applied."""
     given = {k: explicit.pop(k) for k in _WORKLOAD if k in explicit}
     return replace(workload, **{k: v for k, v in given.items() if v is not None})
+
+
+def request_of_values(values: dict[str, Any]) -> Request:
+    """The layout request among explicit values (popped from ``values``; None = not given)."""
+    pinned = {k: values.pop(k) for k in _PLACEMENT if k in values}
+    return Request(**{k: v for k, v in pinned.items() if v is not None})
+
+
+def spec_request(spec: RunSpec) -> Request:
+    """What a spec pins of the layout besides ``hardware.vllm_gpus``: a colocated engine's TP override."""
+    tp = spec.overrides.get("vllm_tensor_parallel_size")
+    if not isinstance(tp, int) or isinstance(tp, bool):
+        tp = None  # not a count: TRL's GRPOConfig refuses it when the render validates the overrides
+    return Request(vllm_tensor_parallel_size=tp)
 
 
 def estimate_for_spec(spec: RunSpec, **explicit: Any) -> tuple[Recommendation, Estimate]:
@@ -62,9 +77,9 @@ def estimate_for_spec(spec: RunSpec, **explicit: Any) -> tuple[Recommendation, E
             chosen[target] = spec.overrides[key]
     method = explicit.pop("method", None) or spec.method
     workload = _with_explicit(workload_of(spec), explicit)
+    request = spec_request(spec).pinned(**vars(request_of_values(explicit)))
     chosen.update({k: v for k, v in explicit.items() if v is not None})
-    return _recommend_and_estimate(model, with_generation_node(resolve_hardware(spec.hardware)), method, workload,
-                                   chosen)
+    return _recommend_and_estimate(model, resolve_hardware(spec.hardware), method, workload, request, chosen)
 
 
 def estimate_for_model(model: ModelInfo, hardware: Hardware, **explicit: Any) -> tuple[Recommendation, Estimate]:
@@ -76,42 +91,33 @@ def estimate_for_model(model: ModelInfo, hardware: Hardware, **explicit: Any) ->
     problem = lora_target_problem(model, workload.lora_target_modules)
     if problem:
         raise UserError(problem[0], where="--target-modules", fix=problem[1])
-    return _recommend_and_estimate(model, with_generation_node(hardware), method, workload, explicit)
+    request = request_of_values(explicit)
+    return _recommend_and_estimate(model, hardware, method, workload, request, explicit)
 
 
 def _recommend_and_estimate(model: ModelInfo, hardware: Hardware, method: str | None, workload: Knobs,
-                            chosen: dict[str, Any]) -> tuple[Recommendation, Estimate]:
-    """recommend() and the estimate of what runs, both on ``workload``'s LoRA targets and LM head."""
-    rec = recommend(model, hardware, method, workload)
+                            request: Request, chosen: dict[str, Any]) -> tuple[Recommendation, Estimate]:
+    """recommend() — with the layout placement decides for it — and the estimate of what runs on that layout."""
+    rec = recommend(model, hardware, method, workload, request)
     fixed = replace(workload, method=rec.method if method is None else method)
-    return rec, _estimate_from(model, hardware, rec, fixed, chosen)
+    return rec, _estimate_from(model, rec, fixed, chosen)
 
 
-def _estimate_from(model: ModelInfo, hardware: Hardware, rec: Recommendation, fixed: Knobs,
-                   chosen: dict[str, Any]) -> Estimate:
-    """estimate() of ``fixed`` with the recommendation's values where ``chosen`` leaves them None."""
+def _estimate_from(model: ModelInfo, rec: Recommendation, fixed: Knobs, chosen: dict[str, Any]) -> Estimate:
+    """The estimate of ``fixed`` on the recommendation's layout, with its values where ``chosen`` leaves them None."""
     values = {k: v for k, v in chosen.items() if v is not None}
     base: dict[str, Any] = dict(
         per_device_train_batch_size=rec.per_device_train_batch_size,
         gradient_accumulation_steps=rec.gradient_accumulation_steps, gradient_checkpointing=rec.gradient_checkpointing,
-        optimizer=rec.optimizer, zero_stage=rec.zero_stage, use_vllm=rec.use_vllm,
-        vllm_mode=rec.vllm_mode or "colocate",
-        vllm_gpu_memory_utilization=rec.vllm_gpu_memory_utilization, vllm_enable_sleep_mode=rec.vllm_enable_sleep_mode,
-        vllm_tensor_parallel_size=rec.vllm_tensor_parallel_size, vllm_gpus=rec.vllm_gpus)
-    if fixed.method != rec.method:
-        base.pop("zero_stage")  # recommended for another method; let the dtype/ZeRO defaults follow
+        optimizer=rec.optimizer, vllm_gpu_memory_utilization=rec.vllm_gpu_memory_utilization,
+        vllm_enable_sleep_mode=rec.vllm_enable_sleep_mode)
     if "per_device_train_batch_size" in values and "gradient_accumulation_steps" not in values:
-        processes = hardware.with_vllm_gpus(values.get("vllm_gpus", rec.vllm_gpus)).training_gpus
-        values["gradient_accumulation_steps"] = accumulation_for(values["per_device_train_batch_size"], processes,
-                                                                 fixed.num_generations)
-    if values.get("vllm_mode") == "colocate" or values.get("use_vllm") is False:
-        base.pop("vllm_gpus")
-    if values.get("vllm_mode") and values.get("vllm_mode") != rec.vllm_mode:
-        base.pop("vllm_gpu_memory_utilization")
+        values["gradient_accumulation_steps"] = accumulation_for(values["per_device_train_batch_size"],
+                                                                 rec.layout.training_processes, fixed.num_generations)
     base.update(values)
     if "steps_per_generation" not in values:
         base["steps_per_generation"] = None
-    return estimate(model, hardware, replace(fixed, **base))
+    return estimate_on(model, rec.layout, replace(fixed, **base))
 
 
 def recommendation_markdown(rec: Recommendation) -> str:

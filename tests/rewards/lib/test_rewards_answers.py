@@ -201,3 +201,39 @@ def test_json_payload_reads_the_answer_after_the_reasoning_within_its_limits():
     assert answers.json_payload('<answer>{"a": [1]}</answer>', "answer_tag", 1000, 8) == (True, {"a": [1]})
     assert answers.json_payload("[" * 50 + "]" * 50, "none", 1000, 8) == (False, None)  # too deep: not parsed
     assert answers.json_payload('{"a": "' + "x" * 2000 + '"}', "none", 1000, 8) == (False, None)  # too large
+
+
+# ------------------------------------------------------------------ linear reading (same answers as before) --
+
+_OLD_DELIMS = r"^(?:\$\$|\$|\\\(|\\\[)\s*|\s*(?:\$\$|\$|\\\)|\\\])$"  # the regex unwrap used (quadratic on spaces)
+_OLD_HASH = r"^[ \t>*_]*####[ \t]*(.*?)[ \t]*$"
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="$\\()[] x1\t\n", max_size=12))
+def test_delimiters_are_stripped_as_the_regex_stripped_them(value):
+    import re
+
+    value = value.strip()  # unwrap strips before and after every pass
+    assert answers._strip_delims(value).strip() == re.sub(_OLD_DELIMS, "", value).strip()
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="# \t>*_x1\n", max_size=20))
+def test_hash_lines_read_as_the_regex_read_them(text):
+    import re
+
+    assert answers.hash_lines(text) == [(m.group(1), m.end()) for m in re.finditer(_OLD_HASH, text, re.M)]
+
+
+def test_many_boxes_of_both_kinds_are_all_found_in_order():
+    text = "\\fbox{1}\\boxed{2}" * 3000 + "\\boxed{3}"
+    found, closed = answers.boxed(text)
+    assert closed and [c for c, _ in found] == ["1", "2"] * 3000 + ["3"]
+
+
+def test_units_are_read_on_values_of_unit_size_only():
+    digits = "7" * answers.UNIT_VALUE_MAX
+    assert answers.strip_units("42 pages") == "42" and answers.split_unit("2 km") is not None
+    assert answers.strip_units(digits + " pages") == digits + " pages"  # a value longer than any unit answer
+    assert answers.split_unit(digits + " km") is None

@@ -28,9 +28,13 @@ from __future__ import annotations
 import decimal
 import json
 import re
+import sys
 import unicodedata
 from collections.abc import Callable
 from fractions import Fraction
+
+# This module's code as this process compiled it: what rewards_mathpool's workers run (never a re-read file).
+OWN_CODE = sys._getframe(0).f_code
 
 # reason id -> what it means (the gate groups disagreements by these ids)
 REASONS = {
@@ -51,7 +55,7 @@ REASONS = {
 Containers = tuple[list[tuple[str, int]], bool]
 
 _BOXED = ("\\boxed{", "\\fbox{")
-_HASH = re.compile(r"^[ \t>*_]*####[ \t]*(.*?)[ \t]*$", re.M)
+_HASH = re.compile(r"^[ \t>*_]*####[ \t]*(.*)$", re.M)
 _ANSWER_IS = re.compile(r"(?:final answer|the answer|answer)\s*(?:is|:|=)\s*:?\s*", re.I)
 _HEDGE_WORDS = re.compile(r"(?:\\text\{[^{}]*\b(?:or|either|maybe|possibly)\b[^{}]*\}|(?<![\\A-Za-z])"
                           r"(?:or|either|maybe|possibly|perhaps|otherwise)(?![A-Za-z]))", re.I)
@@ -91,9 +95,14 @@ def boxed(text: str) -> Containers:
     last one never closes (a truncated completion)."""
     found: list[tuple[str, int]] = []
     pos = 0
+    # each marker's next position, searched again only once the reading has passed it (searching both from
+    # every box would be quadratic in a completion of thousands of boxes)
+    nexts = {m: text.find(m) for m in _BOXED}
     while True:
-        starts = [(text.find(m, pos), m) for m in _BOXED]
-        starts = [(s, m) for s, m in starts if s >= 0]
+        for m in _BOXED:
+            if 0 <= nexts[m] < pos:
+                nexts[m] = text.find(m, pos)
+        starts = [(s, m) for m, s in nexts.items() if s >= 0]
         if not starts:
             return found, True
         start, marker = min(starts)
@@ -125,7 +134,7 @@ def tag_blocks(text: str, tag: str = "answer") -> Containers:
 
 
 def hash_lines(text: str) -> list[tuple[str, int]]:
-    return [(m.group(1), m.end()) for m in _HASH.finditer(text)]
+    return [(m.group(1).rstrip(" \t"), m.end()) for m in _HASH.finditer(text)]
 
 
 def answer_is(text: str) -> list[tuple[str, int]]:
@@ -175,7 +184,7 @@ def containers(text: str, how: str) -> Containers:
 
 # ------------------------------------------------------------------------------------ values --
 
-_DELIMS = re.compile(r"^(?:\$\$|\$|\\\(|\\\[)\s*|\s*(?:\$\$|\$|\\\)|\\\])$")
+_OPEN_DELIMS, _CLOSE_DELIMS = ("$$", "$", "\\(", "\\["), ("$$", "$", "\\)", "\\]")
 _EMPHASIS = re.compile(r"^(\*\*|__|\*|`)(.+)\1$", re.S)
 _TEXT_WRAP = re.compile(r"^\\(?:text|textbf|mathrm|mathbf)\{([^{}]*)\}$")
 _THOUSANDS = re.compile(r"(?<=\d)(?:,\\!\s*|\{,\}\\!\s*|\\,|\\!|\\;|\\ |\{,\}|~|[\u2009\u202f\u00a0\u2006 ]|,)"
@@ -254,12 +263,25 @@ def shown(text: str) -> str:
     return _HTML_TAG.sub(" ", _HIDDEN_MARKUP.sub(" ", text)).strip()
 
 
+def _strip_delims(value: str) -> str:
+    """The value without one opening math delimiter (``$$``, ``$``, ``\\(``, ``\\[``) and one closing one."""
+    for delim in _OPEN_DELIMS:
+        if value.startswith(delim):
+            value = value[len(delim):].lstrip()
+            break
+    for delim in _CLOSE_DELIMS:
+        if value.endswith(delim):
+            value = value[:-len(delim)].rstrip()
+            break
+    return value
+
+
 def unwrap(value: str, keep_text: bool = False) -> str:
     """The answer without math delimiters, markdown emphasis, a whole-value \\text{} or final punctuation."""
     value = shown(value)
     for _ in range(4):
         before = value
-        value = _DELIMS.sub("", value).strip()
+        value = _strip_delims(value).strip()
         match = _EMPHASIS.match(value)
         if match:
             value = match.group(2).strip()
@@ -293,9 +315,16 @@ def is_hedge(value: str) -> bool:
 _WORD_UNITS = re.compile(r"^([-+$\\]*[\d.,\s{}\\!]*\d[\d.]*)\s+[A-Za-z][A-Za-z.\-/]*(?:\s+[A-Za-z][A-Za-z.\-/]*)?$")
 
 
+# A number with a unit is short; the unit patterns backtrack over whitespace and digit runs, so a longer value
+# is read as written (linear time whatever a completion holds).
+UNIT_VALUE_MAX = 200
+
+
 def strip_units(value: str) -> str:
     """The value without a trailing unit ('7.5 \\text{ hours}', '42 pages' -> the number): units are
-    not a hedge."""
+    not a hedge. A value over UNIT_VALUE_MAX characters is returned as it is."""
+    if len(value) > UNIT_VALUE_MAX:
+        return value
     stripped = _UNIT_TAIL.sub("", value).strip()
     match = _WORD_UNITS.match(stripped)
     if match and not _HEDGE_WORDS.search(stripped):
@@ -366,7 +395,10 @@ def _parse_unit(text: str) -> Unit | None:
 
 def split_unit(value: str) -> tuple[str, Unit] | None:
     """(number, unit) when ``value`` is a number-like expression followed by a unit of the table
-    ('2\\,\\text{km}', '90 minutes', '3 \\mathrm{cm}^2'); None otherwise (no unit, or one not in the table)."""
+    ('2\\,\\text{km}', '90 minutes', '3 \\mathrm{cm}^2'); None otherwise (no unit, or one not in the table, or a
+    value over UNIT_VALUE_MAX characters)."""
+    if len(value) > UNIT_VALUE_MAX:
+        return None
     plain = _LATEX_TEXT.sub(r" \1 ", unwrap(value, keep_text=True))
     plain = re.sub(r"\s+(?=\^)", "", re.sub(r"\\[,;:! ]|~", " ", plain).replace("$", "")).strip()
     m = _UNIT_SPLIT.match(plain)

@@ -45,10 +45,13 @@ REASONS = {
 _PY_LANGS = {"python", "py", "python3", "py3", "python2", ""}
 # An opening fence ends its line (``<answer>```python`` opens one); a closing fence starts its line and is
 # not followed by a language (``` ```</answer>`` closes one).
-_OPEN = re.compile(r"(`{3,}|~{3,})[ \t]*([A-Za-z0-9_+#.-]*)[ \t]*$")
+# a fence is tried from the first character of its run only (from inside a long run the same failing tail
+# would be read again at every position: quadratic)
+_OPEN = re.compile(r"((?<!`)`{3,}|(?<!~)~{3,})[ \t]*([A-Za-z0-9_+#.-]*)[ \t]*$")
 _CLOSE = re.compile(r"^[ \t]*(`{3,}|~{3,})(?![A-Za-z0-9_+#.-])")
 _OUTPUT_LABEL = re.compile(r"\b(output|outputs|prints?|printed|result|results|returns|expected|console|stdout|"
-                           r"stdin|input|inputs)\b[^:\n]*:\s*(\*\*|__)?\s*$", re.I)
+                           r"stdin|input|inputs)\b[^:\n]*:\s*(?:(?:\*\*|__)\s*)?$", re.I)
+_LABEL_MAX = 300  # a label is the prose line before a fence; only its end ("... output:") is read
 _DEF_START = re.compile(r"^(def |async def |class |import |from \S+ import |@)")
 _STATEMENT_START = re.compile(r"^[A-Za-z_][\w.]*(\s*,\s*[A-Za-z_]\w*)*\s*(=|\(|\+=)|^(for|while|if|print)\b")
 _STDIN = re.compile(r"\binput\s*\(|sys\.stdin|open\(\s*0|fileinput")
@@ -120,7 +123,7 @@ def _code_blocks(text: str) -> tuple[list[str], str | None]:
         if language not in _PY_LANGS or body.lstrip().startswith(">>>"):
             continue
         tree = _parse(body)
-        if language == "" and (tree is None or _OUTPUT_LABEL.search(label)):
+        if language == "" and (tree is None or _OUTPUT_LABEL.search(label[-_LABEL_MAX:])):
             continue
         if tree is not None and _is_listing(tree):
             continue

@@ -59,6 +59,8 @@ _EUROPEAN = re.compile(r"^[+-]?(?:\d{1,3}(?:[. \u00a0\u202f']\d{3})+|\d+),\d{1,2
 _CURRENCY = "$€£¥₹₩₽¤"
 _MONTHS = {m: i + 1 for i, m in enumerate(("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct",
                                            "nov", "dec"))}
+# a trailing currency code; tried only where a whitespace run starts (from inside a long run it re-read the run)
+_CODE_TAIL = re.compile(r"(?<!\s)\s*[A-Z]{3}$")
 _DATE_YMD = re.compile(r"^(\d{4})[-/.](\d{1,2})[-/.](\d{1,2})(?:[T ][\d:.]+(?:Z|[+-]\d\d:?\d\d)?)?$")
 _DATE_NUM = re.compile(r"^(\d{1,2})[-/.](\d{1,2})[-/.](\d{4})$")
 _DATE_DMONY = re.compile(r"^(\d{1,2})(?:st|nd|rd|th)?\s+([A-Za-z]{3,9})\.?,?\s+(\d{4})$")
@@ -228,7 +230,7 @@ def as_number(value: Any) -> float | None:
     if not isinstance(value, str):
         return None
     text = value.strip().strip(_CURRENCY).strip()
-    text = re.sub(r"\s*[A-Z]{3}$", "", text).strip().strip(_CURRENCY).strip()
+    text = _CODE_TAIL.sub("", text).strip().strip(_CURRENCY).strip()
     if _EUROPEAN.match(text):  # 1.234,50 / 1 234,50 / 46,80: the comma is the decimal separator
         text = re.sub(r"[. \u00a0\u202f']", "", text).replace(",", ".")
     if not _NUMBER.match(text):

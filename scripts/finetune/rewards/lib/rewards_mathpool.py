@@ -2,17 +2,19 @@
 
 Why: math-verify's own timeouts use signal.alarm, which only works on the main thread (TRL's
 accuracy_reward therefore disables them elsewhere, and a pathological expression can hang a
-trainer). Here each item runs in a worker process; a worker that overruns its deadline is killed
-and restarted, and its item scores None. A batch therefore takes at most about
+trainer). Here each item runs in a worker process — the whole answer path: reading the completion's final
+answer (rewards_answers), the gold, their units, then math-verify — so a worker that overruns its deadline is
+killed and restarted, and its item scores None. A batch therefore takes at most about
 ceil(items / workers) × timeout, whatever the input.
 
 Protocol: a worker is ``python -I -c BOOT --worker`` running this module's own compiled code, which the
-parent sends first on its stdin (8-byte length, then ``marshal`` bytes): the worker never re-reads this
-file (it may have changed since the parent loaded and hashed it) and finds nothing by module search in
-the run directory (``-I``: no script dir, no cwd, no PYTHONPATH, no user site). It then reads one JSON job per line on
-stdin ({"gold", "answer", "mode", "several"}) and writes one JSON line {"score": 1.0 | 0.0 | null,
-"status"}. The client side, :func:`math_scores`, reads the final answer with ``rewards_answers``
-(the last container; hedges, retractions and several different values refused) before any job is sent.
+parent sends first on its stdin (8-byte length, then ``marshal`` bytes), followed the same way by the code of
+the ``rewards_answers`` module the parent loaded: the worker never re-reads a file (it may have changed since
+the parent loaded and hashed it) and finds nothing by module search in the run directory (``-I``: no script
+dir, no cwd, no PYTHONPATH, no user site). It then reads one JSON job per line on stdin ({"text", "gold",
+"how", "trailing"}) and writes one JSON line {"score": 1.0 | 0.0 | null, "status", "why"}: :func:`score_job`
+reads the final answer with ``rewards_answers`` (the last container; hedges, retractions and several
+different values refused) and verifies it, all within the job's deadline.
 Requires: Python >= 3.10 (POSIX), math-verify, latex2sympy2_extended, and rewards_answers.py beside it.
 """
 
@@ -60,6 +62,34 @@ def own_code_blob() -> bytes:
     return len(blob).to_bytes(8, "big") + blob
 
 
+def _answers_code_blob() -> bytes:
+    """The code of the rewards_answers module this process loaded (beside rewards.py), length-prefixed."""
+    import rewards_answers
+
+    blob = marshal.dumps(rewards_answers.OWN_CODE)
+    return len(blob).to_bytes(8, "big") + blob
+
+
+def _read_stdin(n: int) -> bytes:
+    data = b""
+    while len(data) < n:
+        chunk = os.read(0, n - len(data))
+        if not chunk:
+            raise SystemExit("math worker: stdin closed before the answer reader's code")
+        data += chunk
+    return data
+
+
+def _install_answers() -> None:
+    """In a worker: run the parent's rewards_answers code (sent after this module's) as that module."""
+    import types
+
+    module = types.ModuleType("rewards_answers")
+    module.__file__ = "rewards_answers.py"
+    sys.modules["rewards_answers"] = module
+    exec(marshal.loads(_read_stdin(int.from_bytes(_read_stdin(8), "big"))), module.__dict__)
+
+
 class _Worker:
     def __init__(self) -> None:
         self.proc = subprocess.Popen(
@@ -67,7 +97,7 @@ class _Worker:
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, close_fds=True, cwd="/")
         try:
             stdin = self._pipes()[0]
-            stdin.write(own_code_blob())
+            stdin.write(own_code_blob() + _answers_code_blob())
             stdin.flush()
         except OSError:  # died at start-up: read_lines sees the EOF and says so
             pass
@@ -124,11 +154,9 @@ class MathPool:
         worker.kill()
         self.workers[self.workers.index(worker)] = _Worker()
 
-    def verify(self, jobs: list[dict[str, Any]]) -> list[tuple[float | None, str]]:
-        """Score jobs ({"gold", "answer", "mode"}); returns (score, status) per job, in order.
-
-        status is "ok", "unparseable_gold" (score None: not applicable), "timeout" or "error"
-        (score None).
+    def verify(self, jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Score jobs (:func:`score_job`'s); returns the reply per job, in order: ``score``, ``status`` ("ok",
+        "unusable_gold" (score None: not applicable), "timeout" or "error" (score None)) and ``why``.
         """
         with self.lock:
             while len(self.workers) < self.size:
@@ -143,10 +171,10 @@ class MathPool:
                         try:
                             worker.send(index, jobs[index], self.timeout_s)
                         except (BrokenPipeError, OSError):
-                            results[index] = (None, "error")
+                            results[index] = {"score": None, "status": "error"}
                             self._replace(worker)
                     elif worker.job is not None and now > worker.job[1]:
-                        results[worker.job[0]] = (None, "timeout")
+                        results[worker.job[0]] = {"score": None, "status": "timeout"}
                         self._replace(worker)
                     elif not worker.ready and now - worker.started > STARTUP_TIMEOUT_S:
                         raise RuntimeError("math-verify worker did not start (is math-verify installed "
@@ -159,7 +187,7 @@ class MathPool:
                         lines = worker.read_lines()
                     except EOFError:
                         if worker.job:
-                            results[worker.job[0]] = (None, "error")
+                            results[worker.job[0]] = {"score": None, "status": "error"}
                         if not worker.ready:
                             raise RuntimeError("math-verify worker exited at start-up (is math-verify "
                                                f"installed for {sys.executable}?)") from None
@@ -170,7 +198,7 @@ class MathPool:
                         if message.get("ready"):
                             worker.ready = True
                         elif worker.job is not None:
-                            results[worker.job[0]] = (message["score"], message["status"])
+                            results[worker.job[0]] = message
                             worker.job = None
             return results
 
@@ -267,50 +295,65 @@ def answer_job(text: str, how: str, trailing: str, gold_unit: Any = None) -> tup
     return {"answer": "\\boxed{" + ", ".join(values) + "}", "mode": "boxed", "several": len(values) > 1}, reason
 
 
+def _no_gold(gold: Any) -> bool:
+    """True when there is no gold to read (what :func:`gold_value` returns None for), decided without parsing."""
+    return gold is None or isinstance(gold, (dict, list, bool)) or not str(gold).strip()
+
+
 def math_scores(texts: list[str], golds: list[Any], how: str, workers: int, timeout_s: float, skip: list[bool],
                 trailing: str = "allow") -> tuple[list[float | None], int, list[str], int]:
     """(scores, errors, whys, unusable): 1.0 / 0.0 / None per row, rows that errored or timed out, the
-    reason id per row and the rows whose gold no reading accounts for (None: not applicable)."""
-    import rewards_answers as answers
-
+    reason id per row and the rows whose gold no reading accounts for (None: not applicable). Every row with a
+    gold and a well-formed completion is one worker job, read and verified within ``timeout_s``."""
     scores: list[float | None] = [None] * len(texts)
     whys: list[str] = ["ok"] * len(texts)
     jobs: list[dict[str, Any]] = []
     where: list[int] = []
-    unusable = 0
     for i, (text, gold) in enumerate(zip(texts, golds)):
-        gold = gold_text(gold)
-        if gold is None:
+        if _no_gold(gold):
             whys[i] = "no_gold"
-            continue
-        if skip[i]:
+        elif skip[i]:
             scores[i], whys[i] = 0.0, "format_failed"
-            continue
-        written = gold_value(golds[i])
-        found = answers.split_unit(written) if written is not None else None
-        job, whys[i] = answer_job(text, how, trailing, found[1] if found else None)
-        if job is None:
-            scores[i] = 0.0
-            continue
-        decided = _same_decimal(gold, job)
-        if decided is not None:  # two plain decimals: equal exactly, never within math-verify's rounding
-            scores[i], whys[i] = decided, "ok" if decided else "not_equal"
-            continue
-        jobs.append({**job, "gold": gold})
-        where.append(i)
-    errors = 0
+        else:
+            jobs.append({"text": text, "gold": str(gold), "how": how,
+                         "trailing": trailing})
+            where.append(i)
+    errors = unusable = 0
     if jobs:
-        for i, (score, status) in zip(where, get_pool(workers, timeout_s).verify(jobs)):
-            scores[i] = score
+        for i, reply in zip(where, get_pool(workers, timeout_s).verify(jobs)):
+            scores[i], status = reply["score"], reply["status"]
             if status in ("timeout", "error"):
                 errors += 1
                 whys[i] = status
             elif status == "unusable_gold":
                 unusable += 1
                 whys[i] = status
-            elif score == 0.0:
-                whys[i] = "several_values" if whys[i] == "several_values" else "not_equal"
+            else:
+                whys[i] = reply.get("why") or "ok"
     return scores, errors, whys, unusable
+
+
+def score_job(job: dict[str, Any], verify_answer: Callable[[str, dict[str, Any]], dict[str, Any]]) -> dict[str, Any]:
+    """A worker's whole answer path for one row: the gold and the completion's final answer read (units
+    converted to the gold's), two plain decimals compared exactly, anything else verified by ``verify_answer``
+    (gold text, answer job) -> reply. Returns {"score", "status", "why"}."""
+    import rewards_answers as answers
+
+    gold = gold_text(job["gold"])
+    if gold is None:
+        return {"score": None, "status": "ok", "why": "no_gold"}
+    written = gold_value(job["gold"])
+    found = answers.split_unit(written) if written is not None else None
+    answer, why = answer_job(job["text"], job["how"], job["trailing"], found[1] if found else None)
+    if answer is None:
+        return {"score": 0.0, "status": "ok", "why": why}
+    decided = _same_decimal(gold, answer)
+    if decided is not None:  # two plain decimals: equal exactly, never within math-verify's rounding
+        return {"score": decided, "status": "ok", "why": "ok" if decided else "not_equal"}
+    reply = verify_answer(gold, answer)
+    if reply.get("status") == "ok" and reply.get("score") == 0.0:
+        reply["why"] = "several_values" if why == "several_values" else "not_equal"
+    return reply
 
 
 def _same_decimal(gold: str, job: dict[str, Any]) -> float | None:
@@ -333,6 +376,7 @@ def _same_decimal(gold: str, job: dict[str, Any]) -> float | None:
 def _worker_main() -> None:
     import logging
 
+    _install_answers()
     from latex2sympy2_extended import NormalizationConfig
     from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
 
@@ -349,28 +393,28 @@ def _worker_main() -> None:
                        ExprExtractionConfig()],
     }
     gold_cache: dict[str, list[Any]] = {}
+
+    def verify_answer(gold: str, job: dict[str, Any]) -> dict[str, Any]:
+        if gold not in gold_cache:
+            if len(gold_cache) > 4096:
+                gold_cache.clear()
+            gold_cache[gold] = _read_gold(gold, parse)
+        gold_parsed = gold_cache[gold]
+        if not gold_parsed:
+            return {"score": None, "status": "unusable_gold"}
+        if job.get("several") and not _several_values(gold_parsed):
+            return {"score": 0.0, "status": "ok"}  # several different answers for a single gold: a hedge
+        answer = parse(job["answer"], extraction_config=configs[job["mode"]], extraction_mode="first_match",
+                       parsing_timeout=None)
+        return {"score": float(verify(gold_parsed, answer, timeout_seconds=None)) if answer else 0.0,
+                "status": "ok"}
+
     out = sys.stdout.buffer
     out.write(b'{"ready": true}\n')
     out.flush()
     for line in sys.stdin.buffer:
         try:
-            job = json.loads(line)
-            gold = job["gold"]
-            if gold not in gold_cache:
-                if len(gold_cache) > 4096:
-                    gold_cache.clear()
-                gold_cache[gold] = _read_gold(gold, parse)
-            gold_parsed = gold_cache[gold]
-            reply: dict[str, Any]
-            if not gold_parsed:
-                reply = {"score": None, "status": "unusable_gold"}
-            elif job.get("several") and not _several_values(gold_parsed):
-                reply = {"score": 0.0, "status": "ok"}  # several different answers for a single gold: a hedge
-            else:
-                answer = parse(job["answer"], extraction_config=configs[job["mode"]],
-                               extraction_mode="first_match", parsing_timeout=None)
-                score = float(verify(gold_parsed, answer, timeout_seconds=None)) if answer else 0.0
-                reply = {"score": score, "status": "ok"}
+            reply = score_job(json.loads(line), verify_answer)
         except Exception:
             reply = {"score": None, "status": "error"}
         out.write(json.dumps(reply).encode("ascii") + b"\n")

@@ -21,6 +21,29 @@ BIN="$(dirname "$PY")"  # trl and accelerate are run from the same environment a
 VLLM_HEALTH_TIMEOUT="${VLLM_HEALTH_TIMEOUT:-600}"  # seconds
 VLLM_HEALTH_INTERVAL="${VLLM_HEALTH_INTERVAL:-5}"
 
+# The GPUs this node granted the run: an inherited CUDA_VISIBLE_DEVICES (a scheduler's) or every GPU. The layout
+# names GPUs by their place in that list; pick_gpus maps them onto it, so a launch never widens what it was given.
+GRANTED_GPUS="${CUDA_VISIBLE_DEVICES-}"
+GRANTED_SET="${CUDA_VISIBLE_DEVICES+set}"
+pick_gpus() {  # ordinals of the layout → device ids, comma-separated
+  local granted=() ids=() i
+  if [ -n "$GRANTED_GPUS" ]; then
+    IFS=, read -r -a granted <<< "$GRANTED_GPUS"
+  fi
+  for i in "$@"; do
+    if [ -z "$GRANTED_SET" ]; then
+      ids+=("$i")
+    elif [ "$i" -lt "${#granted[@]}" ]; then
+      ids+=("${granted[$i]}")
+    else
+      echo "launch: the layout needs GPU #$i of this node, but CUDA_VISIBLE_DEVICES grants ${#granted[@]} ($GRANTED_GPUS)" \
+        "— fix: grant 1 GPU(s) per node, or re-render for the GPUs granted" >&2
+      exit 1
+    fi
+  done
+  (IFS=,; echo "${ids[*]}")
+}
+
 refuse_unready() {  # env check printed each missing piece and its install line
   echo "launch: refusing to start: $PY cannot run this config (fix the lines above, or set FINETUNE_PYTHON" \
     "to the python of an environment that can)" >&2
@@ -31,7 +54,8 @@ wait_for_vllm() {  # URL, server log ("" when it is on another node), server pid
   local url="$1" log="$2" pid="$3" deadline=$((SECONDS + VLLM_HEALTH_TIMEOUT))
   echo "waiting up to ${VLLM_HEALTH_TIMEOUT}s for trl vllm-serve at $url ${log:+(log: $log)} ..."
   while [ "$SECONDS" -lt "$deadline" ]; do
-    if curl -sf --max-time 5 "$url/health/" >/dev/null 2>&1; then
+    # `/health`, as TRL's VLLMClient polls it: `/health/` answers a redirect (307), which counts a dead engine as up
+    if curl -sf --max-time 5 "$url/health" >/dev/null 2>&1; then
       echo "trl vllm-serve is healthy"
       return 0
     fi
@@ -79,5 +103,7 @@ train() {  # run the training command; a run the inspection callback stopped exi
 
 "$PY" config/env_check.py "$RUN_DIR" || refuse_unready
 
-# One GPU: vLLM runs colocated inside the training process (vllm_mode: colocate).
-train "$PY" config/train.py "$@"
+# One GPU: vLLM runs colocated inside the training process (vllm_mode: colocate). Pinned to one granted GPU:
+# with more visible, transformers would see several and TRL refuses nn.DataParallel.
+TRAIN_GPUS="$(pick_gpus 0)"
+CUDA_VISIBLE_DEVICES="$TRAIN_GPUS" train "$PY" config/train.py "$@"

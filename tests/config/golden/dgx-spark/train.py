@@ -671,7 +671,7 @@ def main(argv=None) -> None:
         vllm_max_model_length=1280,  # max_prompt_length + max_completion_length (256 + 1024)
         vllm_gpu_memory_utilization=0.1,  # memory.recommend(): 0.1: weights 3.2 + activations 0.3 + overhead 1.5 + KV for 32 × 1280 tokens 4.4 GiB = 0.08 of 119.7 GiB, rounded up with 5% headroom
         vllm_enable_sleep_mode=False,  # memory.recommend(): off: the training peak fits beside the awake engine (no wake-up cost per step)
-        vllm_tensor_parallel_size=1,  # one GPU per colocated engine
+        vllm_tensor_parallel_size=1,  # one GPU: vLLM colocated with training (the seed's single-GPU default)
         # logging and checkpoints (diagnose reads trainer_state.json)
         output_dir='train' + ("/dryrun" if args.dry_run else ""),  # the run directory's train/ (relative to the run directory) (a dry run: train/dryrun)
         logging_steps=1,  # training.logging_steps

@@ -21,6 +21,29 @@ BIN="$(dirname "$PY")"  # trl and accelerate are run from the same environment a
 VLLM_HEALTH_TIMEOUT="${VLLM_HEALTH_TIMEOUT:-600}"  # seconds
 VLLM_HEALTH_INTERVAL="${VLLM_HEALTH_INTERVAL:-5}"
 
+# The GPUs this node granted the run: an inherited CUDA_VISIBLE_DEVICES (a scheduler's) or every GPU. The layout
+# names GPUs by their place in that list; pick_gpus maps them onto it, so a launch never widens what it was given.
+GRANTED_GPUS="${CUDA_VISIBLE_DEVICES-}"
+GRANTED_SET="${CUDA_VISIBLE_DEVICES+set}"
+pick_gpus() {  # ordinals of the layout → device ids, comma-separated
+  local granted=() ids=() i
+  if [ -n "$GRANTED_GPUS" ]; then
+    IFS=, read -r -a granted <<< "$GRANTED_GPUS"
+  fi
+  for i in "$@"; do
+    if [ -z "$GRANTED_SET" ]; then
+      ids+=("$i")
+    elif [ "$i" -lt "${#granted[@]}" ]; then
+      ids+=("${granted[$i]}")
+    else
+      echo "launch: the layout needs GPU #$i of this node, but CUDA_VISIBLE_DEVICES grants ${#granted[@]} ($GRANTED_GPUS)" \
+        "— fix: grant 8 GPU(s) per node, or re-render for the GPUs granted" >&2
+      exit 1
+    fi
+  done
+  (IFS=,; echo "${ids[*]}")
+}
+
 refuse_unready() {  # env check printed each missing piece and its install line
   echo "launch: refusing to start: $PY cannot run this config (fix the lines above, or set FINETUNE_PYTHON" \
     "to the python of an environment that can)" >&2
@@ -31,7 +54,8 @@ wait_for_vllm() {  # URL, server log ("" when it is on another node), server pid
   local url="$1" log="$2" pid="$3" deadline=$((SECONDS + VLLM_HEALTH_TIMEOUT))
   echo "waiting up to ${VLLM_HEALTH_TIMEOUT}s for trl vllm-serve at $url ${log:+(log: $log)} ..."
   while [ "$SECONDS" -lt "$deadline" ]; do
-    if curl -sf --max-time 5 "$url/health/" >/dev/null 2>&1; then
+    # `/health`, as TRL's VLLMClient polls it: `/health/` answers a redirect (307), which counts a dead engine as up
+    if curl -sf --max-time 5 "$url/health" >/dev/null 2>&1; then
       echo "trl vllm-serve is healthy"
       return 0
     fi
@@ -87,15 +111,17 @@ train() {  # run the training command; a run the inspection callback stopped exi
 MAIN_PORT="${MAIN_PORT:-29500}"
 "$PY" config/env_check.py "$RUN_DIR" || refuse_unready
 if [ "$NODE_RANK" -eq 0 ]; then
-  # generation node: `trl vllm-serve`, TP 1 (vLLM: TP divides the 16 attention heads and divides the 8 KV heads; the smallest such TP) × DP 8 (replicas of the TP group fill the 8 generation GPUs)
-  CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7 exec "$BIN/trl" vllm-serve --model Qwen/Qwen3-1.7B \
+  # generation node: `trl vllm-serve`, TP 1 (vLLM: TP divides the 16 attention heads and divides the 8 KV heads and the MLP's 6144; the smallest such TP) × DP 8 (replicas of the TP group fill the 8 generation GPUs)
+  VLLM_GPUS="$(pick_gpus 0 1 2 3 4 5 6 7)"
+  CUDA_VISIBLE_DEVICES="$VLLM_GPUS" exec "$BIN/trl" vllm-serve --model Qwen/Qwen3-1.7B \
     --tensor-parallel-size 1 --data-parallel-size 8 \
     --max-model-len 1280 --gpu-memory-utilization 0.9 \
     --host 0.0.0.0 --port 8000
 fi
 wait_for_vllm "http://$VLLM_HOST:8000" "" ""
 # training nodes 1..1: 8 processes each, 8 in all
-train "$BIN/accelerate" launch --config_file config/accelerate.yaml \
+TRAIN_GPUS="$(pick_gpus 0 1 2 3 4 5 6 7)"
+CUDA_VISIBLE_DEVICES="$TRAIN_GPUS" train "$BIN/accelerate" launch --config_file config/accelerate.yaml \
   --num_machines 1 --num_processes 8 \
   --machine_rank "$((NODE_RANK - 1))" --main_process_ip "$MAIN_HOST" --main_process_port "$MAIN_PORT" \
   config/train.py --vllm-server-host "$VLLM_HOST" "$@"

@@ -21,6 +21,29 @@ BIN="$(dirname "$PY")"  # trl and accelerate are run from the same environment a
 VLLM_HEALTH_TIMEOUT="${VLLM_HEALTH_TIMEOUT:-600}"  # seconds
 VLLM_HEALTH_INTERVAL="${VLLM_HEALTH_INTERVAL:-5}"
 
+# The GPUs this node granted the run: an inherited CUDA_VISIBLE_DEVICES (a scheduler's) or every GPU. The layout
+# names GPUs by their place in that list; pick_gpus maps them onto it, so a launch never widens what it was given.
+GRANTED_GPUS="${CUDA_VISIBLE_DEVICES-}"
+GRANTED_SET="${CUDA_VISIBLE_DEVICES+set}"
+pick_gpus() {  # ordinals of the layout → device ids, comma-separated
+  local granted=() ids=() i
+  if [ -n "$GRANTED_GPUS" ]; then
+    IFS=, read -r -a granted <<< "$GRANTED_GPUS"
+  fi
+  for i in "$@"; do
+    if [ -z "$GRANTED_SET" ]; then
+      ids+=("$i")
+    elif [ "$i" -lt "${#granted[@]}" ]; then
+      ids+=("${granted[$i]}")
+    else
+      echo "launch: the layout needs GPU #$i of this node, but CUDA_VISIBLE_DEVICES grants ${#granted[@]} ($GRANTED_GPUS)" \
+        "— fix: grant 8 GPU(s) per node, or re-render for the GPUs granted" >&2
+      exit 1
+    fi
+  done
+  (IFS=,; echo "${ids[*]}")
+}
+
 refuse_unready() {  # env check printed each missing piece and its install line
   echo "launch: refusing to start: $PY cannot run this config (fix the lines above, or set FINETUNE_PYTHON" \
     "to the python of an environment that can)" >&2
@@ -31,7 +54,8 @@ wait_for_vllm() {  # URL, server log ("" when it is on another node), server pid
   local url="$1" log="$2" pid="$3" deadline=$((SECONDS + VLLM_HEALTH_TIMEOUT))
   echo "waiting up to ${VLLM_HEALTH_TIMEOUT}s for trl vllm-serve at $url ${log:+(log: $log)} ..."
   while [ "$SECONDS" -lt "$deadline" ]; do
-    if curl -sf --max-time 5 "$url/health/" >/dev/null 2>&1; then
+    # `/health`, as TRL's VLLMClient polls it: `/health/` answers a redirect (307), which counts a dead engine as up
+    if curl -sf --max-time 5 "$url/health" >/dev/null 2>&1; then
       echo "trl vllm-serve is healthy"
       return 0
     fi
@@ -79,17 +103,19 @@ train() {  # run the training command; a run the inspection callback stopped exi
 
 "$PY" config/env_check.py "$RUN_DIR" || refuse_unready
 
-# 8 GPUs on one node: `trl vllm-serve` on GPU(s) 0, training on the other 7.
-# vLLM layout: TP 1 (vLLM: TP divides the 16 attention heads and divides the 8 KV heads; the smallest such TP) × DP 1.
+# 8 GPUs on one node: `trl vllm-serve` on granted GPU(s) #0, training on #1,2,3,4,5,6,7 (7 process(es)).
+# vLLM layout: TP 1 (vLLM: TP divides the 16 attention heads and divides the 8 KV heads and the MLP's 6144; the smallest such TP) × DP 1.
+VLLM_GPUS="$(pick_gpus 0)"
+TRAIN_GPUS="$(pick_gpus 1 2 3 4 5 6 7)"
 VLLM_LOG="$RUN_DIR/train/vllm-serve.log"
 mkdir -p "$RUN_DIR/train"
-CUDA_VISIBLE_DEVICES=0 "$BIN/trl" vllm-serve --model Qwen/Qwen3-1.7B \
+CUDA_VISIBLE_DEVICES="$VLLM_GPUS" "$BIN/trl" vllm-serve --model Qwen/Qwen3-1.7B \
   --tensor-parallel-size 1 --data-parallel-size 1 \
   --max-model-len 1280 --gpu-memory-utilization 0.9 \
   --host 127.0.0.1 --port 8000 >"$VLLM_LOG" 2>&1 &
 VLLM_PID=$!
 trap 'kill "$VLLM_PID" 2>/dev/null || true' EXIT
 wait_for_vllm "http://127.0.0.1:8000" "$VLLM_LOG" "$VLLM_PID"
-CUDA_VISIBLE_DEVICES=1,2,3,4,5,6,7 train "$BIN/accelerate" launch \
+CUDA_VISIBLE_DEVICES="$TRAIN_GPUS" train "$BIN/accelerate" launch \
   --config_file config/accelerate.yaml --num_processes 7 \
   config/train.py --vllm-server-host 127.0.0.1 "$@"
