@@ -50,7 +50,7 @@ CODE_VALUES = {
     # demo-report.md.j2: text the demo itself made, already escaped for a table cell by finetune.demo (its
     # stages' names, details and logs, the gate's reasons, Markdown links to its artefacts, held-out examples)
     "stopped.phase", "stopped.status", "stopped.detail", "phase.name", "phase.status", "phase.detail", "phase.log",
-    "model.task", "fail_reason", "held_run.link", "example.prompt", "example.before", "example.after",
+    "model.task", "fail_reason", "held_run.link", "held_run.eval", "example.prompt", "example.before", "example.after",
     "artefact_title", "artefact_link",
 }
 NUMERIC_FILTERS = {"int", "round", "length", "count", "float", "abs"}
