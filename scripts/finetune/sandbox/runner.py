@@ -33,7 +33,9 @@ Jobs (the candidate is the model's code; tests come from the dataset and stay on
 * ``StdioJob(code, tests=[StdioTest(stdin, expected_stdout), ...], compare="lines")`` — the code runs
   as ``__main__`` once per test (one execution each, in parallel) with that stdin; the trusted side
   compares stdout (``exact``; ``lines``: trailing whitespace per line and trailing blank lines
-  ignored; ``tokens``: whitespace-separated tokens). A non-zero exit is a runtime error.
+  ignored; ``tokens``: whitespace-separated tokens; ``float``: tokens, those that both read as numbers
+  equal within ``abs_tol`` or ``rel_tol`` (``math.isclose``), the rest exactly; ``unordered_lines``:
+  the ``lines`` reading in any order). A non-zero exit is a runtime error.
 * ``CallJob(code, function, tests=[CallTest(args, expected, kwargs={}), ...], compare="python")`` —
   one execution; the child receives only the arguments, never the expected values; each return value
   leaves the sandbox as plain data (None/bool/int/float/complex/str/bytes/list/tuple/dict/set/
@@ -66,7 +68,8 @@ Jobs (the candidate is the model's code; tests come from the dataset and stay on
   ``as_text()`` is what a tool returns to the model). Same isolation and limits as the test jobs; a
   program writing past ``max_output_bytes`` (per stream) is stopped there. See *Tools* below.
 * Timeouts: ``timeout_s`` bounds one execution (one stdin test, or all calls / asserts of one job);
-  a job's own ``timeout_s`` overrides the pool's.
+  a job's own ``timeout_s`` overrides the pool's, and a job's own ``memory_mb`` the pool's address-space
+  limit (a problem's own limits).
 
 ``Result``: ``passed`` (every test passed), ``score`` (fraction of tests passed), ``status``
 (``passed``, ``failed``, ``timeout``, ``crashed`` (runtime error, signal, memory), ``output_limit``,
@@ -1228,6 +1231,9 @@ class StdioJob:
     tests: Sequence[StdioTest | tuple[Any, ...]]
     compare: str = "lines"
     timeout_s: float | None = None
+    memory_mb: int | None = None
+    abs_tol: float = 1e-6
+    rel_tol: float = 1e-6
 
 
 @dataclass(frozen=True)
@@ -1248,6 +1254,7 @@ class CallJob:
     tests: Sequence[CallTest | tuple[Any, ...]]
     compare: str = "python"
     timeout_s: float | None = None
+    memory_mb: int | None = None
 
 
 @dataclass(frozen=True)
@@ -1259,6 +1266,7 @@ class AssertJob:
     setup: str = ""
     entry_point: str | None = None
     timeout_s: float | None = None
+    memory_mb: int | None = None
 
 
 Job = StdioJob | CallJob | AssertJob
@@ -1405,11 +1413,40 @@ def _json_normal(value: Any) -> Any:
     return value
 
 
-def _stdout_matches(got: str, expected: str, mode: str) -> bool:
+STDIO_COMPARES = ("exact", "lines", "tokens", "float", "unordered_lines")
+_NUMBER_CHARS = 400  # a token longer than this is compared as text: float() of a huge digit run is not read
+
+
+def _number(token: str) -> float | None:
+    if len(token) > _NUMBER_CHARS:
+        return None
+    try:
+        return float(token)
+    except ValueError:
+        return None
+
+
+def _tokens_close(got: str, expected: str, abs_tol: float, rel_tol: float) -> bool:
+    """Token-wise; two tokens that both read as numbers match within either tolerance (a judge's float check)."""
+    a, b = got.split(), expected.split()
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b):
+        if x == y:
+            continue
+        fx, fy = _number(x), _number(y)
+        if fx is None or fy is None or not math.isclose(fx, fy, rel_tol=rel_tol, abs_tol=abs_tol):
+            return False
+    return True
+
+
+def _stdout_matches(got: str, expected: str, mode: str, abs_tol: float = 1e-6, rel_tol: float = 1e-6) -> bool:
     if mode == "exact":
         return got == expected
     if mode == "tokens":
         return got.split() == expected.split()
+    if mode == "float":
+        return _tokens_close(got, expected, abs_tol, rel_tol)
 
     def lines(text: str) -> list[str]:
         out = [ln.rstrip() for ln in text.replace("\r\n", "\n").split("\n")]
@@ -1417,6 +1454,8 @@ def _stdout_matches(got: str, expected: str, mode: str) -> bool:
             out.pop()
         return out
 
+    if mode == "unordered_lines":
+        return sorted(lines(got)) == sorted(lines(expected))
     return lines(got) == lines(expected)
 
 
@@ -1719,13 +1758,13 @@ def _failure_detail(report: dict[str, Any], status: str) -> str:
     return tail[-1][:300] if tail else f"exit code {report.get('exit_code')}"
 
 
-def _judge_stdio(report: dict[str, Any], test: StdioTest, compare: str) -> tuple[str, str]:
+def _judge_stdio(report: dict[str, Any], test: StdioTest, job: StdioJob) -> tuple[str, str]:
     status = _failure_status(report)
     if status:
         return status, _failure_detail(report, status)
     if report.get("exit_code") != 0 or report.get("signal"):
         return "crashed", _failure_detail(report, "crashed")
-    if _stdout_matches(report.get("stdout", ""), test.expected_stdout, compare):
+    if _stdout_matches(report.get("stdout", ""), test.expected_stdout, job.compare, job.abs_tol, job.rel_tol):
         return "passed", ""
     return "failed", f"wrong output: got {report.get('stdout', '')[:80]!r}"
 
@@ -2092,8 +2131,11 @@ class SandboxPool:
             finally:
                 done.release()
 
-    def _base_request(self, timeout_s: float | None) -> dict[str, Any]:
-        return {**self._limits, "timeout_s": float(timeout_s or self.timeout_s)}
+    def _base_request(self, timeout_s: float | None, memory_mb: int | None = None) -> dict[str, Any]:
+        req = {**self._limits, "timeout_s": float(timeout_s or self.timeout_s)}
+        if memory_mb:
+            req["memory_mb"] = int(memory_mb)
+        return req
 
     def run(self, job: Job) -> Result:
         """Run one job; see :meth:`run_batch`."""
@@ -2169,13 +2211,13 @@ class SandboxPool:
         """The requests for one job and a function turning their reports into its Result."""
         if isinstance(job, StdioJob):
             tests = [t if isinstance(t, StdioTest) else StdioTest(*t) for t in job.tests]
-            if job.compare not in ("exact", "lines", "tokens"):
-                raise ValueError(f"StdioJob.compare must be exact, lines or tokens, not {job.compare!r}")
-            reqs = [{**self._base_request(job.timeout_s), "mode": "script", "code": job.code,
+            if job.compare not in STDIO_COMPARES:
+                raise ValueError(f"StdioJob.compare must be one of {', '.join(STDIO_COMPARES)}, not {job.compare!r}")
+            reqs = [{**self._base_request(job.timeout_s, job.memory_mb), "mode": "script", "code": job.code,
                      "stdin": t.stdin} for t in tests]
 
             def finish(reports: list[dict[str, Any]]) -> Result:
-                verdicts = [_judge_stdio(r, t, job.compare) for r, t in zip(reports, tests)]
+                verdicts = [_judge_stdio(r, t, job) for r, t in zip(reports, tests)]
                 statuses = [s for s, _ in verdicts]
                 detail = next((d for s, d in verdicts if s != "passed"), "")
                 return _result(statuses, detail, sum(r.get("wall_s", 0.0) for r in reports))
@@ -2201,7 +2243,7 @@ class SandboxPool:
             checks = {i: plan_checks[i] for i in test_indices}
         else:
             raise TypeError(f"not a sandbox job: {type(job).__name__}")
-        req = {**self._base_request(job.timeout_s), "mode": "steps", "code": job.code, "steps": steps,
+        req = {**self._base_request(job.timeout_s, job.memory_mb), "mode": "steps", "code": job.code, "steps": steps,
                "token": token}
 
         def finish_steps(reports: list[dict[str, Any]]) -> Result:
