@@ -28,7 +28,11 @@ def _columns(r: UnitTestReward) -> list[tuple[str, str]]:
           "no_entry_point": "`entry_point_column` (the function the tests call)",
           "unusable_tests": "`tests_column` / `hidden_tests_column` / `test_format`",
           "no_code": "`extract` / `code_blocks` (where the code is)"}),
-          "timeout": Reason("the code ran past its deadline", "`timeout_s`")},
+          "timeout": Reason("the code ran past its deadline", "`timeout_s` / `time_limit_column`"),
+          # a false positive of a code reward: wrong code that every test of its row passes
+          "ok": Reason("the code passed every test its row has (visible and hidden)",
+                       "stronger hidden tests: add cases this code fails to `hidden_tests_column` (edge cases, large "
+                       "inputs; run a correct solution on them for the expected output), then re-score")},
       fix="`tests_column` / `hidden_tests_column` / `test_format` / `extract` / `code_blocks`",
       example={"name": "tests_pass", "type": "unit_tests", "tests_column": "test_list", "test_format": "assert",
                "timeout_s": 5.0})
