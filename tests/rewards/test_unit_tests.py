@@ -55,7 +55,7 @@ def test_stdin_stdout_and_function_call(mod):
 def test_judge_checks_and_problem_limits_per_row(render):
     """Floats within tolerance, any valid line order, and a problem's own time limit, each from the row."""
     mod = render([{"name": "judged", "type": "unit_tests", "tests_column": "io", "test_format": "stdin_stdout",
-                   "compare": "float", "float_abs_tol": 1e-4, "compare_column": "checker",
+                   "compare": "float", "float_abs_tol": 1e-4, "compare_column": "checker", "checker_column": "judge",
                    "time_limit_column": "seconds", "memory_limit_column": "mb", "min_isolation": "process",
                    "workers": 2, "timeout_s": 5.0}])
     third = [{"input": "3\n", "output": "0.333333\n"}]
@@ -67,9 +67,19 @@ def test_judge_checks_and_problem_limits_per_row(render):
     rows = {"io": [third, third, pairs, pairs, third, third, third, third],
             "checker": [None, "", "unordered_lines", "unordered_lines", None, None, "sorted", None],
             "seconds": [None, None, None, None, 0.5, "4", None, "-1"],
-            "mb": [None, None, None, None, None, None, None, None]}
+            "mb": [None, None, None, None, None, None, None, None], "judge": [None] * 8}
     scores = mod.judged(prompts=["Q"] * 8, completions=completions, **rows)
     assert scores == [1.0, 0.0, 1.0, 0.0, 0.0, 1.0, None, None]
+    # a row's special judge (any two numbers summing to n); one that fails is an error (None), not a 0
+    checker = ("import json, sys\ncase = json.load(sys.stdin)\na, b = map(int, case['output'].split())\n"
+               "sys.exit(0 if a + b == int(case['input']) else 1)\n")
+    sums = [{"input": "5\n", "output": "2 3\n"}]
+    judged = mod.judged(prompts=["Q"] * 3, completions=["```python\nprint(1, int(input()) - 1)\n```",
+                                                        "```python\nprint(1, int(input()))\n```",
+                                                        "```python\nprint(1, int(input()) - 1)\n```"],
+                        io=[sums] * 3, checker=[None] * 3, seconds=[None] * 3, mb=[None] * 3,
+                        judge=[checker, checker, "import sys\nsys.exit(3)"])
+    assert judged == [1.0, 0.0, None]
 
 
 def test_mixed_stdin_and_function_rows_in_one_reward(render):

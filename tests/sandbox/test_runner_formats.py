@@ -48,6 +48,37 @@ def test_stdio_float_and_unordered_checkers(pool):
         pool.run(StdioJob("print(1)", [("", "1")], compare="sorted"))
 
 
+# A special judge for "print any two numbers that sum to n": several outputs are right.
+SUM_CHECKER = """import json, sys
+case = json.load(sys.stdin)
+n = int(case["input"])
+try:
+    a, b = map(int, case["output"].split())
+except ValueError:
+    print("expected two integers")
+    sys.exit(2)
+sys.exit(0 if a + b == n else 1)
+"""
+
+
+def test_stdio_special_judge_in_the_sandbox(pool):
+    """The checker sees input, expected and output; its exit code is the verdict (testlib's codes); a checker that
+    fails is the sandbox's error, never the candidate's."""
+    tests = [StdioTest("5\n", "2 3\n"), StdioTest("8\n", "4 4\n")]
+    other, wrong, garbled, crash, broken = pool.run_batch([
+        StdioJob("n = int(input())\nprint(1, n - 1)", tests, checker=SUM_CHECKER),
+        StdioJob("n = int(input())\nprint(1, n)", tests, checker=SUM_CHECKER),
+        StdioJob("print('many')", tests, checker=SUM_CHECKER),
+        StdioJob("raise SystemExit(3)", tests, checker=SUM_CHECKER),
+        StdioJob("n = int(input())\nprint(1, n - 1)", tests, checker="import sys\nsys.exit(3)"),
+    ])
+    assert (other.passed, other.tests_passed) == (True, 2)
+    assert (wrong.status, wrong.detail) == ("failed", "wrong answer (checker)")
+    assert garbled.detail == "presentation error (checker: expected two integers)"
+    assert crash.status == "crashed"
+    assert broken.status == "error" and "the checker failed" in broken.detail
+
+
 def test_job_limits_override_the_pool(pool):
     """A problem's own limits: its time and address space, not the pool's."""
     hog = "x = bytearray(200 * 1024 * 1024)\nprint(len(x) > 0)\n"

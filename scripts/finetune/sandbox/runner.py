@@ -35,7 +35,11 @@ Jobs (the candidate is the model's code; tests come from the dataset and stay on
   compares stdout (``exact``; ``lines``: trailing whitespace per line and trailing blank lines
   ignored; ``tokens``: whitespace-separated tokens; ``float``: tokens, those that both read as numbers
   equal within ``abs_tol`` or ``rel_tol`` (``math.isclose``), the rest exactly; ``unordered_lines``:
-  the ``lines`` reading in any order). A non-zero exit is a runtime error.
+  the ``lines`` reading in any order). A non-zero exit is a runtime error. ``checker`` (Python source), a
+  special judge as competitive programming runs one, replaces ``compare``: after each run that exited 0 it
+  runs in the sandbox too, reads ``{"input", "expected", "output"}`` as JSON on stdin and answers with its
+  exit code, testlib's: 0 accepted, 1 wrong answer, 2 presentation error; anything else (3 = the checker
+  failed, a crash, a timeout) is ``error``, never the candidate's fault.
 * ``CallJob(code, function, tests=[CallTest(args, expected, kwargs={}), ...], compare="python")`` —
   one execution; the child receives only the arguments, never the expected values; each return value
   leaves the sandbox as plain data (None/bool/int/float/complex/str/bytes/list/tuple/dict/set/
@@ -1234,6 +1238,7 @@ class StdioJob:
     memory_mb: int | None = None
     abs_tol: float = 1e-6
     rel_tol: float = 1e-6
+    checker: str | None = None
 
 
 @dataclass(frozen=True)
@@ -1764,9 +1769,26 @@ def _judge_stdio(report: dict[str, Any], test: StdioTest, job: StdioJob) -> tupl
         return status, _failure_detail(report, status)
     if report.get("exit_code") != 0 or report.get("signal"):
         return "crashed", _failure_detail(report, "crashed")
+    if job.checker is not None:
+        return _checker_verdict(report.get("checker"))
     if _stdout_matches(report.get("stdout", ""), test.expected_stdout, job.compare, job.abs_tol, job.rel_tol):
         return "passed", ""
     return "failed", f"wrong output: got {report.get('stdout', '')[:80]!r}"
+
+
+def _checker_verdict(report: dict[str, Any] | None) -> tuple[str, str]:
+    """A special judge's exit code as a verdict (testlib: 0 ok, 1 wrong answer, 2 presentation error)."""
+    if report is None:
+        return "error", "the checker did not run"
+    status = _failure_status(report) or ("crashed" if report.get("signal") else None)
+    code = report.get("exit_code")
+    if status is None and code == 0:
+        return "passed", ""
+    if status is None and code in (1, 2):
+        tail = (report.get("stderr") or report.get("stdout") or "").strip().splitlines()
+        return "failed", ("wrong answer" if code == 1 else "presentation error") + (
+            f" (checker: {tail[-1][:200]})" if tail else " (checker)")
+    return "error", f"the checker failed: {_failure_detail(report, status or 'crashed')}"
 
 
 def _judge_steps(report: dict[str, Any], token: str, test_indices: list[int],
@@ -2195,6 +2217,7 @@ class SandboxPool:
             raise SandboxError("the sandbox pool is closed")
         plans = [self._plan(job) for job in jobs]
         reports = self._dispatch([req for plan in plans for req in plan[0]])
+        self._run_checkers(jobs, [len(plan[0]) for plan in plans], reports)
         results: list[Result] = []
         offset = 0
         for reqs, finish in plans:
@@ -2206,6 +2229,25 @@ class SandboxPool:
                                        sum(r.get("wall_s", 0.0) for r in chunk)))
             offset += len(reqs)
         return results
+
+    def _run_checkers(self, jobs: Sequence[Job], sizes: list[int], reports: list[dict[str, Any]]) -> None:
+        """Each stdin job's special judge on each of its runs that exited 0, in the sandbox: its report is put
+        in the run's report under ``checker``."""
+        requests, targets, offset = [], [], 0
+        for job, size in zip(jobs, sizes):
+            if isinstance(job, StdioJob) and job.checker is not None:
+                tests = [t if isinstance(t, StdioTest) else StdioTest(*t) for t in job.tests]
+                for report, test in zip(reports[offset:offset + size], tests):
+                    if _failure_status(report) or report.get("exit_code") != 0 or report.get("signal"):
+                        continue
+                    verdict_input = json.dumps({"input": test.stdin, "expected": test.expected_stdout,
+                                                "output": report.get("stdout", "")})
+                    requests.append({**self._base_request(job.timeout_s), "mode": "script", "code": job.checker,
+                                     "stdin": verdict_input, "filename": "<checker>"})
+                    targets.append(report)
+            offset += size
+        for report, checked in zip(targets, self._dispatch(requests) if requests else []):
+            report["checker"] = checked
 
     def _plan(self, job: Job) -> tuple[list[dict[str, Any]], Callable[[list[dict[str, Any]]], Result]]:
         """The requests for one job and a function turning their reports into its Result."""

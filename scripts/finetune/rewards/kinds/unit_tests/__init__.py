@@ -13,7 +13,7 @@ from finetune.rewards.specs import PARTIAL_CEILING, RewardBase
 def _columns(r: UnitTestReward) -> list[tuple[str, str]]:
     named = (("tests_column", r.tests_column), ("hidden_tests_column", r.hidden_tests_column),
              ("entry_point_column", r.entry_point_column), ("test_format_column", r.test_format_column),
-             ("compare_column", r.compare_column),
+             ("compare_column", r.compare_column), ("checker_column", r.checker_column),
              ("time_limit_column", r.time_limit_column), ("memory_limit_column", r.memory_limit_column))
     return [(field, column) for field, column in named if column]
 
@@ -72,6 +72,11 @@ class UnitTestReward(RewardBase):
     compare_column: str | None = Field(None, description="Column naming the row's own check (one of compare's "
                                        "values; empty: compare): a mixed set where some problems take floats or "
                                        "any line order. A value outside them makes the row not applicable.")
+    checker_column: str | None = Field(None, description="Column holding the row's special judge (Python source; "
+                                       "empty: compare), for problems with several valid outputs: it runs in the "
+                                       "sandbox after each run, reads {input, expected, output} as JSON on stdin "
+                                       "and exits 0 (accepted), 1 (wrong answer) or 2 (presentation error); any "
+                                       "other end is a sandbox error (None), never a 0.")
     time_limit_column: str | None = Field(None, description="Column holding the problem's time limit in seconds "
                                           "(0 < t <= 600; empty: timeout_s): one execution's limit, as timeout_s.")
     memory_limit_column: str | None = Field(None, description="Column holding the problem's memory limit in MB "
@@ -89,9 +94,9 @@ class UnitTestReward(RewardBase):
     @model_validator(mode="after")
     def _stdout_checks(self) -> UnitTestReward:
         stdin_rows = self.test_format == "stdin_stdout" or self.test_format_column
-        if not stdin_rows and (self.compare != "lines" or self.compare_column):
-            raise ValueError("compare / compare_column check a program's stdout: use test_format: stdin_stdout, "
-                             "or drop them")
+        if not stdin_rows and (self.compare != "lines" or self.compare_column or self.checker_column):
+            raise ValueError("compare / compare_column / checker_column check a program's stdout: use "
+                             "test_format: stdin_stdout, or drop them")
         return self
 
     @property
