@@ -159,6 +159,7 @@ def test_the_formats_are_documented():
         assert needle in reference, needle
 
 
+@pytest.mark.slow  # a fresh interpreter imports transformers: ~5 s alone, far more on a loaded box
 def test_emit_reads_a_cached_hub_tokenizer_without_the_network(tiny_model_dir, tmp_path):
     """--emit-requests on a box without network: a hub id in the cache loads from the cache and asks the hub for
     none of its files (transformers asked first, and retried for ~50 s where the hub hangs)."""

@@ -66,7 +66,7 @@ def _tokenizer(spec: RunSpec) -> PreTrainedTokenizerBase:
             tok = None
     try:
         if tok is None:
-            if hub.offline() or not model.exists() and not hub.is_repo_id(source):
+            if not model.exists() and (hub.offline() or not hub.is_repo_id(source)):
                 raise OSError(f"'{source}' is not a local folder or a cached hub model")
             tok = AutoTokenizer.from_pretrained(source)
     except (OSError, ValueError) as exc:
