@@ -109,3 +109,17 @@ def test_parsers_load_no_ml_stack():
             "print(sorted(m for m in ('torch', 'transformers', 'trl', 'vllm') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_next_lines_never_wrap_mid_path(tmp_path):
+    """A `next:` line longer than the terminal stays one line, so the path and command copy-paste whole."""
+    import io
+
+    from rich.console import Console
+
+    from finetune.cli.inspect import next_line
+
+    out = io.StringIO()
+    path = tmp_path / ("deep-folder-name-" * 6) / "phase1"
+    next_line(Console(file=out, width=40, force_terminal=False), f"finetune inspect score {path}")
+    assert out.getvalue() == f"next: finetune inspect score {path}\n"

@@ -69,3 +69,24 @@ def test_prompt_quoting_every_test_without_hidden_tests_is_a_red_flag(cli, tmp_p
     assert report["tests"][0]["hidden"] == {"min": 0, "max": 0, "rows_without": 4}
     assert cli("inspect", "ack", run, "no_hidden_tests:tests_pass", "--reason",
                "the tests are generic properties, not examples", "--yes").code == 0
+
+
+def test_hardcoding_probe_writes_leetcode_class_solution_tables():
+    """LeetCode-style `Solution().method(...)` tests get a lookup-table `class Solution` (it was None: no probe ran),
+    which passes the shown examples and fails a hidden test in the sandbox."""
+    from finetune.inspect.probes import hardcoded_solution
+    from finetune.sandbox.runner import AssertJob, SandboxPool
+
+    shown = ["assert Solution().twoSum([2, 7, 11], 9) == [0, 1]", "assert Solution().isPal(s='aba')",
+             "assert not Solution().isPal('ab')"]
+    table = hardcoded_solution(json.dumps(shown), "assert", None)
+    assert table is not None and "class Solution:" in table
+    scope: dict = {}
+    exec(table, scope)
+    sol = scope["Solution"]()
+    assert sol.twoSum([2, 7, 11], 9) == [0, 1] and sol.isPal(s="aba") is True and sol.isPal("ab") is False
+    assert sol.twoSum([3, 3], 6) is None
+    hidden = ["assert Solution().twoSum([3, 3], 6) == [0, 1]"]
+    with SandboxPool(workers=1, timeout_s=5.0, memory_mb=256, min_isolation="process") as pool:
+        visible_only, with_hidden = pool.run_batch([AssertJob(table, shown), AssertJob(table, shown + hidden)])
+    assert visible_only.passed and (with_hidden.passed, with_hidden.tests_passed) == (False, 3)

@@ -157,3 +157,40 @@ def test_the_formats_are_documented():
         assert needle in help_text.stdout, needle
     for needle in ("--emit-requests", "prompt_token_ids", "dataset.prompt_column", "--import"):
         assert needle in reference, needle
+
+
+@pytest.mark.slow  # a fresh interpreter imports transformers: ~5 s alone, far more on a loaded box
+def test_emit_reads_a_cached_hub_tokenizer_without_the_network(tiny_model_dir, tmp_path):
+    """--emit-requests on a box without network: a hub id in the cache loads from the cache and asks the hub for
+    none of its files (transformers asked first, and retried for ~50 s where the hub hangs)."""
+    import socket
+    import threading
+
+    from hfcache_helpers import HUB_REPO_ID, install_in_hf_cache
+
+    install_in_hf_cache(tiny_model_dir, tmp_path / "hub", HUB_REPO_ID)
+    hub = socket.create_server(("127.0.0.1", 0))
+    asked: list[str] = []
+
+    def serve() -> None:  # records each request line, answers nothing (a hub that is not there)
+        while True:
+            try:
+                conn, _ = hub.accept()
+            except OSError:
+                return
+            with conn:
+                asked.append(conn.recv(4096).decode("latin-1").split("\r\n")[0])
+
+    threading.Thread(target=serve, daemon=True).start()
+    code = ("from pathlib import Path\nfrom types import SimpleNamespace\n"
+            "from finetune.inspect.sample_remote import _tokenizer\n"
+            f"spec = SimpleNamespace(model={HUB_REPO_ID!r}, resolve_path=lambda m: Path({str(tmp_path)!r}) / m)\n"
+            "print(type(_tokenizer(spec)).__name__)\n")
+    env = {**os.environ, "HF_HUB_CACHE": str(tmp_path / "hub"), "HF_HOME": str(tmp_path / "home"),
+           "HF_ENDPOINT": f"http://127.0.0.1:{hub.getsockname()[1]}", "HF_HUB_OFFLINE": "0",
+           "TRANSFORMERS_OFFLINE": "0"}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    hub.close()
+    assert done.returncode == 0 and "Tokenizer" in done.stdout, done.stderr[-2000:]
+    # huggingface_hub's one agent-registry fetch (3 s timeout) may come; no request for the model's files
+    assert not [line for line in asked if HUB_REPO_ID in line], asked

@@ -286,3 +286,13 @@ def test_the_table_is_the_folders_in_their_order() -> None:
     assert set(kinds.KINDS) == folders and list(kinds.KINDS) == sorted(kinds.KINDS, key=lambda t: kinds.KINDS[t].order)
     assert [typing.get_args(k.spec.model_fields["type"].annotation)[0] for k in kinds.KINDS.values()] == list(kinds.KINDS)
     assert set(DOC_EXAMPLES) == set(kinds.KINDS)
+
+
+def test_code_tests_format_of_a_row():
+    """A mixed set's row names its own test format; an empty or unknown cell falls back to the reward's."""
+    from finetune.rewards.kind import CodeTests
+
+    tests = CodeTests("tests", "assert", format_column="kind")
+    assert [tests.format_of({"kind": k}) for k in ("stdin_stdout", " function_call ", "", None, "java")] == \
+        ["stdin_stdout", "function_call", "assert", "assert", "assert"]
+    assert CodeTests("tests", "assert").format_of({"kind": "stdin_stdout"}) == "assert"

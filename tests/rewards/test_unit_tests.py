@@ -52,6 +52,60 @@ def test_stdin_stdout_and_function_call(mod):
                      fn=["add", "add", None]) == [1.0, 1.0, None]
 
 
+def test_judge_checks_and_problem_limits_per_row(render):
+    """Floats within tolerance, any valid line order, and a problem's own time limit, each from the row."""
+    mod = render([{"name": "judged", "type": "unit_tests", "tests_column": "io", "test_format": "stdin_stdout",
+                   "compare": "float", "float_abs_tol": 1e-4, "compare_column": "checker", "checker_column": "judge",
+                   "time_limit_column": "seconds", "memory_limit_column": "mb", "min_isolation": "process",
+                   "workers": 2, "timeout_s": 5.0}])
+    third = [{"input": "3\n", "output": "0.333333\n"}]
+    pairs = [{"input": "2\n", "output": "1 2\n2 1\n"}]
+    spin = "```python\nimport time\nt = time.time()\nwhile time.time() - t < 1.5: pass\nprint(1 / int(input()))\n```"
+    completions = ["```python\nprint(1 / int(input()))\n```", "```python\nprint(round(1 / int(input()), 2))\n```",
+                   "```python\nprint('2 1')\nprint('1 2')\n```", "```python\nprint('2 1')\nprint('2 1')\n```",
+                   spin, spin, "```python\nprint(1 / int(input()))\n```", "```python\nprint(1 / int(input()))\n```"]
+    rows = {"io": [third, third, pairs, pairs, third, third, third, third],
+            "checker": [None, "", "unordered_lines", "unordered_lines", None, None, "sorted", None],
+            "seconds": [None, None, None, None, 0.5, "4", None, "-1"],
+            "mb": [None, None, None, None, None, None, None, None], "judge": [None] * 8}
+    scores = mod.judged(prompts=["Q"] * 8, completions=completions, **rows)
+    assert scores == [1.0, 0.0, 1.0, 0.0, 0.0, 1.0, None, None]
+    # a row's special judge (any two numbers summing to n); one that fails is an error (None), not a 0
+    checker = ("import json, sys\ncase = json.load(sys.stdin)\na, b = map(int, case['output'].split())\n"
+               "sys.exit(0 if a + b == int(case['input']) else 1)\n")
+    sums = [{"input": "5\n", "output": "2 3\n"}]
+    judged = mod.judged(prompts=["Q"] * 3, completions=["```python\nprint(1, int(input()) - 1)\n```",
+                                                        "```python\nprint(1, int(input()))\n```",
+                                                        "```python\nprint(1, int(input()) - 1)\n```"],
+                        io=[sums] * 3, checker=[None] * 3, seconds=[None] * 3, mb=[None] * 3,
+                        judge=[checker, checker, "import sys\nsys.exit(3)"])
+    assert judged == [1.0, 0.0, None]
+
+
+def test_mixed_stdin_and_function_rows_in_one_reward(render):
+    """One reward for a mixed set: each row names its own test format; a row naming none of them is not applicable."""
+    mod = render([{"name": "mixed", "type": "unit_tests", "tests_column": "tests", "test_format": "assert",
+                   "test_format_column": "kind", "entry_point_column": "fn", "compare": "float",
+                   "min_isolation": "process", "workers": 2, "timeout_s": 5.0}])
+    io = [{"input": "4\n", "output": "0.25\n"}]
+    calls = [{"args": [1, 2], "expected": 3}]
+    asserts = ["assert add(2, 2) == 4"]
+    stdin_code = "```python\nprint(1 / int(input()))\n```"
+    completions = [stdin_code, ADD, ADD, "```python\nprint(0.5)\n```", HALF.replace("a < 5", "a > 5"), ADD]
+    rows = {"tests": [io, calls, asserts, io, calls, calls], "fn": [None, "add", None, None, "add", "add"],
+            "kind": ["stdin_stdout", "function_call", None, "stdin_stdout", "function_call", "java"]}
+    assert mod.mixed(prompts=["Q"] * 6, completions=completions, **rows) == [1.0, 1.0, 1.0, 0.0, 0.0, None]
+
+
+def test_stdout_checks_refused_for_other_formats():
+    from pydantic import ValidationError
+
+    from finetune.rewards.kinds.unit_tests import UnitTestReward
+
+    with pytest.raises(ValidationError, match="test_format: stdin_stdout"):
+        UnitTestReward(name="t", type="unit_tests", compare="float")
+
+
 def test_gated_on_format(render):
     mod = render([{"name": "format", "type": "format", "pattern": "answer_tag"},
                   {"name": "tests_pass", "type": "unit_tests", "tests_column": "tests", "min_isolation": "process",

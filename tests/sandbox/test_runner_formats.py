@@ -30,6 +30,69 @@ def test_stdio_compare_modes(pool):
     assert [r.passed for r in results] == [True, True, False]
 
 
+def test_stdio_float_and_unordered_checkers(pool):
+    """A judge's float check (absolute or relative tolerance, token-wise) and unordered lines, on the trusted side."""
+    tol = pool.run_batch([
+        StdioJob("print(0.3333333, 'ok')", [("", "0.333333333 ok\n")], compare="float"),
+        StdioJob("print(1e9 + 50)", [("", "1000000000\n")], compare="float", rel_tol=1e-6),
+        StdioJob("print(0.34, 'ok')", [("", "0.333333333 ok\n")], compare="float"),
+        StdioJob("print(0.3333333, 'OK')", [("", "0.333333333 ok\n")], compare="float"),
+        StdioJob("print('nan 1')", [("", "nan 1\n")], compare="float"),
+        StdioJob("print('0.3333')", [("", "0.333333\n")], compare="float", abs_tol=1e-3),
+        StdioJob("print('3\\n1\\n2')", [("", "1\n2\n3\n")], compare="unordered_lines"),
+        StdioJob("print('3\\n1\\n1')", [("", "1\n2\n3\n")], compare="unordered_lines"),
+        StdioJob("print(0.3333333)", [("", "0.333333333\n")], compare="lines"),
+    ])
+    assert [r.passed for r in tol] == [True, True, False, False, True, True, True, False, False]
+    with pytest.raises(ValueError, match="unordered_lines"):
+        pool.run(StdioJob("print(1)", [("", "1")], compare="sorted"))
+
+
+# A special judge for "print any two numbers that sum to n": several outputs are right.
+SUM_CHECKER = """import json, sys
+case = json.load(sys.stdin)
+n = int(case["input"])
+try:
+    a, b = map(int, case["output"].split())
+except ValueError:
+    print("expected two integers")
+    sys.exit(2)
+sys.exit(0 if a + b == n else 1)
+"""
+
+
+def test_stdio_special_judge_in_the_sandbox(pool):
+    """The checker sees input, expected and output; its exit code is the verdict (testlib's codes); a checker that
+    fails is the sandbox's error, never the candidate's."""
+    tests = [StdioTest("5\n", "2 3\n"), StdioTest("8\n", "4 4\n")]
+    other, wrong, garbled, crash, broken = pool.run_batch([
+        StdioJob("n = int(input())\nprint(1, n - 1)", tests, checker=SUM_CHECKER),
+        StdioJob("n = int(input())\nprint(1, n)", tests, checker=SUM_CHECKER),
+        StdioJob("print('many')", tests, checker=SUM_CHECKER),
+        StdioJob("raise SystemExit(3)", tests, checker=SUM_CHECKER),
+        StdioJob("n = int(input())\nprint(1, n - 1)", tests, checker="import sys\nsys.exit(3)"),
+    ])
+    assert (other.passed, other.tests_passed) == (True, 2)
+    assert (wrong.status, wrong.detail) == ("failed", "wrong answer (checker)")
+    assert garbled.detail == "presentation error (checker: expected two integers)"
+    assert crash.status == "crashed"
+    assert broken.status == "error" and "the checker failed" in broken.detail
+
+
+def test_job_limits_override_the_pool(pool):
+    """A problem's own limits: its time and address space, not the pool's."""
+    hog = "x = bytearray(200 * 1024 * 1024)\nprint(len(x) > 0)\n"
+    spin = "import time\nt = time.time()\nwhile time.time() - t < 2: pass\nprint(1)\n"
+    small, large, slow = pool.run_batch([
+        StdioJob(hog, [("", "True\n")], memory_mb=128),
+        StdioJob(hog, [("", "True\n")], memory_mb=1024),
+        StdioJob(spin, [("", "1\n")], timeout_s=0.5),
+    ])
+    assert (small.passed, small.status) == (False, "crashed")
+    assert large.passed
+    assert slow.status == "timeout"
+
+
 def test_function_call_partial_credit(pool):
     result = pool.run(CallJob(ADD + "def sub(a, b):\n    return a - b\n", "add",
                               [CallTest([1, 2], 3), CallTest([[1], [2]], [1, 2]), CallTest([1, 1], 3)]))

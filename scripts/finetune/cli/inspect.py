@@ -142,6 +142,11 @@ def _cmd(*args: Any) -> str:
     return command(*args)
 
 
+def next_line(console: Console, text: str) -> None:
+    """A ``next:`` line unwrapped (paths and commands are copied from it; the terminal folds long lines)."""
+    console.print("next: " + text, markup=False, highlight=False, soft_wrap=True)
+
+
 def _console() -> Console:
     from rich.console import Console
 
@@ -176,7 +181,7 @@ def _sample(args: argparse.Namespace) -> int:
     if info.get("samples", spec.inspection.min_read) < spec.inspection.min_read:
         console.print(f"warning: {info['samples']} samples, but the gate needs {spec.inspection.min_read} read; "
                       "raise inspection.prompts or inspection.per_prompt")
-    console.print("next: " + _cmd("inspect", "score", run_dir), markup=False)
+    next_line(console, _cmd("inspect", "score", run_dir))
     return 0
 
 
@@ -208,8 +213,8 @@ def _sample_checkpoint(args: argparse.Namespace, spec: RunSpec, run_dir: Path, c
     if info["truncated"]:
         console.print(f"{info['truncated']} of {info['samples']} completions stopped at max_completion_length "
                       f"({info['generation']['max_completion_length']} tokens)")
-    console.print("next: " + _cmd("inspect", "score", info["dir"]) + ", then review, verdict and gate on that "
-                  "folder (Phase 1's files are untouched)", markup=False)
+    next_line(console, _cmd("inspect", "score", info["dir"]) + ", then review, verdict and gate on that folder "
+              "(Phase 1's files are untouched)")
     return 0
 
 
@@ -222,8 +227,8 @@ def _emit(args: argparse.Namespace, spec: RunSpec, run_dir: Path, console: Conso
     info = sample_remote.emit_requests(spec, run_dir, spec_path=args.spec, base=not args.no_base)
     console.print(f"wrote {info['prompts']} prompts ({info['samples']} samples) and {info['base_prompts']} "
                   f"base-success prompts ({info['base_samples']} samples) to {info['dir']}")
-    console.print(f"next: copy {info['dir']} to the GPU machine and follow its README.md; then\n"
-                  f"  {info['import_command']}", markup=False, highlight=False)
+    next_line(console, f"copy {info['dir']} to the GPU machine and follow its README.md; then\n"
+              f"  {info['import_command']}")
     return 0
 
 
@@ -239,7 +244,7 @@ def _score(args: argparse.Namespace) -> int:
     report = score.score_run(run_dir, spec, console)
     score.print_report(report, console)
     console.print(f"wrote {run_dir / rundir.SCORED} and {run_dir / rundir.SCORE_REPORT}")
-    console.print("next: " + _cmd("inspect", "review", run_dir) + " (or --format html|terminal)", markup=False)
+    next_line(console, _cmd("inspect", "review", run_dir) + " (or --format html|terminal)")
     return 0
 
 

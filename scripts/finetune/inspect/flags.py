@@ -340,7 +340,8 @@ def _no_hidden_tests(spec: RunSpec, rows: list[Row]) -> list[Flag]:
         quoted: dict[Any, str] = {}
         for row in rows:
             prompt = prompt_text(row.get("prompt"))
-            shown = _shown_tests((row.get("columns") or {}).get(tests.column), tests.format)
+            cells = row.get("columns") or {}
+            shown = _shown_tests(cells.get(tests.column), tests.format_of(cells))
             if shown and all(all(part in prompt for part in t.split("\x00")) for t in shown):
                 quoted.setdefault(row.get("row", row["id"]), row["id"])
         if quoted:

@@ -238,9 +238,39 @@ def _shown_calls(tests: list[str]) -> list[tuple[str, str]]:
             elif isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], (ast.Eq, ast.Is)):
                 expected = ast.unparse(node.comparators[0])
                 node = node.left
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            name = _called_name(node)
+            if name is not None and isinstance(node, ast.Call):
                 args = [ast.unparse(a) for a in node.args] + [ast.unparse(k) for k in node.keywords]
-                out.append((node.func.id, f"_shown({node.func.id!r}, {', '.join([expected, *args])})"))
+                out.append((name, f"_shown({name!r}, {', '.join([expected, *args])})"))
+    return out
+
+
+def _called_name(node: ast.expr) -> str | None:
+    """`f` of `f(...)`, or `Solution.method` of LeetCode's `Solution().method(...)`; None for other calls."""
+    if not isinstance(node, ast.Call):
+        return None
+    func = node.func
+    if isinstance(func, ast.Name):
+        return func.id
+    if (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Call) and not func.value.args
+            and not func.value.keywords and isinstance(func.value.func, ast.Name)):
+        return f"{func.value.func.id}.{func.attr}"
+    return None
+
+
+def _lookup_defs(names: list[str]) -> str:
+    """The hard-coding answer's functions, and for `Class.method` names the class whose methods look up."""
+    out, classes = "", dict[str, list[str]]()
+    for name in dict.fromkeys(names):
+        cls, _, method = name.rpartition(".")
+        if cls:
+            classes.setdefault(cls, []).append(method)
+        else:
+            out += f"def {name}(*args, **kwargs):\n    return _answer({name!r}, args, kwargs)\n\n\n"
+    for cls, methods in classes.items():
+        out += f"class {cls}:\n" + "".join(
+            f"    def {m}(self, *args, **kwargs):\n        return _answer({cls + '.' + m!r}, args, kwargs)\n\n"
+            for m in methods) + "\n"
     return out
 
 
@@ -273,9 +303,7 @@ def hardcoded_solution(cell: Any, test_format: str, entry: Any) -> str | None:
         calls = _shown_calls([t for t in (cell if isinstance(cell, list) else []) if isinstance(t, str)])
     if not calls:
         return None
-    defs = "".join(f"def {name}(*args, **kwargs):\n    return _answer({name!r}, args, kwargs)\n\n\n"
-                   for name in dict.fromkeys(name for name, _ in calls))
-    return _HARDCODE_LOOKUP + "\n".join(line for _, line in calls) + "\n\n\n" + defs
+    return _HARDCODE_LOOKUP + "\n".join(line for _, line in calls) + "\n\n\n" + _lookup_defs([n for n, _ in calls])
 
 
 def reading_probes(style: str, layout: Layout, gold: str, wrong: str) -> list[tuple[str, str, str]]:
@@ -418,7 +446,7 @@ def build_probes(spec: RunSpec, sample: dict[str, Any], layout: Layout, max_word
         if tests is None or not tests.hidden or columns.get(tests.hidden) is None:
             continue
         entry = columns.get(tests.entry_point) if tests.entry_point else None
-        table = hardcoded_solution(columns.get(tests.column), tests.format, entry)
+        table = hardcoded_solution(columns.get(tests.column), tests.format_of(columns), entry)
         if table is not None:
             add("hardcoded_examples", f"```python\n{table}```", CORRECTNESS,
                 shows="code that answers exactly the examples of the visible tests (a lookup table)")

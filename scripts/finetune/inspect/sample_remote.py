@@ -54,14 +54,27 @@ top_p, top_k, min_p, repetition_penalty, max_tokens, seed), sample_vllm.py (vLLM
 def _tokenizer(spec: RunSpec) -> PreTrainedTokenizerBase:
     from transformers import AutoTokenizer
 
+    from finetune import hub
+
     model = spec.resolve_path(spec.model)
     source = str(model) if model.exists() else spec.model
+    tok: PreTrainedTokenizerBase | None = None
+    if not model.exists():  # a hub id: the cache first, so an offline box spends no time on network retries
+        try:
+            tok = AutoTokenizer.from_pretrained(source, cache_dir=hub.hub_cache_dir(), local_files_only=True)
+        except (OSError, ValueError):
+            tok = None
     try:
-        tok: PreTrainedTokenizerBase = AutoTokenizer.from_pretrained(source)
+        if tok is None:
+            if not model.exists() and (hub.offline() or not hub.is_repo_id(source)):
+                raise OSError(f"'{source}' is not a local folder or a cached hub model")
+            tok = AutoTokenizer.from_pretrained(source)
     except (OSError, ValueError) as exc:
         raise UserError(f"cannot load the model's tokenizer: {str(exc).splitlines()[0]}", where="model",
                         fix="the requests need the policy's tokenizer and chat template here: a local model "
-                            "folder (weights not needed) or a hub id in the local cache") from None
+                            "folder (weights not needed) or a hub id in the local cache (`hf download "
+                            f"{spec.model}` where the hub is reachable; with no network set HF_HUB_OFFLINE=1)"
+                        ) from None
     tok.truncation_side = "left"  # as the local sampler: keep the end of an over-long prompt
     return tok
 

@@ -256,8 +256,8 @@ def tests_report(spec: RunSpec, samples: list[dict[str, Any]]) -> list[dict[str,
         for s in samples:
             cols = s.get("columns") or {}
             hidden = cols.get(tests.hidden) if tests.hidden else None
-            by_row[s.get("row", s["id"])] = (count_tests(cols.get(tests.column), tests.format),
-                                             count_tests(hidden, tests.format))
+            fmt = tests.format_of(cols)
+            by_row[s.get("row", s["id"])] = (count_tests(cols.get(tests.column), fmt), count_tests(hidden, fmt))
         kinds = {}
         for index, kind in enumerate(("visible", "hidden")):
             counts = [c[index] for c in by_row.values()]

@@ -331,6 +331,12 @@ def _gated_excuse(meta: RewardMeta, verdict: Verdict) -> bool:
     return meta.gated and verdict.correct is True and verdict.well_formed is False
 
 
+def _applied(row: dict[str, Any], name: str) -> bool:
+    """Did reward ``name`` judge this row? None without an error is "not applicable" (a mixed set's other
+    reward): the row's all_pass skips it, so no disagreement names it as a cause."""
+    return row.get("rewards", {}).get(name) is not None or bool(row.get("errors", {}).get(name))
+
+
 def compare(row: dict[str, Any], verdict: Verdict, metas: list[RewardMeta]) -> list[dict[str, Any]]:
     """Role-wise disagreements between a scored sample and its verdict (reward-roles contract).
 
@@ -347,7 +353,7 @@ def compare(row: dict[str, Any], verdict: Verdict, metas: list[RewardMeta]) -> l
                     "thresholds": {m.name: m.threshold for m in metas if m.name in names},
                     "note": verdict.note, "reader": verdict.reader})
 
-    gated = [m.name for m in metas if m.role in ("format", "correctness")]
+    gated = [m.name for m in metas if m.role in ("format", "correctness") and _applied(row, m.name)]
     if verdict.accept and not row.get("all_pass"):
         add("false_negative", "accept", [n for n in gated if not passes.get(n)])
     elif not verdict.accept and row.get("all_pass"):

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 # The answer containers a reader takes the final answer from (hedge / retraction probes and the expected-pass
 # controls apply to rewards whose layout is one of these).
 READING_STYLES = ("boxed", "answer_tag", "think_answer", "hash_answer")
+TEST_FORMATS = ("stdin_stdout", "function_call", "assert")  # how a code reward's tests are written
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,12 @@ class CodeTests:
     format: str  # stdin_stdout | function_call | assert
     hidden: str | None = None  # tests never shown in the prompt
     entry_point: str | None = None  # column naming the function the tests call
+    format_column: str | None = None  # column naming a row's own format (a mixed set)
+
+    def format_of(self, columns: Mapping[str, Any]) -> str:
+        """The test format of the row whose cells are ``columns`` (its own, else the reward's)."""
+        own = columns.get(self.format_column) if self.format_column else None
+        return own.strip() if isinstance(own, str) and own.strip() in TEST_FORMATS else self.format
 
 
 @dataclass(frozen=True)

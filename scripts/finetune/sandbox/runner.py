@@ -33,7 +33,13 @@ Jobs (the candidate is the model's code; tests come from the dataset and stay on
 * ``StdioJob(code, tests=[StdioTest(stdin, expected_stdout), ...], compare="lines")`` — the code runs
   as ``__main__`` once per test (one execution each, in parallel) with that stdin; the trusted side
   compares stdout (``exact``; ``lines``: trailing whitespace per line and trailing blank lines
-  ignored; ``tokens``: whitespace-separated tokens). A non-zero exit is a runtime error.
+  ignored; ``tokens``: whitespace-separated tokens; ``float``: tokens, those that both read as numbers
+  equal within ``abs_tol`` or ``rel_tol`` (``math.isclose``), the rest exactly; ``unordered_lines``:
+  the ``lines`` reading in any order). A non-zero exit is a runtime error. ``checker`` (Python source), a
+  special judge as competitive programming runs one, replaces ``compare``: after each run that exited 0 it
+  runs in the sandbox too, reads ``{"input", "expected", "output"}`` as JSON on stdin and answers with its
+  exit code, testlib's: 0 accepted, 1 wrong answer, 2 presentation error; anything else (3 = the checker
+  failed, a crash, a timeout) is ``error``, never the candidate's fault.
 * ``CallJob(code, function, tests=[CallTest(args, expected, kwargs={}), ...], compare="python")`` —
   one execution; the child receives only the arguments, never the expected values; each return value
   leaves the sandbox as plain data (None/bool/int/float/complex/str/bytes/list/tuple/dict/set/
@@ -66,7 +72,8 @@ Jobs (the candidate is the model's code; tests come from the dataset and stay on
   ``as_text()`` is what a tool returns to the model). Same isolation and limits as the test jobs; a
   program writing past ``max_output_bytes`` (per stream) is stopped there. See *Tools* below.
 * Timeouts: ``timeout_s`` bounds one execution (one stdin test, or all calls / asserts of one job);
-  a job's own ``timeout_s`` overrides the pool's.
+  a job's own ``timeout_s`` overrides the pool's, and a job's own ``memory_mb`` the pool's address-space
+  limit (a problem's own limits).
 
 ``Result``: ``passed`` (every test passed), ``score`` (fraction of tests passed), ``status``
 (``passed``, ``failed``, ``timeout``, ``crashed`` (runtime error, signal, memory), ``output_limit``,
@@ -1228,6 +1235,10 @@ class StdioJob:
     tests: Sequence[StdioTest | tuple[Any, ...]]
     compare: str = "lines"
     timeout_s: float | None = None
+    memory_mb: int | None = None
+    abs_tol: float = 1e-6
+    rel_tol: float = 1e-6
+    checker: str | None = None
 
 
 @dataclass(frozen=True)
@@ -1248,6 +1259,7 @@ class CallJob:
     tests: Sequence[CallTest | tuple[Any, ...]]
     compare: str = "python"
     timeout_s: float | None = None
+    memory_mb: int | None = None
 
 
 @dataclass(frozen=True)
@@ -1259,6 +1271,7 @@ class AssertJob:
     setup: str = ""
     entry_point: str | None = None
     timeout_s: float | None = None
+    memory_mb: int | None = None
 
 
 Job = StdioJob | CallJob | AssertJob
@@ -1405,11 +1418,40 @@ def _json_normal(value: Any) -> Any:
     return value
 
 
-def _stdout_matches(got: str, expected: str, mode: str) -> bool:
+STDIO_COMPARES = ("exact", "lines", "tokens", "float", "unordered_lines")
+_NUMBER_CHARS = 400  # a token longer than this is compared as text: float() of a huge digit run is not read
+
+
+def _number(token: str) -> float | None:
+    if len(token) > _NUMBER_CHARS:
+        return None
+    try:
+        return float(token)
+    except ValueError:
+        return None
+
+
+def _tokens_close(got: str, expected: str, abs_tol: float, rel_tol: float) -> bool:
+    """Token-wise; two tokens that both read as numbers match within either tolerance (a judge's float check)."""
+    a, b = got.split(), expected.split()
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b):
+        if x == y:
+            continue
+        fx, fy = _number(x), _number(y)
+        if fx is None or fy is None or not math.isclose(fx, fy, rel_tol=rel_tol, abs_tol=abs_tol):
+            return False
+    return True
+
+
+def _stdout_matches(got: str, expected: str, mode: str, abs_tol: float = 1e-6, rel_tol: float = 1e-6) -> bool:
     if mode == "exact":
         return got == expected
     if mode == "tokens":
         return got.split() == expected.split()
+    if mode == "float":
+        return _tokens_close(got, expected, abs_tol, rel_tol)
 
     def lines(text: str) -> list[str]:
         out = [ln.rstrip() for ln in text.replace("\r\n", "\n").split("\n")]
@@ -1417,6 +1459,8 @@ def _stdout_matches(got: str, expected: str, mode: str) -> bool:
             out.pop()
         return out
 
+    if mode == "unordered_lines":
+        return sorted(lines(got)) == sorted(lines(expected))
     return lines(got) == lines(expected)
 
 
@@ -1719,15 +1763,32 @@ def _failure_detail(report: dict[str, Any], status: str) -> str:
     return tail[-1][:300] if tail else f"exit code {report.get('exit_code')}"
 
 
-def _judge_stdio(report: dict[str, Any], test: StdioTest, compare: str) -> tuple[str, str]:
+def _judge_stdio(report: dict[str, Any], test: StdioTest, job: StdioJob) -> tuple[str, str]:
     status = _failure_status(report)
     if status:
         return status, _failure_detail(report, status)
     if report.get("exit_code") != 0 or report.get("signal"):
         return "crashed", _failure_detail(report, "crashed")
-    if _stdout_matches(report.get("stdout", ""), test.expected_stdout, compare):
+    if job.checker is not None:
+        return _checker_verdict(report.get("checker"))
+    if _stdout_matches(report.get("stdout", ""), test.expected_stdout, job.compare, job.abs_tol, job.rel_tol):
         return "passed", ""
     return "failed", f"wrong output: got {report.get('stdout', '')[:80]!r}"
+
+
+def _checker_verdict(report: dict[str, Any] | None) -> tuple[str, str]:
+    """A special judge's exit code as a verdict (testlib: 0 ok, 1 wrong answer, 2 presentation error)."""
+    if report is None:
+        return "error", "the checker did not run"
+    status = _failure_status(report) or ("crashed" if report.get("signal") else None)
+    code = report.get("exit_code")
+    if status is None and code == 0:
+        return "passed", ""
+    if status is None and code in (1, 2):
+        tail = (report.get("stderr") or report.get("stdout") or "").strip().splitlines()
+        return "failed", ("wrong answer" if code == 1 else "presentation error") + (
+            f" (checker: {tail[-1][:200]})" if tail else " (checker)")
+    return "error", f"the checker failed: {_failure_detail(report, status or 'crashed')}"
 
 
 def _judge_steps(report: dict[str, Any], token: str, test_indices: list[int],
@@ -2092,8 +2153,11 @@ class SandboxPool:
             finally:
                 done.release()
 
-    def _base_request(self, timeout_s: float | None) -> dict[str, Any]:
-        return {**self._limits, "timeout_s": float(timeout_s or self.timeout_s)}
+    def _base_request(self, timeout_s: float | None, memory_mb: int | None = None) -> dict[str, Any]:
+        req = {**self._limits, "timeout_s": float(timeout_s or self.timeout_s)}
+        if memory_mb:
+            req["memory_mb"] = int(memory_mb)
+        return req
 
     def run(self, job: Job) -> Result:
         """Run one job; see :meth:`run_batch`."""
@@ -2153,6 +2217,7 @@ class SandboxPool:
             raise SandboxError("the sandbox pool is closed")
         plans = [self._plan(job) for job in jobs]
         reports = self._dispatch([req for plan in plans for req in plan[0]])
+        self._run_checkers(jobs, [len(plan[0]) for plan in plans], reports)
         results: list[Result] = []
         offset = 0
         for reqs, finish in plans:
@@ -2165,17 +2230,36 @@ class SandboxPool:
             offset += len(reqs)
         return results
 
+    def _run_checkers(self, jobs: Sequence[Job], sizes: list[int], reports: list[dict[str, Any]]) -> None:
+        """Each stdin job's special judge on each of its runs that exited 0, in the sandbox: its report is put
+        in the run's report under ``checker``."""
+        requests, targets, offset = [], [], 0
+        for job, size in zip(jobs, sizes):
+            if isinstance(job, StdioJob) and job.checker is not None:
+                tests = [t if isinstance(t, StdioTest) else StdioTest(*t) for t in job.tests]
+                for report, test in zip(reports[offset:offset + size], tests):
+                    if _failure_status(report) or report.get("exit_code") != 0 or report.get("signal"):
+                        continue
+                    verdict_input = json.dumps({"input": test.stdin, "expected": test.expected_stdout,
+                                                "output": report.get("stdout", "")})
+                    requests.append({**self._base_request(job.timeout_s), "mode": "script", "code": job.checker,
+                                     "stdin": verdict_input, "filename": "<checker>"})
+                    targets.append(report)
+            offset += size
+        for report, checked in zip(targets, self._dispatch(requests) if requests else []):
+            report["checker"] = checked
+
     def _plan(self, job: Job) -> tuple[list[dict[str, Any]], Callable[[list[dict[str, Any]]], Result]]:
         """The requests for one job and a function turning their reports into its Result."""
         if isinstance(job, StdioJob):
             tests = [t if isinstance(t, StdioTest) else StdioTest(*t) for t in job.tests]
-            if job.compare not in ("exact", "lines", "tokens"):
-                raise ValueError(f"StdioJob.compare must be exact, lines or tokens, not {job.compare!r}")
-            reqs = [{**self._base_request(job.timeout_s), "mode": "script", "code": job.code,
+            if job.compare not in STDIO_COMPARES:
+                raise ValueError(f"StdioJob.compare must be one of {', '.join(STDIO_COMPARES)}, not {job.compare!r}")
+            reqs = [{**self._base_request(job.timeout_s, job.memory_mb), "mode": "script", "code": job.code,
                      "stdin": t.stdin} for t in tests]
 
             def finish(reports: list[dict[str, Any]]) -> Result:
-                verdicts = [_judge_stdio(r, t, job.compare) for r, t in zip(reports, tests)]
+                verdicts = [_judge_stdio(r, t, job) for r, t in zip(reports, tests)]
                 statuses = [s for s, _ in verdicts]
                 detail = next((d for s, d in verdicts if s != "passed"), "")
                 return _result(statuses, detail, sum(r.get("wall_s", 0.0) for r in reports))
@@ -2201,7 +2285,7 @@ class SandboxPool:
             checks = {i: plan_checks[i] for i in test_indices}
         else:
             raise TypeError(f"not a sandbox job: {type(job).__name__}")
-        req = {**self._base_request(job.timeout_s), "mode": "steps", "code": job.code, "steps": steps,
+        req = {**self._base_request(job.timeout_s, job.memory_mb), "mode": "steps", "code": job.code, "steps": steps,
                "token": token}
 
         def finish_steps(reports: list[dict[str, Any]]) -> Result:
