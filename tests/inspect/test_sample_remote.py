@@ -153,7 +153,41 @@ def test_the_formats_are_documented():
                                text=True, timeout=120)
     assert help_text.returncode == 0, help_text.stderr
     reference = (Path(__file__).resolve().parents[2] / "references" / "reward-functions.md").read_text()
-    for needle in ("--emit-requests", "prompt_token_ids", "dataset.prompt_column", "trl vllm-serve", '"completion"'):
-        assert needle in help_text.stdout, needle
+    for needle in ("--emit-requests", "prompt_token_ids", "dataset.prompt_column", "trl vllm-serve", '"completion"',
+                   "multi-turn rollout", '"tool_calls"', '{"role": "tool", "name", "content"}'):
+        assert needle in " ".join(help_text.stdout.split()), needle
     for needle in ("--emit-requests", "prompt_token_ids", "dataset.prompt_column", "--import"):
         assert needle in reference, needle
+
+
+def test_a_rollout_in_the_documented_shape_imports_whole():
+    """The message list `--help` shows for a multi-turn rollout is what the import keeps as a trajectory."""
+    from finetune.inspect.samplesio import normalise_row
+
+    rollout = [{"role": "assistant", "content": "", "tool_calls": [
+                   {"type": "function", "function": {"name": "run_sql", "arguments": {"query": "SELECT 1"}}}]},
+               {"role": "tool", "name": "run_sql", "content": "[(1,)]"},
+               {"role": "assistant", "content": "1"}]
+    row = normalise_row({"prompt": [{"role": "user", "content": "One?"}], "completion": rollout}, "t", 0)
+    assert row["trajectory"] == rollout
+    assert "<tool_call>" in row["completion"] and "run_sql" in row["completion"]
+
+
+@pytest.mark.parametrize("env", [{"HF_HUB_OFFLINE": "1"}, {"HF_HUB_OFFLINE": ""}])
+def test_hub_id_without_a_local_tokenizer_is_refused_at_once(cli, tmp_path, monkeypatch, env):
+    """Offline (declared, or the hub unreachable: a closed local port), a hub id not in the cache is one line
+    naming the --import way, within seconds (no retry loop), and nothing is written."""
+    import time
+
+    import huggingface_hub.constants
+
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.setattr(huggingface_hub.constants, "ENDPOINT", "http://127.0.0.1:9")
+    run = _run(tmp_path, "nobody-here/not-a-cached-model")
+    start = time.monotonic()
+    r = cli("inspect", "sample", run / "spec.yaml", "--emit-requests")
+    assert r.code == 2 and "Traceback" not in r.err, r
+    assert "nobody-here/not-a-cached-model" in r.err and "--import" in r.err, r.err
+    assert time.monotonic() - start < 15
+    assert not (run / "requests").exists()

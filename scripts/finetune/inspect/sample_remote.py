@@ -42,6 +42,10 @@ Import format (--import / --import-base): JSONL, one completion per line:
    "columns"?: {...}, "conversational"?: bool, "completion_tokens"?: int, "truncated"?: bool}
   "prompt" may instead sit under the spec's dataset.prompt_column; any other top-level key is a
   dataset column passed to the rewards (e.g. the gold answer).
+  A multi-turn rollout of a spec environment imports whole: "completion" is then TRL's message list,
+  [{"role": "assistant", "content", "tool_calls": [{"type": "function", "function": {"name",
+  "arguments"}}]}, {"role": "tool", "name", "content"}, ..., {"role": "assistant", "content"}]
+  (what `inspect sample --backend transformers` writes); the rewards replay its calls.
 
 --emit-requests (sampling where the GPU is): writes RUN/requests/requests.jsonl and
 base_requests.jsonl (one line per prompt: ids, row, prompt, conversational, columns, prompt_text =
@@ -51,17 +55,48 @@ top_p, top_k, min_p, repetition_penalty, max_tokens, seed), sample_vllm.py (vLLM
 """
 
 
+NO_TOKENIZER_FIX = ("the requests need the policy's tokenizer and chat template here: a local model folder (weights "
+                    "not needed) or a hub id in the local cache; or sample on the GPU machine with your own script "
+                    "and bring the completions back with `finetune inspect sample SPEC --import FILE` (format: "
+                    "`finetune inspect sample --help`)")
+
+
+def _hub_reachable(model: str) -> str | None:
+    """None when the hub answers for ``model``; else why not, in one line. One request, a short timeout, no
+    retries: huggingface_hub's downloads retry an unreachable host for close to a minute before failing."""
+    from huggingface_hub import model_info
+
+    try:
+        model_info(model, timeout=5)
+    except Exception as exc:  # any failure to get an answer: the refusal names it
+        text = str(exc).strip()
+        return text.splitlines()[0] if text else type(exc).__name__
+    return None
+
+
 def _tokenizer(spec: RunSpec) -> PreTrainedTokenizerBase:
     from transformers import AutoTokenizer
 
+    from finetune import hub
+
     model = spec.resolve_path(spec.model)
-    source = str(model) if model.exists() else spec.model
+    local = model.exists()
+    source = str(model) if local else spec.model
     try:
-        tok: PreTrainedTokenizerBase = AutoTokenizer.from_pretrained(source)
+        tok: PreTrainedTokenizerBase = AutoTokenizer.from_pretrained(source, local_files_only=True)
     except (OSError, ValueError) as exc:
-        raise UserError(f"cannot load the model's tokenizer: {str(exc).splitlines()[0]}", where="model",
-                        fix="the requests need the policy's tokenizer and chat template here: a local model "
-                            "folder (weights not needed) or a hub id in the local cache") from None
+        if local or not hub.is_repo_id(spec.model):
+            raise UserError(f"cannot load the model's tokenizer: {str(exc).splitlines()[0]}", where="model",
+                            fix=NO_TOKENIZER_FIX) from None
+        why = "HF_HUB_OFFLINE is set" if hub.offline() else _hub_reachable(spec.model)
+        if why is not None:
+            raise UserError(f"model '{spec.model}': no tokenizer in the Hugging Face cache ({hub.hub_cache_dir()}) "
+                            f"and it cannot be downloaded ({why})", where="model", fix=NO_TOKENIZER_FIX) from None
+        try:
+            tok = AutoTokenizer.from_pretrained(source)
+        except (OSError, ValueError) as exc2:
+            raise UserError(f"cannot load the model's tokenizer: {str(exc2).splitlines()[0]}", where="model",
+                            fix=NO_TOKENIZER_FIX) from None
     tok.truncation_side = "left"  # as the local sampler: keep the end of an over-long prompt
     return tok
 
