@@ -343,3 +343,22 @@ def test_qlora_under_zero3_renders_the_quant_storage(tmp_path):
     assert "bnb_4bit_quant_storage=torch.bfloat16)" in files["train.py"]
     ast.parse(files["train.py"])
     assert "`bnb_4bit_quant_storage=bfloat16`" in files["BRIEF.md"] and "deepspeed_zero3.json" in files
+
+
+@pytest.mark.slow  # one config render with the environment's tool schemas measured (~20 s on a shared box)
+def test_trl_grpo_claimed_only_where_trls_script_can_run_the_config(cli, tmp_path):
+    """TRL's `trl grpo` (trl/scripts/grpo.py, main) builds GRPOTrainer without environment_factory: for a spec
+    with an environment, grpo_config.yaml and BRIEF.md send the person to train.py instead of claiming it."""
+    from finetune.demo import tools as demo_tools
+
+    assert "trl grpo --config config/grpo_config.yaml" in (GOLDEN / "h100-1gpu" / "grpo_config.yaml").read_text()
+    (tmp_path / "env").mkdir()
+    (tmp_path / "env" / "env.py").write_text(demo_tools.ENV_SOURCE)
+    config_dir = _render(cli, tmp_path, "env", environment={"file": "env.py", "class": demo_tools.ENV_CLASS},
+                         rewards=[{"name": "solved", "type": "environment"}],
+                         dataset__system_prompt="Use the add tool.", dataset__answer_column=None,
+                         generation__max_prompt_length=512)
+    grpo = (config_dir / "grpo_config.yaml").read_text()
+    assert "trl grpo --config" not in grpo and "NOT for TRL's own CLI" in grpo and "config/train.py" in grpo
+    assert "for `trl grpo --config`" not in (config_dir / "BRIEF.md").read_text()
+    assert "environment_factory=rewards.environment_factory" in (config_dir / "train.py").read_text()

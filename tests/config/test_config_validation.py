@@ -57,6 +57,12 @@ def test_pass_gate_renders_and_train_py_rechecks_the_same_hashes(cli, tiny_run):
     assert "**PASS**" in brief and "--no-gate" not in brief
     assert "56 samples read (56 by a person, 0 by an agent)" in brief
     assert f"{len(record['probes'])} hack probe(s)" in brief
+    base = record["base_success"]
+    line = next(x for x in brief.splitlines() if x.startswith("Base success"))
+    assert f"over {base['samples']} sample(s) of {base['prompts']} prompt(s)" in line, line
+    assert ("**PROVISIONAL**" in line) is bool(base.get("provisional")), line
+    for gap in base.get("missing", []):
+        assert gap.split(" (")[0][:40] in line, (gap, line)
     train = _load_train_module(run)
     assert train.GATE_REQUIRED is True
     # the standalone re-check computes exactly what finetune.hashing binds

@@ -100,6 +100,10 @@ def test_a_fix_then_the_held_back_set_gives_a_blind_pass(cli, tmp_path):
     # the fresh blind set: the held-back samples, never shown
     r = cli("inspect", "review", run, "--fresh")
     assert r.code == 0 and "64 held-back samples" in r.out, r
+    # said at once, as the gate will count them: not toward the number read, still for disagreements
+    assert ("the 64 verdict(s) of the earlier reading no longer count toward inspection.min_read"
+            in " ".join(r.out.split())), r.out
+    assert "still count for disagreements" in " ".join(r.out.split())
     assert _sheet_ids(run) == held
     assert "held-back samples (a fresh blind reading)" in (run / "review.md").read_text()
     assert "changed since the gate PASSed" in _status_line(cli, run, "inspect gate")  # the switch voids the PASS

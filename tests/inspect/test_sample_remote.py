@@ -153,8 +153,9 @@ def test_the_formats_are_documented():
                                text=True, timeout=120)
     assert help_text.returncode == 0, help_text.stderr
     reference = (Path(__file__).resolve().parents[2] / "references" / "reward-functions.md").read_text()
-    for needle in ("--emit-requests", "prompt_token_ids", "dataset.prompt_column", "trl vllm-serve", '"completion"'):
-        assert needle in help_text.stdout, needle
+    for needle in ("--emit-requests", "prompt_token_ids", "dataset.prompt_column", "trl vllm-serve", '"completion"',
+                   "multi-turn rollout", '"tool_calls"', '{"role": "tool", "name", "content"}'):
+        assert needle in " ".join(help_text.stdout.split()), needle
     for needle in ("--emit-requests", "prompt_token_ids", "dataset.prompt_column", "--import"):
         assert needle in reference, needle
 
@@ -194,3 +195,83 @@ def test_emit_reads_a_cached_hub_tokenizer_without_the_network(tiny_model_dir, t
     assert done.returncode == 0 and "Tokenizer" in done.stdout, done.stderr[-2000:]
     # huggingface_hub's one agent-registry fetch (3 s timeout) may come; no request for the model's files
     assert not [line for line in asked if HUB_REPO_ID in line], asked
+
+
+def test_a_rollout_in_the_documented_shape_imports_whole():
+    """The message list `--help` shows for a multi-turn rollout is what the import keeps as a trajectory."""
+    from finetune.inspect.samplesio import normalise_row
+
+    rollout = [{"role": "assistant", "content": "", "tool_calls": [
+                   {"type": "function", "function": {"name": "run_sql", "arguments": {"query": "SELECT 1"}}}]},
+               {"role": "tool", "name": "run_sql", "content": "[(1,)]"},
+               {"role": "assistant", "content": "1"}]
+    row = normalise_row({"prompt": [{"role": "user", "content": "One?"}], "completion": rollout}, "t", 0)
+    assert row["trajectory"] == rollout
+    assert "<tool_call>" in row["completion"] and "run_sql" in row["completion"]
+
+
+@pytest.mark.parametrize("env", [{"HF_HUB_OFFLINE": "1"}, {"HF_HUB_OFFLINE": ""}])
+def test_hub_id_without_a_local_tokenizer_is_refused_at_once(cli, tmp_path, monkeypatch, env):
+    """Offline (declared, or the hub unreachable: a closed local port), a hub id not in the cache is one line
+    naming the --import way, within seconds (no retry loop), and nothing is written."""
+    import time
+
+    import huggingface_hub.constants
+
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.setattr(huggingface_hub.constants, "ENDPOINT", "http://127.0.0.1:9")
+    run = _run(tmp_path, "nobody-here/not-a-cached-model")
+    start = time.monotonic()
+    r = cli("inspect", "sample", run / "spec.yaml", "--emit-requests")
+    assert r.code == 2 and "Traceback" not in r.err, r
+    assert "nobody-here/not-a-cached-model" in r.err and "--import" in r.err, r.err
+    # huggingface_hub's download retries took ~55 s; the bound leaves room for a first transformers import on a
+    # loaded box (14 s seen under -n 2)
+    assert time.monotonic() - start < 40
+    assert not (run / "requests").exists()
+
+
+@pytest.mark.slow  # rewards render + emit with the environment's sandboxed host (~16 s on a shared box)
+def test_emitted_requests_of_an_environment_carry_its_tools(cli, tmp_path):
+    """For a spec environment each request's prompt is rendered with the tools' JSON schemas, exactly as the
+    local rollout starts it (RolloutSampler._start: the chat template with tools=); the emitted sampler, which has
+    no tool loop, refuses such a request in one line instead of writing single-turn answers training never sees."""
+    import yaml
+
+    from finetune.demo import tools as demo_tools
+    from finetune.inspect.rewardmod import load_rewards
+    from finetune.inspect.rollout import RolloutSampler
+    from finetune.tinymodel import build_tokenizer
+
+    tok_dir = tmp_path / "tok"
+    tok = build_tokenizer(tools=True)
+    tok.save_pretrained(tok_dir)
+    run = tmp_path / "run"
+    run.mkdir()
+    rows = demo_tools.rows(4, seed=1)
+    (run / "data.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (run / "env.py").write_text(demo_tools.ENV_SOURCE)
+    (run / "spec.yaml").write_text(yaml.safe_dump({
+        "name": "t", "model": str(tok_dir), "dataset": {"path": "data.jsonl", "prompt_column": "prompt"},
+        "environment": {"file": "env.py", "class": demo_tools.ENV_CLASS},
+        "rewards": [{"name": "solved", "type": "environment"}],
+        "hardware": {"profile": "h100-80gb", "gpus": 1, "nodes": 1},
+        "generation": {"max_prompt_length": 512, "max_completion_length": 64},
+        "inspection": {"prompts": 2, "per_prompt": 1, "min_read": 50, "held_back_prompts": 0,
+                       "base_success": {"prompts": 1, "samples_per_prompt": 1}}}, sort_keys=False))
+    assert cli("rewards", "render", run / "spec.yaml").code == 0
+    r = cli("inspect", "sample", run / "spec.yaml", "--emit-requests")
+    assert r.code == 0, r.err
+    reqs = _lines(run / "requests" / "requests.jsonl")
+    module = load_rewards(run).module
+    local = RolloutSampler(None, tok, module.environment_factory, module.environment_tools, 4, 64)
+    for req in reqs:
+        assert [t["function"]["name"] for t in req["tools"]] == ["add"]
+        assert req["prompt_token_ids"] == local._start(req["prompt"], req["columns"]).prompt_ids
+        assert "<tools>add(a: integer, b: integer)</tools>" in req["prompt_text"]  # the tiny template's rendering
+    done = subprocess.run([sys.executable, str(run / "requests" / "sample_vllm.py"), str(run / "requests" /
+                           "requests.jsonl"), "-o", str(tmp_path / "out.jsonl"), "--model", str(tok_dir)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0 and "no tool loop" in done.stderr and "--import" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr and not (tmp_path / "out.jsonl").exists()

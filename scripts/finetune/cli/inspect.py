@@ -264,6 +264,7 @@ def _review(args: argparse.Namespace) -> int:
                       f"{run_dir / readingset.FILE}); verdicts on them, given before their key, are a blind reading "
                       "of the reward as it is now" + (f" — {short} short of inspection.min_read: re-sample "
                                                        "for more" if short else ""), markup=False)
+        console.print(readingset.earlier_statement(run_dir, doc.ids), markup=False)
     if args.key:
         from finetune.inspect import reviewkey
 

@@ -78,6 +78,11 @@ RED_FLAGS: dict[str, RedFlag] = {
                                "hidden_tests_column): code that hard-codes those examples passes",
                                "keep some of each row's tests out of the prompt in another column and name it "
                                "hidden_tests_column, or acknowledge why (e.g. the tests are generic properties)"),
+    "no_episode_reader": RedFlag("the spec declares an environment but no reward scores the episode it ran: "
+                                 "every reward reads the final text, so an answer given without the tools is paid "
+                                 "like one obtained through them",
+                                 "add a `type: environment` reward (the environment's `get_reward()` sees the calls "
+                                 "made), or acknowledge why the answer alone is the task"),
 }
 
 
@@ -352,6 +357,14 @@ def _no_hidden_tests(spec: RunSpec, rows: list[Row]) -> list[Flag]:
     return flags
 
 
+def _no_episode_reader(spec: RunSpec, rm: RewardModule) -> list[Flag]:
+    if spec.environment is None or not rm.rewards or any(r.episode for r in rm.rewards):
+        return []
+    return [_flag("no_episode_reader", None, f"the spec declares the environment '{spec.environment.class_}' but "
+                  f"none of {', '.join(r.name for r in rm.rewards)} scores its episode (the calls made and their "
+                  "results): the agent probes that deliver the gold without a call test what they pay")]
+
+
 def _base_flags(base: dict[str, Any] | None) -> list[Flag]:
     if base and base.get("verdict") == "never_succeeds":
         return [_flag("base_never_succeeds", None, base["message"])]
@@ -369,5 +382,6 @@ def detect(rm: RewardModule, spec: RunSpec, rows: list[Row], rescored: dict[str,
     flags = [f for r in rm.rewards for check in _PER_REWARD for f in check(r, ev)]
     flags += [f for r in rm.rewards for f in _lost_signal(r, ev.controls)]
     flags += _truncated(rows) + _format_blind(ev.controls, spec, rm) + _no_hidden_tests(spec, rows) + _base_flags(base)
+    flags += _no_episode_reader(spec, rm)
     skipped = {(n["check"], n["reward"]) for n in not_applicable(rm.rewards)}
     return [f for f in flags if (f["name"], f["reward"]) not in skipped]

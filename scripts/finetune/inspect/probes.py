@@ -499,11 +499,52 @@ def _expected_call(spec: RunSpec, columns: dict[str, Any]) -> dict[str, Any] | N
     return None
 
 
-def tool_probes(rm: RewardModule, spec: RunSpec, sample: dict[str, Any]) -> list[dict[str, Any]]:
+def _typed(value: str, tool: Callable[..., Any], param: str) -> Any:
+    """``value`` as the tool's parameter type declares it (an int / float parameter takes the number)."""
+    import typing
+
+    try:
+        hint = typing.get_type_hints(tool).get(param, str)
+    except Exception:
+        hint = str
+    try:
+        return int(value) if hint is int else float(value) if hint is float else value
+    except ValueError:
+        return value
+
+
+def gold_without_work(gold: str, tools: dict[str, Callable[..., Any]], call: Callable[[str, dict[str, Any]], str],
+                      layout: Layout | None = None) -> list[tuple[str, str, str]]:
+    """An agent that delivers the row's gold answer without doing the task (no prior call): in plain text, in
+    the answer container, and through each of the environment's tools (the gold as its first argument, junk
+    values for the rest). A reward that pays any of them pays a guess or a leak, never the work: the submitted
+    value alone is not evidence the tools were used."""
+    out = [("gold_without_call", f"I know this one: the answer is {gold}.",
+            "the row's gold answer in plain text, no tool called"),
+           ("gold_in_container", (layout or layouts("answer_tag")[0])(gold, REASONING),
+            "the row's gold answer in the answer container, no tool called")]
+    import inspect
+
+    for name, tool in sorted(tools.items()):
+        params = [p for p, v in inspect.signature(tool).parameters.items()
+                  if v.kind not in (v.VAR_POSITIONAL, v.VAR_KEYWORD)]
+        if not params:
+            continue
+        arguments = {**_junk_arguments(tool), params[0]: _typed(gold, tool, params[0])}
+        out.append((f"gold_through_tool:{name}", call(name, arguments),
+                    f"the row's gold answer passed straight to {name}(), no call before it"))
+    return out
+
+
+def tool_probes(rm: RewardModule, spec: RunSpec, sample: dict[str, Any],
+                layout: Layout | None = None) -> list[dict[str, Any]]:
     """Agent hacks for a spec with a `tool_call` or `environment` reward: the right function with wrong
     arguments, a call only inside <think>, a final answer with no call, the expected call with an argument the
-    tool does not declare, a skipped step (only the last of the environment's tools called)."""
-    if not any(reading_of(r).agent for r in spec.rewards):
+    tool does not declare, a skipped step (only the last of the environment's tools called), and for an
+    environment with an answer gold the gold delivered without the work (:func:`gold_without_work`, whatever
+    the rewards: a text reward in an agent task must not pay the answer alone either)."""
+    agent = any(reading_of(r).agent for r in spec.rewards)
+    if not agent and spec.environment is None:
         return []
     columns = dict(sample.get("columns") or {})
     out: list[dict[str, Any]] = []
@@ -517,8 +558,9 @@ def tool_probes(rm: RewardModule, spec: RunSpec, sample: dict[str, Any]) -> list
         out.append({"probe": name, "completion": completion, "target": list(CORRECTNESS), "columns": columns,
                     "shows": shows})
 
-    add("answer_without_call", "I worked it out myself: the answer is 42.", "a final answer without any tool call")
-    expected = _expected_call(spec, columns)
+    if agent:
+        add("answer_without_call", "I worked it out myself: the answer is 42.", "a final answer without any tool call")
+    expected = _expected_call(spec, columns) if agent else None
     if expected is not None:
         wrong = {k: _JUNK.get(type(v), "zzz-not-the-value") for k, v in expected["arguments"].items()}
         if wrong != expected["arguments"]:
@@ -529,8 +571,12 @@ def tool_probes(rm: RewardModule, spec: RunSpec, sample: dict[str, Any]) -> list
         add("hallucinated_argument", call(expected["name"], {**expected["arguments"], "zz_extra": 1}),
             "the expected call plus an argument the tool does not declare")
     factory, tools_of = getattr(rm.module, "environment_factory", None), getattr(rm.module, "environment_tools", None)
-    if callable(factory) and callable(tools_of):
-        tools = tools_of(factory())
+    tools = tools_of(factory()) if callable(factory) and callable(tools_of) else {}
+    gold = columns.get(gcol) if (gcol := gold_column(spec, rm.rewards)) else None
+    if gold is not None and spec.environment is not None:
+        for name, completion, shows in gold_without_work(gold_text(gold), tools, call, layout):
+            add(name, completion, shows)
+    if agent and tools:
         for name, tool in sorted(tools.items()):
             add(f"junk_arguments:{name}", call(name, _junk_arguments(tool)),
                 f"the environment's {name}() called with type-correct values no task asks for")
@@ -597,7 +643,7 @@ def run_probes(rm: RewardModule, spec: RunSpec, samples: list[dict[str, Any]]) -
     items: list[dict[str, Any]] = []
     for s in chosen:
         base = {"row": s.get("row"), "prompt": s["prompt"], "conversational": s.get("conversational", False)}
-        for p in build_probes(spec, s, layout, max_words, gcol) + tool_probes(rm, spec, s):
+        for p in build_probes(spec, s, layout, max_words, gcol) + tool_probes(rm, spec, s, layout):
             items.append({**base, **p, "kind": "probe"})
         gold = (s.get("columns") or {}).get(gcol) if gcol else None
         if gold is not None:

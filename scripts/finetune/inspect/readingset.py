@@ -83,6 +83,15 @@ def reading_ids(run_dir: str | Path, ids: list[str]) -> set[str]:
     return set(ids) - set(held_back(run_dir))
 
 
+def earlier_statement(run_dir: str | Path, ids: list[str]) -> str:
+    """What the gate makes of the verdicts given outside the reading ``ids`` (said when a reading switches)."""
+    earlier = len(set(V.load_verdicts(run_dir)) - set(ids))
+    if not earlier:
+        return "no verdict was given before"
+    return (f"the {earlier} verdict(s) of the earlier reading no longer count toward inspection.min_read (only "
+            "verdicts on these samples do) but still count for disagreements: a disagreement they show stands")
+
+
 def unrevealed_held_back(run_dir: str | Path) -> list[str]:
     """Held-back ids whose scores no one has seen (what a fresh reading can still use)."""
     reveals = V.load_reveals(run_dir)

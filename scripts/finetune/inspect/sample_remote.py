@@ -17,6 +17,7 @@ Request line: ``ids`` (the sample ids, one per completion), ``row``, ``prompt``,
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -42,13 +43,39 @@ Import format (--import / --import-base): JSONL, one completion per line:
    "columns"?: {...}, "conversational"?: bool, "completion_tokens"?: int, "truncated"?: bool}
   "prompt" may instead sit under the spec's dataset.prompt_column; any other top-level key is a
   dataset column passed to the rewards (e.g. the gold answer).
+  A multi-turn rollout of a spec environment imports whole: "completion" is then TRL's message list,
+  [{"role": "assistant", "content", "tool_calls": [{"type": "function", "function": {"name",
+  "arguments"}}]}, {"role": "tool", "name", "content"}, ..., {"role": "assistant", "content"}]
+  (what `inspect sample --backend transformers` writes); the rewards replay its calls.
 
 --emit-requests (sampling where the GPU is): writes RUN/requests/requests.jsonl and
 base_requests.jsonl (one line per prompt: ids, row, prompt, conversational, columns, prompt_text =
 the chat template applied, prompt_token_ids = truncated as training does, sampling = n, temperature,
 top_p, top_k, min_p, repetition_penalty, max_tokens, seed), sample_vllm.py (vLLM offline, or a
 `trl vllm-serve` / `vllm serve` URL) and README.md. The script's output is the import format above.
+With a spec environment each request also carries "tools" (the tools' JSON schemas, rendered into
+prompt_text as training renders them); sample_vllm.py has no tool loop and refuses such requests:
+generate the rollouts with `--backend transformers` where the GPU is and import them.
 """
+
+
+NO_TOKENIZER_FIX = ("the requests need the policy's tokenizer and chat template here: a local model folder (weights "
+                    "not needed) or a hub id in the local cache; or sample on the GPU machine with your own script "
+                    "and bring the completions back with `finetune inspect sample SPEC --import FILE` (format: "
+                    "`finetune inspect sample --help`)")
+
+
+def _hub_reachable(model: str) -> str | None:
+    """None when the hub answers for ``model``; else why not, in one line. One request, a short timeout, no
+    retries: huggingface_hub's downloads retry an unreachable host for close to a minute before failing."""
+    from huggingface_hub import model_info
+
+    try:
+        model_info(model, timeout=5)
+    except Exception as exc:  # any failure to get an answer: the refusal names it
+        text = str(exc).strip()
+        return text.splitlines()[0] if text else type(exc).__name__
+    return None
 
 
 def _tokenizer(spec: RunSpec) -> PreTrainedTokenizerBase:
@@ -57,51 +84,88 @@ def _tokenizer(spec: RunSpec) -> PreTrainedTokenizerBase:
     from finetune import hub
 
     model = spec.resolve_path(spec.model)
-    source = str(model) if model.exists() else spec.model
-    tok: PreTrainedTokenizerBase | None = None
-    if not model.exists():  # a hub id: the cache first, so an offline box spends no time on network retries
-        try:
-            tok = AutoTokenizer.from_pretrained(source, cache_dir=hub.hub_cache_dir(), local_files_only=True)
-        except (OSError, ValueError):
-            tok = None
+    local = model.exists()
+    source = str(model) if local else spec.model
     try:
-        if tok is None:
-            if not model.exists() and (hub.offline() or not hub.is_repo_id(source)):
-                raise OSError(f"'{source}' is not a local folder or a cached hub model")
-            tok = AutoTokenizer.from_pretrained(source)
+        tok: PreTrainedTokenizerBase = AutoTokenizer.from_pretrained(source, local_files_only=True,
+                                                                     cache_dir=None if local else hub.hub_cache_dir())
     except (OSError, ValueError) as exc:
-        raise UserError(f"cannot load the model's tokenizer: {str(exc).splitlines()[0]}", where="model",
-                        fix="the requests need the policy's tokenizer and chat template here: a local model "
-                            "folder (weights not needed) or a hub id in the local cache (`hf download "
-                            f"{spec.model}` where the hub is reachable; with no network set HF_HUB_OFFLINE=1)"
-                        ) from None
+        if local or not hub.is_repo_id(spec.model):
+            raise UserError(f"cannot load the model's tokenizer: {str(exc).splitlines()[0]}", where="model",
+                            fix=NO_TOKENIZER_FIX) from None
+        why = "HF_HUB_OFFLINE is set" if hub.offline() else _hub_reachable(spec.model)
+        if why is not None:
+            raise UserError(f"model '{spec.model}': no tokenizer in the Hugging Face cache ({hub.hub_cache_dir()}) "
+                            f"and it cannot be downloaded ({why})", where="model", fix=NO_TOKENIZER_FIX) from None
+        try:
+            tok = AutoTokenizer.from_pretrained(source)
+        except (OSError, ValueError) as exc2:
+            raise UserError(f"cannot load the model's tokenizer: {str(exc2).splitlines()[0]}", where="model",
+                            fix=NO_TOKENIZER_FIX) from None
     tok.truncation_side = "left"  # as the local sampler: keep the end of an over-long prompt
     return tok
 
 
-def _prompt_text(tok: PreTrainedTokenizerBase, req: dict[str, Any]) -> str:
+def _prompt_text(tok: PreTrainedTokenizerBase, req: dict[str, Any], tools: Tools | None = None) -> str:
     if not req["conversational"]:
         prompt: str = req["prompt"]
         return prompt
     if not getattr(tok, "chat_template", None):
         raise UserError("conversational prompts but the tokenizer has no chat template", where="model",
                         fix="use a model with a chat template, or plain-string prompts")
-    return cast(str, tok.apply_chat_template(req["prompt"], tokenize=False, add_generation_prompt=True))
+    if tools is None:
+        return cast(str, tok.apply_chat_template(req["prompt"], tokenize=False, add_generation_prompt=True))
+    return cast(str, tok.apply_chat_template(_reset_prompt(tools, req), tools=list(tools.schemas), tokenize=False,
+                                             add_generation_prompt=True))
+
+
+class Tools:
+    """A spec environment's tools as the rollout starts them (inspect.rollout.RolloutSampler._start): the prompt
+    carries their JSON schemas, and a string ``reset()`` returns is appended to the last prompt message."""
+
+    def __init__(self, factory: Any, tools_of: Any) -> None:
+        from finetune.inspect.rollout import tool_schemas
+
+        self.factory = factory
+        self.schemas: list[dict[Any, Any] | Callable[..., Any]] = list(tool_schemas(tools_of(factory())))
+
+
+def _reset_prompt(tools: Tools, req: dict[str, Any]) -> list[dict[str, Any]]:
+    prompt: list[dict[str, Any]] = req["prompt"]
+    observation = tools.factory().reset(**{**req["columns"], "prompt": prompt})
+    if isinstance(observation, str):
+        prompt = [*prompt[:-1], {**prompt[-1], "content": prompt[-1]["content"] + observation}]
+    return prompt
+
+
+def _environment_tools(spec: RunSpec, run_dir: Path) -> Tools | None:
+    """The run's rendered environment (rewards.py, as the gate binds it), None without one."""
+    if spec.environment is None:
+        return None
+    from finetune import rundir
+    from finetune.inspect.rewardmod import load_rewards
+
+    module = load_rewards(run_dir).module
+    if not hasattr(module, "environment_factory"):
+        raise UserError(f"{rundir.REWARDS} has no environment", where=str(run_dir / rundir.REWARDS),
+                        fix="re-render it with `finetune rewards render SPEC` (the spec names an environment)")
+    return Tools(module.environment_factory, module.environment_tools)
 
 
 def _lines(spec: RunSpec, tok: PreTrainedTokenizerBase, reqs: list[dict[str, Any]], k: int,
-           temperature: float) -> list[dict[str, Any]]:
+           temperature: float, tools: Tools | None = None) -> list[dict[str, Any]]:
     g = spec.generation
     sampling = {"n": k, "temperature": temperature, "top_p": g.top_p, "top_k": g.top_k, "min_p": g.min_p or 0.0,
                 "repetition_penalty": g.repetition_penalty, "max_tokens": g.max_completion_length,
                 "seed": spec.training.seed, "max_model_len": g.max_prompt_length + g.max_completion_length}
     out = []
     for req in reqs:
-        text = _prompt_text(tok, req)
+        text = _prompt_text(tok, req, tools)
         ids = tok(text, add_special_tokens=False, truncation=True, max_length=g.max_prompt_length)["input_ids"]
         out.append({"ids": req["ids"], "row": req["row"], "prompt": req["prompt"],
                     "conversational": req["conversational"], "columns": req["columns"],
-                    "prompt_text": text, "prompt_token_ids": list(ids), "sampling": sampling})
+                    "prompt_text": text, "prompt_token_ids": list(ids), "sampling": sampling,
+                    **({"tools": tools.schemas} if tools is not None else {})})
     return out
 
 
@@ -153,8 +217,9 @@ def emit_requests(spec: RunSpec, run_dir: str | Path, *, spec_path: str = "spec.
                      if insp.held_back_prompts else reading, insp.per_prompt, "p")
     b = insp.base_success
     base_reqs = _requests(spec, rows, _pick(len(rows), b.prompts, seed + 1), b.samples_per_prompt, "b") if base else []
-    main = _lines(spec, tok, reqs, insp.per_prompt, spec.generation.temperature)
-    base_lines = _lines(spec, tok, base_reqs, b.samples_per_prompt, b.temperature)
+    tools = _environment_tools(spec, run_dir)
+    main = _lines(spec, tok, reqs, insp.per_prompt, spec.generation.temperature, tools)
+    base_lines = _lines(spec, tok, base_reqs, b.samples_per_prompt, b.temperature, tools)
     out = run_dir / REQUESTS_DIR
     script = (resources.files("finetune.inspect") / "templates" / SCRIPT).read_text(encoding="utf-8")
     # requests/ switches whole; what an earlier emit wrote and this one does not (base_requests.jsonl after

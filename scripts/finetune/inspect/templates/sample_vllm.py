@@ -33,6 +33,11 @@ def read_requests(path: str) -> list[dict[str, Any]]:
                 req = json.loads(line)
                 if not isinstance(req.get("prompt_token_ids"), list) or not req.get("ids"):
                     sys.exit(f"{path}:{n}: not a request line of `finetune inspect sample --emit-requests`")
+                if req.get("tools"):  # one generation per request would be a rollout whose calls never ran
+                    sys.exit(f"{path}:{n}: this request carries the environment's tools, and this script has no "
+                             "tool loop: its single-turn answers are not what training produces. Run `finetune "
+                             "inspect sample SPEC --backend transformers` where the plugin and the GPU are, then "
+                             "`--import` the rollouts (TRL's message lists)")
                 out.append(req)
     return out
 
