@@ -71,6 +71,7 @@ def test_the_measure_counts_nested_functions_and_methods(tmp_path: Path) -> None
 # ------------------------------------------------------------------------------------------------ module size
 
 MAX_MODULE_LINES = 800
+MAX_DESIGN_LINES = 200  # DESIGN.md is a map: contracts, modules, recipes; details live in docstrings
 
 # Modules allowed over MAX_MODULE_LINES, each with the reason. A module over it is several modules in one file
 # until shown otherwise: split it along its seams (a pure move) rather than add it here. The test fails on a
@@ -132,6 +133,34 @@ def test_design_md_states_the_limits_this_test_holds() -> None:
     stated = line.group(1)
     assert f"no function in the package over {MAX_LINES} lines" in stated, stated
     assert f"no module over {MAX_MODULE_LINES} lines" in stated, stated
+    said = " ".join(design.split())
+    assert f"this file no longer than {MAX_DESIGN_LINES} lines" in said, "DESIGN.md does not state its own limit"
+
+
+def test_design_md_is_a_map() -> None:
+    """DESIGN.md stays short enough to read whole: a row that grows past the limit moves its detail into the
+    module's docstring. Each module-map row names an entry point that exists, so the map cannot point nowhere."""
+    import importlib
+
+    design = (PACKAGE.parents[1] / "DESIGN.md").read_text(encoding="utf-8")
+    assert len(design.splitlines()) <= MAX_DESIGN_LINES, f"DESIGN.md has {len(design.splitlines())} lines"
+    section = design[design.index("## Module map"):design.index("\n## ", design.index("## Module map") + 1)]
+    rows = [r for r in section.splitlines() if r.startswith("| `")]
+    assert len(rows) >= 20, rows
+    for row in rows:
+        entry = row.rstrip(" |").rsplit("|", 1)[-1].strip()
+        for dotted in re.findall(r"`([\w.]+)`", entry):
+            parts = dotted.split(".")
+            found: Any = None
+            for cut in range(len(parts), 0, -1):
+                try:
+                    found = importlib.import_module(".".join(["finetune", *parts[:cut]]))
+                except ModuleNotFoundError:
+                    continue
+                for attr in parts[cut:]:
+                    found = getattr(found, attr, None)
+                break
+            assert found is not None, f"DESIGN.md's module map names `{dotted}`, which finetune does not have"
 
 
 TESTS = Path(__file__).resolve().parent
