@@ -24,7 +24,7 @@ from finetune.spec import BASE_LEARNING_RATE
 from finetune.watch import FLAT_GAIN, MIN_POINTS, P_SIGNIFICANT, rises
 
 # ----------------------------------------------------------------------------------------------
-# names (DESIGN.md "Diagnosis")
+# names (DESIGN.md's generated symptom list)
 
 ENTROPY_COLLAPSE = "entropy_collapse"
 LENGTH_DRIFT = "length_drift"
