@@ -26,28 +26,34 @@ class FileFormat:
     model: str  # "package.module:Class"
     writer: str
     shape: str  # how the model's instances sit in the file
+    name: str | None = None  # "package.module:CONSTANT": the file name as the code spells it (None: not one file)
 
 
 FILES: tuple[FileFormat, ...] = (
     FileFormat("gate.json", "finetune.inspect.gaterecord:GateRecord", "`finetune inspect gate`",
-               "one object; `verify_gate` and every later stage load it with `gaterecord.load_record`"),
+               "one object; `verify_gate` and every later stage load it with `gaterecord.load_record`",
+               "finetune.rundir:GATE"),
     FileFormat("verdicts.jsonl", "finetune.inspect.verdicts:Verdict",
                "`finetune inspect verdict` / `human-verdict`, the terminal review",
-               "one object per line; it only grows (`verdicts.effective` picks the verdict that counts)"),
+               "one object per line; it only grows (`verdicts.effective` picks the verdict that counts)",
+               "finetune.rundir:VERDICTS"),
     FileFormat("reveals.json", "finetune.inspect.verdicts:Reveal", "`finetune inspect review --key`, the page export, "
-               "the terminal review", "an object: sample id → entry"),
+               "the terminal review", "an object: sample id → entry", "finetune.inspect.verdicts:REVEALS"),
     FileFormat("confirmation.json", "finetune.inspect.verdicts:Confirmation", "`finetune inspect confirm`",
-               "one object"),
-    FileFormat("acks.json", "finetune.inspect.verdicts:Ack", "`finetune inspect ack`", "an object: flag id → entry"),
+               "one object", "finetune.inspect.verdicts:CONFIRMATION"),
+    FileFormat("acks.json", "finetune.inspect.verdicts:Ack", "`finetune inspect ack`", "an object: flag id → entry",
+               "finetune.inspect.verdicts:ACKS"),
     FileFormat("scored.jsonl", "finetune.inspect.runfiles:ScoredRow", "`finetune inspect score`",
-               "one object per sample and line; extra keys allowed"),
+               "one object per sample and line; extra keys allowed", "finetune.rundir:SCORED"),
     FileFormat("score_report.json", "finetune.inspect.runfiles:ScoreReport", "`finetune inspect score`",
-               "one object; extra keys allowed"),
+               "one object; extra keys allowed", "finetune.rundir:SCORE_REPORT"),
     FileFormat("reading_set.json", "finetune.inspect.readingset:ReadingSet", "`finetune inspect review --fresh`",
-               "one object"),
+               "one object", "finetune.inspect.readingset:FILE"),
     FileFormat("rewards.py `REWARD_META`", "finetune.rewards.lib.rewards_meta:RewardMeta",
                "`finetune rewards render`", "one per reward, in spec order (also each `score_report.json` "
                "reward entry)"),
+    FileFormat("the router's answers (`finetune route --answers FILE`)", "finetune.route:Answers",
+               "the user (YAML or JSON; flags override it)", "one object"),
 )
 
 
