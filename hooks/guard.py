@@ -19,7 +19,7 @@ Denied to the agent:
     ``trl grpo``, ``python .../config/train.py``) of a run whose gate PASS does not hold now, as
     ``finetune inspect verify RUN`` (the plugin's venv) says; no venv, no answer: denied.
 A command it cannot parse is denied when it names any of these. What it cannot stop: a general shell the person
-approves can still write any file this user can (DESIGN.md, "The person's act").
+approves can still write any file this user can (DESIGN.md's person's-act contract).
 """
 
 import json

@@ -71,6 +71,7 @@ def test_the_measure_counts_nested_functions_and_methods(tmp_path: Path) -> None
 # ------------------------------------------------------------------------------------------------ module size
 
 MAX_MODULE_LINES = 800
+MAX_DESIGN_LINES = 200  # DESIGN.md is a map: contracts, modules, recipes; details live in docstrings
 
 # Modules allowed over MAX_MODULE_LINES, each with the reason. A module over it is several modules in one file
 # until shown otherwise: split it along its seams (a pure move) rather than add it here. The test fails on a
@@ -132,6 +133,50 @@ def test_design_md_states_the_limits_this_test_holds() -> None:
     stated = line.group(1)
     assert f"no function in the package over {MAX_LINES} lines" in stated, stated
     assert f"no module over {MAX_MODULE_LINES} lines" in stated, stated
+    said = " ".join(design.split())
+    assert f"this file no longer than {MAX_DESIGN_LINES} lines" in said, "DESIGN.md does not state its own limit"
+
+
+def _top_level_names(path: Path) -> set[str]:
+    """What a module defines or imports at its top level (read, not imported: the map check stays cheap)."""
+    names: set[str] = set()
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names |= {t.id for t in targets if isinstance(t, ast.Name)}
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names |= {(a.asname or a.name).split(".")[0] for a in node.names}
+    return names
+
+
+def _map_target_exists(dotted: str) -> bool:
+    """``a.b.name``: the longest prefix that is a module of the package, then a name defined at its top level."""
+    parts = dotted.split(".")
+    for cut in range(len(parts), 0, -1):
+        base = PACKAGE.joinpath(*parts[:cut])
+        module = next((p for p in (base.with_suffix(".py"), base / "__init__.py") if p.is_file()), None)
+        if module is not None:
+            rest = parts[cut:]
+            return not rest or (len(rest) == 1 and rest[0] in _top_level_names(module))
+    return False
+
+
+def test_design_md_is_a_map() -> None:
+    """DESIGN.md stays short enough to read whole: a row that grows past the limit moves its detail into the
+    module's docstring. Each module-map row names an entry point that exists, so the map cannot point nowhere."""
+    design = (PACKAGE.parents[1] / "DESIGN.md").read_text(encoding="utf-8")
+    assert len(design.splitlines()) <= MAX_DESIGN_LINES, f"DESIGN.md has {len(design.splitlines())} lines"
+    start = design.index("## Module map")
+    rows = [r for r in design[start:design.index("\n## ", start + 1)].splitlines() if r.startswith("| `")]
+    assert len(rows) >= 20, rows
+    for row in rows:
+        entries = re.findall(r"`([\w.]+)`", row.rstrip(" |").rsplit("|", 1)[-1])
+        assert entries, f"a module-map row without its entry point: {row}"
+        missing = [e for e in entries if not _map_target_exists(e)]
+        assert not missing, f"DESIGN.md's module map names {missing}, which the package does not define"
+    assert not _map_target_exists("config.build_plan")  # the check can fail: config/__init__.py has no build_plan
 
 
 TESTS = Path(__file__).resolve().parent

@@ -39,6 +39,7 @@ REGISTRY: tuple[Target, ...] = (
     Target("references/diagnosis.md", "finetune.diagnose.reference:diagnosis_doc"),
     Target("references/grpo-recipe.md", "finetune.docs:grpo_recipe_reference"),
     Target("references/vllm-layout.md", "finetune.vllm_layout_doc:vllm_layout_doc"),
+    Target("references/formats.md", "finetune.formats:formats_doc"),
     Target("skills/finetuning-method-selection/SKILL.md", "finetune.route:skill_table", region="routes"),
     Target("README.md", "finetune.docs:cli_table", region="cli"),
     Target("DESIGN.md", "finetune.diagnose.reference:symptom_names", region="symptoms"),

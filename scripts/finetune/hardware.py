@@ -4,6 +4,13 @@ Memory figures are what the device reports to CUDA (``torch.cuda.mem_get_info`` 
 in GiB, not the marketing "GB" on the box; bandwidths are the vendor's peak HBM/DRAM figures in GB/s
 (10^9 bytes per second). :func:`resolve_hardware` turns the spec's ``hardware:`` section into a
 :class:`Hardware` with the per-GPU memory and the GPU count; where each GPU goes is :mod:`finetune.placement`'s.
+
+A profile is one ``GpuProfile(...)`` line in ``_entries()``; :data:`PROFILES` is built from them with each entry
+checked (a name that is not lower-case, a label or note that is not one line, zero memory on a GPU, a name
+registered twice): every command that reads the table exits 2 with one line naming the entry's line
+(``errors.RegistryError``). :func:`get_profile` and :func:`resolve_hardware` look names up there; the spec's
+``hardware.profile``, ``--profile`` and its ``--help``, references/grpo-memory.md's tables and config/target.json's
+``gpu_requirements()`` (env check) read it.
 """
 
 from __future__ import annotations

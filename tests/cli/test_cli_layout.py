@@ -1,6 +1,6 @@
 """The command line lives in finetune/cli/, one module per command group; domain modules never parse.
 
-DESIGN.md ("Modules"): `finetune.cli.<group>` holds a group's argparse and the call into the domain; the
+DESIGN.md ("Module map"): `finetune.cli.<group>` holds a group's argparse and the call into the domain; the
 modules that do the work expose plain typed functions. These tests read the package's source (AST), so an
 `import argparse` added back to a domain module, or a group registered outside finetune/cli/, fails here.
 """

@@ -5,6 +5,12 @@ A case names the verb's arguments, how it damages a copy of a complete run direc
 that is right for it, and a phrase the one-line error must contain. Every case is checked for: that
 exit code, no traceback, a one-line message (for exit 2), the run directory byte-identical afterwards
 (for exit 1/2), and no marker file from an executed command.
+
+The agent's reach has suites of its own: test_agent_reach.py drives every Bash rule of ``allowed-tools`` (a rule no
+attempt drives fails it) and checks after each that there is no PASS, no changed person's verdict, no rendered
+config and no licence; test_hook.py feeds hooks/guard.py the PreToolUse JSON Claude Code sends. Kills and
+concurrency: tests/test_commit.py (SIGKILL at each commit step), tests/inspect/test_verdicts_locks.py,
+tests/inspect/test_inspect_atomic_outputs.py and test_kills.py (``config render`` killed across its wall time).
 """
 
 from __future__ import annotations

@@ -1,6 +1,21 @@
 """Rendering a plan: ``config/`` written atomically from the Jinja templates (BRIEF.md, grpo_config.yaml,
 train.py, launch files, target.json, watch.py), :func:`render` (`finetune config render`), and the skill's
-recipe block (generated; `finetune docs` fills the marked region of SKILL.md)."""
+recipe block (generated; `finetune docs` fills the marked region of SKILL.md).
+
+What config/ holds: ``grpo_config.yaml`` (GRPOConfig kwargs + ``trl grpo`` script args), ``target.json`` +
+``env_check.py``, ``train.py`` (standalone; every GRPOConfig kwarg written out; ``--cpu --max-steps N`` smoke test;
+refuses a TRL other than the rendered pin; re-checks gate.json's hashes and the score report's binding; loads
+rewards.py and its helpers by path from the bytes it hashed, never by module search; its callbacks append every
+logged step to ``train/metrics.jsonl`` and run watch.py's inspection callback, loaded from bytes that must equal
+``WATCH_SHA256``; on a stop rule it writes ``train/STOPPED.json`` and exits with ``watch.STOPPED_EXIT``),
+``launch.sh`` (env check first; ``python`` / ``trl`` / ``accelerate`` from the rendering interpreter or
+``FINETUNE_PYTHON``, never PATH; waits for ``trl vllm-serve``'s ``/health`` within ``VLLM_HEALTH_TIMEOUT``; pins
+each process to the layout's GPU ordinals within an inherited ``CUDA_VISIBLE_DEVICES``), ``launch.slurm`` for
+several nodes (node 0 serves vLLM, nodes 1.. train through ``srun``), ``accelerate.yaml`` +
+``deepspeed_zero{2,3}.json`` when more than one process trains, and ``BRIEF.md``. ``--no-gate`` renders an UNGATED
+preview: its train.py runs at most a CPU smoke test and the launch files refuse to start unless
+``FINETUNE_UNGATED_OVERRIDE`` holds ``config.UNGATED_OVERRIDE`` (a phrase a person sets).
+"""
 
 from __future__ import annotations
 

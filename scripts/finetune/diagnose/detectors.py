@@ -4,6 +4,11 @@ checks the run for it and the change recommended when it is the symptom addresse
 The entries' order is the priority: when several symptoms show, the first one's change is recommended.
 Everything else about a symptom (the report, diagnosis.json's checks, references/diagnosis.md) derives
 from its entry; the variant a symptom licenses lives once, in finetune.variants.VARIANT_SYMPTOM.
+
+A check is ``def name(run: Run) -> Finding`` (status ``symptom`` / ``clear`` / ``not_evaluated``); the entry's
+change is ``advice("what to do")`` for a fixed action, a function ``(finding, config, current) -> Change`` built
+with ``health(name, current, action, kwargs)`` when it sets kwargs, or ``switch_variant`` when the symptom licenses
+a variant. A constant a check reads is listed in ``thresholds()``.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from finetune.spec import BASE_LEARNING_RATE
 from finetune.watch import FLAT_GAIN, MIN_POINTS, P_SIGNIFICANT, rises
 
 # ----------------------------------------------------------------------------------------------
-# names (DESIGN.md "Diagnosis")
+# names (DESIGN.md's generated symptom list)
 
 ENTROPY_COLLAPSE = "entropy_collapse"
 LENGTH_DRIFT = "length_drift"

@@ -12,6 +12,17 @@ thresholds are named and explained in :mod:`finetune.diagnose.detectors`.
 
 Writes ``DIR/diagnosis/{diagnosis.json, report.md, curves.png}`` together (all or nothing);
 :mod:`finetune.diagnose.apply` sets the recommended variant in the run spec.
+
+diagnosis.json: ``verdict`` (``healthy`` | ``symptom`` | ``insufficient``), ``symptoms`` (each with ``summary``,
+``evidence`` and, when it spans steps, ``window``; names and priority from ``detectors.DETECTORS``),
+``recommended_variant`` (``variants.VARIANT_SYMPTOM`` only; else the run's current variant) and
+``recommended_change`` (null when healthy / insufficient; else ``kind`` ``variant`` | ``health`` | ``reward``,
+``addresses``, ``kwargs`` ``{name: {from, to}}``; ``reward``, for ``reward_hacking``, which outranks every variant
+symptom, sends the named reward back to Phase 1), ``headline``, ``checks`` (every detector), ``caveats``, ``run``
+(log, config source, reward roles, ``stopped``, ``provenance``), ``licence`` and ``thresholds``. Reward roles come
+from the spec's RewardMeta, else rewards.py's ``REWARD_META``, else ``--correctness``, else the logged names
+(``ROLE_STEMS``; printed as ``assumed_roles``). Re-diagnosing a run already on a variant keeps the evidence that
+licensed it as ``variant_licence``, which config render accepts in place of a symptom named by the new diagnosis.
 """
 
 from __future__ import annotations

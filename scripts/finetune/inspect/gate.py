@@ -7,6 +7,20 @@ a person's reading (a ``human`` reader, or the user's recorded confirmation of a
 The record (gate.json) binds :func:`finetune.hashing.bound_hashes`; :func:`verify_gate` re-hashes, so
 any later change to rewards.py, its helpers, the scored samples, the verdicts or the spec's reward
 section voids the PASS.
+
+:func:`verify_gate` (``rescore=False``) says whether a PASS still holds: no module in the run directory named like
+a standard-library or installed package (``hashing.shadowing_modules``: RUN/math_verify.py would replace the real
+one; train.py's ``check_no_shadows()`` refuses the same), the bound hashes, every extra input (one that appears
+after the PASS — acks.json, confirmation.json — voids it too), the score report's own binding
+(``score.report_is_current``) and a re-judgement of the bound files (an edited FAIL status stays a FAIL). With
+``rescore=True`` (``config render``, ``data filter``) the re-judgement re-runs the bound rewards on the bound
+samples, isolated and caches off, so a hand-assembled gate.json with every hash recomputed fails there;
+``status`` checks hashes only. ``inspect gate`` runs under the run directory's lock, snapshots the bound hashes
+before judging and FAILs when any differs after its re-score; it PASSes only when its own re-score
+(:func:`rescore_differences`) equals scored.jsonl and score_report.json. A FAIL (or a re-score the reward code
+aborts) replaces an earlier PASS: the latest judgement holds. A PASS on a reading that was not blind stays a PASS
+(blindness cannot be proven while scored.jsonl is readable), but ``inspect gate`` prints so first and offers the
+fresh set. Every field of gate.json: references/formats.md.
 """
 
 from __future__ import annotations

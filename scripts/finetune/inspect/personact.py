@@ -1,4 +1,4 @@
-"""What a person's command will record, said to the person before it records (DESIGN.md, "The person's act").
+"""What a person's command will record, said to the person before it records (DESIGN.md's person's-act contract).
 
 Every route to a PASS that is not the agent's passes through one of the person's commands — ``inspect
 human-verdict`` (their verdicts, from review.html's export), the terminal review, ``inspect confirm`` (their

@@ -11,7 +11,7 @@ folder 0700, the file 0600, 32 random bytes as hex, created by the first person'
 pre-approved command ever creates or reads it for signing; verifying reads it). The plugin's PreToolUse hook
 (hooks/guard.py) denies the agent's tools every access to that folder, and denies the agent's Bash every person's
 command and every setting of ``XDG_CONFIG_HOME`` / ``HOME``. What no same-uid tool can prevent: a general shell the
-person approves can read the key and sign; the boundary is stated in DESIGN.md ("The person's act").
+person approves can read the key and sign; the boundary is DESIGN.md's person's-act contract.
 """
 
 from __future__ import annotations

@@ -40,12 +40,15 @@ def held_back(run_dir: str | Path) -> list[str]:
 class ReadingSet(BaseModel):
     """reading_set.json as `inspect review --fresh` writes it: the reading is the held-back samples."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
     reading: Literal["fresh"]
+    """always `fresh`: the reading is the held-back samples"""
     ids: list[str]
+    """the held-back sample ids now read"""
     rewards: str = Field(description="rewards_digest when the reading switched")
     time: str
+    """when the reading switched"""
 
 
 class ReadingState(BaseModel):

@@ -19,50 +19,78 @@ FIX = "re-run `finetune inspect score RUN` (never edit it by hand)"
 
 
 class _Open(BaseModel):
-    model_config = ConfigDict(extra="allow", strict=True)
+    model_config = ConfigDict(extra="allow", strict=True, use_attribute_docstrings=True)
 
 
 class ScoredRow(_Open):
     id: str = Field(min_length=1)
+    """the sample's id"""
     row: int | str
+    """the dataset row it was sampled from"""
     completion: str
+    """the completion (a rollout's canonical text)"""
     columns: dict[str, Any] = {}
+    """the dataset columns the rewards read"""
     rewards: dict[str, float | None]
+    """each reward's score (null: scoring failed, see `errors`)"""
     errors: dict[str, str] = {}
+    """each failed reward's error"""
     passes: dict[str, bool]
+    """each reward passes its threshold"""
     all_pass: bool
+    """every format and correctness reward passes"""
     success: bool
+    """the correctness rewards pass"""
     total: float
+    """the weighted total, as TRL sums it"""
     flags: list[str] = []
+    """the red flags this sample shows"""
 
 
 class RewardStat(_Open):
     name: str
+    """the reward"""
     role: str
+    """`format`, `correctness` or `shaping`"""
     threshold: float | None
+    """its pass threshold"""
 
 
 class Flag(_Open):
     id: str = Field(min_length=1)
+    """the red flag (references/diagnosis.md lists them)"""
     message: str
+    """what it found, in one line"""
     sample_ids: list[str] = []
+    """the samples that show it"""
 
 
 class Probe(_Open):
     id: str
+    """the probe's id"""
     probe: str
+    """what it sends (a hack aimed at a role)"""
     passing: bool
+    """a reward of the targeted role passes it (cannot be waived)"""
     passed_by: list[str] = []
+    """the rewards that pass it"""
 
 
 class ScoreReport(_Open):
     inputs: dict[str, str]
+    """sha256 of the files scored (samples, rewards.py and its helpers)"""
     scored_sha256: str
+    """sha256 of the scored.jsonl written in the same commit"""
     samples: int
+    """samples scored"""
     rewards: list[RewardStat]
+    """each reward's meta and statistics"""
     base_success: dict[str, Any]
+    """the base model's success on the task"""
     flags: list[Flag]
+    """the red flags raised"""
     probes: list[Probe]
+    """every probe and whether a reward passed it"""
 
 
 def _check(model: type[BaseModel], obj: Any, where: str, what: str) -> None:

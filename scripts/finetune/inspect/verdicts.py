@@ -6,6 +6,18 @@ task asks), optionally ``correct`` / ``well_formed``, a note, and who read it (`
 ``correct`` ↔ correctness rewards, ``accept`` ↔ every format and correctness reward passes.
 Everything here is written through commands (``finetune inspect verdict|confirm|ack``) so nobody
 edits JSON by hand.
+
+verdicts.jsonl only grows — one line per verdict recorded, so a replaced verdict stays (:func:`verdict_history`);
+the verdict that counts per sample (:func:`effective`, what :func:`load_verdicts` returns) is, on the sample as last
+judged, the newest person's verdict, else the newest line: a person's verdict stands, and the agent's command
+refuses (exit 2, nothing written) a verdict on a sample where one does. ``time``, ``via`` and ``by`` are stamped by
+the recording command; on the agent's path any of :data:`STAMPED` in the input is refused. A verdict counts only
+while the scored sample still has its ``sample_sha256``. :func:`is_person` — reader human, a person's path and a
+signature that checks under the person's key — is the one test of a person's verdict. reveals.json records when a
+sample's scores were shown (key, page, terminal), under the same lock as verdicts.jsonl. An :class:`Ack` or a
+:class:`Confirmation` is valid only as its command writes it; :func:`acks_for` is the one validator the gate calls
+(well-formed, signed, waivable, bound to the flag as it is now); a confirmation counts only while
+``Confirmation.signed()``. Field by field: references/formats.md.
 """
 
 from __future__ import annotations
@@ -59,25 +71,36 @@ def now() -> str:
 class Judgement(BaseModel):
     """A verdict's three fields as given at one moment (the first verdict, before the scores were revealed)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
     accept: bool
+    """the sample is acceptable: correct and well-formed"""
     correct: bool | None = None
+    """the answer is right"""
     well_formed: bool | None = None
+    """the output has the required format"""
 
 
 class Verdict(BaseModel):
     """One reader's judgement of one scored sample."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
     id: str = Field(min_length=1)
+    """the sample's id"""
     accept: bool
+    """the sample is acceptable: correct and well-formed (`true` with `correct` or `well_formed` false is refused:
+    `verdicts.DEFINITIONS`)"""
     correct: bool | None = None
+    """the answer is right (compared with the correctness rewards)"""
     well_formed: bool | None = None
+    """the output has the required format (compared with the format rewards)"""
     note: str = ""
+    """the reader's note"""
     reader: Literal["human", "agent"]
+    """`human` or `agent`; the agent's path always records `agent`"""
     time: str | None = None
+    """stamped by the recording command, never taken from input"""
     sample_sha256: str | None = Field(default=None, description="Digest of the prompt, completion and columns "
                                          "the reader saw; filled in when the verdict is recorded.")
     revealed: bool | None = Field(default=None, description="The reader saw this sample's reward scores (after "
@@ -275,11 +298,14 @@ def rewards_digest(run_dir: str | Path) -> str:
 class Reveal(BaseModel):
     """One sample's entry of reveals.json: when its scores were first shown, how, and under which rewards."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
     time: str = Field(min_length=1)
+    """when the sample's scores were first shown"""
     via: str = Field(min_length=1)
+    """how: the key, the page, the terminal"""
     changed_after_reveal: bool | None = None
+    """the verdict changed after the reveal"""
     rewards: list[str] = Field(default_factory=list, description="every rewards_digest a reveal of it showed")
 
 
@@ -428,14 +454,20 @@ UNWAIVABLE_FLAGS = {
 class Confirmation(BaseModel):
     """confirmation.json as `finetune inspect confirm` writes it; anything else is bad input."""
 
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(extra="forbid", strict=True, use_attribute_docstrings=True)
 
     user: str = Field(min_length=1, pattern=r"\S")
+    """the person who confirmed"""
     statement: str = Field(min_length=1)
+    """what the person confirmed, in words"""
     time: str = Field(min_length=1)
+    """stamped by the command"""
     verdicts_sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    """sha256 of verdicts.jsonl as confirmed: a later verdict voids the confirmation"""
     agent_verdicts: int = Field(ge=0)
+    """the agent's verdicts confirmed"""
     verdicts: int = Field(ge=1)
+    """all counted verdicts"""
     shown: list[str] = Field(default_factory=list, description="what the command showed the person first")
     sig: str | None = Field(default=None, description="HMAC under the person's key (personkey.py)")
 
@@ -450,11 +482,14 @@ class Confirmation(BaseModel):
 class Ack(BaseModel):
     """One entry of acks.json as `finetune inspect ack` writes it: bound to the flag it waived."""
 
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(extra="forbid", strict=True, use_attribute_docstrings=True)
 
     reason: str = Field(min_length=MIN_ACK_REASON_CHARS)
+    """the person's written reason (at least `verdicts.MIN_ACK_REASON_CHARS` characters)"""
     by: str = Field(min_length=1)
+    """the person who acknowledged"""
     time: str = Field(min_length=1)
+    """stamped by the command"""
     flag_sha256: str = Field(pattern=r"^[0-9a-f]{64}$", description="digest of the flag as the score report "
                              "stated it when acknowledged; a changed flag needs a new acknowledgement")
     flag: str | None = Field(default=None, description="the flag's id (part of what the signature covers)")

@@ -3,6 +3,21 @@
 The templates under ``templates/`` are the single source of every reward function: this module
 renders them into a run directory, and :mod:`finetune.rewards.reference` renders the same macros into
 references/reward-functions.md.
+
+The rendered rewards.py (standalone: it imports only the packages its header declares) exposes one function per
+spec reward, named as the spec's ``name`` (TRL logs ``rewards/<name>/mean``), ``REWARD_FUNCS`` (spec order),
+``REWARD_META`` (one ``rewards_meta.RewardMeta`` per reward, decided once here by :func:`plan`; Phase 1, the gate,
+train.py, ``watch.instrument`` and ``finetune diagnose`` read them and derive none), ``REWARD_WEIGHTS`` and
+``disable_caches()`` (the gate's determinism re-score bypasses any judge cache). Its helpers are rendered beside it
+as ``rewards_<what>.py`` and loaded by path (``_helper(name)``, never by module search); the gate binds them all
+(``hashing.reward_files``). Each call logs ``rewards/<name>/errors`` through TRL's ``log_metric``; answer-reading
+rewards log a reason id per row as the completions-table column ``<name>/why`` (``log_extra``; every id declared
+by its kind, ``registry.explain``). In a spec with format rewards every correctness reward scores 0 on a
+completion that fails one (``gated``): correct+formatted > formatted-wrong > malformed; partial credit is at most
+``PARTIAL_CEILING``. A spec's ``environment`` file is copied as ``rewards_env.py`` (AST-checked, gate-bound);
+rewards.py then defines ``ENVIRONMENT_CLASS``, ``MAX_TOOL_CALLING_ITERATIONS`` and ``environment_factory()``, whose
+stand-in class has the real tools' names, docstrings and signatures (TRL renders the same schemas) and runs each
+call in the sandbox's agent host.
 """
 
 from __future__ import annotations

@@ -22,15 +22,27 @@ class RewardMeta:
     reward scoring 0 on a completion that fails one) and whether it scores an environment's episode rather than
     the completion's text (the text-only checks do not apply to it)."""
 
+    # read by pydantic only (references/formats.md, `finetune.formats`): the field docstrings below describe them
+    __pydantic_config__ = {"use_attribute_docstrings": True}
+
     name: str
+    """the reward's function name (TRL logs `rewards/<name>/mean`)"""
     type: str
+    """its kind (`references/reward-functions.md`)"""
     role: str
+    """`format`, `correctness` or `shaping`"""
     weight: float
+    """its weight in the composite (`REWARD_WEIGHTS`)"""
     threshold: float
+    """the score at or above which it passes"""
     min: float
+    """its declared lowest score"""
     max: float
+    """its declared highest score"""
     gated: bool
+    """a correctness reward that scores 0 on a completion failing a format reward"""
     episode: bool
+    """it scores an environment's episode, so the text-only checks skip it"""
 
     def __post_init__(self) -> None:
         problem = _problem(self)
