@@ -121,6 +121,8 @@ def evaluation(run_dir: Path, name: str | None, examples: int = 0) -> Row | None
 
 def provenance(run_dir: Path, spec: RunSpec, eval_name: str | None, examples: int = 0) -> Row:
     """Every field the card states, from the gate record, the spec, the diagnosis and the evaluation."""
+    from finetune.rewards.render import reward_metas
+
     gate = _gate(run_dir, spec)
     probes = [p for p in gate.get("probes") or [] if isinstance(p, dict)]
     return {
@@ -131,8 +133,9 @@ def provenance(run_dir: Path, spec: RunSpec, eval_name: str | None, examples: in
         "bounds": gate.get("bounds"),
         "acknowledged": acknowledged(gate),
         "probes": {"run": len(probes), "passing": sum(bool(p.get("passing")) for p in probes)},
-        "rewards": [{"name": r.name, "type": r.type, "role": r.effective_role, "weight": r.weight,
-                     "threshold": r.pass_threshold} for r in spec.rewards],
+        # the RewardMeta `rewards render` wrote (roles and thresholds are decided in one place)
+        "rewards": [{"name": m.name, "type": m.type, "role": m.role, "weight": m.weight, "threshold": m.threshold}
+                    for m in reward_metas(spec)],
         "variant": licence(run_dir, spec),
         "training": {"method": spec.method, "learning_rate": spec.training.learning_rate, "beta": spec.training.beta,
                      "num_generations": spec.training.num_generations},
