@@ -20,7 +20,8 @@ from finetune.inspect.verdicts import Confirmation
 
 # 2: the person's acts are signed (verdict lines, confirmation, acks), verdicts.jsonl keeps its history and the
 # record says which path each verdict took, which earlier verdicts were replaced and where the samples came from.
-SCHEMA_VERSION = 2
+# 3: per reward and verdict field, the reading's agreements and exact one-sided bounds on precision and recall.
+SCHEMA_VERSION = 3
 
 
 class _Part(BaseModel):
@@ -132,13 +133,33 @@ class Samples(_Part):
     agent_writable: bool | None = None
 
 
+class Bound(_Part):
+    """One reward against one verdict field on the reading (`bounds.bound_entry`): the counts behind exact
+    one-sided Clopper–Pearson lower bounds on its recall and precision, and the floors the spec sets."""
+
+    reward: str = Field(description="the reward's name, or `all_pass` (every format and correctness reward) for accept")
+    field: Literal["accept", "correct", "well_formed"]
+    agreed: int
+    false_positives: int
+    false_negatives: int
+    read_positives: int = Field(description="samples the reader calls positive on this field (recall's trials)")
+    accepted: int = Field(description="samples the reward passes (precision's trials)")
+    recall_lower: float | None = Field(description="None: no read positive, nothing bounded")
+    precision_lower: float | None
+    level: float
+    min_recall: float | None = None
+    min_precision: float | None = None
+    more_positives: int | None = Field(None, description="read positives (all agreeing) that lift recall to its floor")
+    more_accepted: int | None = None
+
+
 class GateRecord(BaseModel):
     """gate.json (the gate-record contract). A FAIL written because the re-score could not run carries only the
     status, reasons, versions and time."""
 
     model_config = ConfigDict(extra="forbid")
 
-    schema_version: Literal[2] = 2  # SCHEMA_VERSION
+    schema_version: Literal[3] = 3  # SCHEMA_VERSION
     status: Literal["PASS", "FAIL"]
     reasons: list[str]
     hashes: dict[str, str] = Field(default_factory=dict)
@@ -147,6 +168,7 @@ class GateRecord(BaseModel):
     counts: Counts | None = None
     disagreements: list[Disagreement] = Field(default_factory=list)
     causes: list[Cause] = Field(default_factory=list)
+    bounds: list[Bound] = Field(default_factory=list)
     gated_agreements: list[GatedAgreement] = Field(default_factory=list)
     history: list[Replaced] = Field(default_factory=list)
     blind: Blind | None = None
