@@ -79,6 +79,8 @@ def test_a_complete_run_and_each_kind_of_staleness(cli, demo_run, tmp_path):
     assert _resume(cli, run) == "resume: nothing to do - every phase is done and current"
     states, _ = status.run_status(run)
     assert [s.state for s in states] == ["ok"] * len(status.STEPS)
+    gate_line = next(s for s in states if s.step == "inspect gate").detail
+    assert "gate PASS holds" in gate_line and "on accept: recall ≥ " in gate_line  # one line per reward and field
 
     # a reward edited in the spec: the rendered rewards are stale (re-derived, not compared by time)
     spec = yaml.safe_load((run / "spec.yaml").read_text())

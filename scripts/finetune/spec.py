@@ -225,6 +225,12 @@ class InspectionSpec(_Strict):
                                    "after a reward fix, `finetune inspect review RUN --fresh` switches the reading to "
                                    "them, a blind set the fixed reward was not tuned on. Enough for one reading: "
                                    "ceil(min_read / per_prompt). 0: none (a fresh set is then re-sampled).")
+    min_recall: float | None = Field(None, gt=0, lt=1, description="A floor on each reward's recall against the "
+                                     "reading: a PASS needs its exact one-sided 95 % lower bound at least this (a "
+                                     "0.95 floor needs 59 read correct answers, all agreeing). null: report only.")
+    min_precision: float | None = Field(None, gt=0, lt=1, description="A floor on each reward's precision against "
+                                        "the reading (samples the reward passes that the reader accepts), as "
+                                        "min_recall. null: report only.")
     probe_prompts: int = Field(4, ge=1, description="Prompts used for the reward probes.")
     every_steps: int | None = Field(None, ge=1, le=1_000_000, description="Training: the inspection "
                                        "callback in train.py samples, flags and may stop the run every N "

@@ -244,12 +244,18 @@ def _gate(run: _Run) -> tuple[str, str]:
     from finetune.inspect.gaterecord import load_record
 
     state, detail = gate_state(run.dir, run.loaded)
-    blind = load_record(run.path(rundir.GATE)).blind if state == OK else None  # a PASS holds: its record loads
+    record = load_record(run.path(rundir.GATE)) if state == OK else None  # a PASS holds: its record loads
+    blind = record.blind if record else None
     if blind is not None and not blind.reading_blind:  # a PASS holds, but say plainly what it rests on
         from finetune.inspect.readingset import fresh_offer
 
         return OK, one_line(f"gate PASS holds on a reading that was NOT BLIND ({blind.statement}); "
                             f"offer the user {fresh_offer(run.dir)}", 900)
+    if record is not None and record.bounds:
+        from finetune.inspect.bounds import line
+
+        # one line per reward: the detail is printed as given (`_print_check`), newlines included
+        return state, "\n".join([detail, *(f"  {line(b.model_dump())}" for b in record.bounds)])
     return state, detail
 
 

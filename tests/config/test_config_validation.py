@@ -56,6 +56,7 @@ def test_pass_gate_renders_and_train_py_rechecks_the_same_hashes(cli, tiny_run):
     brief = (run / "config" / "BRIEF.md").read_text()
     assert "**PASS**" in brief and "--no-gate" not in brief
     assert "56 samples read (56 by a person, 0 by an agent)" in brief
+    assert "'correct' on correct: recall ≥ " in brief and "read correct answers; precision ≥ " in brief
     assert f"{len(record['probes'])} hack probe(s)" in brief
     base = record["base_success"]
     line = next(x for x in brief.splitlines() if x.startswith("Base success"))

@@ -65,6 +65,10 @@ def test_gate_passes_for_the_composite_reward(demo_run):
     gate = _json(good / rundir.GATE)
     assert gate["status"] == "PASS", gate["reasons"]
     assert gate["counts"]["read"] >= 50 and gate["counts"]["disagreements"] == 0
+    # the record states how good each reward is, with a bound: every read sample counted under `accept`
+    accept = next(b for b in gate["bounds"] if b["field"] == "accept")
+    assert accept["agreed"] == gate["counts"]["read"] and accept["false_negatives"] == accept["false_positives"] == 0
+    assert 0 < accept["recall_lower"] < 1 and accept["read_positives"] > 0
     assert not any(p["passing"] for p in gate["probes"]) and gate["probes"]
     assert gate["readers"] == ["agent"]
     assert gate["confirmation"]["user"] == "finetune demo (no person)"

@@ -78,6 +78,7 @@ class Judge(BaseHTTPRequestHandler):
     grades the response's <answer> against the reference, and obeys a 'score it N' instruction."""
 
     noisy = False
+    master_key = False  # fooled by a content-free response, as strong judges were ("One Token to Fool ...")
 
     def do_POST(self):  # noqa: N802
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
@@ -87,6 +88,8 @@ class Judge(BaseHTTPRequestHandler):
         injected = re.search(r"score it (\d+)", response, re.I)
         if type(self).noisy:
             score = str(random.randint(0, 10))
+        elif type(self).master_key and response.strip() in (":", "Thought process:"):
+            score = "10"
         elif injected:
             score = injected.group(1)
         else:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from inspect_helpers import SPEC, craft_samples, verdicts_for, write_jsonl
+from inspect_helpers import CORRECTNESS, SPEC, craft_samples, verdicts_for, write_jsonl
 from person_helpers import person_verdicts
 
 from finetune.inspect.gate import verify_gate
@@ -105,6 +105,31 @@ def test_disagreements_are_listed_as_false_positive_or_negative(cli, make_run):
     assert ("p0000-s00", "correct", "false_positive") in kinds
     assert ("p0000-s02", "accept", "false_negative") in kinds
     assert "false positive (reward-hacking risk)" in r.out and "false negative (lost signal)" in r.out
+
+
+@pytest.mark.slow
+def test_the_record_states_bounds_and_a_recall_floor_the_reading_cannot_support_fails(cli, make_run):
+    floor = SPEC.format(correctness=CORRECTNESS["exact_match"]).replace("probe_prompts: 4", "probe_prompts: 4, "
+                                                                        "min_recall: 0.95")
+    run = make_run("good", spec_text=floor)
+    assert cli("inspect", "score", run).code == 0
+    samples = craft_samples()
+    write_jsonl(run / "mine.jsonl", verdicts_for(samples, reader="human", n=56))
+    assert person_verdicts(cli, run, run / "mine.jsonl").code == 0
+    r = cli("inspect", "gate", run)
+    gate = json.loads((run / "gate.json").read_text())
+    assert gate["schema_version"] == 3 and r.code == 1 and gate["counts"]["disagreements"] == 0
+    bound = next(b for b in gate["bounds"] if b["reward"] == "correctness" and b["field"] == "correct")
+    right = sum(s["kind"] == "right" for s in samples[:56])
+    assert bound["read_positives"] == right and bound["false_negatives"] == 0 and bound["min_recall"] == 0.95
+    assert bound["recall_lower"] == pytest.approx(0.05 ** (1 / right)) and bound["more_positives"] == 59 - right
+    assert f"read {59 - right} more correct answers" in r.err
+    assert f"'correctness' on correct: recall ≥ {100 * 0.05 ** (1 / right):.1f} % on {right} read correct" in r.out
+    # without the floor the bound is reported, not required
+    (run / "spec.yaml").write_text(SPEC.format(correctness=CORRECTNESS["exact_match"]))
+    r = cli("inspect", "gate", run)
+    assert r.code == 0, r
+    assert "on correct: recall ≥" in r.out and json.loads((run / "gate.json").read_text())["bounds"]
 
 
 @pytest.mark.slow

@@ -443,8 +443,9 @@ def _gate(args: argparse.Namespace) -> int:
 
 
 def _print_gate(record: GateRecord) -> None:
-    """The judgement's lines: blindness first, counts, disagreements, replaced verdicts, the paths verdicts took."""
-    from finetune.inspect import gate
+    """The judgement's lines: blindness first, counts, disagreements, the bounds per reward, replaced verdicts, the
+    paths verdicts took."""
+    from finetune.inspect import bounds, gate
 
     blind, c = record.blind, record.counts
     if blind is not None and not blind.reading_blind:  # first: a PASS on a reading that was not blind says so
@@ -454,6 +455,8 @@ def _print_gate(record: GateRecord) -> None:
               f"disagreement(s), {sum(f['status'] == 'open' for f in record.flags)} open flag(s), "
               f"{sum(bool(p['passing']) for p in record.probes)} passing probe(s)")
     _print_some(record.disagreements, 20, _disagreement_line)
+    for b in record.bounds:
+        print(bounds.line(b.model_dump()))
     if record.gated_agreements:
         print(f"{len(record.gated_agreements)} correct-but-malformed sample(s) count as agreement: the "
               "correctness reward is gated on format, so it gives malformed output no credit by design")

@@ -67,6 +67,7 @@ def _context(plan: RenderPlan) -> dict[str, Any]:
     from finetune import hashing
     from finetune.diagnose.licence import uses_licence
     from finetune.env.target import sandbox_target
+    from finetune.inspect.bounds import line as bound_line
     from finetune.inspect.gate import person_acts
 
     spec, topo = plan.spec, plan.topology
@@ -79,6 +80,7 @@ def _context(plan: RenderPlan) -> dict[str, Any]:
         "sections": plan.sections, "method": plan.kwargs["_method"], "rec_reasons": rec_reasons,
         "reward_names": [r.name for r in spec.rewards], "reward_weights": [r.weight for r in spec.rewards],
         "gate_required": not plan.no_gate, "gate_hashes": gate_hashes,
+        "gate_bounds": [bound_line(b.model_dump()) for b in plan.gate.bounds] if plan.gate else [],
         "ungated_override": UNGATED_OVERRIDE, "ungated_smoke_steps": UNGATED_SMOKE_STEPS,
         "watch_sha256": hashlib.sha256(watch_source().encode("utf-8")).hexdigest(),
         "watchdog_sha256": hashlib.sha256(watchdog_source().encode("utf-8")).hexdigest(),

@@ -36,10 +36,12 @@ from typing import TYPE_CHECKING, Any
 from finetune import __version__, commit, jsonio, rundir
 from finetune.errors import UserError
 from finetune.hashing import SAMPLING, bound_hashes, sha256_file
+from finetune.inspect import bounds as B
 from finetune.inspect import readingset
 from finetune.inspect import verdicts as V
 from finetune.inspect.gaterecord import (
     Blind,
+    Bound,
     Cause,
     Counts,
     Disagreement,
@@ -326,6 +328,16 @@ def _reading_reasons(n_rows: int, reading: Reading, min_read: int, current: set[
     return reasons
 
 
+def reading_bounds(reading: Reading, by_id: dict[str, Row], metas: list[RewardMeta], spec: RunSpec,
+                   current: set[str]) -> list[Bound]:
+    """Per reward and verdict field, exact one-sided bounds on precision and recall from the verdicts on the
+    current reading (drawn uniformly, independent of the rewards' verdicts: what an exact bound needs), with the
+    spec's floors and how much more reading they need."""
+    read = [v for v in reading.read if v.id in current]
+    ins = spec.inspection
+    return [Bound(**B.bound_entry(t, ins.min_recall, ins.min_precision)) for t in B.tallies(read, by_id, metas)]
+
+
 def _flag_statuses(run_dir: Path, report: Row) -> tuple[list[Row], list[str]]:
     """Each flag open or acknowledged (acks schema-checked, signed by the person, bound to the flag as stated,
     never unwaivable)."""
@@ -439,6 +451,8 @@ def evaluate(run_dir: str | Path, spec: RunSpec, rescore: bool = True,
     if moved:
         reasons.append(f"{', '.join(moved)} changed while the gate ran; run `finetune inspect gate` again")
     reasons += _reading_reasons(len(current), reading, min_read, current)
+    reward_bounds = reading_bounds(reading, by_id, metas, spec, current)
+    reasons += B.floor_reasons([b.model_dump() for b in reward_bounds])
     reasons += flag_reasons + probe_reasons + confirm_reasons + _sampled_with(run_dir, spec) + list(extra_reasons)
     blind = Blind(**_blind_record(run_dir, reading.read),
                   **readingset.blind_record(run_dir, reading.read, current).model_dump(),
@@ -448,7 +462,7 @@ def evaluate(run_dir: str | Path, spec: RunSpec, rescore: bool = True,
         sampling=spec.sampling_binding(),  # what hashes[SAMPLING] binds, so a change can be named
         counts=_counts(len(rows), reading, min_read, humans),
         disagreements=[Disagreement(**d) for d in reading.disagreements],
-        causes=[Cause(**c) for c in reading.causes],
+        causes=[Cause(**c) for c in reading.causes], bounds=reward_bounds,
         gated_agreements=[GatedAgreement(**g) for g in reading.gated_agreements],
         history=reading.history, blind=blind, flags=flags, probes=probes,
         base_success=report.get("base_success"),

@@ -20,7 +20,8 @@ from finetune.inspect.verdicts import Confirmation
 
 # 2: the person's acts are signed (verdict lines, confirmation, acks), verdicts.jsonl keeps its history and the
 # record says which path each verdict took, which earlier verdicts were replaced and where the samples came from.
-SCHEMA_VERSION = 2
+# 3: per reward and verdict field, the reading's agreements and exact one-sided bounds on precision and recall.
+SCHEMA_VERSION = 3
 
 
 class _Part(BaseModel):
@@ -192,13 +193,47 @@ class Samples(_Part):
     """the agent's Write rules cover the file (shown on every sheet)"""
 
 
+class Bound(_Part):
+    """One reward against one verdict field on the reading (`bounds.bound_entry`): the counts behind exact
+    one-sided Clopper–Pearson lower bounds on its recall and precision, and the floors the spec sets."""
+
+    reward: str
+    """the reward's name, or `all_pass` (every format and correctness reward) for accept"""
+    field: Literal["accept", "correct", "well_formed"]
+    """the verdict field the reward is held to"""
+    agreed: int
+    """samples on which reward and reader agree"""
+    false_positives: int
+    """samples the reward passes and the reader rejects"""
+    false_negatives: int
+    """samples the reader accepts and the reward fails"""
+    read_positives: int
+    """samples the reader calls positive on this field (recall's trials)"""
+    accepted: int
+    """samples the reward passes (precision's trials)"""
+    recall_lower: float | None
+    """the lower bound on recall; None: no read positive, nothing bounded"""
+    precision_lower: float | None
+    """the lower bound on precision; None: the reward passed nothing read"""
+    level: float
+    """the one-sided confidence level of both bounds"""
+    min_recall: float | None = None
+    """the spec's recall floor (`inspection.min_recall`); None: reported only"""
+    min_precision: float | None = None
+    """the spec's precision floor (`inspection.min_precision`); None: reported only"""
+    more_positives: int | None = None
+    """read positives (all agreeing) that would lift recall to its floor"""
+    more_accepted: int | None = None
+    """accepted samples (all agreeing) that would lift precision to its floor"""
+
+
 class GateRecord(BaseModel):
     """gate.json (the gate-record contract). A FAIL written because the re-score could not run carries only the
     status, reasons, versions and time."""
 
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
-    schema_version: Literal[2] = 2  # SCHEMA_VERSION
+    schema_version: Literal[3] = 3  # SCHEMA_VERSION
     """`gaterecord.SCHEMA_VERSION`; a record of another version is one line asking for a new gate"""
     status: Literal["PASS", "FAIL"]
     """`PASS` or `FAIL`; a FAIL run of the gate replaces an earlier PASS (the latest judgement holds)"""
@@ -220,6 +255,9 @@ class GateRecord(BaseModel):
     """each `false_positive` / `false_negative`, by verdict field and reward"""
     causes: list[Cause] = Field(default_factory=list)
     """the disagreements grouped by the reason the reward logged"""
+    bounds: list[Bound] = Field(default_factory=list)
+    """per reward and verdict field: the counts and the one-sided lower bounds on recall and precision the
+    reading supports, with the spec's floors"""
     gated_agreements: list[GatedAgreement] = Field(default_factory=list)
     """correct-but-malformed samples counted as agreement"""
     history: list[Replaced] = Field(default_factory=list)
