@@ -20,7 +20,8 @@ from finetune.inspect.verdicts import Confirmation
 
 # 2: the person's acts are signed (verdict lines, confirmation, acks), verdicts.jsonl keeps its history and the
 # record says which path each verdict took, which earlier verdicts were replaced and where the samples came from.
-SCHEMA_VERSION = 2
+# 3: the hashes bind the spec's inspection section (spec:inspection).
+SCHEMA_VERSION = 3
 
 
 class _Part(BaseModel):
@@ -138,7 +139,7 @@ class GateRecord(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    schema_version: Literal[2] = 2  # SCHEMA_VERSION
+    schema_version: Literal[3] = 3  # SCHEMA_VERSION
     status: Literal["PASS", "FAIL"]
     reasons: list[str]
     hashes: dict[str, str] = Field(default_factory=dict)
