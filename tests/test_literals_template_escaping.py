@@ -35,6 +35,8 @@ CODE_VALUES = {
     "kwargs.num_generations.value", "kwargs.gradient_accumulation_steps.value",
     "kwargs.vllm_max_model_length.value", "kwargs.vllm_server_timeout.value", "s.value",
     "counts.get", "memory_table",
+    # gate.json's counts: inspect.gaterecord.Counts, every field an int the model validates
+    "counts.read", "counts.human", "counts.agent", "counts.agreed", "counts.disagreements",
     "plan.run_length.to_markdown",  # finetune.runlength: a table of counts computed from the rendered numbers
     # grpo-memory.md.j2: Markdown the estimator renders (Estimate.to_markdown, recommendation_markdown) and the
     # setups of memory.published_checks() — constants in memory/published.py (one quotes '~12 GB'), never a spec string
@@ -48,7 +50,7 @@ CODE_VALUES = {
     # demo-report.md.j2: text the demo itself made, already escaped for a table cell by finetune.demo (its
     # stages' names, details and logs, the gate's reasons, Markdown links to its artefacts, held-out examples)
     "stopped.phase", "stopped.status", "stopped.detail", "phase.name", "phase.status", "phase.detail", "phase.log",
-    "model.task", "fail_reason", "held_run.link", "example.prompt", "example.before", "example.after",
+    "model.task", "fail_reason", "held_run.link", "held_run.eval", "example.prompt", "example.before", "example.after",
     "artefact_title", "artefact_link",
 }
 NUMERIC_FILTERS = {"int", "round", "length", "count", "float", "abs"}

@@ -41,6 +41,11 @@ def load_rows(spec: RunSpec, *, training: bool = False) -> list[dict[str, Any]]:
     """Every row of the dataset (see :func:`dataset_file` for ``training``), each a dict, at least one, every
     row's first keys including the prompt column; anything else is a UserError naming the file."""
     path, field = dataset_file(spec, training=training)
+    return load_file_rows(spec, path, field)
+
+
+def load_file_rows(spec: RunSpec, path: Path, field: str) -> list[dict[str, Any]]:
+    """The rows of ``path`` read as the spec reads its dataset (``field``: the spec field naming the file)."""
     if not path.exists():
         raise UserError(f"dataset not found: {path}", where=field, fix="point it at the training data")
     fmt = data_format(spec, path)

@@ -69,6 +69,8 @@ def shadowing_modules(run_dir: str | Path) -> list[str]:
 FILTER_SECTION = "spec:dataset.filter"  # the spec's dataset.filter section (after `finetune data filter`)
 FILTERED_FILE = "dataset.filter:file"  # the filtered file train.py trains on, re-hashed from disk
 INSPECTION = "spec:inspection"  # the spec's inspection section: how often training's live hacking stop looks
+HELDOUT_SECTION = "spec:dataset.heldout"  # the held-out split's settings (`finetune eval` measures on it)
+HELDOUT_FILE = "dataset.heldout:file"  # a held-out file of the person's own, re-hashed from disk
 SAMPLING = "spec:sampling"  # dataset.system_prompt and the generation section the gated samples were drawn with
 
 
@@ -79,7 +81,8 @@ def sampling_digest(sampling: dict[str, Any]) -> str:
 
 def bound_hashes(run_dir: str | Path, reward_section: list[dict[str, Any]], data_filter: dict[str, Any] | None = None,
                  filtered_file: str | Path | None = None, sampling: dict[str, Any] | None = None,
-                 inspection: dict[str, Any] | None = None) -> dict[str, str]:
+                 inspection: dict[str, Any] | None = None, heldout: dict[str, Any] | None = None,
+                 heldout_file: str | Path | None = None) -> dict[str, str]:
     """The hashes a gate record stores: reward files, scored samples, verdicts, reward section, the system
     prompt and generation settings the samples were drawn with (``sampling``), and — once `finetune data
     filter` ran — the spec's dataset.filter section and the filtered file itself."""
@@ -98,4 +101,9 @@ def bound_hashes(run_dir: str | Path, reward_section: list[dict[str, Any]], data
         out[FILTER_SECTION] = hashlib.sha256(canonical_json(data_filter)).hexdigest()
         path = Path(filtered_file) if filtered_file is not None else None
         out[FILTERED_FILE] = sha256_file(path) if path is not None and path.is_file() else "missing"
+    if heldout is not None:  # the held-out split `finetune eval` measures on (spec dataset.heldout)
+        out[HELDOUT_SECTION] = hashlib.sha256(canonical_json(heldout)).hexdigest()
+        if heldout_file is not None:
+            held = Path(heldout_file)
+            out[HELDOUT_FILE] = sha256_file(held) if held.is_file() else "missing"
     return out

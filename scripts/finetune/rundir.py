@@ -28,6 +28,8 @@ MEMORY = "memory.md"
 TRAIN_DIR = "train"
 METRICS = "metrics.jsonl"  # in TRAIN_DIR: every logged step, appended live by the rendered train.py
 DIAGNOSIS_DIR = "diagnosis"
+HELDOUT = "heldout.json"  # in CONFIG_DIR: the held-out rows `config render` carved (train.py leaves them out)
+EVAL_DIR = "eval"  # `finetune eval`: one folder per evaluated checkpoint
 DIAGNOSIS = "diagnosis/diagnosis.json"
 
 

@@ -48,6 +48,33 @@ class DataFilterSpec(_Strict):
                                                     "prediction; 0: predicted in-sample (biased low).")
 
 
+class HeldoutSpec(_Strict):
+    """The held-out prompts `finetune eval` measures success on, before (base) and after training: never trained on,
+    never read in Phase 1. Bound by the gate record: changing it after a PASS voids the PASS."""
+
+    prompts: int = Field(64, ge=0, le=100_000, description="Held-out prompts: carved by `config render` from the "
+                         "training data (at most a tenth of its rows, none that Phase 1 sampled; train.py leaves them "
+                         "out), or the first N of `path`. 0: no held-out split (`finetune eval` then refuses).")
+    path: str | None = Field(None, description="A held-out file of your own (the training data's columns); "
+                             "without it the split is carved from the training data.")
+
+
+class JobsSpec(_Strict):
+    """Job files `config render` writes for a PASS run (config/sky.yaml, config/hf_job.sh): the person submits them,
+    and each stops at the limit set here."""
+
+    engines: list[Literal["skypilot", "hf"]] = Field(min_length=1, description="skypilot: a SkyPilot task (one "
+                                                     "node or several, node 0 serving vLLM as launch.slurm does); hf: "
+                                                     "a Hugging Face Jobs command (one node, a flavour of the profile)")
+    max_hours: float = Field(gt=0, le=720, description="Time limit: the job is stopped after this many hours.")
+    max_cost_usd: float | None = Field(None, gt=0, description="Cost limit (HF Jobs: the timeout becomes the "
+                                       "smaller of max_hours and this at the flavour's listed price, read at submit "
+                                       "time; SkyPilot shows its price before the person confirms).")
+    image: str = Field("python:3.12", pattern=r"^[A-Za-z0-9][A-Za-z0-9._/:@-]{0,199}$",
+                       description="HF Jobs: the Docker image (python and pip; the pinned packages are installed on "
+                       "it).")
+
+
 class DatasetSpec(_Strict):
     path: str = Field(description="jsonl / parquet file, or a folder saved with datasets.save_to_disk.")
     format: Literal["auto", "jsonl", "parquet", "hf_disk"] = Field(
@@ -60,6 +87,8 @@ class DatasetSpec(_Strict):
                                          "prompt column holds plain strings and the model has a chat template.")
     filter: DataFilterSpec | None = Field(None, description="Set by `finetune data filter`: train on this "
                                              "pass-rate-filtered file instead of `path` (bound into the gate record).")
+    heldout: HeldoutSpec = Field(HeldoutSpec(), description="Held-out prompts for `finetune eval` (bound into the "
+                                 "gate record).")
 
 
 class HardwareSpec(_Strict):
@@ -228,6 +257,8 @@ class RunSpec(_Strict):
                                       "learning rate's licence; sampling, the reference model, remote code, hub / "
                                       "trackers, the vLLM server, sharding, compilation, resuming, data order and "
                                       "algorithm fields are refused, naming where each belongs.")
+    jobs: JobsSpec | None = Field(None, description="Job files for SkyPilot / Hugging Face Jobs, with the person's "
+                                  "time and cost limits (config render writes them for a PASS run).")
     environment: EnvironmentSpec | None = Field(None, description="Multi-turn tool environment (TRL "
                                                 "`environment_factory`); score it with a `type: environment` "
                                                 "reward (references/reward-functions.md).")
@@ -297,9 +328,17 @@ class RunSpec(_Strict):
         """The inspection section as the gate binds it: training's live hacking stop (every_steps) is part of it."""
         return self.inspection.model_dump(mode="json")
 
+    def heldout_binding(self) -> dict[str, Any]:
+        """Keyword arguments of hashing.bound_hashes for the held-out split: its settings and, for a file of its
+        own, that file."""
+        h = self.dataset.heldout
+        return {"heldout": h.model_dump(mode="json"), "heldout_file": self.resolve_path(h.path) if h.path else None}
+
     def binding(self) -> dict[str, Any]:
-        """hashing.bound_hashes' keyword arguments beyond the reward section: sampling, inspection, the filter."""
-        return {"sampling": self.sampling_binding(), "inspection": self.inspection_binding(), **self.filter_binding()}
+        """Keyword arguments of hashing.bound_hashes beyond the reward section: sampling, inspection, the data
+        filter and the held-out split."""
+        return {"sampling": self.sampling_binding(), "inspection": self.inspection_binding(), **self.filter_binding(),
+                **self.heldout_binding()}
 
     def reward_section(self) -> list[dict[str, Any]]:
         """The reward section exactly as it is bound by the gate (weights included)."""

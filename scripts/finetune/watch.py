@@ -680,6 +680,35 @@ class Settings:
     sample_rows: int
     max_completion_length: int | None
     meta: list[RewardMeta]  # rewards.py's REWARD_META, in REWARD_FUNCS order
+    gate_summary: dict[str, Any] | None = None  # what the run's tracker records of the gate at the start
+
+
+def tracker_note(title: str, text: str, level: str = "warn", config: Mapping[str, Any] | None = None) -> bool:
+    """An alert (and ``config`` keys) to the tracker holding a run in this process — Trackio or W&B, started by
+    transformers' callback; never imports one, never stops training on its error. False when none took it."""
+    import sys
+
+    for name in ("trackio", "wandb"):
+        mod: Any = sys.modules.get(name)
+        try:
+            if mod is None or not (mod.context_vars.current_run.get() if name == "trackio" else mod.run):
+                continue
+            if config:
+                mod.config.update(dict(config), allow_val_change=True)
+            mod.alert(title=title, text=text, level=getattr(mod.AlertLevel, level.upper()))
+            return True
+        except Exception:  # the tracker is a window on the run, not part of it
+            continue
+    return False
+
+
+def _tracked(seen: set[str], reasons: list[dict[str, Any]], flags: list[dict[str, Any]], step: int) -> None:
+    """The inspection's stops, and each live red flag the first time it is raised, as tracker alerts."""
+    for r in reasons:
+        tracker_note(f"inspection stopped the run: {r['rule']}", f"step {step}: {r['message']}", "error")
+    for f in [f for f in flags if f["id"] not in seen]:
+        seen.add(f["id"])
+        tracker_note(f"live red flag: {f['id']}", f"step {step}: {f['count']} inspected completions", "warn")
 
 
 def inspection_callback(settings: Settings, recorder: Recorder) -> Any:
@@ -691,6 +720,7 @@ def inspection_callback(settings: Settings, recorder: Recorder) -> Any:
         def __init__(self) -> None:
             self.trainer: Any = None
             self.state = WatchState()
+            self.noted: set[str] = set()  # live red flags already sent to the tracker
             self.stopped: dict[str, Any] | None = None
 
         def attach(self, trainer: Any) -> None:
@@ -699,6 +729,10 @@ def inspection_callback(settings: Settings, recorder: Recorder) -> Any:
         def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             if state.is_world_process_zero:
                 (Path(args.output_dir) / STOPPED).unlink(missing_ok=True)  # a stop of an earlier launch
+                if settings.gate_summary:  # the tracker's callback, earlier in the list, has started its run
+                    g = settings.gate_summary
+                    tracker_note(f"gate {g.get('status')}", json.dumps(g, default=str), "info",
+                                 config={f"gate/{k}": v for k, v in g.items()})
 
         def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             step = state.global_step
@@ -712,6 +746,7 @@ def inspection_callback(settings: Settings, recorder: Recorder) -> Any:
             control.should_log = True  # the inspection's metrics go into this step's log entry
             if state.is_world_process_zero:
                 self.write(Path(args.output_dir), step, rows, reasons, metrics)
+                _tracked(self.noted, reasons, self.state.flags, step)
             if reasons:
                 self.stopped = reasons[0]
                 control.should_training_stop = True
@@ -734,7 +769,8 @@ def inspection_callback(settings: Settings, recorder: Recorder) -> Any:
 
 
 def instrument(reward_funcs: Sequence[Callable[..., Any]], *, meta: Sequence[RewardMeta], every_steps: int,
-               sample_rows: int, max_completion_length: int | None) -> tuple[list[Callable[..., Any]], Any]:
+               sample_rows: int, max_completion_length: int | None,
+               gate_summary: Mapping[str, Any] | None = None) -> tuple[list[Callable[..., Any]], Any]:
     """(the gated rewards wrapped so what each call scores is recorded, the inspection callback).
 
     The one wiring of the inspection: the rendered train.py and `finetune demo` both train with it. ``meta``:
@@ -742,7 +778,8 @@ def instrument(reward_funcs: Sequence[Callable[..., Any]], *, meta: Sequence[Rew
     wrappers return the rewards' own values and draw no random numbers, so training is unchanged by it."""
     recorder = Recorder()
     settings = Settings(every_steps=every_steps, sample_rows=sample_rows, max_completion_length=max_completion_length,
-                        meta=list(meta))
+                        meta=list(meta),
+                        gate_summary=dict(gate_summary) if gate_summary else None)
     return [recorder.wrap(f) for f in reward_funcs], inspection_callback(settings, recorder)
 
 

@@ -68,6 +68,18 @@ def test_rendered_train_py_trains_on_cpu(rendered_run):
     proc = _run([sys.executable, "config/train.py", "--cpu", "--max-steps", "2"], rendered_run)
     assert "--no-gate" in proc.stderr  # the loud warning of a test-only render
     _assert_reward_logs(rendered_run / "train" / "trainer_state.json")
+    # trackio is installed: the run logged to its local project inside the run directory, and diagnose reads it
+    from finetune.diagnose import trackiodb
+    from finetune.diagnose.logs import load_logs
+
+    db = rendered_run / "train" / "trackio" / "finetune-tiny-e2e.db"
+    assert "tracking: Trackio project finetune-tiny-e2e" in proc.stderr and trackiodb.is_db(db)
+    tracked = load_logs(db)
+    state = load_logs(rendered_run / "train" / "trainer_state.json")
+    assert tracked.steps == state.steps == [1, 2]
+    for name in REWARD_NAMES:
+        key = f"rewards/{name}/mean"
+        assert tracked.series[key].values == state.series[key].values
 
 
 def test_trl_cli_runs_rendered_yaml(rendered_run):

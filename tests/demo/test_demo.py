@@ -129,6 +129,38 @@ def test_training_raised_heldout_reward_on_both_seeds(demo_run):
 
 
 @pytest.mark.slow
+def test_before_after_come_from_finetune_eval_with_an_interval(demo_run):
+    from finetune import evaluate
+
+    good = demo_run.out / "pass"
+    for r in demo_run.facts["heldout"]["runs"]:
+        doc = evaluate.read(good, r["eval"]["name"])  # RUN/eval/<the seed's folder>/eval.json
+        assert doc["checkpoint"] == str((good / r["output_dir"]).resolve()) and doc["k"] == demo.HELDOUT_K
+        assert doc["heldout"]["source"] == "file" and doc["heldout"]["prompts"] == demo.HELDOUT_PROMPTS
+        correct = doc["results"]["correct"]
+        lo, hi = correct["interval"]
+        assert lo <= correct["change"] <= hi and 0.0 <= correct["p_sign_test"] <= 1.0
+        assert r["eval"]["results"]["correct"] == {k: correct[k] for k in r["eval"]["results"]["correct"]}
+        samples = [json.loads(x) for x in (good / "eval" / doc["name"] / evaluate.SAMPLES).read_text().splitlines()]
+        after = [s for s in samples if s["side"] == "after"]
+        assert r["after"]["reward"] == pytest.approx(sum(s["total"] for s in after) / len(after))
+        assert f"[`pass/eval/{doc['name']}/report.md`]" in (demo_run.out / "report.md").read_text()
+
+
+@pytest.mark.slow
+def test_the_toy_runs_log_to_the_runs_local_trackio_project_and_diagnose_reads_it(demo_run, cli, tmp_path):
+    from finetune.diagnose import trackiodb
+
+    db = demo_run.out / "pass" / "train" / "trackio" / "finetune-demo-copy-digits.db"
+    assert trackiodb.is_db(db) and len(trackiodb.runs(db)) == len(demo_run.facts["heldout"]["runs"])
+    r = cli("diagnose", db, "-o", tmp_path)
+    assert r.code == 0, r
+    doc = _json(tmp_path / rundir.DIAGNOSIS)
+    assert doc["run"]["log_kind"] == "trackio" and doc["run"]["licenses"] is False
+    assert doc["run"]["logged_steps"] == demo_train.DEMO_STEPS
+
+
+@pytest.mark.slow
 def test_diagnosis_report_and_plot(demo_run):
     diag = demo_run.out / "pass" / "diagnosis"
     d = _json(diag / "diagnosis.json")

@@ -38,6 +38,8 @@ GROUPS: dict[str, tuple[str, str]] = {
     "env": ("finetune.cli.env", "check this machine can run a rendered config (launch.sh runs it first)"),
     "memory": ("finetune.cli.memory", "estimate GPU memory for a run spec or a model"),
     "diagnose": ("finetune.cli.diagnose", "Phase 4: read training logs, detect symptoms, pick a variant"),
+    "eval": ("finetune.cli.eval", "held-out success before (base) and after training, with a paired interval"),
+    "publish": ("finetune.cli.publish", "the person's command: push a model whose card carries its gate's provenance"),
     "status": ("finetune.cli.status", "where a run directory stands: the phase /finetune resumes at"),
     "lint": ("finetune.cli.lint", "lint skills, commands, agents and references"),
     "demo": ("finetune.cli.demo", "run every phase on the embedded toy tasks on CPU (digits, then tool calls)"),

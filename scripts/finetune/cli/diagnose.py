@@ -10,11 +10,13 @@ from typing import Any
 from finetune.diagnose.apply import apply_variant
 from finetune.diagnose.diagnosis import diagnose_and_write
 from finetune.diagnose.report import terminal_lines
+from finetune.diagnose.trackiodb import NOT_A_LICENCE
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("run", metavar="RUN",
-                        help="TRL output dir (or a run dir with train/), trainer_state.json, or JSONL of logged dicts")
+                        help="TRL output dir (or a run dir with train/), trainer_state.json, JSONL of logged dicts, or "
+                             "a Trackio project's database (<project>.db: reported, never a licence)")
     parser.add_argument("-o", "--out", metavar="DIR",
                         help="write DIR/diagnosis/ (default: the run directory)")
     parser.add_argument("--spec", metavar="SPEC", help="the run spec (default: spec.yaml in the run directory)")
@@ -22,6 +24,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "config or spec); a hub id's config.json comes from the HF cache or the hub")
     parser.add_argument("--correctness", metavar="NAME", action="append",
                         help="name of a correctness reward (rewards/NAME/mean) when no spec or REWARD_META says so")
+    parser.add_argument("--trackio-run", metavar="NAME",
+                        help="with a Trackio database: the run to read (default: the project's newest)")
     parser.add_argument("--apply", action="store_true",
                         help="set the recommended variant in the spec (original kept) and re-render config/")
     parser.add_argument("--no-gate", action="store_true",
@@ -60,12 +64,15 @@ def _approver(args: argparse.Namespace) -> Callable[[dict[str, Any]], str] | Non
 def run(args: argparse.Namespace) -> int:
     doc, target, ctx = diagnose_and_write(args.run, out=args.out, spec=args.spec, model=args.model,
                                           correctness=args.correctness, for_apply=args.apply,
-                                          approve=_approver(args))
+                                          trackio_run=args.trackio_run, approve=_approver(args))
     print("\n".join(terminal_lines(doc)))
     licence = doc.get("licence") or {}
     print(("licenses a config change: " if licence.get("holds") else "licenses no config change: ")
           + str(licence.get("why")))
     print(f"wrote {target}/ (diagnosis.json, report.md, curves.png)")
+    if args.apply and doc["run"].get("licenses") is False and not licence.get("holds"):
+        print(f"nothing applied: {doc['run']['log']} is {NOT_A_LICENCE}")
+        return 0
     if args.apply:
         result = apply_variant(ctx, doc, no_gate=args.no_gate)
         if result["applied"]:

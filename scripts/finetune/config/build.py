@@ -144,7 +144,11 @@ def _load_diagnosis(run_dir: Path) -> dict[str, Any] | None:
     path = run_dir / rundir.DIAGNOSIS
     if not path.is_file():
         return None
-    return jsonio.read_json_object(path, what="the diagnosis", fix="re-run `finetune diagnose`")
+    doc = jsonio.read_json_object(path, what="the diagnosis", fix="re-run `finetune diagnose`")
+    # read from a Trackio project: reported, never a licence unless the person approved it
+    if (doc.get("run") or {}).get("licenses") is False and not doc.get("approval"):
+        return {**doc, "symptoms": [], "verdict": "not a licence"}
+    return doc
 
 
 def _check_variant(spec: RunSpec, info: ModelInfo, diagnosis: dict[str, Any] | None, run_dir: Path) -> str | None:
@@ -513,7 +517,9 @@ def _logging_settings(spec: RunSpec) -> dict[str, Setting]:
         "logging_first_step": Setting(True, "log step 1: a broken reward shows immediately"),
         "save_strategy": Setting("steps", "checkpoints (with trainer_state.json) every save_steps"),
         "save_steps": Setting(t.save_steps, "training.save_steps", "spec"),
-        "report_to": Setting("none", "trainer_state.json is the log diagnose reads; nothing leaves the machine"),
+        "report_to": Setting("none", "train.py chooses at start: W&B when the person configured it, else Trackio "
+                             "when importable, else files only (BRIEF.md: Tracking); trainer_state.json and "
+                             "train/metrics.jsonl are what diagnose licenses from"),
         "log_completions": Setting(True, "print sample completions: keep reading outputs during training"),
         "num_completions_to_print": Setting(2, "a couple per logging step"),
     }

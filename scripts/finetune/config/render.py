@@ -11,7 +11,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from finetune import __version__, literals, rundir, watch, watchdog
+from finetune import __version__, heldout, literals, rundir, tracking, watch, watchdog
+from finetune.config import jobs
 from finetune.config.build import (
     UNGATED_OVERRIDE,
     UNGATED_SMOKE_STEPS,
@@ -79,6 +80,11 @@ def _context(plan: RenderPlan) -> dict[str, Any]:
         "data_filter_sha256": (hashing.bound_hashes(plan.run_dir, reward_section, **spec.filter_binding())
                                .get(hashing.FILTER_SECTION)),
         "data_filter": spec.dataset.filter.model_dump(mode="json") if spec.dataset.filter else None,
+        # the held-out split `finetune eval` measures on: its binding, and the carved rows train.py leaves out
+        "heldout_sha256": hashing.bound_hashes(plan.run_dir, reward_section, **spec.heldout_binding())
+        .get(hashing.HELDOUT_SECTION),
+        "heldout_path": spec.dataset.heldout.path,
+        "heldout": None if plan.preview else heldout.carve(spec, plan.run_dir),
         "filter_steps_before": (_run_length(plan.kwargs, topo, spec.dataset.filter.source_rows).optimiser_steps
                                 if spec.dataset.filter else None),
         "generation_batch_size": plan.generation_batch_size,
@@ -93,6 +99,8 @@ def _context(plan: RenderPlan) -> dict[str, Any]:
         "rendered_python": sys.executable,
         "slurm_job_name": re.sub(r"[^A-Za-z0-9_.-]", "-", spec.name)[:64] or "grpo",
         "inspection": inspection_settings(spec),
+        "tracking": tracking.target(spec),  # W&B when the person configured it, else Trackio when importable
+        "job_lines": jobs.brief_lines(plan),  # the SkyPilot / HF Jobs files and how the person submits them
         "stopped_exit": STOPPED_EXIT,
         "stalled_exit": STALLED_EXIT, "dry_run_factor": f"{watchdog.FACTOR:g}",
     }
@@ -120,6 +128,8 @@ def render_files(plan: RenderPlan) -> dict[str, str]:
     files["watch.py"] = watch_source()
     files["watchdog.py"] = watchdog_source()
     files["preflight.py"] = preflight_source()
+    files[rundir.HELDOUT] = json.dumps(ctx["heldout"].record(), indent=2) + "\n"
+    files.update(jobs.files(plan, env, ctx))  # SkyPilot / HF Jobs for a PASS run whose spec asks for them
     if not plan.topology.cpu and plan.topology.nodes > 1:
         files["launch.slurm"] = env.get_template("launch.slurm.j2").render(**ctx)
     # launch.slurm and the multi-node launch.sh always train through `accelerate launch --config_file`, even
@@ -173,7 +183,8 @@ def write(plan: RenderPlan, files: dict[str, str]) -> Path:
 
 
 _RENDERED_NAME = re.compile(r"BRIEF\.md|grpo_config\.yaml|train\.py|launch\.sh|launch\.slurm|accelerate\.yaml|"
-                            r"deepspeed_zero\d\.json|target\.json|env_check\.py|watch\.py|watchdog\.py|preflight\.py")
+                            r"deepspeed_zero\d\.json|target\.json|env_check\.py|watch\.py|watchdog\.py|preflight\.py|"
+                            r"heldout\.json|sky\.yaml|hf_job\.sh")
 
 
 def render(spec_path: str | Path, out: str | Path | None = None, *, preview: bool = False,

@@ -143,19 +143,31 @@ def _fraction(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.3f}"
 
 
+def _interval(r: dict[str, Any], key: str) -> str:
+    """`finetune eval`'s paired change of one measure with its interval, in points ("–" without an evaluation)."""
+    got = ((r.get("eval") or {}).get("results") or {}).get(key)
+    if not got or not got.get("interval"):
+        return "–"
+    lo, hi = got["interval"]
+    return f"{got['change'] * 100:+.1f} pts [{lo * 100:+.1f}, {hi * 100:+.1f}], sign test p {got['p_sign_test']:.2g}"
+
+
 def _heldout_facts(out: Path, f: dict[str, Any]) -> dict[str, Any] | None:
     if not f.get("heldout", {}).get("runs"):
         return None
     h = f["heldout"]
     runs = [{"seed": r["seed"], "before": f"{r['before']['reward']:.3f}", "after": f"{r['after']['reward']:.3f}",
              "accept_before": f"{r['before']['checker_accept']:.0%}",
-             "accept_after": f"{r['after']['checker_accept']:.0%}",
-             "link": _link(out, "pass/" + r["output_dir"] + "/trainer_state.json")} for r in h["runs"]]
+             "accept_after": f"{r['after']['checker_accept']:.0%}", "change": _interval(r, "correct"),
+             "link": _link(out, "pass/" + r["output_dir"] + "/trainer_state.json"),
+             "eval": _link(out, f"pass/eval/{r['eval']['name']}/report.md") if r.get("eval") else "–"}
+            for r in h["runs"]]
     first = h["runs"][0]
     examples = [{"prompt": b["prompt"], "before": _example_cell(b), "after": _example_cell(a)}
                 for b, a in zip(first["before"]["examples"], first["after"]["examples"])]
+    level = ((first.get("eval") or {}).get("level")) or 0.95
     return {"prompts": h["prompts"], "k": h["k"], "temperature": h["temperature"], "runs": runs,
-            "first_seed": first["seed"], "examples": examples}
+            "first_seed": first["seed"], "examples": examples, "level": f"{level:.0%}"}
 
 
 def _inspection_facts(f: dict[str, Any]) -> dict[str, Any] | None:

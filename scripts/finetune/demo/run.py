@@ -35,6 +35,8 @@ from finetune.demo.runner import (
     Runner,
     Stop,
     checker_verdicts,
+    evaluate_stage,
+    interval_facts,
     prepare_out,
     progress_bar,
     quiet_libraries,
@@ -76,6 +78,9 @@ def run_demo(out: str | Path, *, reader: str = "auto", seeds: tuple[int, ...] = 
     console = console or Console(highlight=False, file=sys.stdout)
     out = Path(out).resolve()
     prepare_out(out)
+    from finetune import tracking
+
+    tracking.claim(out / "pass")  # the toy runs log to the PASS run's local Trackio project
     interactive = reader == "terminal"
     if reader == "auto" and sys.stdin.isatty() and sys.stdout.isatty():
         from rich.prompt import Prompt
@@ -234,58 +239,63 @@ def _fail_demo(run: Runner, good: Path, bad: Path, facts: dict[str, Any], consol
 
 def _phase3(run: Runner, good: Path, spec: Any, held_strings: list[str], seeds: tuple[int, ...], steps: int,
             facts: dict[str, Any], console: Any) -> None:
-    """The toy GRPO run, per seed, with the held-out reward before and after; BRIEF.md gains the CPU profile."""
+    """The toy GRPO run per seed, then `finetune eval` of its saved model on the held-out split (before: the base
+    model, after: the checkpoint, with the paired interval); BRIEF.md gains the CPU profile."""
     from finetune.config.build import inspection_settings
-    from finetune.demo import task as demo_task
-    from finetune.inspect.rewardmod import load_rewards
 
-    rewards = load_rewards(good, [r.name for r in spec.rewards])
     every = inspection_settings(spec)["every_steps"]
     facts["inspection_every"] = {"value": every.value, "reason": every.reason}
     held = held_strings[:HELDOUT_PROMPTS]
-    prompts = [demo_task.digits_prompt(s) for s in held]
-    model_dir = spec.resolve_path(spec.model)
     g = spec.generation
     runs: list[dict[str, Any]] = []
-
-    def heldout(model: Any, seed: int) -> Any:
-        return demo_task.score_heldout(demo_task.sample_completions(
-            model, model_dir, prompts, HELDOUT_K, g.temperature, g.max_completion_length, seed),
-            held, rewards, g.temperature, seed)
-
     for n, seed in enumerate(seeds):
         target = good / (rundir.TRAIN_DIR if n == 0 else f"{rundir.TRAIN_DIR}_seed{seed}")
+        record: dict[str, Any] = {"seed": seed, "output_dir": str(target.relative_to(good))}
 
-        def train_one(p: Phase, seed: int = seed, target: Path = target) -> str:
-            before = heldout(model_dir, seed)
+        def train_one(p: Phase, seed: int = seed, target: Path = target, record: dict[str, Any] = record) -> str:
             with progress_bar(console) as b:
                 t = b.add_task(f"GRPO seed {seed}", total=steps)
-                trainer, changes = train_toy(good, spec, seed, target, steps,
-                                             lambda i, total: b.update(t, completed=i, total=total))
-            after = heldout(trainer.model, seed)
-            run: dict[str, Any] = {"seed": seed, "output_dir": str(target.relative_to(good)),
-                   "before": dataclasses.asdict(before), "after": dataclasses.asdict(after),
-                   "measured_zero_std": measured_zero_std(target),
-                   "measured_zero_std_early": measured_zero_std(target, EARLY_STEPS),
-                   "inspection": inspection_record(target, good)}
+                _, changes = train_toy(good, spec, seed, target, steps,
+                                       lambda i, total: b.update(t, completed=i, total=total))
+            record.update({"measured_zero_std": measured_zero_std(target),
+                           "measured_zero_std_early": measured_zero_std(target, EARLY_STEPS),
+                           "inspection": inspection_record(target, good)})
             if spec.dataset.filter is not None:
-                run.update(_unfiltered_baseline(good, spec, seed, steps, console, target))
-            runs.append(run)
+                record.update(_unfiltered_baseline(good, spec, seed, steps, console, target))
             facts["profile_changes"] = changes
             p.command = f"GRPOTrainer (TRL) with config/grpo_config.yaml + DEMO_CPU_PROFILE, seed {seed}"
-            detail = (f"held-out reward {before.reward:.3f} → {after.reward:.3f}; checker accepts "
-                      f"{before.checker_accept:.0%} → {after.checker_accept:.0%}")
-            if "unfiltered_zero_std" in run:
-                detail += (f"; frac_reward_zero_std {run['measured_zero_std']:.3f} filtered vs "
-                           f"{run['unfiltered_zero_std']:.3f} unfiltered")
-            return detail + stop_words(run.get("inspection"), "") + stop_words(run.get("unfiltered_inspection"),
-                                                                                 " unfiltered")
+            detail = f"{steps} steps"
+            if "unfiltered_zero_std" in record:
+                detail += (f"; frac_reward_zero_std {record['measured_zero_std']:.3f} filtered vs "
+                           f"{record['unfiltered_zero_std']:.3f} unfiltered")
+            return detail + stop_words(record.get("inspection"), "") + stop_words(
+                record.get("unfiltered_inspection"), " unfiltered")
 
-        run.step(f"Phase 3: toy GRPO run, seed {seed} (held-out before/after)", train_one)
+        run.step(f"Phase 3: toy GRPO run, seed {seed}", train_one)
+        runs.append(_evaluated(run, good, spec, target, seed, held, record))
     facts["heldout"] = {"prompts": len(held), "k": HELDOUT_K, "temperature": g.temperature, "runs": runs}
     jsonio.write_json(good / "heldout.json", facts["heldout"])
     brief = good / rundir.CONFIG_DIR / "BRIEF.md"
     atomic.write_text(brief, brief.read_text() + brief_addendum(facts.get("profile_changes", [])))
+
+
+def _evaluated(run: Runner, good: Path, spec: Any, target: Path, seed: int, held: list[str],
+               record: dict[str, Any]) -> dict[str, Any]:
+    """`finetune eval` of one seed's model: before / after as the demo reports them (the gated rewards' scores and
+    the independent checker on eval's own samples) and eval's paired interval per measure."""
+    from finetune.demo import task as demo_task
+
+    doc, sides = evaluate_stage(run, good, target, seed, HELDOUT_K, "Phase 3")
+    rewards = [(r.name, r.weight) for r in spec.rewards]
+    t = spec.generation.temperature
+    before, after = (demo_task.heldout_from_eval(sides[s], held, t, seed, rewards) for s in ("before", "after"))
+    phase = run.result.phases[-1]
+    ci = doc["results"]["correct"]
+    phase.detail = (f"held-out reward {before.reward:.3f} → {after.reward:.3f}; checker accepts "
+                    f"{before.checker_accept:.0%} → {after.checker_accept:.0%}; correct {ci['change'] * 100:+.1f} "
+                    f"pts [{ci['interval'][0] * 100:+.1f}, {ci['interval'][1] * 100:+.1f}]")
+    return {**record, "before": dataclasses.asdict(before), "after": dataclasses.asdict(after),
+            "eval": interval_facts(doc, ("accept", "correct", "format_ok", "total"))}
 
 
 def _unfiltered_baseline(good: Path, spec: Any, seed: int, steps: int, console: Any,

@@ -246,3 +246,26 @@ def checker_verdicts(run_dir: Path, spec: RunSpec,
         counts["accept" if accept else "reject"] += 1
     path = jsonio.write_jsonl(run_dir / "checker_verdicts.jsonl", rows)
     return path, counts
+
+
+def evaluate_stage(run: Runner, run_dir: Path, checkpoint: Path, seed: int, k: int,
+                   label: str) -> tuple[dict[str, Any], dict[str, list[dict[str, Any]]]]:
+    """`finetune eval` of a toy run's saved model on the run's held-out split (RUN/eval/<folder name>): eval.json and
+    its samples by side ("before": the base model, "after": the checkpoint)."""
+    from finetune import evaluate
+
+    name = checkpoint.name
+    run.stage(f"{label}: held-out before/after, seed {seed} (finetune eval)",
+              ["eval", str(run_dir), "--checkpoint", str(checkpoint), "--name", name, "--k", str(k), "--seed",
+               str(seed), "--backend", "transformers"])
+    doc = evaluate.read(run_dir, name)
+    rows = [r for _, r in jsonio.read_jsonl(run_dir / rundir.EVAL_DIR / name / evaluate.SAMPLES)]
+    return doc, {side: [r for r in rows if r.get("side") == side] for side in ("before", "after")}
+
+
+def interval_facts(doc: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
+    """The evaluation's paired change per measure: before, after, change, its interval and the sign test."""
+    return {"name": doc["name"], "level": doc["results"]["accept"]["level"],
+            "results": {k: {f: doc["results"][k][f] for f in ("before", "after", "change", "interval",
+                                                                "p_sign_test", "prompts")}
+                        for k in keys if k in doc["results"]}}

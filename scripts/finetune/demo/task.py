@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, cast
 from finetune import jsonio
 
 if TYPE_CHECKING:
-    from finetune.inspect.rewardmod import RewardModule
+    pass
 
 INSTRUCTION = "Copy the digits"
 N_DIGITS = 3
@@ -191,55 +191,19 @@ class HeldoutScore:
     examples: list[dict[str, Any]]
 
 
-def sample_completions(model_or_path: Any, tokenizer_path: str | Path, prompts: list[list[dict[str, str]]], k: int,
-                       temperature: float, max_new_tokens: int, seed: int) -> list[list[str]]:
-    """``k`` completions per prompt from a model object or folder (transformers generate, CPU)."""
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    tok = AutoTokenizer.from_pretrained(tokenizer_path)
-    tok.padding_side = "left"
-    model = model_or_path
-    if isinstance(model_or_path, (str, Path)):
-        model = AutoModelForCausalLM.from_pretrained(model_or_path)
-    was_training = model.training
-    model.eval()
-    torch.manual_seed(seed)
-    out: list[list[str]] = []
-    for start in range(0, len(prompts), 32):
-        batch = prompts[start:start + 32]
-        texts = [tok.apply_chat_template(p, tokenize=False, add_generation_prompt=True) for p in batch]
-        enc = tok(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(model.device)
-        with torch.no_grad():
-            gen = model.generate(**enc, do_sample=True, temperature=temperature, top_p=1.0, top_k=0,
-                                 max_new_tokens=max_new_tokens, num_return_sequences=k,
-                                 pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id)
-        decoded = tok.batch_decode(gen[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
-        out.extend(decoded[i * k:(i + 1) * k] for i in range(len(batch)))
-    if was_training:
-        model.train()
-    return out
-
-
-def score_heldout(completions: list[list[str]], strings: list[str], reward_module: RewardModule, temperature: float,
-                  seed: int) -> HeldoutScore:
-    """Score held-out completions with the gated rewards.py (TRL-style calls) and the checker."""
+def heldout_from_eval(samples: list[dict[str, Any]], strings: list[str], temperature: float, seed: int,
+                      rewards: list[tuple[str, float]]) -> HeldoutScore:
+    """One side of `finetune eval`'s samples (their scores by the gated rewards) read as the demo reports them,
+    with the independent checker's acceptance on the same completions; ``rewards``: (name, weight)."""
     from finetune.demo import checker as demo_checker
 
-    items: list[dict[str, Any]] = [
-        {"prompt": digits_prompt(s), "completion": c, "conversational": True, "columns": {"answer": s}}
-        for s, group in zip(strings, completions) for c in group]
-    per_reward: dict[str, float] = {}
-    total = [0.0] * len(items)
-    for r in reward_module.rewards:
-        values, _ = reward_module.score(r, items)
-        finite = [v for v in values if v is not None]
-        per_reward[r.name] = sum(finite) / len(finite) if finite else 0.0
-        total = [t + r.weight * (v or 0.0) for t, v in zip(total, values)]
-    checks = [demo_checker.check(it["prompt"], it["completion"]) for it in items]
-    examples = [{"prompt": it["prompt"][0]["content"], "completion": it["completion"], "checker": c.note}
-                for it, c in list(zip(items, checks))[:: max(1, len(items) // 6)][:6]]
-    return HeldoutScore(prompts=len(strings), samples=len(items), temperature=temperature, seed=seed,
-                        reward=sum(total) / len(total), per_reward=per_reward,
+    per_reward = {}
+    for name, _ in rewards:
+        vals = [s["scores"].get(name) for s in samples if s["scores"].get(name) is not None]
+        per_reward[name] = sum(vals) / len(vals) if vals else 0.0
+    checks = [demo_checker.check(s["prompt"], s["completion"]) for s in samples]
+    examples = [{"prompt": s["prompt"][0]["content"], "completion": s["completion"], "checker": c.note}
+                for s, c in list(zip(samples, checks))[:: max(1, len(samples) // 6)][:6]]
+    return HeldoutScore(prompts=len(strings), samples=len(samples), temperature=temperature, seed=seed,
+                        reward=sum(float(s["total"]) for s in samples) / len(samples), per_reward=per_reward,
                         checker_accept=sum(c.accept for c in checks) / len(checks), examples=examples)
-

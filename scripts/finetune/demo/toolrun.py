@@ -26,6 +26,7 @@ import yaml
 
 from finetune import atomic, jsonio, rundir
 from finetune.demo import tools as demo_tools
+from finetune.demo.runner import evaluate_stage, interval_facts
 
 if TYPE_CHECKING:
     from finetune.demo.runner import Phase, Runner
@@ -41,7 +42,9 @@ _CALL = re.compile(r"<tool_call>\s*(\{.*?\})\s*</tool_call>", re.S)
 def spec_doc() -> dict[str, Any]:
     return {
         "name": "demo-calculator", "model": "../model",
-        "dataset": {"path": "../data/train.jsonl", "prompt_column": "prompt"},
+        "dataset": {"path": "../data/train.jsonl", "prompt_column": "prompt",
+                    # the pairs `finetune eval` measures before / after on: never trained on
+                    "heldout": {"path": "../data/heldout.jsonl", "prompts": 20}},
         "environment": {"file": "env.py", "class": demo_tools.ENV_CLASS, "max_tool_calling_iterations": 2},
         "rewards": [{"name": "solved", "type": "environment"}],
         "hardware": {"profile": "rtx-4090-24gb", "gpus": 1, "nodes": 1},
@@ -92,33 +95,6 @@ def _tool_reading(row: dict[str, Any], item: dict[str, Any]) -> tuple[bool, bool
     """The tool task's checker for demo_runner.checker_verdicts: the call read from the prompt's two numbers."""
     ok, note = check(row["prompt"], row["completion"])
     return ok, ok, "<tool_call>" in row["completion"], note
-
-
-def heldout_success(model: Any, tok_dir: Path, module: Any, pairs: list[tuple[int, int]], seed: int,
-                    max_completion_length: int) -> dict[str, Any]:
-    """The environment's reward on ``HELDOUT_K`` fresh rollouts per held-out prompt, the calls made, and the
-    prompts asked (the before and after measurements of a seed ask the same ones)."""
-    import torch
-    from transformers import AutoTokenizer
-
-    from finetune.inspect.rollout import RolloutSampler
-
-    tok = AutoTokenizer.from_pretrained(tok_dir)
-    module.environment_tokenizer(tok)
-    was_training = model.training
-    model.eval()
-    torch.manual_seed(seed)
-    sampler = RolloutSampler(model, tok, module.environment_factory, module.environment_tools, 2,
-                             max_completion_length)
-    rows = [_row(a, b) for a, b in pairs]
-    groups = sampler.run([r["prompt"] for r in rows], [{"a": r["a"], "b": r["b"]} for r in rows], HELDOUT_K,
-                         {"temperature": 1.0, "top_k": 0, "top_p": 1.0})
-    episodes = [ep for g in groups for ep in g]
-    if was_training:
-        model.train()
-    return {"success": sum(ep.env._finetune_get_reward() for ep in episodes) / len(episodes),
-            "calls_per_rollout": sum(ep.tool_calls for ep in episodes) / len(episodes),
-            "rollouts": float(len(episodes)), "prompts": [r["prompt"][0]["content"] for r in rows]}
 
 
 def counting_factory(factory: Callable[[], Any], counts: Counter[str]) -> Callable[[], Any]:
@@ -279,35 +255,42 @@ def run_tool_phases(run: Runner, out: Path, seeds: tuple[int, ...], steps: int =
 
 def _train_seeds(run: Runner, good: Path, spec: RunSpec, held: list[tuple[int, int]], seeds: tuple[int, ...],
                  steps: int, facts: dict[str, Any]) -> None:
-    from finetune.inspect.rewardmod import load_rewards
-
-    module = load_rewards(good, [r.name for r in spec.rewards]).module
-    model_dir = spec.resolve_path(spec.model)
-    budget = spec.generation.max_completion_length
     runs: list[dict[str, Any]] = []
     for n, seed in enumerate(seeds):
         target = good / (rundir.TRAIN_DIR if n == 0 else f"{rundir.TRAIN_DIR}_seed{seed}")
+        record: dict[str, Any] = {"seed": seed, "output_dir": str(target.relative_to(good))}
 
-        def train_one(p: Phase, seed: int = seed, target: Path = target) -> str:
-            from transformers import AutoModelForCausalLM
-
-            before = heldout_success(AutoModelForCausalLM.from_pretrained(model_dir), model_dir, module, held, seed,
-                                     budget)
+        def train_one(p: Phase, seed: int = seed, target: Path = target, record: dict[str, Any] = record) -> str:
             trainer, changes, executed_calls = train(good, spec, seed, target, steps)
-            after = heldout_success(trainer.model, model_dir, module, held, seed, budget)
             log = [e for e in trainer.state.log_history if "tools/call_frequency" in e]
             executed = sum(e["tools/call_frequency"] for e in log)
-            runs.append({"seed": seed, "output_dir": str(target.relative_to(good)), "before": before,
-                         "after": after, "steps": len(log), "tool_call_frequency_sum": executed,
-                         "tool_calls_executed": sum(executed_calls.values()), "direction": direction(before, after),
-                         "reward_first": log[0].get("reward") if log else None,
-                         "reward_last": log[-1].get("reward") if log else None, "profile_changes": changes})
+            record.update({"steps": len(log), "tool_call_frequency_sum": executed,
+                           "tool_calls_executed": sum(executed_calls.values()),
+                           "reward_first": log[0].get("reward") if log else None,
+                           "reward_last": log[-1].get("reward") if log else None, "profile_changes": changes})
             return (f"{len(log)} GRPO steps, {sum(executed_calls.values())} tool calls executed (call frequency "
-                    f"{executed / max(1, len(log)):.2f} per rollout); held-out tool-call success "
-                    f"{before['success']:.0%} → {after['success']:.0%} ({direction(before, after)} on this machine)")
+                    f"{executed / max(1, len(log)):.2f} per rollout)")
 
-        run.step(f"tools: GRPO with environment_factory, seed {seed} (held-out before/after)", train_one)
+        run.step(f"tools: GRPO with environment_factory, seed {seed}", train_one)
+        doc, sides = evaluate_stage(run, good, target, seed, HELDOUT_K, "tools")
+        before, after = (heldout_from_eval(sides[side], spec.rewards[0].name) for side in ("before", "after"))
+        record.update({"before": before, "after": after, "direction": direction(before, after),
+                       "eval": interval_facts(doc, ("accept", spec.rewards[0].name))})
+        run.result.phases[-1].detail = (f"held-out tool-call success {before['success']:.0%} → "
+                                        f"{after['success']:.0%} ({direction(before, after)} on this machine)")
+        runs.append(record)
     facts["heldout"] = {"prompts": len(held), "k": HELDOUT_K, "runs": runs}
+
+
+def heldout_from_eval(samples: list[dict[str, Any]], reward: str) -> dict[str, Any]:
+    """One side of `finetune eval`'s rollouts as the tool demo reports them: the environment's reward, the tool
+    calls made per rollout and the prompts asked (in the held-out split's order)."""
+    calls = [sum(len(m.get("tool_calls") or []) for m in s.get("trajectory") or [] if m.get("role") == "assistant")
+             for s in samples]
+    prompts = list(dict.fromkeys(s["prompt"][0]["content"] for s in samples))
+    scores = [float(s["scores"].get(reward) or 0.0) for s in samples]
+    return {"success": sum(scores) / len(scores), "calls_per_rollout": sum(calls) / len(calls),
+            "rollouts": float(len(samples)), "prompts": prompts}
 
 
 def direction(before: dict[str, Any], after: dict[str, Any]) -> str:

@@ -54,8 +54,8 @@ DEMO_CPU_PROFILE: dict[str, tuple[Any, str]] = {
 # the toy GRPO run: the rendered config + DEMO_CPU_PROFILE, after the gate still holds
 
 
-def demo_training_kwargs(run_dir: Path, seed: int, output_dir: Path,
-                         steps: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def demo_training_kwargs(run_dir: Path, seed: int, output_dir: Path, steps: int,
+                         tracked: bool = False) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """(GRPOConfig kwargs, the profile's changes as rows) from config/grpo_config.yaml + DEMO_CPU_PROFILE."""
     import yaml
     from trl import GRPOConfig
@@ -76,6 +76,11 @@ def demo_training_kwargs(run_dir: Path, seed: int, output_dir: Path,
             changes.append({"field": key, "rendered": kwargs.get(key, "(not rendered)"), "demo": value, "why": why})
         kwargs[key] = value
     kwargs["report_to"] = "none"
+    if tracked:  # logged to the run's local Trackio project, as the rendered train.py logs (finetune.tracking)
+        from finetune import tracking
+        from finetune.spec import load_spec
+
+        kwargs.update(tracking.in_process(run_dir, tracking.trackio_project(load_spec(run_dir / rundir.SPEC))))
     return kwargs, changes
 
 
@@ -96,7 +101,7 @@ def train_toy(run_dir: Path, spec: RunSpec, seed: int, output_dir: Path, steps: 
     check = verify_gate(run_dir, spec)  # the rendered train.py refuses the same way
     if not check.ok:
         raise CheckFailed(f"refusing to train: {check.reason}")
-    kwargs, changes = demo_training_kwargs(run_dir, seed, output_dir, steps)
+    kwargs, changes = demo_training_kwargs(run_dir, seed, output_dir, steps, tracked=not unfiltered)
     rewards = load_rewards(run_dir, [r.name for r in spec.rewards])
     reward_funcs, inspector = inspection_wiring(spec, rewards.module, kwargs)
     data = spec.resolve_path(spec.dataset.path) if unfiltered else spec.training_data_path()

@@ -9,6 +9,8 @@ The modules, in import order (each imports only those before it):
 - ``detectors``: the registry: one ``Detector`` per symptom, owning its check and its change.
 - ``recommend``: the one change (highest priority), held back when learning cannot be told from a hack.
 - ``report``: the terminal lines, report.md and curves.png.
+- ``licence``: whether a diagnosis licenses a change: this run's own training log bound to its config, or the
+  person's signed approval.
 - ``diagnosis``: the whole diagnosis (diagnosis.json) and writing it.
 - ``apply``: ``--apply``: the recommended variant set in the spec, config/ re-rendered.
 - ``reference``: references/diagnosis.md.

@@ -30,15 +30,17 @@ from finetune.diagnose.licence import holds, provenance
 from finetune.diagnose.logs import STANDING_CAVEAT, Logs, load_logs
 from finetune.diagnose.recommend import current_variant, decide, headline, mark_held
 from finetune.diagnose.report import write_outputs
+from finetune.diagnose.trackiodb import NOT_A_LICENCE
 from finetune.errors import UserError
 from finetune.variants import VARIANT_SYMPTOM
 
 
 def diagnose(run: str | Path, *, spec: str | Path | None = None, model: str | None = None,
-             correctness: list[str] | None = None) -> tuple[dict[str, Any], Logs, RunContext, list[Finding]]:
+             correctness: list[str] | None = None, trackio_run: str | None = None
+             ) -> tuple[dict[str, Any], Logs, RunContext, list[Finding]]:
     """Read RUN's logs and context, run every detector, and return the diagnosis document."""
     run = Path(run)
-    logs = load_logs(run)
+    logs = load_logs(run, trackio_run)
     logged = {k.split("/")[1] for k in logs.series if k.startswith("rewards/") and k.endswith("/mean")}
     ctx = load_context(run, logs.source, Path(spec) if spec else None, model, correctness, logged or None)
     subject = Run(logs, ctx)
@@ -52,6 +54,7 @@ def diagnosis_document(run: Run, findings: list[Finding]) -> dict[str, Any]:
     current = current_variant(ctx.config, ctx.spec)
     state, variant, change, co_rise = decide(run, findings, current)
     caveats = run.caveats + ([co_rise["caveat"]] if co_rise is not None else [])
+    caveats += [NOT_A_LICENCE] if trackio_log(logs) else []
     return {
         "verdict": state,
         "headline": headline(state, variant, change, current, co_rise, len(logs.entries)),
@@ -69,12 +72,27 @@ def diagnosis_document(run: Run, findings: list[Finding]) -> dict[str, Any]:
             "reward_roles": ctx.roles, "reward_roles_source": ctx.roles_source,
             "correctness_keys": run.correctness_keys(), "model": ctx.model_source,
             "current_variant": current, "stopped": stopped_by_inspection(ctx.run_dir),
-            "provenance": provenance(logs.source, ctx.run_dir),  # licenses only from the run's own training
+            # a Trackio project's database is reported, never a licence for a config change (the run's own logs are)
+            "log_kind": "trackio" if trackio_log(logs) else "training log", "licenses": not trackio_log(logs),
+            "provenance": tracked_provenance(logs, ctx.run_dir),  # licenses only from the run's own training
         },
         "thresholds": thresholds(),
         "plugin_version": __version__,
         "time": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
     }
+
+
+def trackio_log(logs: Logs) -> bool:
+    from finetune.diagnose.trackiodb import is_db
+
+    return is_db(logs.source)
+
+
+def tracked_provenance(logs: Logs, run_dir: Path) -> dict[str, Any]:
+    """The log's provenance; a Trackio database (even the one under train/trackio/) is a tracker's copy of the run,
+    never its own training log, so only the person's approval makes it license anything."""
+    found = provenance(logs.source, run_dir)
+    return {**found, "own_training": False, "bound": False} if trackio_log(logs) else found
 
 
 def stopped_by_inspection(run_dir: Path) -> dict[str, Any] | None:
@@ -128,6 +146,7 @@ def carried_variant_licence(doc: dict[str, Any], previous_path: Path) -> dict[st
 def diagnose_and_write(run: str | Path, *, out: str | Path | None = None, spec: str | Path | None = None,
                        model: str | None = None, correctness: list[str] | None = None,
                        for_apply: bool = False, approve: Callable[[dict[str, Any]], str] | None = None,
+                       trackio_run: str | None = None,
                        ) -> tuple[dict[str, Any], Path, RunContext]:
     """Diagnose RUN and write OUT/diagnosis/ (default: the run directory), carrying the licence of the run's
     current variant forward. ``for_apply``: the diagnosis must land in the run directory (the renderer reads
@@ -135,7 +154,7 @@ def diagnose_and_write(run: str | Path, *, out: str | Path | None = None, spec: 
     the diagnosis then carries their signed approval. Whether it licenses a change is recorded as ``licence``
     (:func:`finetune.diagnose.licence.holds`). Returns the diagnosis document, the folder written and the run's
     context."""
-    doc, logs, ctx, _ = diagnose(run, spec=spec, model=model, correctness=correctness)
+    doc, logs, ctx, _ = diagnose(run, spec=spec, model=model, correctness=correctness, trackio_run=trackio_run)
     if approve is not None:
         doc = approve_licence(doc, approve(doc))
     out_dir = Path(out) if out else ctx.run_dir

@@ -170,16 +170,22 @@ def _is_read_metric(key: str) -> bool:
         ("rewards/", "completions/", "clip_ratio/"))
 
 
-def load_logs(run: str | Path) -> Logs:
-    """Read the training entries of a run's log history. Malformed, truncated or empty → UserError."""
+def load_logs(run: str | Path, trackio_run: str | None = None) -> Logs:
+    """Read the training entries of a run's log history (a Trackio project's database too: ``trackio_run`` names
+    one of its runs, default the newest). Malformed, truncated or empty → UserError."""
+    from finetune.diagnose import trackiodb
+
     path = choose_log_file(Path(run))
-    rows = _parse_json_file(path)
+    tracked = trackiodb.is_db(path)
+    if trackio_run is not None and not tracked:
+        raise UserError("--trackio-run names a run of a Trackio project, but this log is not one", where=str(path),
+                        fix="pass the project's <project>.db (train/trackio/ in the run directory)")
+    rows, notes = trackiodb.read(path, trackio_run) if tracked else (_parse_json_file(path), [])
 
     def where(i: int) -> str:
         return f"{path}: entry {i + 1}"
 
     by_step: dict[int, dict[str, Any]] = {}
-    notes: list[str] = []
     ignored: set[str] = set()
     for i, row in enumerate(rows):
         if not isinstance(row, dict):

@@ -66,10 +66,10 @@ def check_export(run_dir: str | Path, lines: list[V.Verdict], source: str) -> st
 
 def _disagreeing(run_dir: Path, verdicts: list[V.Verdict]) -> tuple[list[str], list[str]]:
     """(false positives, false negatives) of ``verdicts`` against the scores now, as sample ids."""
-    from finetune.inspect.score import load_report, load_scored
+    from finetune.inspect.score import load_report, load_scored, report_metas
 
     rows = {r["id"]: r for r in load_scored(run_dir)}
-    metas = load_report(run_dir)["rewards"]
+    metas = report_metas(load_report(run_dir), run_dir)
     fp: list[str] = []
     fn: list[str] = []
     for v in verdicts:

@@ -53,17 +53,26 @@ SCORE_REPORT_SHA256 = None  # the score report the gate judged (its binding is r
 PERSON_ACTS = {}
 REWARD_SECTION_SHA256 = 'a4ec549c44c3a23c85e8075c1d34951618d90ded26b66d39eb79e6ffcfade1d3'  # sha256 of the spec's reward section (weights included)
 DATA_FILTER_SHA256 = None  # sha256 of the spec's dataset.filter (finetune data filter), or None
+# --- the held-out split `finetune eval` measures on (config/heldout.json); the gate binds its settings
+HELDOUT_SHA256 = 'ce290fce8b3004d3415126550ab56d53ed1b5d0b21ab6fcbc115d1ddc5052929'  # sha256 of the spec's dataset.heldout section
+HELDOUT_PATH = None  # a held-out file of the person's own (bound by the gate), or None
+HELDOUT_ROWS = []  # carved rows: never trained on
+HELDOUT_PROMPTS_SHA256 = 'e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855'  # their prompts, as carved
 
 # --- continuous inspection (config/watch.py; train/inspections/, train/STOPPED.json)
 INSPECT_EVERY_STEPS = 5  # 5 × logging_steps (1): each inspection sees 5 new log points; the reward-hacking rule runs on the last 30 log points and stops a run when it fires on 2 inspections in a row
 INSPECT_SAMPLE_ROWS = 50  # inspection.min_read: a step file holds as many completions as the gate needs read (the top-reward ones always among them)
 MAX_COMPLETION_LENGTH = 1024  # a completion this long was truncated
-WATCH_SHA256 = '30f31b477f91ae67be3487c9b8c0b6ece744031b8c8ccee039f2c40e876dff32'  # config/watch.py as rendered: an edited inspection callback does not train
+WATCH_SHA256 = '3f8adbe12f08ceece1637e0d4837f491997a30e98b3cebf56e6c167c77fabcc2'  # config/watch.py as rendered: an edited inspection callback does not train
 STOPPED_EXIT = 3  # exit status when the inspection callback stopped the run (launch.sh passes it on)
 WATCHDOG_SHA256 = 'eed4cb849580c1ac5f2b9027619a17d0b1487359d28b3bb30fc8fdd4f2f145a6'  # config/watchdog.py as rendered (the stall watchdog, the dry run)
 PREFLIGHT_SHA256 = 'c3d386a8ef03608cb179cc09770106fd9c61947a5e3a747444b421437390abf7'  # config/preflight.py as rendered (the completion-mask check)
 MASK_TRUNCATED = False  # GRPOConfig.mask_truncated_completions below
 SEQ_LEN = 256 + 1024  # prompt + completion tokens
+
+# --- tracking (BRIEF.md "Tracking"): W&B when the person configured it, else Trackio when importable, else files only
+WANDB_PROJECT = None  # the person's setting (userConfig), never the spec's
+TRACKIO_PROJECT = 'finetune-tiny-e2e'  # its database: train/trackio/<project>.db unless TRACKIO_DIR is set
 
 # --- the reward sandbox's CPU sizing (config/target.json "sandbox"; None: no sandboxed reward). Workers per pool are
 # set through FINETUNE_SANDBOX_WORKERS from the host's CPUs: outside the gated rewards, so sizing never voids a PASS
@@ -92,6 +101,10 @@ def bound_hashes(run_dir: Path) -> dict:
     for key, section in (("spec:sampling", SAMPLING), ("spec:inspection", INSPECTION)):
         out[key] = hashlib.sha256(json.dumps(section, sort_keys=True, separators=(",", ":"),
                                              ensure_ascii=False).encode("utf-8")).hexdigest()
+    out["spec:dataset.heldout"] = HELDOUT_SHA256
+    if HELDOUT_PATH is not None:
+        held = Path(HELDOUT_PATH) if Path(HELDOUT_PATH).is_absolute() else run_dir / HELDOUT_PATH
+        out["dataset.heldout:file"] = sha256_file(held) if held.is_file() else "missing"
     if DATA_FILTER_SHA256 is not None:  # train on exactly the filtered file the gate record binds
         out["spec:dataset.filter"] = DATA_FILTER_SHA256
         data = Path(DATASET["path"]) if Path(DATASET["path"]).is_absolute() else run_dir / DATASET["path"]
@@ -427,6 +440,38 @@ def size_sandbox() -> None:
     os.environ["FINETUNE_SANDBOX_WORKERS"] = str(workers)
 
 
+def report_to() -> str:
+    """Where TRL's metrics and the inspection's findings go besides train/ (GRPOConfig.report_to)."""
+    import importlib.util
+
+    if WANDB_PROJECT:
+        if importlib.util.find_spec("wandb") is None:
+            sys.exit(f"refusing to train: the person chose Weights & Biases (project {WANDB_PROJECT}) but wandb is not "
+                     f"importable — fix: {sys.executable} -m pip install wandb (and `wandb login`)")
+        os.environ.setdefault("WANDB_PROJECT", WANDB_PROJECT)
+        print(f"tracking: Weights & Biases project {WANDB_PROJECT} (the person's setting)", file=sys.stderr)
+        return "wandb"
+    if importlib.util.find_spec("trackio") is not None:
+        os.environ.setdefault("TRACKIO_DIR", str(RUN_DIR / "train" / "trackio"))  # read when trackio is imported
+        print(f"tracking: Trackio project {TRACKIO_PROJECT} in {os.environ['TRACKIO_DIR']} — dashboard: "
+              f"TRACKIO_DIR={os.environ['TRACKIO_DIR']} trackio show --project {TRACKIO_PROJECT}", file=sys.stderr)
+        return "trackio"
+    print("tracking: files only (train/metrics.jsonl, train/inspections/); pip install trackio for a dashboard",
+          file=sys.stderr)
+    return "none"
+
+
+def gate_summary() -> dict:
+    """What the run's tracker records of the gate: status, reading, blind statement, the rewards' digest."""
+    if not GATE_REQUIRED:
+        return {"status": "UNGATED (--no-gate preview)"}
+    gate = json.loads((RUN_DIR / "gate.json").read_text(encoding="utf-8"))  # check_gate read it already
+    counts, blind = gate.get("counts") or {}, gate.get("blind") or {}
+    return {"status": gate.get("status"), "read": counts.get("read"), "agreed": counts.get("agreed"),
+            "readers": ",".join(gate.get("readers") or []), "blind": blind.get("statement"),
+            "rewards_sha256": GATE_HASHES.get("rewards.py"), "time": gate.get("time")}
+
+
 def report_stop(callback) -> None:
     """A run the inspection callback stopped exits STOPPED_EXIT with the reason (train/STOPPED.json)."""
     if callback.stopped:
@@ -481,6 +526,29 @@ def metrics_callback(path: Path):
     return MetricsJsonl()
 
 
+def prompt_key(value) -> str:
+    """sha256 of a raw prompt value, as `config render` keyed the held-out rows (finetune.heldout.prompt_key)."""
+    def norm(v):
+        if isinstance(v, dict):
+            return {str(k): norm(x) for k, x in v.items() if x is not None}
+        return [norm(x) for x in v] if isinstance(v, list) else v
+
+    text = json.dumps(norm(value), sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def without_heldout(dataset):
+    """The training rows minus the held-out ones `config render` carved; refused when those rows changed."""
+    if not HELDOUT_ROWS:
+        return dataset
+    keys = [prompt_key(dataset[i][DATASET["prompt_column"]]) if i < len(dataset) else "" for i in HELDOUT_ROWS]
+    if hashlib.sha256("\n".join(keys).encode("ascii")).hexdigest() != HELDOUT_PROMPTS_SHA256:
+        sys.exit("refusing to train: the training data's held-out rows are not the ones config render carved (the "
+                 "data changed); re-render config/ (`finetune config render`)")
+    held = set(HELDOUT_ROWS)
+    return dataset.select([i for i in range(len(dataset)) if i not in held])
+
+
 def load_train_dataset():
     from datasets import load_dataset, load_from_disk
 
@@ -491,6 +559,7 @@ def load_train_dataset():
     else:
         builder = {"jsonl": "json", "parquet": "parquet"}[DATASET["format"]]
         dataset = load_dataset(builder, data_files=path, split="train")
+    dataset = without_heldout(dataset)
     if DATASET["prompt_column"] != "prompt":
         dataset = dataset.rename_column(DATASET["prompt_column"], "prompt")
     if SYSTEM_PROMPT:
@@ -519,6 +588,7 @@ def main(argv=None) -> None:
     args, _ = parser.parse_known_args(argv)
     cpu = args.cpu
     os.chdir(RUN_DIR)  # output_dir and data paths are relative to the run directory
+    tracked = "none" if args.dry_run else report_to()  # before TRL is imported: trackio reads TRACKIO_DIR on import
     check_trl()
     check_gate(cpu, 1 if args.dry_run else args.max_steps)
     check_no_shadows()
@@ -541,7 +611,8 @@ def main(argv=None) -> None:
     # each reward's role, weight, threshold, range and episode mark from rewards.py's REWARD_META (as rendered)
     REWARD_FUNCS, inspector = load_watch().instrument(
         REWARD_FUNCS, meta=rewards.REWARD_META, every_steps=INSPECT_EVERY_STEPS,
-        sample_rows=INSPECT_SAMPLE_ROWS, max_completion_length=MAX_COMPLETION_LENGTH)
+        sample_rows=INSPECT_SAMPLE_ROWS, max_completion_length=MAX_COMPLETION_LENGTH,
+        gate_summary=gate_summary())
     dataset = load_train_dataset()
     # every refusal above has had its say: from here on the sidecar holds the clock of each moment
     dog, this_sha256 = start_watchdog(watchdog, watchdog_source, args.dry_run, budgets)
@@ -615,7 +686,8 @@ def main(argv=None) -> None:
         logging_first_step=True,  # log step 1: a broken reward shows immediately
         save_strategy="no" if args.dry_run else 'steps',  # checkpoints (with trainer_state.json) every save_steps (none in a dry run)
         save_steps=200,  # training.save_steps
-        report_to='none',  # trainer_state.json is the log diagnose reads; nothing leaves the machine
+        report_to=tracked,  # train.py chooses at start: W&B when the person configured it, else Trackio when importable, else files only (BRIEF.md: Tracking); trainer_state.json and train/metrics.jsonl are what diagnose licenses from
+        project=TRACKIO_PROJECT,  # the Trackio project (BRIEF.md: Tracking)
         log_completions=True,  # print sample completions: keep reading outputs during training
         num_completions_to_print=2,  # a couple per logging step
         # stall bounds (config/watchdog.py also times each moment)
