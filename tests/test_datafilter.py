@@ -47,7 +47,7 @@ def _unfiltered(run: Path) -> Path:
     record = load_record(run / "gate.json")
     spec = load_spec(spec_path)
     write_gate_record(run, record.model_copy(update={
-        "dataset_filter": None, "hashes": bound_hashes(run, spec.reward_section(), sampling=spec.sampling_binding())}))
+        "dataset_filter": None, "hashes": bound_hashes(run, spec.reward_section(), **spec.binding())}))
     return spec_path
 
 

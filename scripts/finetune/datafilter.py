@@ -403,7 +403,7 @@ def _bound_record(spec_path: Path, run_dir: Path, section: dict[str, Any], filte
     binding = DataFilterSpec(**section).model_dump(mode="json")  # as the spec will load it
     spec = load_spec(spec_path)
     hashes = bound_hashes(run_dir, spec.reward_section(), data_filter=binding, sampling=spec.sampling_binding(),
-                          **spec.heldout_binding())
+                          inspection=spec.inspection_binding(), **spec.heldout_binding())
     hashes[FILTERED_FILE] = hashlib.sha256(filtered[1]).hexdigest()  # the file is committed with the record
     return record.model_copy(update={"hashes": hashes, "dataset_filter": section})
 

@@ -256,12 +256,13 @@ class RunSpec(_Strict):
     generation: GenerationSpec = Field(GenerationSpec(), description="Sampling, shared by Phase 1 and training.")
     training: TrainingSpec = Field(TrainingSpec(), description="Optimiser and batch settings.")
     inspection: InspectionSpec = Field(InspectionSpec(), description="Phase 1 sampling and reading.")
-    overrides: dict[str, Any] = Field(default_factory=dict, description="Extra GRPOConfig kwargs, "
-                                      "validated against the installed TRL; never sampling (generation_kwargs, "
-                                      "temperature, top_k, ...), the reference model (sync_ref_model, ...) or "
-                                      "remote code (trust_remote_code): config.GATED_OVERRIDES; never an "
-                                      "algorithm-defining field or a deprecated alias TRL copies over another field "
-                                      "(vllm_importance_sampling_cap).")
+    overrides: dict[str, Any] = Field(default_factory=dict, description="Extra GRPOConfig kwargs, by allowlist "
+                                      "(config.overrides classifies every field of the installed TRL): logging, "
+                                      "save cadence, dataloader workers, evaluation, memory and speed knobs pass; "
+                                      "the optimiser's shape (lr_scheduler_*, max_grad_norm, adam_*, ...) needs the "
+                                      "learning rate's licence; sampling, the reference model, remote code, hub / "
+                                      "trackers, the vLLM server, sharding, compilation, resuming, data order and "
+                                      "algorithm fields are refused, naming where each belongs.")
     jobs: JobsSpec | None = Field(None, description="Job files for SkyPilot / Hugging Face Jobs, with the person's "
                                   "time and cost limits (config render writes them for a PASS run).")
     environment: EnvironmentSpec | None = Field(None, description="Multi-turn tool environment (TRL "
@@ -329,6 +330,10 @@ class RunSpec(_Strict):
         generation section (temperature, top_p, top_k, min_p, repetition_penalty, the length caps)."""
         return {"system_prompt": self.dataset.system_prompt, "generation": self.generation.model_dump(mode="json")}
 
+    def inspection_binding(self) -> dict[str, Any]:
+        """The inspection section as the gate binds it: training's live hacking stop (every_steps) is part of it."""
+        return self.inspection.model_dump(mode="json")
+
     def heldout_binding(self) -> dict[str, Any]:
         """Keyword arguments of hashing.bound_hashes for the held-out split: its settings and, for a file of its
         own, that file."""
@@ -336,9 +341,10 @@ class RunSpec(_Strict):
         return {"heldout": h.model_dump(mode="json"), "heldout_file": self.resolve_path(h.path) if h.path else None}
 
     def binding(self) -> dict[str, Any]:
-        """Keyword arguments of hashing.bound_hashes beyond the reward section: sampling, the data filter and the
-        held-out split."""
-        return {"sampling": self.sampling_binding(), **self.filter_binding(), **self.heldout_binding()}
+        """Keyword arguments of hashing.bound_hashes beyond the reward section: sampling, inspection, the data
+        filter and the held-out split."""
+        return {"sampling": self.sampling_binding(), "inspection": self.inspection_binding(), **self.filter_binding(),
+                **self.heldout_binding()}
 
     def reward_section(self) -> list[dict[str, Any]]:
         """The reward section exactly as it is bound by the gate (weights included)."""

@@ -127,7 +127,7 @@ def test_override_cannot_change_algorithm_fields(cli, tiny_run, tmp_path):
 def test_override_cannot_set_a_field_through_its_deprecated_alias(cli, tiny_run, tmp_path, alias):
     """TRL copies a deprecated alias over its field after every check that names the field (the cap becomes the
     importance-sampling clip_max, an algorithm-defining field), so the alias itself is refused."""
-    from finetune.config.build import deprecated_aliases
+    from finetune.config.overrides import deprecated_aliases
 
     target = deprecated_aliases()[alias]
     model = yaml.safe_load(tiny_run.read_text())["model"]

@@ -152,3 +152,35 @@ def test_train_py_rescores_a_hand_assembled_gate_record(passed_run, tmp_path, cl
                        text=True, timeout=300)
     assert r.returncode == 1 and "do not give scored.jsonl's scores" in r.stderr, r.stderr[-2000:]
     assert not (run / "train").exists()
+
+
+# ------------------------------------------------------------------ the inspection section --
+
+def test_the_inspection_section_is_bound_by_the_gate(run_copy, cli):
+    """inspection.every_steps: 1000000 after a PASS would turn training's live hacking stop off: verify_gate
+    (config render, data filter, status) refuses it in one line naming the section."""
+    _edit_spec(run_copy, inspection={"every_steps": 1_000_000})
+    check = gate.verify_gate(run_copy, load_spec(run_copy / "spec.yaml"))
+    assert not check.ok and "inspection" in check.reason and "every_steps" in check.reason, check.reason
+    assert "\n" not in check.reason
+    r = cli("config", "render", run_copy / "spec.yaml")
+    assert r.code == 1 and "spec:inspection" in r.err and not (run_copy / "config").exists(), r.err
+
+
+def test_a_startup_hook_in_the_run_folder_voids_the_pass(run_copy):
+    """sitecustomize.py / usercustomize.py run at every start-up from the documented PYTHONPATH=.: shadows."""
+    for name in ("sitecustomize.py", "usercustomize.py"):
+        (run_copy / name).write_text("import builtins\n")
+        check = gate.verify_gate(run_copy, load_spec(run_copy / "spec.yaml"))
+        assert not check.ok and name in check.reason and "stand in" in check.reason, check.reason
+        (run_copy / name).unlink()
+
+
+def test_rewards_render_does_not_overwrite_a_users_own_module(run_copy, cli):
+    """A rewards_*.py the user wrote beside the rewards (not in render's manifest) is neither removed nor
+    overwritten: one line, exit 2, the file unchanged."""
+    mine = run_copy / "rewards_mine.py"
+    mine.write_text("def helper():\n    return 1\n")
+    r = cli("rewards", "render", run_copy / "spec.yaml")
+    assert r.code == 2 and "rewards_mine.py" in r.err and "was not written by" in r.err, r.err
+    assert len(r.err.strip().splitlines()) == 1 and mine.read_text() == "def helper():\n    return 1\n"

@@ -8,6 +8,7 @@ import pytest
 from inspect_helpers import CORRECTNESS, SPEC, craft_samples, verdicts_for, write_jsonl
 from person_helpers import person_verdicts
 
+from finetune.inspect import gaterecord
 from finetune.inspect.gate import verify_gate
 from finetune.spec import load_spec
 
@@ -118,7 +119,7 @@ def test_the_record_states_bounds_and_a_recall_floor_the_reading_cannot_support_
     assert person_verdicts(cli, run, run / "mine.jsonl").code == 0
     r = cli("inspect", "gate", run)
     gate = json.loads((run / "gate.json").read_text())
-    assert gate["schema_version"] == 3 and r.code == 1 and gate["counts"]["disagreements"] == 0
+    assert gate["schema_version"] == gaterecord.SCHEMA_VERSION and r.code == 1 and gate["counts"]["disagreements"] == 0
     bound = next(b for b in gate["bounds"] if b["reward"] == "correctness" and b["field"] == "correct")
     right = sum(s["kind"] == "right" for s in samples[:56])
     assert bound["read_positives"] == right and bound["false_negatives"] == 0 and bound["min_recall"] == 0.95

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from reward_helpers import reward_specs
 
-from finetune.rewards.render import render_sources
+from finetune.rewards.render import RENDERED, render_sources
 
 SPEC = textwrap.dedent("""\
     name: toy-arith
@@ -42,7 +42,7 @@ def test_cli_renders_standalone_files(cli, spec_file, tmp_path):
     out = tmp_path / "out"
     result = cli("rewards", "render", spec_file, "-o", out)
     assert result.code == 0, result
-    assert sorted(p.name for p in out.iterdir()) == ["rewards.py", "rewards_answers.py", "rewards_code.py",
+    assert sorted(p.name for p in out.iterdir() if p.suffix == ".py") == ["rewards.py", "rewards_answers.py", "rewards_code.py",
                                                            "rewards_mathpool.py", "rewards_meta.py", "rewards_sandbox.py"]
     text = (out / "rewards.py").read_text()
     header = ast.get_docstring(ast.parse(text))
@@ -50,7 +50,8 @@ def test_cli_renders_standalone_files(cli, spec_file, tmp_path):
     for requirement in ("math-verify==0.9.0", "jsonschema==4.26.0", "trl==1.16.0", "rewards_mathpool.py",
                         "rewards_sandbox.py"):
         assert requirement in header
-    for file in out.iterdir():  # never imports this plugin
+    assert sorted(json.loads((out / RENDERED).read_text())) == sorted(p.name for p in out.glob("*.py"))
+    for file in out.glob("*.py"):  # never imports this plugin
         tree = ast.parse(file.read_text())
         imported = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import)
                     for alias in node.names}
@@ -113,6 +114,23 @@ def test_bad_spec_is_one_line_exit_2_nothing_written(cli, tmp_path, bad, field):
     assert "\n" not in line and "Traceback" not in line
     assert f"{field}" in line and f"{spec}:" in line
     assert not out.exists()
+
+
+def test_render_refuses_to_overwrite_or_remove_a_rewards_module_it_did_not_write(cli, spec_file, tmp_path):
+    out = tmp_path / "out"
+    assert cli("rewards", "render", spec_file, "-o", out).code == 0
+    assert cli("rewards", "render", spec_file, "-o", out).code == 0  # its own files: rendered over
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    (out / "rewards_mine.py").write_text("def helper():\n    return 1\n")  # the user's own module
+    r = cli("rewards", "render", spec_file, "-o", out)
+    assert r.code == 2 and "rewards_mine.py" in r.err and "remove" in r.err and len(r.err.strip().splitlines()) == 1
+    (out / "rewards_mine.py").unlink()
+    (out / RENDERED).unlink()
+    (out / "rewards_meta.py").write_text("# mine\n")  # not in a manifest, not what render writes
+    r = cli("rewards", "render", spec_file, "-o", out)
+    assert r.code == 2 and "rewards_meta.py" in r.err and "overwrite" in r.err, r.err
+    assert (out / "rewards_meta.py").read_text() == "# mine\n"
+    assert {p.name for p in out.iterdir()} == set(before) - {RENDERED}
 
 
 def test_rendered_code_for_every_type_alone_imports_only_what_it_uses():

@@ -11,20 +11,20 @@ atomically from the Jinja templates. The plan's types: :mod:`finetune.config.pla
 
 from __future__ import annotations
 
-import difflib
 import math
 import os
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from finetune import jsonio, rundir
 from finetune.config.dataset import _check_lengths, _dataset_stats
+from finetune.config.overrides import check_overrides, licensed_changes
+from finetune.config.overrides import trl_version as _trl_version
 from finetune.config.plan import DatasetStats, RenderPlan, Setting, Topology
 from finetune.config.topology import _check_batch, _check_colocate_tp, _validate_with_vllm
 from finetune.errors import CheckFailed, UserError
-from finetune.variants import ALGORITHM_FIELDS, VARIANT_SYMPTOM, Pinned, algorithm_kwargs
+from finetune.variants import VARIANT_SYMPTOM, Pinned, algorithm_kwargs
 
 if TYPE_CHECKING:
 
@@ -37,27 +37,12 @@ if TYPE_CHECKING:
     from finetune.runlength import RunLength
     from finetune.spec import RunSpec
 
-TRL_VERSION_PIN = "1.16.0"
 VLLM_SERVER_PORT = 8000
 VLM_REFUSAL = (
     "vision-language RL is reference-only in this plugin (the seed's 'VLM RL: reference only'): the tooling "
     "is split across ms-swift and EasyR1-derived forks with no one-line TRL command, and text-only GRPO on a "
     "VLM tends to reward-hack by optimising the text reasoning while ignoring the image"
 )
-# GRPOConfig fields the renderer owns; an override may not set them (they have their own spec field,
-# or are pinned per variant under the explicit-fields contract).
-_SPEC_OWNED = {
-    "learning_rate": "training.learning_rate", "per_device_train_batch_size": "training.per_device_train_batch_size",
-    "gradient_accumulation_steps": "training.gradient_accumulation_steps", "seed": "training.seed",
-    "max_steps": "training.max_steps", "num_train_epochs": "training.num_train_epochs",
-    "warmup_steps": "training.warmup_steps",
-    "logging_steps": "training.logging_steps", "save_steps": "training.save_steps",
-    "optim": "training.optimizer", "output_dir": "(the run directory's train/)",
-    "use_vllm": "hardware", "vllm_mode": "hardware.gpus / hardware.vllm_gpus", "generation_batch_size":
-    "training.steps_per_generation", "use_cpu": "hardware.profile", "bf16": "hardware.profile",
-}
-
-
 # ----------------------------------------------------------------------------------------------
 # the other modules' interfaces (DESIGN.md)
 
@@ -210,6 +195,7 @@ def _check_lr_beta(spec: RunSpec, diagnosis: dict[str, Any] | None, gate_ok: boo
         changed.append(f"training.learning_rate={spec.training.learning_rate:g} (base {BASE_LEARNING_RATE:g})")
     if spec.variant == "grpo" and not math.isclose(spec.training.beta, BASE_BETA, rel_tol=1e-9):
         changed.append(f"training.beta={spec.training.beta:g} (base {BASE_BETA:g})")
+    changed.extend(licensed_changes(spec.overrides))
     if not changed:
         return []
     healthy = diagnosis is not None and diagnosis.get("verdict") == "healthy"
@@ -224,95 +210,6 @@ def _check_lr_beta(spec: RunSpec, diagnosis: dict[str, Any] | None, gate_ok: boo
     if preview:
         return [f"PREVIEW ONLY — a full render will refuse: {msg}"]
     raise CheckFailed(msg + ". Keep lr 5e-7 / beta 0.01 until the base run is stable and the reward inspected")
-
-
-def _trl_version() -> str:
-    from importlib import metadata
-
-    try:
-        return metadata.version("trl")
-    except metadata.PackageNotFoundError:  # pragma: no cover - trl is a hard dependency
-        return TRL_VERSION_PIN
-
-
-# GRPOConfig fields `overrides` may never set: what the gate judged was sampled with the spec's generation
-# settings and scored against this policy and reference; TRL applies generation_kwargs last, over the pinned
-# temperature. Each: (what it changes, where it belongs instead).
-GATED_OVERRIDES: dict[str, tuple[str, str]] = {
-    **{k: ("sampling, which the gate's samples were drawn with", "generation.* (then repeat Phase 1)")
-       for k in ("generation_kwargs", "chat_template_kwargs", "cache_implementation", "vllm_structured_outputs_regex",
-                 "vllm_model_impl", "train_sampling_strategy")},
-    **{k: ("the reference model the KL term holds the policy to", "nothing: the recipe pins it")
-       for k in ("sync_ref_model", "ref_model_mixup_alpha", "ref_model_sync_steps", "disable_dropout")},
-    "trust_remote_code": ("whether remote code shipped with the model runs", "nothing: remote code never runs"),
-    "model_init_kwargs": ("how the policy is loaded (dtype, remote code)", "model / hardware (chosen per scale)"),
-}
-
-
-def _remote_code(value: Any) -> bool:
-    """Does an override value carry trust_remote_code anywhere inside it?"""
-    if isinstance(value, dict):
-        return any(k == "trust_remote_code" or _remote_code(v) for k, v in value.items())
-    return isinstance(value, (list, tuple)) and any(_remote_code(v) for v in value)
-
-
-_DEPRECATED_ALIAS = re.compile(r"^Deprecated(?: alias of|, use|\. Use) `(\w+)`")
-
-
-def deprecated_aliases() -> dict[str, str]:
-    """GRPOConfig fields the installed TRL marks as a deprecated alias of another field: alias -> field.
-
-    TRL copies an alias over its field in ``__post_init__`` (``vllm_importance_sampling_cap`` becomes
-    ``vllm_importance_sampling_clip_max``), so an override of the alias would set the field behind every check
-    that names the field. Read from the installed TRL's own field help, not kept by hand.
-
-    >>> deprecated_aliases()["vllm_importance_sampling_cap"]
-    'vllm_importance_sampling_clip_max'
-    """
-    import dataclasses
-
-    from trl.trainer.grpo_config import GRPOConfig
-
-    out: dict[str, str] = {}
-    for f in dataclasses.fields(GRPOConfig):
-        match = _DEPRECATED_ALIAS.match(str(f.metadata.get("help", "")))
-        if match:
-            out[f.name] = match.group(1)
-    return out
-
-
-def _check_overrides(spec: RunSpec) -> dict[str, Setting]:
-    import dataclasses
-
-    from trl.trainer.grpo_config import GRPOConfig
-
-    version = _trl_version()
-    fields = {f.name for f in dataclasses.fields(GRPOConfig)}
-    aliases = deprecated_aliases()
-    out: dict[str, Setting] = {}
-    for key, value in spec.overrides.items():
-        where = f"overrides.{key}"
-        if key not in fields:
-            close = difflib.get_close_matches(key, sorted(fields), n=1, cutoff=0.5)
-            raise UserError(f"'{key}' is not a GRPOConfig field in TRL {version}", where=where,
-                            fix=f"did you mean '{close[0]}'?" if close else "see TRL's GRPOConfig reference")
-        if key in aliases:
-            raise UserError(f"'{key}' is a deprecated alias of '{aliases[key]}' in TRL {version}, which copies it "
-                            f"over that field", where=where, fix=f"remove it; the field itself is '{aliases[key]}'")
-        if key in ALGORITHM_FIELDS:
-            raise UserError(f"'{key}' is algorithm-defining and pinned per variant (explicit-fields contract)",
-                            where=where,
-                            fix="set `variant` (after a diagnosis) or the matching generation/training field")
-        if key in GATED_OVERRIDES or _remote_code(value):
-            what, instead = GATED_OVERRIDES.get(key, GATED_OVERRIDES["trust_remote_code"])
-            raise UserError(f"'{key}' cannot be overridden: it changes {what}", where=where,
-                            fix=f"remove it from overrides; set {instead}" if not instead.startswith("nothing")
-                            else f"remove it from overrides ({instead})")
-        if key in _SPEC_OWNED or key == "beta":
-            raise UserError(f"'{key}' has its own place in the spec", where=where,
-                            fix=f"set {_SPEC_OWNED.get(key, 'training.beta')} instead")
-        out[key] = Setting(value, "set in the spec's overrides", "override")
-    return out
 
 
 # ----------------------------------------------------------------------------------------------
@@ -389,7 +286,7 @@ def build_plan(spec: RunSpec, run_dir: Path, *, preview: bool = False, no_gate: 
     _check_model(spec, info)
     _check_lora_targets(spec, info)
     hw = _hardware(spec)
-    overrides = _check_overrides(spec)
+    overrides = check_overrides(spec)
     licence = _licence(spec, info, run_dir, preview=preview, no_gate=no_gate, rescore=rescore)
     choice = _choose_values(spec, info, hw)
     data = _check_data(spec, info, overrides)

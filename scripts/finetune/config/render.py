@@ -29,7 +29,6 @@ from typing import TYPE_CHECKING, Any
 from finetune import __version__, heldout, literals, rundir, tracking, watch, watchdog
 from finetune.config import jobs
 from finetune.config.build import (
-    TRL_VERSION_PIN,
     UNGATED_OVERRIDE,
     UNGATED_SMOKE_STEPS,
     VLLM_SERVER_PORT,
@@ -37,6 +36,7 @@ from finetune.config.build import (
     build_plan,
     inspection_settings,
 )
+from finetune.config.overrides import TRL_VERSION_PIN
 from finetune.config.plan import RenderPlan
 from finetune.errors import UserError
 from finetune.variants import ALGORITHM_FIELDS
@@ -92,6 +92,7 @@ def _context(plan: RenderPlan) -> dict[str, Any]:
         "reward_section_json": json.dumps(reward_section, sort_keys=True, separators=(",", ":"), ensure_ascii=False),
         "reward_section_sha256": hashing.reward_section_digest(reward_section),
         "sampling": spec.sampling_binding(),  # train.py hashes it as the gate did (hashing.SAMPLING)
+        "inspection_section": spec.inspection_binding(),  # and this (hashing.INSPECTION)
         # dataset.filter bound like the reward section (None without a filter)
         "data_filter_sha256": (hashing.bound_hashes(plan.run_dir, reward_section, **spec.filter_binding())
                                .get(hashing.FILTER_SECTION)),

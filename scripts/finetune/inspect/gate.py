@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from finetune import __version__, commit, jsonio, rundir
 from finetune.errors import UserError
-from finetune.hashing import SAMPLING, bound_hashes, sha256_file
+from finetune.hashing import INSPECTION, SAMPLING, bound_hashes, sha256_file
 from finetune.inspect import bounds as B
 from finetune.inspect import readingset
 from finetune.inspect import verdicts as V
@@ -520,6 +520,8 @@ def verify_gate(run_dir: str | Path, spec: RunSpec, rescore: bool = False) -> Ga
     changed += sorted(k for k in set(inputs) | set(now_inputs) if inputs.get(k) != now_inputs.get(k))
     if SAMPLING in changed:
         return GateCheck(False, sampling_changed(record, spec), record)
+    if INSPECTION in changed:
+        return GateCheck(False, inspection_changed(), record)
     if changed:
         return GateCheck(False, "changed since the gate PASSed: " + ", ".join(changed)
                          + "; re-run `finetune inspect score` and `finetune inspect gate`", record)
@@ -535,6 +537,12 @@ def verify_gate(run_dir: str | Path, spec: RunSpec, rescore: bool = False) -> Ga
         return GateCheck(False, "the files the record binds do not PASS the gate: " + "; ".join(again.reasons),
                          record)
     return GateCheck(True, "gate PASS holds: rewards, scored samples, verdicts and reward spec unchanged", record)
+
+
+def inspection_changed() -> str:
+    """One line: the inspection section (training's live hacking stop) is not the one the gate PASSed with."""
+    return ("the spec's inspection section changed since the gate PASSed (spec:inspection: inspection.every_steps "
+            "sets how often training's live hacking stop samples); restore it, or re-run `finetune inspect gate`")
 
 
 def sampling_changed(record: GateRecord, spec: RunSpec) -> str:

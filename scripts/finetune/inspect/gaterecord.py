@@ -21,7 +21,8 @@ from finetune.inspect.verdicts import Confirmation
 # 2: the person's acts are signed (verdict lines, confirmation, acks), verdicts.jsonl keeps its history and the
 # record says which path each verdict took, which earlier verdicts were replaced and where the samples came from.
 # 3: per reward and verdict field, the reading's agreements and exact one-sided bounds on precision and recall.
-SCHEMA_VERSION = 3
+# 4: the hashes bind the spec's inspection section (spec:inspection).
+SCHEMA_VERSION = 4
 
 
 class _Part(BaseModel):
@@ -233,7 +234,7 @@ class GateRecord(BaseModel):
 
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
-    schema_version: Literal[3] = 3  # SCHEMA_VERSION
+    schema_version: Literal[4] = 4  # SCHEMA_VERSION
     """`gaterecord.SCHEMA_VERSION`; a record of another version is one line asking for a new gate"""
     status: Literal["PASS", "FAIL"]
     """`PASS` or `FAIL`; a FAIL run of the gate replaces an earlier PASS (the latest judgement holds)"""
@@ -242,7 +243,7 @@ class GateRecord(BaseModel):
     hashes: dict[str, str] = Field(default_factory=dict)
     """what train.py re-checks (`hashing.bound_hashes`): sha256 of rewards.py, every rewards_*.py (a python
     verifier's and the environment's modules as `rewards_lib_NAME.py`), scored.jsonl, verdicts.jsonl,
-    `spec:rewards`, `spec:sampling` and, after `finetune data filter`, `spec:dataset.filter` and
+    `spec:rewards`, `spec:sampling`, `spec:inspection` and, after `finetune data filter`, `spec:dataset.filter` and
     `dataset.filter:file`"""
     inputs: dict[str, str] = Field(default_factory=dict)
     """sha256 of samples.jsonl, base_samples.jsonl, score_report.json, confirmation.json, acks.json,

@@ -28,7 +28,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from finetune import __version__, literals, rundir
+from finetune import __version__, jsonio, literals, rundir
 from finetune.errors import UserError
 from finetune.rewards.kind import KINDS, KINDS_DIR, TEMPLATES, PlanContext, PlanError, reading_of
 from finetune.rewards.lib import ALWAYS, HELPERS, SHARED_STDLIB
@@ -498,4 +498,38 @@ def render_rewards(spec: RunSpec, out_dir: str | Path) -> list[Path]:
     from finetune import commit
 
     stale = tuple(p.name for p in out_dir.glob("rewards_*.py") if p.name not in files and p.is_file())
-    return commit.commit_files(out_dir, files, remove=stale)
+    _refuse_foreign(out_dir, files, stale)
+    manifest = {RENDERED: jsonio.json_text(out_dir / RENDERED, {n: _sha256(t) for n, t in sorted(files.items())})}
+    written = commit.commit_files(out_dir, {**files, **manifest}, remove=stale)
+    return [p for p in written if p.name != RENDERED]
+
+
+RENDERED = ".rewards_rendered.json"  # name -> sha256 of each file `rewards render` last wrote here
+
+
+def _sha256(text: str) -> str:
+    import hashlib
+
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _refuse_foreign(out_dir: Path, files: dict[str, str], stale: tuple[str, ...]) -> None:
+    """A rewards_*.py this render would overwrite or remove that `rewards render` did not write (not in its
+    manifest, and not byte-identical to what it would write now) is the user's own: refused, nothing written."""
+    import hashlib
+
+    try:
+        ours = json.loads((out_dir / RENDERED).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        ours = {}
+    ours = ours if isinstance(ours, dict) else {}
+    for name in sorted({*files, *stale}):
+        path = out_dir / name
+        if name == rundir.REWARDS or not path.is_file() or name in ours:
+            continue
+        if name in files and hashlib.sha256(path.read_bytes()).hexdigest() == _sha256(files[name]):
+            continue
+        raise UserError(f"{path} was not written by `finetune rewards render`; rendering would "
+                        f"{'overwrite' if name in files else 'remove'} it", where=str(path),
+                        fix="move or rename your file (a reward's own code is named in the spec: `type: python`, "
+                            "`file:`), then render again")

@@ -35,6 +35,7 @@ MODEL = 'Qwen/Qwen3-1.7B'  # relative paths are relative to the run directory
 DATASET = {'format': 'jsonl', 'path': 'data/train.jsonl', 'split': 'train', 'prompt_column': 'prompt'}
 # the system prompt and generation settings the gated samples were drawn with; the gate binds their hash
 SAMPLING = {'system_prompt': None, 'generation': {'max_prompt_length': 256, 'max_completion_length': 1024, 'temperature': 1.0, 'top_p': 1.0, 'top_k': 0, 'min_p': None, 'repetition_penalty': 1.0}}
+INSPECTION = {'prompts': 16, 'per_prompt': 4, 'min_read': 50, 'held_back_prompts': 0, 'min_recall': None, 'min_precision': None, 'probe_prompts': 4, 'every_steps': None, 'base_success': {'prompts': 16, 'samples_per_prompt': 16, 'temperature': 0.3}}  # the spec's inspection section the gate bound (spec:inspection)
 SYSTEM_PROMPT = SAMPLING["system_prompt"]
 REWARD_NAMES = ['format_ok', 'correct']  # TRL logs rewards/<name>/mean
 REWARD_WEIGHTS_RENDERED = [0.2, 1.0]
@@ -97,8 +98,9 @@ def bound_hashes(run_dir: Path) -> dict:
         if (run_dir / name).is_file():
             out[name] = sha256_file(run_dir / name)
     out["spec:rewards"] = REWARD_SECTION_SHA256
-    out["spec:sampling"] = hashlib.sha256(json.dumps(SAMPLING, sort_keys=True, separators=(",", ":"),
-                                                     ensure_ascii=False).encode("utf-8")).hexdigest()
+    for key, section in (("spec:sampling", SAMPLING), ("spec:inspection", INSPECTION)):
+        out[key] = hashlib.sha256(json.dumps(section, sort_keys=True, separators=(",", ":"),
+                                             ensure_ascii=False).encode("utf-8")).hexdigest()
     out["spec:dataset.heldout"] = HELDOUT_SHA256
     if HELDOUT_PATH is not None:
         held = Path(HELDOUT_PATH) if Path(HELDOUT_PATH).is_absolute() else run_dir / HELDOUT_PATH
@@ -157,6 +159,9 @@ def check_gate(cpu: bool = False, max_steps: int = 0) -> None:
         sys.exit("refusing to train: SAMPLING (system prompt, generation settings) is not what the gated samples were "
                  "drawn with (spec:sampling changed since the gate PASSed); re-render config/ from the gated spec, or "
                  "re-sample (`finetune inspect sample`), re-score, read and re-gate")
+    if "spec:inspection" in changed:
+        sys.exit("refusing to train: INSPECTION (the spec's inspection section: how often the live hacking stop "
+                 "looks) is not what the gate PASSed (spec:inspection changed); re-render config/ from the gated spec")
     if changed:
         sys.exit(f"refusing to train: {', '.join(changed)} changed since the gate PASSed; re-run Phase 1")
     check_score_report(current)
@@ -192,10 +197,11 @@ def check_no_shadows() -> None:
 
     RUN/math_verify.py (or any NAME.py / NAME/__init__.py there named like a standard-library module or an
     installed package) is found before the real one by a process started in the run directory: its code
-    would become the reward's. The plugin's `config render` and `status` refuse the same files."""
+    would become the reward's; sitecustomize.py / usercustomize.py run at every start-up on PYTHONPATH=. The
+    plugin's `config render` and `status` refuse the same files."""
     from importlib import metadata
 
-    known = set(sys.stdlib_module_names) | set(metadata.packages_distributions())
+    known = set(sys.stdlib_module_names) | set(metadata.packages_distributions()) | {"sitecustomize", "usercustomize"}
     found = []
     for p in sorted(RUN_DIR.iterdir()):
         name = p.stem if p.suffix == ".py" else p.name if (p / "__init__.py").is_file() else None
