@@ -16,7 +16,7 @@ from render_fixtures import write_run  # noqa: E402
 REFUSED = {  # each reproduction: the overrides, a phrase of the one line
     "hub": ({"push_to_hub": True, "hub_model_id": "someone-else/model"}, "where the weights or the completions go"),
     "hub_token": ({"hub_token": "hf_xxx"}, "where the weights or the completions go"),
-    "report_to": ({"report_to": ["wandb"]}, "where the weights or the completions go"),
+    "report_to": ({"report_to": ["wandb"]}, "where the run's metrics are reported"),
     "log_completions_hub_repo": ({"log_completions_hub_repo": "x/y"}, "where the weights or the completions go"),
     "vllm_server_base_url": ({"vllm_server_base_url": "http://203.0.113.9:8000"}, "what generates the completions"),
     "deepspeed": ({"deepspeed": "ds.json"}, "where the model is sharded and run"),

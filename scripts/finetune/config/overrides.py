@@ -58,10 +58,13 @@ def _family(what: str, where: str, *names: str) -> dict[str, tuple[str, str]]:
 # Refused outright: (what it changes, where it belongs instead).
 REFUSED: dict[str, tuple[str, str]] = {
     **_family("where the weights or the completions go (off this machine, with the user's token)",
-              "nothing in a gated run: publish the trained run afterwards, by hand",
+              "nothing in a gated run: the person publishes the trained run afterwards (`finetune publish`)",
               "push_to_hub", "hub_token", "hub_private_repo", "hub_model_id", "hub_strategy", "hub_always_push",
-              "hub_revision", "report_to", "project", "trackio_space_id", "trackio_bucket_id",
-              "trackio_static_space_id", "log_completions_hub_repo"),
+              "hub_revision", "log_completions_hub_repo"),
+    **_family("where the run's metrics are reported (a tracker off this machine, with the user's token)",
+              "the person's own setting: train.py picks the tracker (`finetune.tracking`: the plugin's wandb_project "
+              "userConfig or FINETUNE_WANDB_PROJECT in their shell, else Trackio, else files)",
+              "report_to", "project", "trackio_space_id", "trackio_bucket_id", "trackio_static_space_id"),
     **_family("which weights training starts from or ends with", "nothing: train.py starts from the gated model",
               "resume_from_checkpoint", "ignore_data_skip", "restore_callback_states_from_checkpoint",
               "load_best_model_at_end", "metric_for_best_model", "greater_is_better"),
