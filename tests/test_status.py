@@ -348,3 +348,20 @@ def test_re_reading_samples_whose_scores_were_revealed_is_named_not_blind(tmp_pa
     state, text = status._verdicts(status._Run(tmp_path))
     assert state == status.STALE and "not blind" in text and "a fresh blind set" in text and "training.seed" in text
     assert "--fresh" not in text  # nothing was held back: the fresh set is re-sampled
+
+
+@pytest.mark.parametrize(("text", "said"), [
+    ("{not json", "stopped by the watchdog, but train/STALLED.json does not parse"),
+    ("[1]", "stopped by the watchdog, but train/STALLED.json names no moment"),
+    ('{"moment": "generation", "message": "stalled at generation: no progress for 900 s"}',
+     "stopped by the watchdog: stalled at generation: no progress for 900 s — likely: "),
+])
+def test_a_stall_file_is_read_in_one_line(tmp_path, text, said):
+    """train/STALLED.json (config/watchdog.py) as status reads it: one line, whatever the file holds (the real
+    watchdog's file is read back in tests/test_watchdog.py)."""
+    from finetune import status
+
+    (tmp_path / "train").mkdir()
+    (tmp_path / "train" / "STALLED.json").write_text(text)
+    line = status.read_stall(tmp_path)
+    assert line is not None and line.startswith(said) and "\n" not in line, line

@@ -65,6 +65,16 @@ def test_a_hanging_weight_sync_is_stopped_and_named(tmp_path):
     assert "NCCL" in stalled["cause"] and "stalled at weight_sync" in res.stderr
     stacks = Path(stalled["stacks"]).read_text()
     assert "blocking_params" in stacks and "sync_weights" in stacks, stacks  # where it hung, from faulthandler
+    # `finetune status` reads the same file back: Phase 3 failed, naming the moment, the cause and the stacks
+    from finetune import status
+
+    (tmp_path / "config").mkdir()
+    (tmp_path / "config" / "train.py").write_text("# rendered before the launch that stalled\n")
+    then = (tmp_path / "train" / watchdog.STALLED).stat().st_mtime - 10
+    os.utime(tmp_path / "config" / "train.py", (then, then))
+    state, detail = status._train(status._Run(tmp_path))
+    assert state == status.FAILED and "stalled at weight_sync" in detail and "NCCL" in detail, detail
+    assert stalled["stacks"] in detail and "launch.sh --dry-run" in detail
 
 
 def test_moments_and_bounds():

@@ -9,7 +9,9 @@ renderer would write now, and logs newer than the diagnosis make it stale. Nothi
 Two things beside the steps. A run the inspection callback stopped (``train/STOPPED.json``, written by
 ``config/watch.py``; launch.sh exited 3) resumes at Phase 3 with the rule, step and reward the file names and
 what /finetune does next (read the step's inspection file, ``finetune diagnose``, fix that reward in Phase 1,
-re-gate); a file that does not parse or names no rule is reported as such. And every checkpoint sample set
+re-gate); a file that does not parse or names no rule is reported as such. A run the watchdog stopped
+(``train/STALLED.json``, written by ``config/watchdog.py``; launch.sh exited 4) is Phase 3 failed, with the
+moment, its likely causes and where the stacks are. And every checkpoint sample set
 under ``inspect/checkpoints/`` is listed with its gate state (re-derived as Phase 1's) and, when its
 comparison.json exists, the comparison with Phase 1 recomputed (a file that no longer matches is stale).
 
@@ -26,7 +28,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from finetune import jsonio, rundir, watch
+from finetune import jsonio, rundir, watch, watchdog
 from finetune.errors import UserError
 
 if TYPE_CHECKING:
@@ -375,6 +377,29 @@ def read_stop(run_dir: Path) -> Stop | None:
     return replace(stop, next=_next_steps(run_dir, stop))
 
 
+STALLED_FILE = f"{rundir.TRAIN_DIR}/{watchdog.STALLED}"
+
+
+def read_stall(run_dir: Path) -> str | None:
+    """train/STALLED.json (config/watchdog.py stopped a moment that outlived its budget) as one line: the moment, how
+    long it ran, its likely causes, where the stacks are and what to do; None when the watchdog stopped nothing."""
+    path = run_dir / STALLED_FILE
+    if not path.is_file():
+        return None
+    try:
+        doc = jsonio.read_json(path)
+    except UserError as exc:
+        return f"stopped by the watchdog, but {STALLED_FILE} does not parse ({one_line(exc.what, 120)})"
+    if not isinstance(doc, dict) or _text(doc, "moment") is None:
+        return f"stopped by the watchdog, but {STALLED_FILE} names no moment"
+    cause = _text(doc, "cause", 400) or watchdog.MOMENTS.get(str(doc["moment"]), "")
+    stacks = _text(doc, "stacks", 300)
+    return one_line(f"stopped by the watchdog: {_text(doc, 'message', 300) or _text(doc, 'moment')}"
+                    + (f" — likely: {cause}" if cause else "") + (f"; stacks: {stacks}" if stacks else "")
+                    + "; fix the cause, time the moments with `bash config/launch.sh --dry-run`, then launch again",
+                    900)
+
+
 def _train(run: _Run) -> tuple[str, str]:
     stop = read_stop(run.dir)
     if stop is not None:
@@ -382,6 +407,9 @@ def _train(run: _Run) -> tuple[str, str]:
             return STALE, ("config/ was rendered again after the inspection callback stopped the run: hand the new "
                            "brief to the training engineer")
         return STOPPED, stop.summary()
+    stall = read_stall(run.dir)
+    if stall is not None and not run.newer(f"{rundir.CONFIG_DIR}/train.py", STALLED_FILE):
+        return FAILED, stall  # launch.sh removes the file on the next launch, as it does STOPPED.json
     if not run.path(TRAINER_STATE).is_file():
         return MISSING, "no train/trainer_state.json: hand config/BRIEF.md to the training engineer"
     if run.newer(f"{rundir.CONFIG_DIR}/train.py", TRAINER_STATE):
