@@ -286,12 +286,12 @@ def publish(run: str | Path, repo: str, *, checkpoint: str | None = None, eval_n
     token (huggingface_hub's saved login or HF_TOKEN). Returns (the plan, that folder)."""
     from finetune.spec import load_spec
 
-    if not REPO_ID.fullmatch(repo):
-        raise UserError(f"{repo!r} is not a Hub repo id", where="--repo", fix="name it OWNER/NAME (e.g. me/my-model)")
-    spec_file, run_dir = rundir.resolve(run)
+    spec_file, run_dir = rundir.resolve(run)  # the run first: the first error names what the person passed first
     if spec_file is None:
         raise UserError(f"no {rundir.SPEC} in {run}", fix="pass the run directory (or its spec.yaml)")
     spec = load_spec(spec_file)
+    if not REPO_ID.fullmatch(repo):
+        raise UserError(f"{repo!r} is not a Hub repo id", where="--repo", fix="name it OWNER/NAME (e.g. me/my-model)")
     ckpt = Path(checkpoint).expanduser() if checkpoint else run_dir / rundir.TRAIN_DIR
     names = checkpoint_files(ckpt, weights)
     prov = provenance(run_dir, spec, eval_name, examples)
