@@ -49,7 +49,8 @@ def test_human_reading_passes_and_tampering_voids_it(cli, make_run):
     assert r.code == 0, r
     gate = json.loads((run / "gate.json").read_text())
     assert gate["status"] == "PASS" and gate["counts"]["read"] == 56 and gate["counts"]["disagreements"] == 0
-    assert set(gate["hashes"]) == {"rewards.py", "scored.jsonl", "verdicts.jsonl", "spec:rewards", "spec:sampling"}
+    assert set(gate["hashes"]) == {"rewards.py", "scored.jsonl", "verdicts.jsonl", "spec:rewards", "spec:sampling",
+                                   "spec:inspection", "spec:dataset.heldout"}
     spec = load_spec(run / "spec.yaml")
     assert verify_gate(run, spec).ok
 
