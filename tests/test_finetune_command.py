@@ -158,6 +158,9 @@ def _run_dir(demo_run, tmp: Path) -> Path:
     spec["model"] = str(demo_run.out / "model")
     spec["dataset"]["path"] = str(demo_run.out / "data" / "train.jsonl")
     spec["dataset"].pop("filter", None)  # the demo filtered its own run; this one starts from the gate
+    heldout = spec["dataset"].get("heldout") or {}
+    if heldout.get("path"):  # the demo's own held-out file, named from its run directory
+        heldout["path"] = str((demo_run.out / "pass" / heldout["path"]).resolve())
     (run_dir / "spec.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
     (run_dir / "answers.yaml").write_text(yaml.safe_dump({
         "verifiable": True, "signal_kind": "exact_match", "demonstrations": False, "preference_pairs": False,
@@ -209,6 +212,8 @@ def test_command_runs_as_written(demo_run, tmp_path, capsys):
             shutil.copytree(demo_run.out / "pass" / "train", run_dir / "train",
                             ignore=shutil.ignore_patterns("*.safetensors"))
             (run_dir / "train" / "trainer_state.json").touch()  # copytree keeps the demo's (older) times
+        if verb == "inspect confirm":  # the person's command: they read what it shows and answer yes
+            line += " --yes"
         done = _bash(line, user)
         assert done.returncode == 0, (call.phase, line, done.stdout[-3000:], done.stderr[-3000:])
         if "bootstrap.sh" in call.line:

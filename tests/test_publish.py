@@ -71,7 +71,9 @@ def test_dry_run_card_has_every_provenance_field_and_no_private_data(evaluated, 
     read = gate["counts"]["read"]
     assert f"Reading: {read} samples read" in card and f"{gate['counts']['agreed']} agreed" in card
     assert f"Blind: {gate['blind']['statement']}" in card
-    assert "recall / precision bounds: not recorded by this gate" in card
+    from finetune.inspect import bounds
+
+    assert gate["bounds"] and all(bounds.line(b) in card for b in gate["bounds"])  # each as the gate says it
     assert "Red flags acknowledged: none" in card and "Hack probes:" in card
     assert "Variant: grpo — licensed by the base recipe" in card
     assert "| accept |" in card and "bootstrap interval" in card and "sign test" in card

@@ -185,6 +185,8 @@ def json_text(value: Any) -> str:
 
 
 def card_body(repo: str, spec: RunSpec, prov: Row, *, examples: bool) -> str:
+    from finetune.inspect import bounds
+
     g, rd, v = prov["gate"], prov["reading"], prov["variant"]
     readers = " and ".join(rd["readers"] or []) or "nobody"
     lines = [f"# {repo.split('/')[-1]}", "",
@@ -197,7 +199,8 @@ def card_body(repo: str, spec: RunSpec, prov: Row, *, examples: bool) -> str:
              f"{', confirmed by the person' if rd['confirmation'] else ''}); {rd['agreed']} agreed with the rewards, "
              f"{rd['disagreements']} disagreements.",
              f"- Blind: {rd['blind_statement'] or 'the gate record holds no blind statement'}",
-             f"- Reward recall / precision bounds: {prov['bounds'] if prov['bounds'] else 'not recorded by this gate'}",
+             "- Reward recall / precision bounds: " + ("not recorded by this gate" if not prov["bounds"] else
+                                                        "; ".join(bounds.line(b) for b in prov["bounds"])),
              f"- Hack probes: {prov['probes']['run']} run, {prov['probes']['passing']} passing."]
     acks = prov["acknowledged"]
     lines.append("- Red flags acknowledged: " + ("none" if not acks else "; ".join(

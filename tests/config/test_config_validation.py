@@ -279,8 +279,9 @@ def test_rerender_for_another_target_removes_stale_launch_files(cli, tiny_run, t
     (spec.parent / "config" / "notes.txt").write_text("the engineer's own file")
     spec = write_run(tmp_path / "r", model)
     assert cli("config", "render", spec, "--no-gate").code == 0
-    assert _config_files(spec.parent) == ["BRIEF.md", "env_check.py", "grpo_config.yaml", "launch.sh", "notes.txt",
-                                          "preflight.py", "target.json", "train.py", "watch.py", "watchdog.py"]
+    assert _config_files(spec.parent) == ["BRIEF.md", "env_check.py", "grpo_config.yaml", "heldout.json", "launch.sh",
+                                          "notes.txt", "preflight.py", "target.json", "train.py", "watch.py",
+                                          "watchdog.py"]
 
 
 @pytest.mark.parametrize("fmt", ["parquet", "hf_disk", "hf_disk_dict"])

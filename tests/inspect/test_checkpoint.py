@@ -214,7 +214,11 @@ def _recount_success(set_path: Path) -> dict[str, float]:
     spec.loader.exec_module(module)
     columns = {c: [s["columns"][c] for s in samples] for c in samples[0]["columns"]}
     out = {}
-    for func, meta in zip(module.REWARD_FUNCS, module.REWARD_META):
+    from finetune.rewards.lib.rewards_meta import RewardMeta
+
+    # a hand-written rewards.py (tests/inspect/reward_modules) lists its metas as dicts, a rendered one as RewardMeta
+    metas = [RewardMeta.of(m) for m in module.REWARD_META]
+    for func, meta in zip(module.REWARD_FUNCS, metas):
         scores = func(prompts=[s["prompt"] for s in samples],
                       completions=[[{"role": "assistant", "content": s["completion"]}] if s["conversational"]
                                    else s["completion"] for s in samples],

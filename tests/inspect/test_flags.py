@@ -29,8 +29,8 @@ def test_correctness_alone_gives_format_no_signal(cli, make_run):
     run = make_run("good", spec_text=ONLY_CORRECTNESS.format(correctness=CORRECTNESS["exact_match"]))
     _patch(run, "REWARD_FUNCS = [format_ok, correctness]", "REWARD_FUNCS = [correctness]")
     _patch(run, "REWARD_WEIGHTS = [0.2, 1.0]", "REWARD_WEIGHTS = [1.0]")
-    _patch(run, '    {"name": "format_ok", "type": "format", "role": "format", "threshold": 1.0, "min": 0.0, '
-                '"max": 1.0},\n', "")
+    _patch(run, '    {"name": "format_ok", "type": "format", "role": "format", "threshold": 1.0, "min": 0.0, "max": 1.0,\n'
+                '     "weight": 0.2, "gated": False, "episode": False},\n', "")
     flags = _flags(cli, run)
     assert "format_blind" in flags and "same total" in flags["format_blind"]["message"]
 

@@ -131,8 +131,9 @@ def _counted(method: Callable[..., Any], name: str, counts: Counter[str]) -> Cal
 
 def train(run_dir: Path, spec: RunSpec, seed: int, output_dir: Path,
           steps: int) -> tuple[Any, list[dict[str, Any]], dict[str, int]]:
-    """GRPO with the gated rewards.py's environment_factory (the rendered config + the demo CPU profile); returns
-    (trainer, profile changes, tool name -> calls executed), the counts also in ``output_dir/tool_calls.json``."""
+    """GRPO with the gated rewards.py's environment_factory (the rendered config + the demo CPU profile); saves the
+    trained model in ``output_dir`` (where `finetune eval` reads it) and returns (trainer, profile changes, tool
+    name -> calls executed), the counts also in ``output_dir/tool_calls.json``."""
     import warnings
 
     from datasets import load_dataset
@@ -166,6 +167,7 @@ def train(run_dir: Path, spec: RunSpec, seed: int, output_dir: Path,
         for callback in (PrinterCallback, ProgressCallback):
             trainer.remove_callback(callback)
         trainer.train()
+    trainer.save_model(str(output_dir))  # the trained policy (and tokenizer): what `finetune eval` reads as "after"
     trainer.save_state()
     jsonio.write_json(output_dir / "tool_calls.json", {
         "note": "tool calls executed through TRL's environment_factory during training, counted by the demo's "
@@ -276,8 +278,10 @@ def _train_seeds(run: Runner, good: Path, spec: RunSpec, held: list[tuple[int, i
         before, after = (heldout_from_eval(sides[side], spec.rewards[0].name) for side in ("before", "after"))
         record.update({"before": before, "after": after, "direction": direction(before, after),
                        "eval": interval_facts(doc, ("accept", spec.rewards[0].name))})
-        run.result.phases[-1].detail = (f"held-out tool-call success {before['success']:.0%} → "
-                                        f"{after['success']:.0%} ({direction(before, after)} on this machine)")
+        detail = (f"held-out tool-call success {before['success']:.0%} → {after['success']:.0%} "
+                  f"({direction(before, after)} on this machine)")
+        run.result.phases[-1].detail = detail  # the eval stage printed before it was measured: say it now
+        run.console.print(f"{'':>17}  seed {seed}: {detail}", highlight=False, soft_wrap=True)
         runs.append(record)
     facts["heldout"] = {"prompts": len(held), "k": HELDOUT_K, "runs": runs}
 

@@ -2,6 +2,7 @@
 
 The modules, in import order (each imports only those before it):
 
+- ``trackiodb``: a Trackio project's local database read as a training log.
 - ``logs``: any TRL log of a run as one series per metric; reward roles read off plain TRL reward names.
 - ``context``: the run around the logs (spec, the GRPOConfig it trained with, reward roles, model).
 - ``evidence``: the run a detector reads, the trend statistics, and the ``Finding`` it returns.

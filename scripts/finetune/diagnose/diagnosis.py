@@ -41,7 +41,7 @@ from finetune.diagnose.licence import holds, provenance
 from finetune.diagnose.logs import STANDING_CAVEAT, Logs, load_logs
 from finetune.diagnose.recommend import current_variant, decide, headline, mark_held
 from finetune.diagnose.report import write_outputs
-from finetune.diagnose.trackiodb import NOT_A_LICENCE
+from finetune.diagnose.trackiodb import NOT_A_LICENCE, is_db
 from finetune.errors import UserError
 from finetune.variants import VARIANT_SYMPTOM
 
@@ -94,8 +94,6 @@ def diagnosis_document(run: Run, findings: list[Finding]) -> dict[str, Any]:
 
 
 def trackio_log(logs: Logs) -> bool:
-    from finetune.diagnose.trackiodb import is_db
-
     return is_db(logs.source)
 
 

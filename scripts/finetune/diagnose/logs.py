@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from finetune import jsonio, rundir
+from finetune.diagnose import trackiodb
 from finetune.errors import UserError
 
 # TRL 1.16's GRPOTrainer log keys
@@ -173,8 +174,6 @@ def _is_read_metric(key: str) -> bool:
 def load_logs(run: str | Path, trackio_run: str | None = None) -> Logs:
     """Read the training entries of a run's log history (a Trackio project's database too: ``trackio_run`` names
     one of its runs, default the newest). Malformed, truncated or empty → UserError."""
-    from finetune.diagnose import trackiodb
-
     path = choose_log_file(Path(run))
     tracked = trackiodb.is_db(path)
     if trackio_run is not None and not tracked:

@@ -440,8 +440,9 @@ def size_sandbox() -> None:
     os.environ["FINETUNE_SANDBOX_WORKERS"] = str(workers)
 
 
-def report_to() -> str:
-    """Where TRL's metrics and the inspection's findings go besides train/ (GRPOConfig.report_to)."""
+def report_to() -> tuple[str, str]:
+    """Where TRL's metrics and the inspection's findings go besides train/ (GRPOConfig.report_to), and the line
+    that says so (printed once the refusals have had their say: a refusal stays one line)."""
     import importlib.util
 
     if WANDB_PROJECT:
@@ -449,16 +450,12 @@ def report_to() -> str:
             sys.exit(f"refusing to train: the person chose Weights & Biases (project {WANDB_PROJECT}) but wandb is not "
                      f"importable — fix: {sys.executable} -m pip install wandb (and `wandb login`)")
         os.environ.setdefault("WANDB_PROJECT", WANDB_PROJECT)
-        print(f"tracking: Weights & Biases project {WANDB_PROJECT} (the person's setting)", file=sys.stderr)
-        return "wandb"
+        return "wandb", f"tracking: Weights & Biases project {WANDB_PROJECT} (the person's setting)"
     if importlib.util.find_spec("trackio") is not None:
         os.environ.setdefault("TRACKIO_DIR", str(RUN_DIR / "train" / "trackio"))  # read when trackio is imported
-        print(f"tracking: Trackio project {TRACKIO_PROJECT} in {os.environ['TRACKIO_DIR']} — dashboard: "
-              f"TRACKIO_DIR={os.environ['TRACKIO_DIR']} trackio show --project {TRACKIO_PROJECT}", file=sys.stderr)
-        return "trackio"
-    print("tracking: files only (train/metrics.jsonl, train/inspections/); pip install trackio for a dashboard",
-          file=sys.stderr)
-    return "none"
+        return "trackio", (f"tracking: Trackio project {TRACKIO_PROJECT} in {os.environ['TRACKIO_DIR']} — dashboard: "
+                           f"TRACKIO_DIR={os.environ['TRACKIO_DIR']} trackio show --project {TRACKIO_PROJECT}")
+    return "none", "tracking: files only (train/metrics.jsonl, train/inspections/); pip install trackio for a dashboard"
 
 
 def gate_summary() -> dict:
@@ -586,10 +583,13 @@ def main(argv=None) -> None:
     args, _ = parser.parse_known_args(argv)
     cpu = args.cpu
     os.chdir(RUN_DIR)  # output_dir and data paths are relative to the run directory
-    tracked = "none" if args.dry_run else report_to()  # before TRL is imported: trackio reads TRACKIO_DIR on import
+    # before TRL is imported: trackio reads TRACKIO_DIR on import
+    tracked, tracking_line = ("none", "") if args.dry_run else report_to()
     check_trl()
     check_gate(cpu, 1 if args.dry_run else args.max_steps)
     check_no_shadows()
+    if tracking_line:
+        print(tracking_line, file=sys.stderr)
     size_sandbox()  # before the rewards start their pools (the re-score below already uses them)
     watchdog, watchdog_source = load_verified("watchdog.py", WATCHDOG_SHA256, "watchdog")
     budgets = parse_budgets(watchdog, args.budget)
