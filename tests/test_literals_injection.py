@@ -91,9 +91,14 @@ CALL_REWARDS = textwrap.dedent('''
 
 
 @pytest.mark.slow
-def test_rewards_render_every_type_with_hostile_strings(tmp_path, cli):
+def test_rewards_render_every_type_with_hostile_strings(tmp_path, cli, monkeypatch):
     kinds = [k for k in REWARD_FIELDS if k != "format"]
     rewards = _reward_spec(kinds)
+    # render refuses a judge's api_key_env the person did not allow (judge_key_envs / FINETUNE_JUDGE_KEY_ENVS):
+    # the person allows the hostile name itself, so it is still rendered (and read) as one literal
+    judge_key = next(r["api_key_env"] for r in rewards if r["type"] == "judge")
+    assert "," not in judge_key  # the setting is comma-separated
+    monkeypatch.setenv("FINETUNE_JUDGE_KEY_ENVS", judge_key)
     spec = {"name": "inj", "model": "Qwen/Qwen3-1.7B",
             "dataset": {"path": "data.jsonl", "prompt_column": "prompt", "answer_column": None}, "rewards": rewards}
     spec_path = tmp_path / ("spec" + hostile("spec").replace("\x85", "").replace("\u2028", "")[:60] + ".yaml")

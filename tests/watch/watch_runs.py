@@ -75,7 +75,10 @@ def write_inspected_run(run: Path, model: Path, scenario: str, seed: int = 0, ev
     (run / "data" / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     spec = {
         "name": f"watch-{scenario}", "model": str(model),
-        "dataset": {"path": "data/train.jsonl", "prompt_column": "prompt", "answer_column": "answer"},
+        # no held-out split: a carved one (dataset.heldout's default) leaves rows out of training, and these tiny
+        # runs were tuned on every row (with the carve the format hack never grows, and the base model gets sums right)
+        "dataset": {"path": "data/train.jsonl", "prompt_column": "prompt", "answer_column": "answer",
+                    "heldout": {"prompts": 0}},
         "rewards": SPEC_REWARDS[scenario],
         "hardware": {"profile": "cpu", "gpus": 0, "nodes": 1},
         "generation": {"max_prompt_length": 64, "max_completion_length": s["max_completion_length"]},
