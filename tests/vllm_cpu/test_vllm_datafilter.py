@@ -100,7 +100,7 @@ def test_the_gate_binds_the_filtered_file_and_train_py_reads_it(filtered_run):
     assert spec.training_data_path() == (run / "data" / "filtered.jsonl").resolve()
     check = verify_gate(run, spec, rescore=True)
     assert check.ok, check.reason
-    assert hashlib.sha256(data).hexdigest() in json.dumps(check.record)  # the record binds the filtered bytes
+    assert hashlib.sha256(data).hexdigest() in check.record.model_dump_json()  # the record binds the filtered bytes
     assert main(["config", "render", str(spec_path)]) == 0  # re-scores the bound samples, renders from the gate
     assert "data/filtered.jsonl" in (run / "config" / "train.py").read_text()
     (run / "data" / "filtered.jsonl").write_bytes(data + data.splitlines(keepends=True)[0])
